@@ -1,0 +1,49 @@
+"""`./bazelw run //:python -- SCRIPT [ARGS...]`: runs a user's script under the pinned environment.
+
+The script runs as `__main__` with `executorch_trt` importable, relative paths resolved
+from the directory the user ran Bazel in (BUILD_WORKING_DIRECTORY), and the delegate library
+findable (EXECUTORCH_TRT_LIBRARY points at the built libexecutorch_trt.so). Exit 2 on bad
+usage or a missing script; otherwise the script's own exit status.
+"""
+
+import os
+import runpy
+import sys
+
+
+def _usage(message: str) -> "NoReturn":  # noqa: F821
+    print(f"//:python: {message}\nusage: ./bazelw run //:python -- path/to/script.py [args...]",
+          file=sys.stderr)
+    sys.exit(2)
+
+
+def _library_from_runfiles() -> str | None:
+    try:
+        from runfiles import Runfiles  # bazel-runfiles
+    except ImportError:
+        return None
+    r = Runfiles.Create()
+    path = r.Rlocation("executorch_trt/core/libexecutorch_trt.so") if r else None
+    return path if path and os.path.exists(path) else None
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        _usage("no script given")
+    if "EXECUTORCH_TRT_LIBRARY" not in os.environ:
+        lib = _library_from_runfiles()
+        if lib:
+            os.environ["EXECUTORCH_TRT_LIBRARY"] = os.path.abspath(lib)
+    cwd = os.environ.get("BUILD_WORKING_DIRECTORY")
+    if cwd:
+        os.chdir(cwd)
+    script = os.path.abspath(sys.argv[1])
+    if not os.path.isfile(script):
+        _usage(f"script not found: {sys.argv[1]} (relative to {os.getcwd()})")
+    sys.argv = [script] + sys.argv[2:]
+    sys.path.insert(0, os.path.dirname(script))
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
