@@ -1,0 +1,185 @@
+// Copyright (c) executorch-trt authors.
+
+#include "core/binding/binding_plan.h"
+
+#include <cinttypes>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/platform/log.h>
+
+#include "core/blob/dtype_name.h"
+
+namespace executorch_trt {
+namespace {
+
+using executorch::aten::ScalarType;
+using executorch::runtime::Error;
+using executorch::runtime::Result;
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Error Reject(const std::string& message) {
+  ET_LOG(Error, "executorch_trt: binding plan: %s", message.c_str());
+  return Error::InvalidProgram;
+}
+
+size_t NumBytes(ScalarType dtype, const std::vector<int64_t>& shape) {
+  size_t n = executorch::runtime::elementSize(dtype);
+  for (int64_t d : shape) {
+    n *= static_cast<size_t>(d);
+  }
+  return n;
+}
+
+}  // namespace
+
+Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
+                                        const Engine& engine) {
+  // Counts first: a count mismatch explains every later name mismatch.
+  size_t engine_inputs = 0;
+  size_t engine_outputs = 0;
+  for (int32_t i = 0; i < engine.NumIOTensors(); ++i) {
+    const TensorIOMode mode = engine.IOMode(engine.IOTensorName(i));
+    engine_inputs += mode == TensorIOMode::kInput;
+    engine_outputs += mode == TensorIOMode::kOutput;
+  }
+  if (metadata.inputs.size() != engine_inputs || metadata.outputs.size() != engine_outputs) {
+    return Reject("the blob metadata lists " + std::to_string(metadata.inputs.size()) +
+                  " inputs and " + std::to_string(metadata.outputs.size()) +
+                  " outputs, the engine has " + std::to_string(engine_inputs) +
+                  " inputs and " + std::to_string(engine_outputs) +
+                  " outputs; the blob and its engine disagree, re-export the model.");
+  }
+
+  BindingPlan plan;
+  plan.num_inputs_ = metadata.inputs.size();
+  std::map<std::string, size_t> arg_by_name;
+  for (size_t i = 0; i < metadata.inputs.size() + metadata.outputs.size(); ++i) {
+    const bool is_input = i < metadata.inputs.size();
+    const TensorBinding& meta =
+        is_input ? metadata.inputs[i] : metadata.outputs[i - metadata.inputs.size()];
+    const TensorIOMode want = is_input ? TensorIOMode::kInput : TensorIOMode::kOutput;
+    const std::string what = std::string(TensorIOModeName(want)) + " '" + meta.name +
+                             "' (delegate argument " + std::to_string(i) + ")";
+    if (!arg_by_name.emplace(meta.name, i).second) {
+      return Reject(what + " repeats the name of delegate argument " +
+                    std::to_string(arg_by_name[meta.name]) +
+                    "; binding names must be unique, re-export the model.");
+    }
+    const TensorIOMode mode = engine.IOMode(meta.name);
+    if (mode == TensorIOMode::kNone) {
+      return Reject(what + " is not a binding of the engine; the blob metadata and the "
+                           "engine disagree, re-export the model.");
+    }
+    if (mode != want) {
+      return Reject(what + " is an engine " + TensorIOModeName(mode) +
+                    "; the blob metadata and the engine disagree, re-export the model.");
+    }
+    Result<ScalarType> dtype = engine.TensorDType(meta.name);
+    Result<std::vector<int64_t>> shape = engine.TensorShape(meta.name);
+    if (!dtype.ok() || !shape.ok()) {
+      return Reject(what + ": the engine cannot describe it.");
+    }
+    if (dtype.get() != meta.dtype) {
+      return Reject(what + " has dtype " + DTypeName(meta.dtype) + " in the blob but " +
+                    DTypeName(dtype.get()) + " in the engine; re-export the model.");
+    }
+    if (shape.get() != meta.shape) {
+      return Reject(what + " has shape " + ShapeString(meta.shape) + " in the blob but " +
+                    ShapeString(shape.get()) + " in the engine; re-export the model.");
+    }
+    PlannedBinding b;
+    b.name = meta.name;
+    b.mode = want;
+    b.dtype = meta.dtype;
+    b.shape = meta.shape;
+    b.nbytes = NumBytes(meta.dtype, meta.shape);
+    plan.bindings_.push_back(std::move(b));
+  }
+
+  std::set<std::string> aliased_inputs;
+  for (const AliasedIo& alias : metadata.aliased_io) {
+    const std::string what = std::string("aliased_io entry (output '") + alias.output +
+                             "' -> input '" + alias.input + "', kind " +
+                             AliasKindName(alias.kind) + ")";
+    auto out_it = arg_by_name.find(alias.output);
+    auto in_it = arg_by_name.find(alias.input);
+    if (out_it == arg_by_name.end() || out_it->second < plan.num_inputs_) {
+      return Reject(what + ": '" + alias.output +
+                    "' is not a delegate output; the blob is inconsistent, re-export.");
+    }
+    if (in_it == arg_by_name.end() || in_it->second >= plan.num_inputs_) {
+      return Reject(what + ": '" + alias.input +
+                    "' is not a delegate input; the blob is inconsistent, re-export.");
+    }
+    PlannedBinding& out = plan.bindings_[out_it->second];
+    const PlannedBinding& in = plan.bindings_[in_it->second];
+    if (out.aliased) {
+      return Reject(what + ": output '" + alias.output + "' is already aliased to input '" +
+                    plan.bindings_[out.alias_input_arg].name + "'; one alias per output.");
+    }
+    if (!aliased_inputs.insert(alias.input).second) {
+      return Reject(what + ": input '" + alias.input +
+                    "' is already aliased by another output; two outputs cannot update one "
+                    "input in place.");
+    }
+    switch (alias.kind) {
+      case AliasKind::kKvCacheUpdate: {
+        const AliasReport report = engine.AliasedInput(alias.output);
+        if (report.status == AliasReport::Status::kUnknown) {
+          ET_LOG(Info,
+                 "executorch_trt: binding plan: the engine cannot report aliases (TensorRT "
+                 "< 10.15); trusting the blob for output '%s' -> input '%s'.",
+                 alias.output.c_str(), alias.input.c_str());
+        } else if (report.status == AliasReport::Status::kNotAliased) {
+          return Reject(what + ": the engine says output '" + alias.output +
+                        "' aliases no input; the blob and the engine disagree, re-export.");
+        } else if (report.input != alias.input) {
+          return Reject(what + ": the engine says output '" + alias.output +
+                        "' aliases input '" + report.input +
+                        "'; the blob and the engine disagree, re-export.");
+        }
+        break;
+      }
+      case AliasKind::kUser:
+        break;
+    }
+    // Both kinds share one storage, so they must describe the same bytes. For
+    // kv_cache_update the engine agrees with the alias, so a mismatch means a corrupt
+    // engine; for user it is the only check there is.
+    if (in.dtype != out.dtype || in.shape != out.shape) {
+      return Reject(what + ": input is " + DTypeName(in.dtype) + " " +
+                    ShapeString(in.shape) + " but output is " + DTypeName(out.dtype) + " " +
+                    ShapeString(out.shape) +
+                    "; an output can only alias an input of the same dtype and shape. Fix "
+                    "the alias declaration and re-export.");
+    }
+    out.aliased = true;
+    out.alias_input_arg = in_it->second;
+    out.alias_kind = alias.kind;
+  }
+
+  // An engine alias the blob does not declare would let the engine write into an input
+  // the delegate treats as read-only: reject it rather than corrupt caller state.
+  for (size_t i = plan.num_inputs_; i < plan.bindings_.size(); ++i) {
+    const PlannedBinding& out = plan.bindings_[i];
+    const AliasReport report = engine.AliasedInput(out.name);
+    if (report.status == AliasReport::Status::kAliased && !out.aliased) {
+      return Reject("the engine updates input '" + report.input + "' in place through " +
+                    "output '" + out.name + "' but the blob declares no such alias; "
+                    "re-export so aliased_io records it.");
+    }
+  }
+  return plan;
+}
+
+}  // namespace executorch_trt

@@ -1,0 +1,33 @@
+// Copyright (c) executorch-trt authors.
+//
+// copy_counter.h: a process-wide count of the bytes the delegate copied to reflect an
+// in-place update into a separate output tensor.
+//
+// The in-place contract (DESIGN.md, "In place") says a decode step copies no cache
+// bytes when the exporter made the aliased output the same value as the buffer. Tests
+// and benchmarks read this counter to prove it. It counts only the delegate's own
+// reflect copies (BindingPlan execution), not copies ExecuTorch or kernels make.
+
+#pragma once
+
+#include <cstdint>
+
+namespace executorch_trt {
+
+// Adds `nbytes` to the counter. Thread-safe (relaxed atomic).
+void AddBytesCopied(uint64_t nbytes);
+
+// Returns the bytes counted since process start or the last ResetBytesCopied().
+// Thread-safe.
+uint64_t BytesCopied();
+
+// Sets the counter to zero. Thread-safe.
+void ResetBytesCopied();
+
+}  // namespace executorch_trt
+
+// C entry points for ctypes (Python) and other languages. Same semantics as above.
+extern "C" {
+uint64_t executorch_trt_bytes_copied(void);
+void executorch_trt_reset_bytes_copied(void);
+}

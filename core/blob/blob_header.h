@@ -1,0 +1,81 @@
+// Copyright (c) executorch-trt authors.
+//
+// blob_header.h: the fixed 64-byte header of a delegate blob (core/blob/FORMAT.md).
+//
+// The header locates the metadata JSON and the engine payload inside the blob and
+// states the format version and the features a reader must understand. Parsing fails
+// closed: anything a reader cannot prove it understands is rejected, so version skew
+// never turns into a silently wrong binding.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/result.h>
+
+namespace executorch_trt {
+
+// "ETRT", the first four bytes of every delegate blob.
+inline constexpr char kBlobMagic[4] = {'E', 'T', 'R', 'T'};
+
+// The only format version this runtime reads.
+inline constexpr uint32_t kBlobFormatVersion = 1;
+
+// Minimum (and, in version 1, exact) size of the header in bytes.
+inline constexpr uint32_t kBlobMinHeaderSize = 64;
+
+// Alignment of `payload_offset` relative to the start of the blob.
+inline constexpr uint64_t kBlobPayloadAlignment = 16;
+
+// Bits of `required_features`. A blob that sets a bit this runtime does not know is
+// rejected (Error::DelegateInvalidCompatibility).
+enum BlobFeature : uint64_t {
+  // `aliased_io` entries must be honoured.
+  kBlobFeatureAliasedIo = uint64_t{1} << 0,
+  // Each aliased entry carries `ownership`.
+  kBlobFeatureOwnership = uint64_t{1} << 1,
+};
+
+// All feature bits this runtime understands.
+inline constexpr uint64_t kBlobKnownFeatures = kBlobFeatureAliasedIo | kBlobFeatureOwnership;
+
+// The decoded, validated header of a delegate blob.
+//
+// A BlobHeader is a plain value: it does not reference the blob it was parsed from.
+// Use `Metadata()` / `Payload()` with the same bytes to get views of the two sections.
+struct BlobHeader {
+  uint32_t header_size = 0;
+  uint32_t format_version = 0;
+  uint64_t required_features = 0;
+  uint64_t metadata_offset = 0;
+  uint64_t metadata_size = 0;
+  uint64_t payload_offset = 0;
+  uint64_t payload_size = 0;
+
+  // Parses and validates the header at the start of `data` (`size` bytes: the whole
+  // blob).
+  //
+  // Returns the header on success. Errors (each with an ET_LOG line giving the field,
+  // its value and the limit it broke):
+  //   - Error::InvalidProgram: `data` is null, `size` < 64, wrong magic, `header_size`
+  //     < 64, a section that overlaps the header, `payload_offset` not 16-byte aligned,
+  //     any offset+size that overflows uint64 or ends past `size`.
+  //   - Error::DelegateInvalidCompatibility: `format_version` != 1, or a
+  //     `required_features` bit outside kBlobKnownFeatures (blob from a newer or older
+  //     writer; re-export with a matching version).
+  // Never reads outside [data, data + size). Thread-safe; does not retain `data`.
+  static executorch::runtime::Result<BlobHeader> Parse(const void* data, size_t size);
+
+  // The metadata JSON section of `blob`, which must be the bytes this header was parsed
+  // from. The view borrows `blob`.
+  std::string_view Metadata(const void* blob) const;
+
+  // Pointer to the engine payload inside `blob` (the bytes this header was parsed
+  // from); `payload_size` bytes long. Borrows `blob`.
+  const uint8_t* Payload(const void* blob) const;
+};
+
+}  // namespace executorch_trt

@@ -1,0 +1,244 @@
+// Copyright (c) executorch-trt authors.
+
+#include "core/blob/delegate_metadata.h"
+
+#include <limits>
+#include <utility>
+
+#include <executorch/runtime/platform/log.h>
+#include <nlohmann/json.hpp>
+
+#include "core/blob/blob_header.h"
+#include "core/blob/dtype_name.h"
+
+namespace executorch_trt {
+namespace {
+
+using executorch::runtime::Error;
+using executorch::runtime::Result;
+using json = nlohmann::json;
+
+// All accessors below use only non-throwing nlohmann calls (is_*/find/get_ref on a
+// checked type), so no exception can escape even though the library supports them.
+
+Error Fail(const std::string& message) {
+  ET_LOG(Error, "executorch_trt: blob metadata: %s", message.c_str());
+  return Error::InvalidProgram;
+}
+
+// Returns the string member `key` of `obj` in `*out`; false (and logs) if missing or
+// not a string.
+bool GetString(const json& obj, const char* key, const std::string& where,
+               std::string* out, bool* missing = nullptr) {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (missing != nullptr) {
+      *missing = true;
+      return true;
+    }
+    Fail(where + " has no '" + key + "'; re-export the model.");
+    return false;
+  }
+  if (!it->is_string()) {
+    Fail(where + " field '" + key + "' must be a string, got " + it->type_name() + ".");
+    return false;
+  }
+  *out = it->get_ref<const std::string&>();
+  if (missing != nullptr) {
+    *missing = false;
+  }
+  return true;
+}
+
+Result<TensorBinding> ParseBinding(const json& entry, const std::string& where) {
+  if (!entry.is_object()) {
+    return Fail(where + " must be an object, got " + entry.type_name() + ".");
+  }
+  TensorBinding binding;
+  if (!GetString(entry, "name", where, &binding.name)) {
+    return Error::InvalidProgram;
+  }
+  if (binding.name.empty()) {
+    return Fail(where + " has an empty 'name'.");
+  }
+  const std::string named = where + " '" + binding.name + "'";
+  std::string dtype;
+  if (!GetString(entry, "dtype", named, &dtype)) {
+    return Error::InvalidProgram;
+  }
+  Result<executorch::aten::ScalarType> type = ParseDTypeName(dtype, named);
+  if (!type.ok()) {
+    return type.error();
+  }
+  binding.dtype = type.get();
+  auto shape = entry.find("shape");
+  if (shape == entry.end() || !shape->is_array()) {
+    return Fail(named + " needs 'shape' as an array of non-negative integers.");
+  }
+  for (const json& dim : *shape) {
+    // get<>() on a value already known to be a number cannot throw.
+    int64_t value = -1;
+    if (dim.is_number_unsigned()) {
+      const uint64_t u = dim.get<uint64_t>();
+      value = u <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max())
+                  ? static_cast<int64_t>(u)
+                  : -1;
+    } else if (dim.is_number_integer()) {
+      value = dim.get<int64_t>();
+    }
+    if (value < 0 || value > std::numeric_limits<int32_t>::max()) {
+      return Fail(named + " has shape entry " + dim.dump() +
+                  "; dimensions must be integers in [0, 2^31) (dynamic dimensions are "
+                  "not supported by format version 1).");
+    }
+    binding.shape.push_back(value);
+  }
+  return binding;
+}
+
+Error ParseBindings(const json& root, const char* key, std::vector<TensorBinding>* out) {
+  auto list = root.find(key);
+  if (list == root.end() || !list->is_array()) {
+    return Fail(std::string("'") + key + "' must be an array of bindings.");
+  }
+  const std::string singular = std::string(key).substr(0, std::string(key).size() - 1);
+  size_t index = 0;
+  for (const json& entry : *list) {
+    Result<TensorBinding> binding =
+        ParseBinding(entry, singular + " " + std::to_string(index));
+    if (!binding.ok()) {
+      return binding.error();
+    }
+    out->push_back(std::move(binding.get()));
+    ++index;
+  }
+  return Error::Ok;
+}
+
+Result<AliasedIo> ParseAlias(const json& entry, size_t index, uint64_t required_features) {
+  const std::string where = "aliased_io[" + std::to_string(index) + "]";
+  if (!entry.is_object()) {
+    return Fail(where + " must be an object, got " + entry.type_name() + ".");
+  }
+  AliasedIo alias;
+  if (!GetString(entry, "output", where, &alias.output) ||
+      !GetString(entry, "input", where, &alias.input)) {
+    return Error::InvalidProgram;
+  }
+  const std::string named = where + " (output '" + alias.output + "' -> input '" +
+                            alias.input + "')";
+  std::string kind;
+  bool kind_missing = false;
+  if (!GetString(entry, "kind", named, &kind, &kind_missing)) {
+    return Error::InvalidProgram;
+  }
+  if (kind_missing || kind == "kv_cache_update") {
+    alias.kind = AliasKind::kKvCacheUpdate;  // older writers omit `kind`
+  } else if (kind == "user") {
+    alias.kind = AliasKind::kUser;
+  } else {
+    return Fail(named + " has unknown kind '" + kind +
+                "'; this runtime knows 'kv_cache_update' and 'user'. The blob comes from "
+                "a newer or broken exporter: re-export with a matching version.");
+  }
+  std::string ownership;
+  bool ownership_missing = false;
+  if (!GetString(entry, "ownership", named, &ownership, &ownership_missing)) {
+    return Error::InvalidProgram;
+  }
+  if (ownership_missing) {
+    if ((required_features & kBlobFeatureOwnership) != 0) {
+      return Fail(named + " has no 'ownership' although the blob requires the OWNERSHIP "
+                          "feature; the blob is corrupt, re-export it.");
+    }
+    alias.ownership = Ownership::kCaller;
+  } else if (ownership == "caller") {
+    alias.ownership = Ownership::kCaller;
+  } else {
+    return Fail(named + " has unknown ownership '" + ownership +
+                "'; this runtime supports only 'caller' (storage owned above the "
+                "delegate). Re-export with caller-owned state.");
+  }
+  return alias;
+}
+
+}  // namespace
+
+Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
+                                                 uint64_t required_features) {
+  json root = json::parse(json_text.begin(), json_text.end(), /*cb=*/nullptr,
+                          /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return Fail("not valid JSON (" + std::to_string(json_text.size()) +
+                " bytes); the blob is corrupt, re-export it.");
+  }
+  if (!root.is_object()) {
+    return Fail(std::string("top level must be an object, got ") + root.type_name() + ".");
+  }
+  DelegateMetadata metadata;
+  std::string engine;
+  if (!GetString(root, "engine", "metadata", &engine)) {
+    return Error::InvalidProgram;
+  }
+  if (engine == "portable") {
+    metadata.engine = EngineKind::kPortable;
+  } else if (engine == "tensorrt") {
+    metadata.engine = EngineKind::kTensorRT;
+  } else {
+    return Fail("unknown engine '" + engine + "'; expected 'portable' or 'tensorrt'.");
+  }
+  Error err = ParseBindings(root, "inputs", &metadata.inputs);
+  if (err != Error::Ok) {
+    return err;
+  }
+  err = ParseBindings(root, "outputs", &metadata.outputs);
+  if (err != Error::Ok) {
+    return err;
+  }
+  auto aliases = root.find("aliased_io");
+  if (aliases != root.end()) {
+    if (!aliases->is_array()) {
+      return Fail(std::string("'aliased_io' must be an array, got ") +
+                  aliases->type_name() + ".");
+    }
+    size_t index = 0;
+    for (const json& entry : *aliases) {
+      Result<AliasedIo> alias = ParseAlias(entry, index++, required_features);
+      if (!alias.ok()) {
+        return alias.error();
+      }
+      metadata.aliased_io.push_back(std::move(alias.get()));
+    }
+  }
+  return metadata;
+}
+
+const char* AliasKindName(AliasKind kind) {
+  switch (kind) {
+    case AliasKind::kKvCacheUpdate:
+      return "kv_cache_update";
+    case AliasKind::kUser:
+      return "user";
+  }
+  return "?";
+}
+
+const char* OwnershipName(Ownership ownership) {
+  switch (ownership) {
+    case Ownership::kCaller:
+      return "caller";
+  }
+  return "?";
+}
+
+const char* EngineKindName(EngineKind engine) {
+  switch (engine) {
+    case EngineKind::kPortable:
+      return "portable";
+    case EngineKind::kTensorRT:
+      return "tensorrt";
+  }
+  return "?";
+}
+
+}  // namespace executorch_trt

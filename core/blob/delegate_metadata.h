@@ -1,0 +1,92 @@
+// Copyright (c) executorch-trt authors.
+//
+// delegate_metadata.h: the metadata JSON of a delegate blob (core/blob/FORMAT.md).
+//
+// The metadata is the exporter's statement of the delegate's interface: the engine that
+// runs it, the tensors bound to each delegate argument (in argument order), and which
+// outputs update which inputs in place, who enforces that alias (`kind`) and who owns
+// the storage (`ownership`). It is decided once at export and never re-derived here.
+
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <executorch/runtime/core/exec_aten/exec_aten.h>
+#include <executorch/runtime/core/result.h>
+
+namespace executorch_trt {
+
+// Which engine executes the payload.
+enum class EngineKind {
+  kPortable,  // nested ExecuTorch program (core/engine/PORTABLE_FORMAT.md)
+  kTensorRT,  // serialized TensorRT plan
+};
+
+// Who enforces an alias between an output and an input.
+enum class AliasKind {
+  // The engine performs the in-place update; cross-checked against the engine's own
+  // alias report (TensorRT >= 10.15 getAliasedInputTensor). Default for older blobs
+  // that carry no `kind`.
+  kKvCacheUpdate,
+  // Declared by the user; the engine cannot see it. Shape and dtype are checked.
+  kUser,
+};
+
+// Who owns the storage an aliased pair shares.
+enum class Ownership {
+  // The storage lives above the delegate (an ExecuTorch mutable buffer or memory the
+  // application binds). The only ownership of format version 1.
+  kCaller,
+};
+
+// One tensor binding: an engine binding name with its element type and static shape.
+struct TensorBinding {
+  std::string name;
+  executorch::aten::ScalarType dtype = executorch::aten::ScalarType::Float;
+  std::vector<int64_t> shape;
+};
+
+// One aliased output -> input pair.
+struct AliasedIo {
+  std::string output;  // name of an entry of DelegateMetadata::outputs
+  std::string input;   // name of an entry of DelegateMetadata::inputs
+  AliasKind kind = AliasKind::kKvCacheUpdate;
+  Ownership ownership = Ownership::kCaller;
+};
+
+// The decoded metadata JSON.
+struct DelegateMetadata {
+  EngineKind engine = EngineKind::kPortable;
+  // Delegate argument order: args[i] binds inputs[i]; args[inputs.size() + j] binds
+  // outputs[j].
+  std::vector<TensorBinding> inputs;
+  std::vector<TensorBinding> outputs;
+  std::vector<AliasedIo> aliased_io;
+
+  // Parses `json_text` (the blob's metadata section) with `required_features` from the
+  // blob header.
+  //
+  // Structural validation only: the JSON is an object; `engine` is "portable" or
+  // "tensorrt"; `inputs`/`outputs` are arrays of {name: non-empty string, dtype: a blob
+  // dtype, shape: array of non-negative integers}; `aliased_io` (optional, default
+  // empty) is an array of {output, input: strings, kind?: "kv_cache_update" | "user"
+  // (missing means "kv_cache_update"), ownership: "caller"}. `ownership` may be omitted
+  // only when the header does not set kBlobFeatureOwnership (it then means "caller").
+  // Cross-checks against the engine (names exist, counts, shapes) are BindingPlan's job.
+  //
+  // Errors: Error::InvalidProgram with an ET_LOG line naming the offending field and
+  // value (unknown kind / ownership / dtype / engine, missing or mistyped field,
+  // malformed JSON). Never throws. Thread-safe; the result owns all its strings.
+  static executorch::runtime::Result<DelegateMetadata> Parse(std::string_view json_text,
+                                                             uint64_t required_features);
+};
+
+// Names for log lines: "kv_cache_update", "user", "caller", "portable", "tensorrt".
+const char* AliasKindName(AliasKind kind);
+const char* OwnershipName(Ownership ownership);
+const char* EngineKindName(EngineKind engine);
+
+}  // namespace executorch_trt

@@ -1,0 +1,333 @@
+// Copyright (c) executorch-trt authors.
+
+#include "core/engine/portable_engine.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <utility>
+
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/core/portable_type/tensor_impl.h>
+#include <executorch/runtime/platform/log.h>
+
+#include "core/engine/portable_payload.h"
+
+namespace executorch_trt {
+namespace {
+
+using executorch::aten::ScalarType;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::MethodMeta;
+using executorch::runtime::Result;
+using executorch::runtime::Span;
+using executorch::runtime::Tag;
+using executorch::runtime::TensorInfo;
+
+constexpr const char* kMethodName = "forward";
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+void ContiguousStrides(const std::vector<int32_t>& sizes, std::vector<int32_t>* strides) {
+  strides->assign(sizes.size(), 1);
+  for (size_t i = sizes.size(); i > 1; --i) {
+    (*strides)[i - 2] = (*strides)[i - 1] * sizes[i - 1];
+  }
+}
+
+}  // namespace
+
+PortableEngine::~PortableEngine() = default;
+
+Result<std::unique_ptr<PortableEngine>> PortableEngine::Create(const uint8_t* payload,
+                                                               size_t size) {
+  std::unique_ptr<PortableEngine> engine(new (std::nothrow) PortableEngine());
+  if (engine == nullptr) {
+    return Error::MemoryAllocationFailed;
+  }
+  Error err = engine->Load(payload, size);
+  if (err != Error::Ok) {
+    return err;  // `engine` and everything it loaded are freed here
+  }
+  return engine;
+}
+
+Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
+  Result<PortablePayload> payload = PortablePayload::Parse(payload_bytes, size);
+  if (!payload.ok()) {
+    return payload.error();
+  }
+  const uint8_t* program_data = payload->program;
+  if (reinterpret_cast<uintptr_t>(program_data) % 16 != 0) {
+    // new[] storage is aligned for any fundamental type (16 bytes on x86-64/aarch64).
+    owned_program_.assign(program_data, program_data + payload->program_size);
+    program_data = owned_program_.data();
+  }
+  loader_ = std::make_unique<executorch::extension::BufferDataLoader>(
+      program_data, payload->program_size);
+  Result<executorch::runtime::Program> program =
+      executorch::runtime::Program::load(loader_.get());
+  if (!program.ok()) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine: the nested program (%zu bytes) does not load "
+           "(error 0x%" PRIx32 "); the blob is corrupt or from an incompatible "
+           "ExecuTorch.",
+           payload->program_size, static_cast<uint32_t>(program.error()));
+    return program.error();
+  }
+  program_ = std::make_unique<executorch::runtime::Program>(std::move(program.get()));
+
+  Result<MethodMeta> meta = program_->method_meta(kMethodName);
+  if (!meta.ok()) {
+    ET_LOG(Error, "executorch_trt: portable engine: the nested program has no method '%s'.",
+           kMethodName);
+    return Error::InvalidProgram;
+  }
+  if (meta->num_inputs() != payload->inputs.size() ||
+      meta->num_outputs() != payload->outputs.size()) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine: the descriptor names %zu inputs and %zu "
+           "outputs but the nested method has %zu inputs and %zu outputs; the blob "
+           "writer is broken, re-export.",
+           payload->inputs.size(), payload->outputs.size(), meta->num_inputs(),
+           meta->num_outputs());
+    return Error::InvalidProgram;
+  }
+
+  // Describe every binding from the method's own metadata.
+  const size_t num_inputs = payload->inputs.size();
+  for (size_t i = 0; i < num_inputs + payload->outputs.size(); ++i) {
+    const bool is_input = i < num_inputs;
+    const size_t index = is_input ? i : i - num_inputs;
+    Binding b;
+    b.name = is_input ? payload->inputs[index] : payload->outputs[index];
+    b.mode = is_input ? TensorIOMode::kInput : TensorIOMode::kOutput;
+    b.method_index = index;
+    Result<Tag> tag = is_input ? meta->input_tag(index) : meta->output_tag(index);
+    if (!tag.ok() || tag.get() != Tag::Tensor) {
+      ET_LOG(Error,
+             "executorch_trt: portable engine: nested %s %zu ('%s') is not a tensor; "
+             "engine bindings must be tensors.",
+             is_input ? "input" : "output", index, b.name.c_str());
+      return Error::InvalidProgram;
+    }
+    Result<TensorInfo> info =
+        is_input ? meta->input_tensor_meta(index) : meta->output_tensor_meta(index);
+    if (!info.ok()) {
+      return info.error();
+    }
+    if (info->is_memory_planned()) {
+      ET_LOG(Error,
+             "executorch_trt: portable engine: nested %s '%s' is memory-planned, so it "
+             "cannot share the caller's storage; export the nested program with "
+             "MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False).",
+             is_input ? "input" : "output", b.name.c_str());
+      return Error::InvalidProgram;
+    }
+    b.dtype = info->scalar_type();
+    const Span<const int32_t> sizes = info->sizes();
+    const Span<const uint8_t> dim_order = info->dim_order();
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      b.shape.push_back(sizes[d]);
+      b.runtime_sizes.push_back(sizes[d]);
+      if (dim_order.size() != sizes.size() || dim_order[d] != d) {
+        ET_LOG(Error,
+               "executorch_trt: portable engine: nested binding '%s' has a non-contiguous "
+               "dim order; only contiguous tensors are supported.",
+               b.name.c_str());
+        return Error::InvalidProgram;
+      }
+      b.dim_order.push_back(static_cast<uint8_t>(d));
+    }
+    ContiguousStrides(b.runtime_sizes, &b.strides);
+    b.nbytes = info->nbytes();
+    index_by_name_.emplace(b.name, bindings_.size());
+    bindings_.push_back(std::move(b));
+  }
+  aliases_ = payload->aliases;
+
+  // Memory: planned buffers sized per MethodMeta, malloc for method-lifetime data.
+  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+    Result<int64_t> buffer_size = meta->memory_planned_buffer_size(i);
+    if (!buffer_size.ok() || buffer_size.get() < 0) {
+      return Error::InvalidProgram;
+    }
+    const size_t n = static_cast<size_t>(buffer_size.get());
+    planned_buffers_.emplace_back(new (std::nothrow) uint8_t[n > 0 ? n : 1]);
+    if (planned_buffers_.back() == nullptr) {
+      return Error::MemoryAllocationFailed;
+    }
+    planned_spans_.emplace_back(planned_buffers_.back().get(), n);
+  }
+  planned_memory_ = std::make_unique<executorch::runtime::HierarchicalAllocator>(
+      Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
+  memory_manager_ = std::make_unique<executorch::runtime::MemoryManager>(
+      &method_allocator_, planned_memory_.get(), &temp_allocator_);
+
+  Result<executorch::runtime::Method> method =
+      program_->load_method(kMethodName, memory_manager_.get());
+  if (!method.ok()) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine: loading the nested method failed (error "
+           "0x%" PRIx32 "); if it is OperatorMissing, link the kernels the partition uses "
+           "(libexecutorch_kernels_optimized.so and libexecutorch_trt.so).",
+           static_cast<uint32_t>(method.error()));
+    return method.error();
+  }
+  method_ = std::make_unique<executorch::runtime::Method>(std::move(method.get()));
+  return Error::Ok;
+}
+
+const PortableEngine::Binding* PortableEngine::Find(const std::string& name) const {
+  auto it = index_by_name_.find(name);
+  return it == index_by_name_.end() ? nullptr : &bindings_[it->second];
+}
+
+PortableEngine::Binding* PortableEngine::Find(const std::string& name) {
+  auto it = index_by_name_.find(name);
+  return it == index_by_name_.end() ? nullptr : &bindings_[it->second];
+}
+
+int32_t PortableEngine::NumIOTensors() const {
+  return static_cast<int32_t>(bindings_.size());
+}
+
+std::string PortableEngine::IOTensorName(int32_t index) const {
+  if (index < 0 || static_cast<size_t>(index) >= bindings_.size()) {
+    return "";
+  }
+  return bindings_[index].name;
+}
+
+TensorIOMode PortableEngine::IOMode(const std::string& name) const {
+  const Binding* b = Find(name);
+  return b == nullptr ? TensorIOMode::kNone : b->mode;
+}
+
+Result<ScalarType> PortableEngine::TensorDType(const std::string& name) const {
+  const Binding* b = Find(name);
+  if (b == nullptr) {
+    return Error::NotFound;
+  }
+  return b->dtype;
+}
+
+Result<std::vector<int64_t>> PortableEngine::TensorShape(const std::string& name) const {
+  const Binding* b = Find(name);
+  if (b == nullptr) {
+    return Error::NotFound;
+  }
+  return b->shape;
+}
+
+AliasReport PortableEngine::AliasedInput(const std::string& name) const {
+  AliasReport report;
+  auto it = aliases_.find(name);
+  if (it == aliases_.end()) {
+    report.status = AliasReport::Status::kNotAliased;
+  } else {
+    report.status = AliasReport::Status::kAliased;
+    report.input = it->second;
+  }
+  return report;
+}
+
+Error PortableEngine::SetInputShape(const std::string& name,
+                                    const std::vector<int64_t>& shape) {
+  Binding* b = Find(name);
+  if (b == nullptr || b->mode != TensorIOMode::kInput) {
+    ET_LOG(Error, "executorch_trt: portable engine: SetInputShape: no input named '%s'.",
+           name.c_str());
+    return Error::NotFound;
+  }
+  // Format version 1 has static shapes only; the nested method's set_input would also
+  // reject a resize of a static tensor, but say so here with the names.
+  if (shape != b->shape) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine: input '%s' was built with shape %s, got %s; "
+           "dynamic shapes are not supported, re-export with this shape.",
+           name.c_str(), ShapeString(b->shape).c_str(), ShapeString(shape).c_str());
+    return Error::InvalidArgument;
+  }
+  return Error::Ok;
+}
+
+Error PortableEngine::SetTensorAddress(const std::string& name, void* data,
+                                       size_t nbytes) {
+  Binding* b = Find(name);
+  if (b == nullptr) {
+    ET_LOG(Error, "executorch_trt: portable engine: SetTensorAddress: no tensor named '%s'.",
+           name.c_str());
+    return Error::NotFound;
+  }
+  if (nbytes < b->nbytes || (data == nullptr && b->nbytes > 0)) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine: tensor '%s' needs %zu bytes, got %zu bytes "
+           "at %p.",
+           name.c_str(), b->nbytes, nbytes, data);
+    return Error::InvalidArgument;
+  }
+  b->address = data;
+  b->bound_nbytes = nbytes;
+  b->bound = true;
+  return Error::Ok;
+}
+
+Error PortableEngine::Execute() {
+  if (method_ == nullptr) {
+    return Error::InvalidState;
+  }
+  for (const Binding& b : bindings_) {
+    if (!b.bound) {
+      ET_LOG(Error,
+             "executorch_trt: portable engine: %s '%s' has no address; bind every tensor "
+             "before Execute().",
+             TensorIOModeName(b.mode), b.name.c_str());
+      return Error::InvalidState;
+    }
+  }
+  Error err = Error::Ok;
+  for (Binding& b : bindings_) {
+    if (b.mode == TensorIOMode::kInput) {
+      // The nested input is not memory-planned, so set_input points the method's input
+      // tensor at `address` (no copy) after checking dtype and shape.
+      executorch::runtime::etensor::TensorImpl impl(
+          b.dtype, static_cast<ssize_t>(b.runtime_sizes.size()), b.runtime_sizes.data(),
+          b.address, b.dim_order.data(), b.strides.data());
+      err = method_->set_input(EValue(executorch::aten::Tensor(&impl)), b.method_index);
+    } else {
+      err = method_->set_output_data_ptr(b.address, b.bound_nbytes, b.method_index);
+    }
+    if (err != Error::Ok) {
+      ET_LOG(Error,
+             "executorch_trt: portable engine: binding %s '%s' to the nested method "
+             "failed (error 0x%" PRIx32 ").",
+             TensorIOModeName(b.mode), b.name.c_str(), static_cast<uint32_t>(err));
+      break;
+    }
+  }
+  if (err == Error::Ok) {
+    err = method_->execute();
+    if (err != Error::Ok) {
+      ET_LOG(Error,
+             "executorch_trt: portable engine: the nested method failed (error 0x%" PRIx32
+             ").",
+             static_cast<uint32_t>(err));
+    }
+  }
+  for (Binding& b : bindings_) {
+    b.bound = false;
+    b.address = nullptr;
+    b.bound_nbytes = 0;
+  }
+  return err;
+}
+
+}  // namespace executorch_trt

@@ -1,0 +1,119 @@
+// Copyright (c) executorch-trt authors.
+//
+// portable_engine.h: the reference engine. Runs the partition as a nested ExecuTorch
+// program on the CPU, through the ExecuTorch runtime itself, behind the same Engine
+// interface a TensorRT plan uses. Every binding, aliasing and ordering rule of the
+// delegate is therefore exercised end to end without a GPU.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+
+#include "core/engine/engine.h"
+
+namespace executorch_trt {
+
+// An Engine over a portable payload (core/engine/PORTABLE_FORMAT.md).
+//
+// Binding names and aliases come from the payload descriptor; dtypes and shapes from the
+// nested method's MethodMeta. The nested program must be exported with
+// alloc_graph_input=False and alloc_graph_output=False: inputs are then bound with
+// Method::set_input, which shares the caller's pointer for an unplanned input (no copy),
+// and outputs with Method::set_output_data_ptr. An output bound to the same address as
+// its aliased input is updated in place by the nested program's kernels (e.g.
+// executorch_trt::kv_cache_update.out).
+//
+// Thread-safety: see Engine. Not copyable or movable (the nested Method holds pointers
+// into this object).
+class PortableEngine final : public Engine {
+ public:
+  // Creates an engine over `size` bytes of portable payload at `payload`.
+  //
+  // Ownership: the payload is borrowed and must outlive the engine (the backend keeps
+  // the delegate blob alive in its handle); if the nested program is not 16-byte
+  // aligned in memory it is copied into an owned aligned buffer instead.
+  //
+  // Errors (each logged): the payload's own errors (PortablePayload::Parse); nested
+  // program that does not load (its Program::load error); no method "forward"; a
+  // method whose input/output count differs from the descriptor's; a non-tensor
+  // input/output; a memory-planned input/output (Error::InvalidProgram: re-export with
+  // alloc_graph_input=False, alloc_graph_output=False); a non-contiguous dim order;
+  // Method load failure (e.g. a missing kernel: Error::OperatorMissing).
+  static executorch::runtime::Result<std::unique_ptr<PortableEngine>> Create(
+      const uint8_t* payload, size_t size);
+
+  ~PortableEngine() override;
+  PortableEngine(const PortableEngine&) = delete;
+  PortableEngine& operator=(const PortableEngine&) = delete;
+
+  int32_t NumIOTensors() const override;
+  std::string IOTensorName(int32_t index) const override;
+  TensorIOMode IOMode(const std::string& name) const override;
+  executorch::runtime::Result<executorch::aten::ScalarType> TensorDType(
+      const std::string& name) const override;
+  executorch::runtime::Result<std::vector<int64_t>> TensorShape(
+      const std::string& name) const override;
+  // Always known for a portable engine: kAliased per the descriptor, else kNotAliased.
+  AliasReport AliasedInput(const std::string& name) const override;
+  executorch::runtime::Error SetInputShape(const std::string& name,
+                                           const std::vector<int64_t>& shape) override;
+  executorch::runtime::Error SetTensorAddress(const std::string& name, void* data,
+                                              size_t nbytes) override;
+  // Sets every input with Method::set_input (sharing the bound pointer), every output
+  // with Method::set_output_data_ptr, then runs Method::execute. All tensors must have
+  // been bound since the previous Execute(); bindings are cleared afterwards.
+  executorch::runtime::Error Execute() override;
+
+ private:
+  struct Binding {
+    std::string name;
+    TensorIOMode mode = TensorIOMode::kNone;
+    size_t method_index = 0;  // index among the method's inputs or outputs
+    executorch::aten::ScalarType dtype = executorch::aten::ScalarType::Float;
+    std::vector<int64_t> shape;            // static shape from MethodMeta
+    std::vector<int32_t> runtime_sizes;    // shape for the next Execute() (inputs)
+    std::vector<int32_t> strides;          // contiguous strides of runtime_sizes
+    std::vector<uint8_t> dim_order;        // identity
+    size_t nbytes = 0;                     // bytes of the static shape
+    void* address = nullptr;
+    size_t bound_nbytes = 0;
+    bool bound = false;
+  };
+
+  PortableEngine() = default;
+  executorch::runtime::Error Load(const uint8_t* payload, size_t size);
+  const Binding* Find(const std::string& name) const;
+  Binding* Find(const std::string& name);
+
+  // Declaration order is destruction order in reverse: the Method goes first, then
+  // the memory it was loaded into, then the Program and its data.
+  std::vector<uint8_t> owned_program_;
+  std::unique_ptr<executorch::extension::BufferDataLoader> loader_;
+  std::unique_ptr<executorch::runtime::Program> program_;
+  executorch::extension::MallocMemoryAllocator method_allocator_;
+  executorch::extension::MallocMemoryAllocator temp_allocator_;
+  std::vector<std::unique_ptr<uint8_t[]>> planned_buffers_;
+  std::vector<executorch::runtime::Span<uint8_t>> planned_spans_;
+  std::unique_ptr<executorch::runtime::HierarchicalAllocator> planned_memory_;
+  std::unique_ptr<executorch::runtime::MemoryManager> memory_manager_;
+  std::unique_ptr<executorch::runtime::Method> method_;
+
+  std::vector<Binding> bindings_;  // engine order: inputs, then outputs
+  std::unordered_map<std::string, size_t> index_by_name_;
+  std::map<std::string, std::string> aliases_;
+};
+
+}  // namespace executorch_trt

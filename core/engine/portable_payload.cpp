@@ -1,0 +1,135 @@
+// Copyright (c) executorch-trt authors.
+
+#include "core/engine/portable_payload.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <set>
+#include <string_view>
+
+#include <executorch/runtime/platform/log.h>
+#include <nlohmann/json.hpp>
+
+namespace executorch_trt {
+namespace {
+
+using executorch::runtime::Error;
+using executorch::runtime::Result;
+using json = nlohmann::json;
+
+uint64_t ReadU64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) {
+    v = (v << 8) | p[i];
+  }
+  return v;
+}
+
+uint32_t ReadU32(const uint8_t* p) {
+  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
+         (uint32_t{p[3]} << 24);
+}
+
+Error Fail(const std::string& message) {
+  ET_LOG(Error, "executorch_trt: portable engine payload: %s", message.c_str());
+  return Error::InvalidProgram;
+}
+
+Error ParseNames(const json& root, const char* key, std::vector<std::string>* out,
+                 std::set<std::string>* seen) {
+  auto list = root.find(key);
+  if (list == root.end() || !list->is_array()) {
+    return Fail(std::string("descriptor '") + key + "' must be an array of names.");
+  }
+  for (const json& name : *list) {
+    if (!name.is_string() || name.get_ref<const std::string&>().empty()) {
+      return Fail(std::string("descriptor '") + key + "' has entry " + name.dump() +
+                  "; names must be non-empty strings.");
+    }
+    const std::string& s = name.get_ref<const std::string&>();
+    if (!seen->insert(s).second) {
+      return Fail("descriptor names binding '" + s + "' twice; names must be unique.");
+    }
+    out->push_back(s);
+  }
+  return Error::Ok;
+}
+
+}  // namespace
+
+Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size) {
+  if (data == nullptr || size < kPortablePayloadHeaderSize) {
+    return Fail("payload is " + std::to_string(size) + " bytes, shorter than its " +
+                std::to_string(kPortablePayloadHeaderSize) + "-byte header.");
+  }
+  if (std::memcmp(data, kPortablePayloadMagic, 4) != 0) {
+    return Fail("magic is not 'ETPE'; the blob says engine 'portable' but carries "
+                "something else.");
+  }
+  const uint32_t version = ReadU32(data + 4);
+  if (version != kPortablePayloadVersion) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine payload version %" PRIu32
+           ", this runtime reads version %" PRIu32 "; re-export with a matching version.",
+           version, kPortablePayloadVersion);
+    return Error::DelegateInvalidCompatibility;
+  }
+  const uint64_t descriptor_size = ReadU64(data + 8);
+  const uint64_t program_offset = ReadU64(data + 16);
+  const uint64_t program_size = ReadU64(data + 24);
+  const uint64_t avail = size - kPortablePayloadHeaderSize;
+  if (descriptor_size > avail) {
+    return Fail("descriptor_size " + std::to_string(descriptor_size) +
+                " runs past the end of the " + std::to_string(size) + "-byte payload.");
+  }
+  const uint64_t descriptor_end = kPortablePayloadHeaderSize + descriptor_size;
+  if (program_offset < descriptor_end || program_offset > size ||
+      program_size > size - program_offset) {
+    return Fail("program [offset " + std::to_string(program_offset) + ", size " +
+                std::to_string(program_size) + ") overlaps the descriptor (ends at " +
+                std::to_string(descriptor_end) + ") or runs past the " +
+                std::to_string(size) + "-byte payload.");
+  }
+  if (program_offset % 16 != 0) {
+    return Fail("program_offset " + std::to_string(program_offset) +
+                " is not 16-byte aligned.");
+  }
+  const char* text = reinterpret_cast<const char*>(data + kPortablePayloadHeaderSize);
+  json root = json::parse(text, text + descriptor_size, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return Fail("descriptor is not a JSON object.");
+  }
+  PortablePayload payload;
+  std::set<std::string> seen;
+  Error err = ParseNames(root, "inputs", &payload.inputs, &seen);
+  if (err == Error::Ok) {
+    err = ParseNames(root, "outputs", &payload.outputs, &seen);
+  }
+  if (err != Error::Ok) {
+    return err;
+  }
+  auto aliases = root.find("aliases");
+  if (aliases != root.end()) {
+    if (!aliases->is_object()) {
+      return Fail("descriptor 'aliases' must be an object {output: input}.");
+    }
+    const std::set<std::string> ins(payload.inputs.begin(), payload.inputs.end());
+    const std::set<std::string> outs(payload.outputs.begin(), payload.outputs.end());
+    for (auto it = aliases->begin(); it != aliases->end(); ++it) {
+      if (!it.value().is_string()) {
+        return Fail("alias of '" + it.key() + "' must be a string.");
+      }
+      const std::string& input = it.value().get_ref<const std::string&>();
+      if (outs.count(it.key()) == 0 || ins.count(input) == 0) {
+        return Fail("alias '" + it.key() + "' -> '" + input +
+                    "' does not name an engine output and an engine input.");
+      }
+      payload.aliases.emplace(it.key(), input);
+    }
+  }
+  payload.program = data + program_offset;
+  payload.program_size = static_cast<size_t>(program_size);
+  return payload;
+}
+
+}  // namespace executorch_trt
