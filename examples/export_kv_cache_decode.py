@@ -1,0 +1,111 @@
+"""Exports a Llama-architecture decoder with a static KV cache through executorch_trt.
+
+Writes one program with two methods that share the KV cache (same buffer FQNs, shared
+mutable buffers): `prefill(input_ids[1, T], cache_position[T]) -> logits[1, T, V]` and
+`decode(input_ids[1, 1], cache_position[1]) -> logits[1, 1, V]`, plus a JSON reference
+computed with eager PyTorch on the same weights for a fixed prompt: the greedy tokens, each
+step's last-position logits, and each step's cache checksums (see `cache_checksum`).
+
+The model is a Hugging Face `transformers` LlamaForCausalLM with seeded random weights
+(no hub download): 2 layers, grouped-query attention (4 query heads, 2 KV heads), a static
+cache of --max-seq-len positions. Output is byte-identical across runs (fixed seeds).
+
+usage: export_kv_cache_decode.py --pte OUT.pte --reference OUT.json
+           [--steps N] [--max-seq-len S] [--prompt-len T] [--kv-cache inplace|copy_back]
+           [--variant normal|clear_cache]
+`--variant clear_cache` exports a deliberately broken program whose decode method zeroes its
+cache before every step (the cache does not persist): the checker must reject it.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+import executorch_trt  # noqa: E402
+from decoder_model import build_model, cache_buffers, cache_checksum, exportable_decoder  # noqa: E402
+
+
+def reference(module, prompt: torch.Tensor, steps: int) -> dict:
+    """Eager greedy decoding: prefill the prompt, then `steps` single-token decode steps."""
+    t = prompt.shape[1]
+    records = []
+    with torch.no_grad():
+        logits = module(prompt, torch.arange(t, dtype=torch.long))
+        for step in range(steps + 1):
+            last = logits[0, -1]
+            token = int(torch.argmax(last))
+            records.append({
+                "step": step,
+                "token": token,
+                "logits": [float(x) for x in last],
+                "cache_checksums": {k: cache_checksum(v) for k, v in cache_buffers(module).items()},
+            })
+            if step == steps:
+                break
+            logits = module(torch.tensor([[token]]), torch.tensor([t + step], dtype=torch.long))
+    return records
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pte", required=True)
+    p.add_argument("--reference", required=True)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--max-seq-len", type=int, default=128)
+    p.add_argument("--prompt-len", type=int, default=6)
+    p.add_argument("--kv-cache", default="inplace", choices=["inplace", "copy_back"])
+    p.add_argument("--variant", default="normal", choices=["normal", "clear_cache"])
+    args = p.parse_args(argv)
+    if args.prompt_len + args.steps > args.max_seq_len:
+        p.error("--prompt-len + --steps must fit in --max-seq-len")
+
+    model = build_model(args.max_seq_len)
+    module = exportable_decoder(model, args.max_seq_len)
+    torch.manual_seed(1)
+    prompt = torch.randint(0, model.config.vocab_size, (1, args.prompt_len), dtype=torch.long)
+
+    # Reference first; then export a fresh wrapper (new, zeroed caches; same weights).
+    ref_steps = reference(module, prompt, args.steps)
+    module = exportable_decoder(model, args.max_seq_len,
+                                clear_cache_each_call=args.variant == "clear_cache")
+    t = args.prompt_len
+    with torch.no_grad():
+        prefill = torch.export.export(module, (prompt, torch.arange(t, dtype=torch.long)), strict=False)
+        decode = torch.export.export(
+            module, (torch.tensor([[0]]), torch.tensor([t], dtype=torch.long)), strict=False)
+        program = executorch_trt.export(
+            {"prefill": prefill, "decode": decode},
+            kv_cache=args.kv_cache,
+            emit_mutable_buffer_names=True,
+        )
+
+    with open(args.pte, "wb") as f:
+        f.write(program.buffer)
+    caches = cache_buffers(module)
+    ref = {
+        "format": "executorch_trt.kv_cache_decode_reference/1",
+        "model": "LlamaForCausalLM (seeded random weights)",
+        "config": {k: getattr(model.config, k) for k in (
+            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads")},
+        "max_seq_len": args.max_seq_len,
+        "kv_cache": args.kv_cache,
+        "variant": args.variant,
+        "prompt": [int(x) for x in prompt[0]],
+        "caches": [{"name": k, "shape": list(v.shape), "dtype": "float32"} for k, v in caches.items()],
+        "steps": ref_steps,
+    }
+    with open(args.reference, "w") as f:
+        json.dump(ref, f, indent=None, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {args.pte} ({len(program.buffer)} bytes) and {args.reference}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""executorch-trt: a TensorRT delegate for ExecuTorch with caller-owned, in-place KV caches.
+
+Public API:
+
+* ``export(programs, *, engine="portable", kv_cache="inplace", **options)``
+* ``backend_config(**options)`` for ``to_edge_transform_and_lower(...).to_executorch(...)``
+* ``TensorRTPartitioner``, ``TensorRTBackend``
+* ``runtime`` (imported lazily): ``load``, ``library_path``
+"""
+
+from executorch_trt import ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
+from executorch_trt.backend import TensorRTBackend
+from executorch_trt.export import backend_config, export
+from executorch_trt.partitioner import TensorRTPartitioner
+
+__all__ = ["export", "backend_config", "TensorRTPartitioner", "TensorRTBackend", "runtime"]
+
+
+def __getattr__(name):
+    if name == "runtime":
+        import importlib
+
+        return importlib.import_module("executorch_trt.runtime")
+    raise AttributeError(f"module 'executorch_trt' has no attribute {name!r}")

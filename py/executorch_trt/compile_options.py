@@ -1,0 +1,63 @@
+"""Delegate compile options and their ``CompileSpec`` encoding.
+
+The partitioner writes these into the ``DelegationSpec``; ``TensorRTBackend.preprocess`` reads
+them back. Keys are UTF-8 strings, values UTF-8 bytes.
+
+* ``engine``: ``"portable"`` (nested ExecuTorch program run on CPU) or ``"tensorrt"``
+  (serialized TensorRT plan; needs TensorRT at export time).
+* ``kv_cache``: ``"inplace"`` (a KV write becomes ``executorch_trt::kv_cache_update`` and its
+  output is recorded as an alias of the cache input, ownership ``caller``) or ``"copy_back"``
+  (no alias; the new cache is an ordinary output that ExecuTorch copies back).
+* ``shared_inputs``: set by the partitioner per partition: names of partition inputs that are
+  also read outside the partition. The engine must not update those in place (another reader
+  would see the new value), so they are never aliased.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import List, Sequence, Tuple
+
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+ENGINES = ("portable", "tensorrt")
+KV_CACHE_MODES = ("inplace", "copy_back")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """Validated delegate options. Raises ``ValueError`` on an unknown ``engine`` or
+    ``kv_cache`` value."""
+
+    engine: str = "portable"
+    kv_cache: str = "inplace"
+    shared_inputs: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; expected one of {ENGINES}")
+        if self.kv_cache not in KV_CACHE_MODES:
+            raise ValueError(
+                f"unknown kv_cache mode {self.kv_cache!r}; expected one of {KV_CACHE_MODES}"
+            )
+
+    def to_compile_specs(self) -> List[CompileSpec]:
+        return [
+            CompileSpec("engine", self.engine.encode()),
+            CompileSpec("kv_cache", self.kv_cache.encode()),
+            CompileSpec("shared_inputs", json.dumps(list(self.shared_inputs)).encode()),
+        ]
+
+    @staticmethod
+    def from_compile_specs(specs: Sequence[CompileSpec]) -> "CompileOptions":
+        """Decodes specs written by ``to_compile_specs``; unknown keys raise ``ValueError``."""
+        values = {}
+        known = {f.name for f in dataclasses.fields(CompileOptions)}
+        for spec in specs:
+            if spec.key not in known:
+                raise ValueError(f"TensorRTBackend: unknown compile spec {spec.key!r}")
+            values[spec.key] = bytes(spec.value).decode()
+        if "shared_inputs" in values:
+            values["shared_inputs"] = tuple(json.loads(values["shared_inputs"]))
+        return CompileOptions(**values)

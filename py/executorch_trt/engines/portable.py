@@ -1,0 +1,67 @@
+"""Portable engine builder: the partition as a nested ExecuTorch program.
+
+The partition program (edge dialect, KV writes already rewritten) is finalised with
+``to_executorch(ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
+alloc_graph_input=False, alloc_graph_output=False)))`` so every input and output of the nested
+method ``forward`` is unplanned and bound to the delegate's (caller's) storage at execute time.
+The payload descriptor lists the engine's binding names in nested-method order and the engine's
+own aliases (output name -> input name), which the runtime cross-checks against the blob.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
+from executorch.exir.passes import MemoryPlanningPass
+from executorch.exir.program._program import EdgeProgramManager
+from torch.export import ExportedProgram
+
+from executorch_trt.blob import AliasedIO
+from executorch_trt.portable_payload import PortableDescriptor, write_portable_payload
+
+METHOD_NAME = "forward"
+
+
+def build_portable_engine(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
+    """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
+
+    Args:
+        ep: the partition program, edge dialect, no mutation outputs.
+        aliases: the alias decision for this partition (``contract.aliased_outputs``).
+
+    Returns the payload bytes (``PORTABLE_FORMAT.md``). Raises ``ValueError`` if the nested
+    method's input/output names or counts disagree with ``ep``'s signature.
+    """
+    input_names = list(ep.graph_signature.user_inputs)
+    output_names = list(ep.graph_signature.user_outputs)
+    manager = EdgeProgramManager(
+        {METHOD_NAME: ep}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
+    )
+    et = manager.to_executorch(
+        ExecutorchBackendConfig(
+            memory_planning_pass=MemoryPlanningPass(
+                alloc_graph_input=False, alloc_graph_output=False
+            ),
+        )
+    )
+    nested_sig = et.exported_program(METHOD_NAME).graph_signature
+    if list(nested_sig.user_inputs) != input_names:
+        raise ValueError(
+            f"portable engine: nested inputs {list(nested_sig.user_inputs)} != partition inputs "
+            f"{input_names}"
+        )
+    plan = et.executorch_program.execution_plan[0]
+    if len(plan.inputs) != len(input_names) or len(plan.outputs) != len(output_names):
+        raise ValueError(
+            f"portable engine: nested method has {len(plan.inputs)} inputs/{len(plan.outputs)} "
+            f"outputs, partition has {len(input_names)}/{len(output_names)}"
+        )
+    # to_executorch keeps the output order (the partition has no mutation outputs), so the
+    # engine's output binding j is the partition's output j.
+    descriptor = PortableDescriptor(
+        inputs=tuple(input_names),
+        outputs=tuple(output_names),
+        aliases={a.output: a.input for a in aliases},
+    )
+    return write_portable_payload(descriptor, et.buffer)

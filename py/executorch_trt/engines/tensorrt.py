@@ -1,0 +1,33 @@
+"""TensorRT engine builder (serialized plan). Needs ``tensorrt`` and ``torch_tensorrt``."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Sequence
+
+from torch.export import ExportedProgram
+
+from executorch_trt.blob import AliasedIO
+
+
+def tensorrt_available() -> bool:
+    """True when both ``tensorrt`` and ``torch_tensorrt`` are importable."""
+    return all(importlib.util.find_spec(m) is not None for m in ("tensorrt", "torch_tensorrt"))
+
+
+def build_tensorrt_engine(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
+    """Builds a serialized TensorRT plan for ``ep``.
+
+    Raises ``RuntimeError`` when TensorRT/torch_tensorrt is not available (this build has no
+    TensorRT converter path yet either); use ``engine="portable"`` instead.
+    """
+    if not tensorrt_available():
+        raise RuntimeError(
+            "TensorRTBackend: engine='tensorrt' needs the 'tensorrt' and 'torch_tensorrt' Python "
+            "packages (and a CUDA GPU), which are not available here; export with "
+            "engine='portable' to run the partition on the CPU"
+        )
+    raise RuntimeError(
+        "TensorRTBackend: engine='tensorrt' plan building is not implemented in this build; "
+        "export with engine='portable'"
+    )

@@ -1,0 +1,119 @@
+"""``executorch_trt.export``: ExportedProgram(s) -> ``ExecutorchProgramManager``.
+
+Equivalent composable path::
+
+    edge = to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+    et = edge.to_executorch(backend_config())
+
+Finalising *without* ``backend_config()`` is still correct (ExecuTorch's write-back copies the
+cache back); ``backend_config()`` adds the in-place planning and buffer initialisation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional, Union
+
+import torch
+from executorch.exir import ExecutorchBackendConfig, ExecutorchProgramManager, to_edge_transform_and_lower
+from executorch.exir.passes import MemoryPlanningPass
+from torch.export import ExportedProgram
+
+from executorch_trt.compile_options import CompileOptions
+from executorch_trt.partitioner import TensorRTPartitioner
+from executorch_trt.passes.initialize_mutable_buffers import InitializeMutableBuffersPass
+from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """Options of ``export`` / ``backend_config``.
+
+    * ``engine``, ``kv_cache``: delegate options (``CompileOptions``).
+    * ``share_mutable_buffers``: methods exported together share one copy of each mutable buffer
+      (``MemoryPlanningPass(share_mutable_buffers=True)``; required for prefill/decode sharing and
+      for the Python runtime, whose methods share memory arenas). ``None`` = ``True`` when
+      ``alloc_mutable_buffers`` is true (ExecuTorch cannot share unplanned buffers).
+    * ``alloc_mutable_buffers``: plan mutable buffers in the program's arenas. ``False`` lets an
+      application bind its own cache memory by name (needs ``emit_mutable_buffer_names=True``).
+    * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``).
+    * ``init_mutable_buffers``: a fresh load starts from each buffer's exported value
+      (``et_init_buffer``); ``False`` leaves them uninitialized (ExecuTorch's default).
+    * ``inplace``: use ``InplaceMemoryPlanningPass`` (no write-back ``copy_`` for aliased KV
+      outputs). ``False`` keeps ExecuTorch's write-back even in ``kv_cache="inplace"`` mode.
+
+    Raises ``ValueError`` for unknown ``engine``/``kv_cache`` values or inconsistent options.
+    """
+
+    engine: str = "portable"
+    kv_cache: str = "inplace"
+    share_mutable_buffers: Optional[bool] = None
+    alloc_mutable_buffers: bool = True
+    emit_mutable_buffer_names: bool = False
+    init_mutable_buffers: bool = True
+    inplace: bool = True
+
+    def __post_init__(self) -> None:
+        CompileOptions(engine=self.engine, kv_cache=self.kv_cache)
+        if self.share_mutable_buffers and not self.alloc_mutable_buffers:
+            raise ValueError("share_mutable_buffers=True needs alloc_mutable_buffers=True")
+        if not self.alloc_mutable_buffers and not self.emit_mutable_buffer_names:
+            raise ValueError(
+                "alloc_mutable_buffers=False needs emit_mutable_buffer_names=True (the "
+                "application binds unplanned buffers by name)"
+            )
+
+    @property
+    def shares_mutable_buffers(self) -> bool:
+        if self.share_mutable_buffers is None:
+            return self.alloc_mutable_buffers
+        return self.share_mutable_buffers
+
+    @staticmethod
+    def from_kwargs(**options) -> "ExportOptions":
+        """Builds options; unknown names raise ``TypeError`` listing them."""
+        known = {f.name for f in dataclasses.fields(ExportOptions)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(
+                f"executorch_trt: unknown option(s) {', '.join(unknown)}; known options: "
+                f"{', '.join(sorted(known))}"
+            )
+        return ExportOptions(**options)
+
+
+def backend_config(**options) -> ExecutorchBackendConfig:
+    """The ``ExecutorchBackendConfig`` for ``to_executorch`` of a program lowered with
+    ``TensorRTPartitioner``. Accepts the ``ExportOptions`` names; unknown names raise
+    ``TypeError``, bad values ``ValueError``."""
+    opts = ExportOptions.from_kwargs(**options)
+    planner_cls = InplaceMemoryPlanningPass if opts.inplace else MemoryPlanningPass
+    planner = planner_cls(
+        alloc_mutable_buffers=opts.alloc_mutable_buffers,
+        share_mutable_buffers=opts.shares_mutable_buffers,
+    )
+    passes = [InitializeMutableBuffersPass()] if opts.init_mutable_buffers else []
+    return ExecutorchBackendConfig(
+        passes=passes,
+        memory_planning_pass=planner,
+        emit_mutable_buffer_names=opts.emit_mutable_buffer_names,
+    )
+
+
+def export(
+    programs: Union[ExportedProgram, Dict[str, ExportedProgram]],
+    **options,
+) -> ExecutorchProgramManager:
+    """Lowers ``programs`` (one ``ExportedProgram`` or ``{method_name: ExportedProgram}``, e.g.
+    ``{"prefill": ..., "decode": ...}``) with ``TensorRTPartitioner`` and finalises them.
+
+    Keyword options: see ``ExportOptions`` (``engine="portable"``, ``kv_cache="inplace"``, ...).
+    Returns the ``ExecutorchProgramManager`` (``.buffer`` is the ``.pte``). Raises ``TypeError``
+    for unknown options, ``ValueError`` for bad option values, ``RuntimeError`` when the engine
+    cannot be built here (``engine="tensorrt"`` without TensorRT).
+    """
+    opts = ExportOptions.from_kwargs(**options)
+    partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache)
+    with torch.no_grad():
+        edge = to_edge_transform_and_lower(programs, partitioner=[partitioner])
+        return edge.to_executorch(backend_config(**options))

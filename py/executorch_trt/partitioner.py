@@ -1,0 +1,137 @@
+"""``TensorRTPartitioner``: tags the supported parts of an edge program for the delegate.
+
+Rules (DESIGN.md contract 1, "Ownership"):
+
+* Operators are chosen by ``TensorRTOperatorSupport`` and grouped by
+  ``CapabilityBasedPartitioner``.
+* Weights and constants used only inside a partition are tagged with ``tag_constant_data``
+  (they move into the delegate). ``tag_constant_data`` skips buffers that are
+  ``BUFFER_MUTATION`` targets, and this partitioner never tags them either: a mutated buffer
+  (KV cache, step counter, recurrent state) stays above the delegate as ExecuTorch state and
+  reaches the delegate as an argument. ``partition`` asserts that on its own result.
+* By default no *module* buffer is tagged, mutated here or not: the partitioner sees one
+  method at a time, and a buffer that this method only reads may be state another method of
+  the same program mutates (e.g. a cache read-back method next to ``decode``). Freezing it into
+  this method's delegate would silently detach it from the shared state. ExecuTorch's own
+  lifted scalar constants (buffers whose target starts with ``_lifted_tensor_constant``) are
+  constants and are tagged. ``freeze_buffers=True`` restores ExecuTorch's default (unmutated
+  buffers move into the delegate) for single-method programs.
+* Each partition's compile specs list its *shared inputs*: values it consumes that something
+  outside the partition also reads. ``preprocess`` never aliases those (an in-place update
+  would change what the other reader sees); their KV writes are copied back instead.
+* ``ops_to_not_decompose`` keeps ``aten.index_copy`` intact through edge lowering so the KV write
+  reaches ``preprocess`` in a recognisable form.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+import dataclasses
+
+import torch
+from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+from executorch.exir.backend.utils import tag_constant_data
+from torch.export import ExportedProgram
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+
+from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
+from executorch_trt.compile_options import CompileOptions
+from executorch_trt.operator_support import TensorRTOperatorSupport
+
+BACKEND_ID = "TensorRTBackend"
+
+
+def mutated_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
+    """Placeholders of buffers that are ``BUFFER_MUTATION`` targets of ``ep``."""
+    sig = ep.graph_signature
+    mutated = set(sig.buffers_to_mutate.values())
+    return [
+        n for n in ep.graph.nodes
+        if n.op == "placeholder" and sig.inputs_to_buffers.get(n.name) in mutated
+    ]
+
+
+LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
+
+
+def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
+    """Placeholders of the module's buffers (not ExecuTorch's lifted scalar constants)."""
+    buffers = ep.graph_signature.inputs_to_buffers
+    return [
+        n for n in ep.graph.nodes
+        if n.op == "placeholder" and n.name in buffers
+        and not buffers[n.name].startswith(LIFTED_CONSTANT_PREFIX)
+    ]
+
+
+def shared_inputs(graph: torch.fx.Graph, tag: str) -> Tuple[str, ...]:
+    """Names of nodes outside partition ``tag`` that feed it and are also used outside it.
+
+    The lowered partition names its placeholders after these nodes, so the names identify
+    partition inputs in ``preprocess``.
+    """
+    shared = []
+    for node in graph.nodes:
+        if node.meta.get("delegation_tag") == tag:
+            continue
+        users = list(node.users)
+        if any(u.meta.get("delegation_tag") == tag for u in users) and any(
+            u.meta.get("delegation_tag") != tag for u in users
+        ):
+            shared.append(node.name)
+    return tuple(shared)
+
+
+class TensorRTPartitioner(Partitioner):
+    """Partitions an edge program for ``TensorRTBackend``.
+
+    Args:
+        engine: ``"portable"`` or ``"tensorrt"`` (``CompileOptions``).
+        kv_cache: ``"inplace"`` or ``"copy_back"`` (``CompileOptions``).
+        freeze_buffers: tag buffers that this method does not mutate into the delegate.
+
+    Raises ``ValueError`` for an unknown ``engine``/``kv_cache`` value, and ``AssertionError``
+    (internal) if a mutated buffer would end up inside a partition.
+    """
+
+    def __init__(
+        self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False
+    ) -> None:
+        super().__init__()
+        self.freeze_buffers = freeze_buffers
+        self.options = CompileOptions(engine=engine, kv_cache=kv_cache)
+        self.operator_support = TensorRTOperatorSupport()
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        partitions = CapabilityBasedPartitioner(
+            exported_program.graph_module,
+            self.operator_support,
+            allows_single_node_partition=True,
+        ).propose_partitions()
+        tags = {}
+        for partition in partitions:
+            tag = f"tensorrt_{partition.id}"
+            for node in partition.nodes:
+                node.meta["delegation_tag"] = tag
+        tag_constant_data(exported_program)
+        if not self.freeze_buffers:
+            for node in module_buffer_placeholders(exported_program):
+                node.meta.pop("delegation_tag", None)
+        for node in mutated_buffer_placeholders(exported_program):
+            assert "delegation_tag" not in node.meta, (
+                f"mutated buffer {node.name} was tagged into a delegate; it must stay above it"
+            )
+        for tag in sorted({n.meta["delegation_tag"] for n in exported_program.graph.nodes
+                           if "delegation_tag" in n.meta}):
+            options = dataclasses.replace(
+                self.options, shared_inputs=shared_inputs(exported_program.graph, tag))
+            tags[tag] = DelegationSpec(BACKEND_ID, options.to_compile_specs())
+        return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+    def ops_to_not_decompose(
+        self, ep: ExportedProgram
+    ) -> Tuple[List[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
+        """Keeps ``aten.index_copy.default`` (a KV write) from being decomposed into
+        ``index_put``; both forms are handled by the KV pass."""
+        return ([torch.ops.aten.index_copy.default], None)

@@ -1,0 +1,141 @@
+"""Loading and running ``.pte`` programs that use the TensorRT delegate, from Python.
+
+Wraps the stock ``executorch.runtime``. The delegate library (``libexecutorch_trt.so``, built
+from ``//core``) registers the ``"TensorRTBackend"`` backend and the
+``executorch_trt::kv_cache_update.out`` kernel in the ``libexecutorch.so`` that the Python
+runtime links; ``load`` opens it first with ``ctypes.CDLL(path, RTLD_GLOBAL)``.
+
+Notes (ExecuTorch 1.5.1, verified):
+
+* ``Program.load_method`` shares one set of memory arenas across the host methods of a
+  program, so programs whose methods share state must be exported with
+  ``share_mutable_buffers=True`` (``executorch_trt.export``'s default).
+* Loading a method copies the exported initial value of every initialised mutable buffer into
+  the (shared) arena, i.e. loading ``read_state`` after ``decode`` ran resets the cache.
+  ``load`` therefore loads every method up front: state starts from its initial value once,
+  at ``load``, and persists from then on. A new ``load`` is a new, isolated session.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Set, Union
+
+LIBRARY_ENV = "EXECUTORCH_TRT_LIBRARY"
+RUNFILES_PATH = "executorch_trt/core/libexecutorch_trt.so"
+BACKEND_NAME = "TensorRTBackend"
+
+_lock = threading.Lock()
+_loaded_library: Optional[ctypes.CDLL] = None
+
+
+class LibraryNotFoundError(RuntimeError):
+    """The delegate library could not be located (see ``library_path``)."""
+
+
+def _runfiles_library() -> Optional[str]:
+    try:
+        from runfiles import Runfiles  # PyPI: bazel-runfiles
+    except ImportError:
+        return None
+    r = Runfiles.Create()
+    path = r.Rlocation(RUNFILES_PATH) if r is not None else None
+    return path if path and os.path.isfile(path) else None
+
+
+def library_path() -> str:
+    """Where ``libexecutorch_trt.so`` is.
+
+    Order: ``$EXECUTORCH_TRT_LIBRARY`` (must name an existing file), then Bazel runfiles
+    (``executorch_trt/core/libexecutorch_trt.so``). Raises ``LibraryNotFoundError`` saying how
+    to build it otherwise.
+    """
+    env = os.environ.get(LIBRARY_ENV)
+    if env:
+        if not os.path.isfile(env):
+            raise LibraryNotFoundError(f"${LIBRARY_ENV}={env!r} does not name a file")
+        return env
+    path = _runfiles_library()
+    if path:
+        return path
+    raise LibraryNotFoundError(
+        "libexecutorch_trt.so not found: build the delegate library with Bazel "
+        "(`./bazelw build //core/...`) and set "
+        f"{LIBRARY_ENV}=/path/to/bazel-bin/core/libexecutorch_trt.so, or run under "
+        "`bazel run`/`bazel test` with the library in the target's data"
+    )
+
+
+def load_library(path: Optional[str] = None) -> ctypes.CDLL:
+    """Opens the delegate library once per process (``RTLD_GLOBAL``) after the Python runtime,
+    and checks that ``"TensorRTBackend"`` is then registered. Raises ``LibraryNotFoundError`` or
+    ``RuntimeError``."""
+    global _loaded_library
+    with _lock:
+        if _loaded_library is not None:
+            return _loaded_library
+        from executorch.runtime import Runtime
+
+        runtime = Runtime.get()  # loads libexecutorch.so first, so the library registers there
+        lib = ctypes.CDLL(path or library_path(), mode=ctypes.RTLD_GLOBAL)
+        if not runtime.backend_registry.is_available(BACKEND_NAME):
+            raise RuntimeError(
+                f"{BACKEND_NAME} is not registered after loading {lib._name}; the library must "
+                "link the same libexecutorch.so as the Python runtime"
+            )
+        _loaded_library = lib
+        return lib
+
+
+class Method:
+    """A loaded method. ``execute(inputs)`` takes tensors in the method's input order and
+    returns its user outputs as a list of tensors (copies; mutable buffers persist inside the
+    loaded program across calls)."""
+
+    def __init__(self, method: Any, name: str) -> None:
+        self._method = method
+        self.name = name
+
+    def execute(self, inputs: Sequence[Any]) -> List[Any]:
+        return list(self._method.execute(list(inputs)))
+
+    @property
+    def metadata(self) -> Any:
+        return self._method.metadata
+
+
+class Program:
+    """A loaded program; each ``load`` call is an independent instance (own mutable state).
+    Every method is loaded at construction (see the module notes)."""
+
+    def __init__(self, program: Any) -> None:
+        self._program = program
+        for name in sorted(program.method_names):
+            program.load_method(name)
+
+    @property
+    def method_names(self) -> Set[str]:
+        return set(self._program.method_names)
+
+    def load_method(self, name: str) -> Method:
+        """Loads (or returns the already loaded) method ``name``; ``KeyError`` if unknown."""
+        if name not in self._program.method_names:
+            raise KeyError(f"program has no method {name!r} (has {sorted(self.method_names)})")
+        return Method(self._program.load_method(name), name)
+
+
+def load(program: Union[str, Path, bytes, bytearray]) -> Program:
+    """Loads a ``.pte`` (path or bytes) with the delegate library registered.
+
+    Raises ``LibraryNotFoundError`` when the library is missing, and whatever
+    ``executorch.runtime`` raises for a bad program (the delegate's init errors surface here or
+    at ``load_method``).
+    """
+    load_library()
+    from executorch.runtime import Runtime
+
+    data = str(program) if isinstance(program, Path) else program
+    return Program(Runtime.get().load_program(data))

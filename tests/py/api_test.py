@@ -1,0 +1,172 @@
+"""Public API behaviour: options, errors, the custom op, the KV pass on both write forms, and
+the binding-order assertion."""
+
+import copy
+
+import torch
+from absl.testing import absltest
+from executorch.exir import to_edge, to_edge_transform_and_lower
+
+import decoder_models as dm
+import lowering_utils as lu
+import executorch_trt
+from executorch_trt import TensorRTPartitioner
+from executorch_trt.contract import binding_contract
+from executorch_trt.ops import kv_cache_update, kv_cache_update_out
+
+
+class OptionsTest(absltest.TestCase):
+
+    def test_unknown_options_type_error(self):
+        ep = dm.export_reordered_kv()
+        with self.assertRaisesRegex(TypeError, "unknown option.*bogus.*colour"):
+            executorch_trt.export(ep, bogus=1, colour="red")
+        with self.assertRaisesRegex(TypeError, "unknown option.*bogus"):
+            executorch_trt.backend_config(bogus=True)
+
+    def test_unknown_values_value_error(self):
+        ep = dm.export_reordered_kv()
+        with self.assertRaisesRegex(ValueError, "unknown engine 'cuda'"):
+            executorch_trt.export(ep, engine="cuda")
+        with self.assertRaisesRegex(ValueError, "unknown kv_cache mode 'sometimes'"):
+            executorch_trt.export(ep, kv_cache="sometimes")
+        with self.assertRaisesRegex(ValueError, "unknown kv_cache mode"):
+            TensorRTPartitioner(kv_cache="x")
+
+    def test_inconsistent_buffer_options(self):
+        with self.assertRaisesRegex(ValueError, "needs emit_mutable_buffer_names"):
+            executorch_trt.backend_config(alloc_mutable_buffers=False)
+        with self.assertRaisesRegex(ValueError, "needs alloc_mutable_buffers"):
+            executorch_trt.backend_config(alloc_mutable_buffers=False, share_mutable_buffers=True,
+                                          emit_mutable_buffer_names=True)
+
+    def test_backend_config_fields(self):
+        cfg = executorch_trt.backend_config(emit_mutable_buffer_names=True)
+        self.assertTrue(cfg.emit_mutable_buffer_names)
+        self.assertTrue(cfg.memory_planning_pass.share_mutable_buffers)
+        self.assertTrue(cfg.memory_planning_pass.alloc_mutable_buffers)
+        cfg = executorch_trt.backend_config(alloc_mutable_buffers=False,
+                                            emit_mutable_buffer_names=True)
+        self.assertFalse(cfg.memory_planning_pass.share_mutable_buffers)
+
+    def test_unplanned_buffers_export(self):
+        et = executorch_trt.export(dm.export_reordered_kv(), alloc_mutable_buffers=False,
+                                   emit_mutable_buffer_names=True)
+        plan = lu.execution_plan(et)
+        (cache,) = lu.tensor_values_of_shape(plan, [1, 6, 4])
+        info = plan.values[cache].val
+        self.assertIsNone(info.allocation_info)
+        self.assertEqual(info.extra_tensor_info.fully_qualified_name, "k_cache")
+
+    def test_tensorrt_engine_unavailable(self):
+        with self.assertRaisesRegex(RuntimeError, "TensorRT.*not available.*engine='portable'"):
+            executorch_trt.export(dm.export_reordered_kv(), engine="tensorrt")
+
+
+class KVCacheUpdateOpTest(absltest.TestCase):
+
+    def test_index_copy_semantics(self):
+        cache = torch.arange(24, dtype=torch.float32).view(2, 3, 4)
+        value = -torch.ones(2, 2, 4)
+        idx = torch.tensor([2, 0])
+        out = kv_cache_update(cache, value, idx, 1)
+        torch.testing.assert_close(out, cache.index_copy(1, idx, value))
+        self.assertEqual(cache[0, 0, 0].item(), 0.0, "functional: cache untouched")
+
+    def test_out_variant_in_place(self):
+        cache = torch.zeros(1, 4, 2)
+        result = kv_cache_update_out(cache, torch.ones(1, 1, 2), torch.tensor([3]), 1, out=cache)
+        self.assertIs(result, cache)
+        self.assertEqual(cache.sum().item(), 2.0)
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(ValueError, "indices must be 1-D int64"):
+            kv_cache_update(torch.zeros(4, 2), torch.zeros(1, 2), torch.tensor([1], dtype=torch.int32), 0)
+        with self.assertRaisesRegex(ValueError, "len\\(indices\\)=2"):
+            kv_cache_update(torch.zeros(4, 2), torch.zeros(1, 2), torch.tensor([1, 2]), 0)
+        with self.assertRaisesRegex(ValueError, "does not match cache size"):
+            kv_cache_update(torch.zeros(4, 2), torch.zeros(1, 3), torch.tensor([1]), 0)
+
+
+class _DecomposingPartitioner(TensorRTPartitioner):
+    """Lets edge lowering decompose index_copy into index_put."""
+
+    def ops_to_not_decompose(self, ep):
+        return ([], None)
+
+
+class KVPassTest(absltest.TestCase):
+
+    def test_index_put_form_is_aliased_too(self):
+        with torch.no_grad():
+            edge = to_edge_transform_and_lower(dm.export_reordered_kv(),
+                                               partitioner=[_DecomposingPartitioner()])
+        gm = edge.exported_program().graph_module
+        (call,) = lu.delegate_calls(gm)
+        lowered = lu.lowered_module(gm, call)
+        self.assertIn("index_put", str(lowered.original_module.graph))
+        blob = lu.blob_of(gm, call)
+        self.assertLen(blob.metadata.aliased_io, 1)
+        self.assertIn("executorch_trt::kv_cache_update.out", lu.nested_operator_names(blob))
+
+    def test_cache_with_other_reader_not_aliased(self):
+        class ReadsOldCache(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("cache", torch.zeros(4, 2))
+
+            def forward(self, idx, v):
+                old = self.cache.sum()
+                self.cache.index_copy_(0, idx, v)
+                return self.cache.sum() - old
+
+        with torch.no_grad():
+            ep = torch.export.export(ReadsOldCache(), (torch.tensor([1]), torch.ones(1, 2)))
+            edge = to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+        gm = edge.exported_program().graph_module
+        (call,) = lu.delegate_calls(gm)
+        self.assertEqual(lu.blob_of(gm, call).metadata.aliased_io, ())
+
+
+class SharedInputTest(absltest.TestCase):
+
+    def test_cache_read_outside_partition_not_aliased(self):
+        with torch.no_grad():
+            edge = to_edge_transform_and_lower(dm.export_cache_read_outside(),
+                                               partitioner=[TensorRTPartitioner()])
+        gm = edge.exported_program().graph_module
+        (call,) = lu.delegate_calls(gm)
+        specs = {s.key: bytes(s.value) for s in lu.lowered_module(gm, call).compile_specs}
+        self.assertEqual(specs["shared_inputs"], b'["b_cache"]')
+        self.assertEqual(lu.blob_of(gm, call).metadata.aliased_io, ())
+
+
+class BindingOrderAssertionTest(absltest.TestCase):
+
+    def test_mutation_output_raises(self):
+        # A program whose buffer mutation is an output of the partition itself: its outputs
+        # would be reordered by arrange_graph_outputs, so preprocess refuses it.
+        with torch.no_grad():
+            ep = to_edge(dm.export_reordered_kv()).exported_program()
+        with self.assertRaisesRegex(ValueError, "partition has mutation outputs"):
+            binding_contract(ep)
+
+    def test_signature_graph_disagreement_raises(self):
+        class TwoInputs(torch.nn.Module):
+            def forward(self, a, b):
+                return a * 2 + b
+
+        with torch.no_grad():
+            ep = to_edge(torch.export.export(TwoInputs(), (torch.ones(2), torch.ones(2)))).exported_program()
+        self.assertEqual([b.name for b in binding_contract(ep).inputs], ["a", "b"])
+        bad = copy.deepcopy(ep)
+        specs = bad.graph_signature.input_specs
+        users = [i for i, s in enumerate(specs) if s.kind.name == "USER_INPUT"]
+        a, b = users
+        specs[a], specs[b] = specs[b], specs[a]
+        with self.assertRaisesRegex(ValueError, "delegate input order mismatch"):
+            binding_contract(bad)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,178 @@
+"""Blob and portable-payload writer/reader: round trip and fail-closed parsing."""
+
+import json
+import struct
+
+from absl.testing import absltest
+
+from executorch_trt import blob as B
+from executorch_trt import portable_payload as P
+
+
+def _metadata(**overrides):
+    fields = dict(
+        engine="portable",
+        inputs=(B.Binding("x", "float32", (1, 4)), B.Binding("k_cache", "float32", (1, 8, 4))),
+        outputs=(B.Binding("k_cache_out", "float32", (1, 8, 4)), B.Binding("y", "float32", (1, 4))),
+        aliased_io=(B.AliasedIO("k_cache_out", "k_cache", "kv_cache_update", "caller"),),
+    )
+    fields.update(overrides)
+    return B.DelegateMetadata(**fields)
+
+
+def _raw_blob(meta_obj, payload=b"PAYLOAD", *, features=3, version=1, magic=b"ETRT",
+              header_size=64):
+    meta = json.dumps(meta_obj).encode()
+    p_off = (64 + len(meta) + 15) // 16 * 16
+    header = struct.pack("<4sIIIQQQQQQ", magic, header_size, version, 0, features, 64, len(meta),
+                         p_off, len(payload), 0)
+    return header + meta + b"\0" * (p_off - 64 - len(meta)) + payload
+
+
+class BlobRoundTripTest(absltest.TestCase):
+
+    def test_round_trip(self):
+        meta = _metadata()
+        data = B.write_blob(meta, b"\x01\x02payload")
+        parsed = B.read_blob(data)
+        self.assertEqual(parsed.metadata, meta)
+        self.assertEqual(parsed.payload, b"\x01\x02payload")
+        self.assertEqual(parsed.header.required_features, int(B.Feature.ALIASED_IO | B.Feature.OWNERSHIP))
+        self.assertEqual(parsed.header.payload_offset % 16, 0)
+        self.assertEqual(data[:4], b"ETRT")
+        self.assertEqual(struct.unpack_from("<II", data, 4), (64, 1))
+
+    def test_no_aliases_no_features(self):
+        data = B.write_blob(_metadata(aliased_io=()), b"")
+        self.assertEqual(B.read_blob(data).header.required_features, 0)
+
+    def test_alias_positions(self):
+        self.assertEqual(_metadata().aliased_output_to_input(), {0: 1})
+
+    def test_missing_kind_means_kv_cache_update(self):
+        obj = _metadata().to_json()
+        del obj["aliased_io"][0]["kind"]
+        parsed = B.read_blob(_raw_blob(obj))
+        self.assertEqual(parsed.metadata.aliased_io[0].kind, "kv_cache_update")
+
+
+class BlobFailClosedTest(absltest.TestCase):
+
+    def assertRejected(self, data, message):
+        with self.assertRaisesRegex(ValueError, message):
+            B.read_blob(data)
+
+    def test_short(self):
+        self.assertRejected(b"ETRT", "shorter than the 64-byte header")
+
+    def test_wrong_magic(self):
+        self.assertRejected(_raw_blob(_metadata().to_json(), magic=b"TR01"), "wrong magic")
+
+    def test_newer_and_older_version(self):
+        self.assertRejected(_raw_blob(_metadata().to_json(), version=2), "format_version 2")
+        self.assertRejected(_raw_blob(_metadata().to_json(), version=0), "format_version 0")
+
+    def test_unknown_feature_bit(self):
+        self.assertRejected(_raw_blob(_metadata().to_json(), features=3 | 4), "unknown bits 0x4")
+
+    def test_small_header_size(self):
+        self.assertRejected(_raw_blob(_metadata().to_json(), header_size=32), "header_size 32")
+
+    def test_truncated_payload(self):
+        data = B.write_blob(_metadata(), b"0123456789")
+        self.assertRejected(data[:-1], "payload .* past the end")
+
+    def test_overflowing_offset(self):
+        data = bytearray(B.write_blob(_metadata(), b"xx"))
+        struct.pack_into("<Q", data, 40, (1 << 64) - 16)
+        self.assertRejected(bytes(data), "payload .* past the end")
+
+    def test_metadata_not_json(self):
+        data = bytearray(B.write_blob(_metadata(), b""))
+        data[64] = ord("!")
+        self.assertRejected(bytes(data), "not UTF-8 JSON")
+
+    def test_missing_inputs(self):
+        obj = _metadata().to_json()
+        del obj["inputs"]
+        self.assertRejected(_raw_blob(obj), "no 'inputs'")
+
+    def test_unknown_kind(self):
+        obj = _metadata().to_json()
+        obj["aliased_io"][0]["kind"] = "kv_cache_updte"
+        self.assertRejected(_raw_blob(obj), "'k_cache_out' has unknown kind 'kv_cache_updte'")
+
+    def test_unknown_ownership(self):
+        obj = _metadata().to_json()
+        obj["aliased_io"][0]["ownership"] = "delegate"
+        self.assertRejected(_raw_blob(obj), "unknown ownership 'delegate'")
+
+    def test_alias_to_non_binding(self):
+        obj = _metadata().to_json()
+        obj["aliased_io"][0]["input"] = "v_cache"
+        self.assertRejected(_raw_blob(obj), "names input 'v_cache', which is not an input binding")
+        obj = _metadata().to_json()
+        obj["aliased_io"][0]["output"] = "nope"
+        self.assertRejected(_raw_blob(obj), "aliased output 'nope' is not an output binding")
+
+    def test_alias_shape_mismatch(self):
+        obj = _metadata().to_json()
+        obj["outputs"][0]["shape"] = [1, 9, 4]
+        self.assertRejected(_raw_blob(obj), "'k_cache_out' .* does not match input 'k_cache'")
+
+    def test_missing_ownership(self):
+        obj = _metadata().to_json()
+        del obj["aliased_io"][0]["ownership"]
+        self.assertRejected(_raw_blob(obj), "no 'ownership' although the blob requires")
+        parsed = B.read_blob(_raw_blob(obj, features=int(B.Feature.ALIASED_IO)))
+        self.assertEqual(parsed.metadata.aliased_io[0].ownership, "caller")
+
+    def test_aliases_without_feature_bit(self):
+        self.assertRejected(_raw_blob(_metadata().to_json(), features=0), "lacks ALIASED_IO")
+
+    def test_unknown_dtype_and_engine(self):
+        obj = _metadata().to_json()
+        obj["inputs"][0]["dtype"] = "complex64"
+        self.assertRejected(_raw_blob(obj), "binding 'x' has unknown dtype 'complex64'")
+        obj = _metadata().to_json()
+        obj["engine"] = "cuda"
+        self.assertRejected(_raw_blob(obj), "unknown engine 'cuda'")
+
+    def test_writer_refuses_invalid_metadata(self):
+        bad = _metadata(aliased_io=(B.AliasedIO("k_cache_out", "k_cache", "magic", "caller"),))
+        with self.assertRaisesRegex(ValueError, "unknown kind 'magic'"):
+            B.write_blob(bad, b"")
+
+
+class PortablePayloadTest(absltest.TestCase):
+
+    def _descriptor(self):
+        return P.PortableDescriptor(("x", "k_cache"), ("k_cache_out", "y"), {"k_cache_out": "k_cache"})
+
+    def test_round_trip(self):
+        data = P.write_portable_payload(self._descriptor(), b"PTE-BYTES")
+        parsed = P.read_portable_payload(data)
+        self.assertEqual(parsed.descriptor, self._descriptor())
+        self.assertEqual(parsed.program, b"PTE-BYTES")
+        self.assertEqual(data[:4], b"ETPE")
+        _, _, _, off, size = struct.unpack_from("<4sIQQQ", data)
+        self.assertEqual(off % 16, 0)
+        self.assertEqual(size, 9)
+
+    def test_fail_closed(self):
+        data = P.write_portable_payload(self._descriptor(), b"PTE-BYTES")
+        with self.assertRaisesRegex(ValueError, "wrong magic"):
+            P.read_portable_payload(b"XXXX" + data[4:])
+        with self.assertRaisesRegex(ValueError, "version 2"):
+            P.read_portable_payload(data[:4] + struct.pack("<I", 2) + data[8:])
+        with self.assertRaisesRegex(ValueError, "program lies past the end"):
+            P.read_portable_payload(data[:-1])
+        with self.assertRaisesRegex(ValueError, "shorter than the header"):
+            P.read_portable_payload(data[:8])
+        bad = P.PortableDescriptor(("x",), ("y",), {"y": "k_cache"})
+        with self.assertRaisesRegex(ValueError, "not an engine input"):
+            P.write_portable_payload(bad, b"")
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,227 @@
+"""Real lowering tests (no mocks): binding order at the delegate seam, in-place emission,
+copy-back emission, the composable path, multi-method sharing and buffer initialisation."""
+
+import operator
+
+import torch
+from absl.testing import absltest
+from executorch.exir import to_edge_transform_and_lower
+from torch.export.graph_signature import OutputKind
+
+import decoder_models as dm
+import lowering_utils as lu
+import executorch_trt
+from executorch_trt import TensorRTPartitioner
+
+
+def _lower(ep, **kw):
+    with torch.no_grad():
+        return to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner(**kw)])
+
+
+class DelegateSeamTest(absltest.TestCase):
+    """The blob's binding order equals the lowered delegate's argument order (DESIGN.md
+    contract 3), read from the real lowered program."""
+
+    def setUp(self):
+        self.edge = _lower(dm.export_reordered_kv())
+        self.ep = self.edge.exported_program()
+        (self.call,) = lu.delegate_calls(self.ep.graph_module)
+        self.blob = lu.blob_of(self.ep.graph_module, self.call)
+
+    def test_model_reorders_inputs(self):
+        # Precondition: delegate argument order differs from the method's input order.
+        delegate_args = [a.name for a in self.call.args[1:]]
+        self.assertEqual(delegate_args, ["x", "b_k_cache", "pos"])
+        self.assertNotEqual(
+            [a for a in delegate_args if a in self.ep.graph_signature.user_inputs],
+            list(self.ep.graph_signature.user_inputs))
+
+    def test_input_order_matches_delegate_arguments(self):
+        delegate_args = [a.name for a in self.call.args[1:]]
+        self.assertEqual([b.name for b in self.blob.metadata.inputs], delegate_args)
+        for binding, arg in zip(self.blob.metadata.inputs, self.call.args[1:]):
+            self.assertEqual(list(binding.shape), list(arg.meta["val"].shape), binding.name)
+
+    def test_output_order_matches_delegate_outputs(self):
+        sig = self.ep.graph_signature
+        outputs = list(self.ep.graph.output_node().args[0])
+        kinds = {s.arg.name: s.kind for s in sig.output_specs}
+        getitems = {n.args[1]: n for n in self.ep.graph.nodes
+                    if n.op == "call_function" and n.target is operator.getitem
+                    and n.args[0] is self.call}
+        meta_outputs = self.blob.metadata.outputs
+        self.assertLen(getitems, len(meta_outputs))
+        cache_in = [b.name for b in self.blob.metadata.inputs].index("b_k_cache")
+        aliases = self.blob.metadata.aliased_output_to_input()
+        for j, item in getitems.items():
+            self.assertEqual(list(meta_outputs[j].shape), list(item.meta["val"].shape), j)
+            self.assertIn(item, outputs)
+            if kinds[item.name] == OutputKind.BUFFER_MUTATION:
+                # The output that writes the cache back is the one the blob aliases to it.
+                self.assertEqual(aliases, {j: cache_in})
+            else:
+                self.assertEqual(kinds[item.name], OutputKind.USER_OUTPUT)
+                self.assertNotIn(j, aliases)
+        self.assertEqual(len(aliases), 1)
+
+
+class InplaceEmissionTest(absltest.TestCase):
+    """Default export: the DelegateCall passes the cache's value id as input and output; no
+    write-back copy_; no extra cache-sized tensor."""
+
+    CACHE_SHAPE = [1, 6, 4]
+
+    def _plan(self, et):
+        return lu.execution_plan(et, "forward")
+
+    def _cache_value(self, plan):
+        ids = lu.tensor_values_of_shape(plan, self.CACHE_SHAPE)
+        return ids
+
+    def test_inplace(self):
+        et = executorch_trt.export(dm.export_reordered_kv())
+        plan = self._plan(et)
+        cache_ids = self._cache_value(plan)
+        self.assertLen(cache_ids, 1, "exactly one cache-sized tensor (the buffer itself)")
+        (args,) = lu.delegate_call_args(plan)
+        n_in = 3
+        self.assertEqual(args[1], cache_ids[0])          # input 1 = b_k_cache
+        self.assertEqual(args[n_in + 0], cache_ids[0])   # output 0 = the cache update
+        self.assertEmpty(lu.kernel_calls(plan, "aten::copy_"))
+        self.assertNotIn("aten::copy_", [op.name for op in plan.operators])
+
+    def _assert_write_back(self, et):
+        plan = self._plan(et)
+        cache_ids = self._cache_value(plan)
+        self.assertLen(cache_ids, 2, "buffer + the delegate's separate output")
+        (args,) = lu.delegate_call_args(plan)
+        buffer_id, out_id = args[1], args[3]
+        self.assertNotEqual(buffer_id, out_id)
+        copies = lu.kernel_calls(plan, "aten::copy_")
+        self.assertLen(copies, 1)
+        self.assertEqual(copies[0].args[:2], [buffer_id, out_id])
+
+    def test_copy_back_mode(self):
+        et = executorch_trt.export(dm.export_reordered_kv(), kv_cache="copy_back")
+        self._assert_write_back(et)
+        (call,) = lu.delegate_calls(et.exported_program().graph_module)
+        self.assertEqual(lu.blob_of(et.exported_program().graph_module, call).metadata.aliased_io, ())
+
+    def test_finalised_without_our_config(self):
+        with torch.no_grad():
+            et = _lower(dm.export_reordered_kv()).to_executorch()
+        self._assert_write_back(et)
+
+    def test_composable_path_with_backend_config(self):
+        with torch.no_grad():
+            et = _lower(dm.export_reordered_kv()).to_executorch(executorch_trt.backend_config())
+        plan = self._plan(et)
+        self.assertLen(self._cache_value(plan), 1)
+        self.assertEmpty(lu.kernel_calls(plan, "aten::copy_"))
+
+    def test_smaller_arena_than_copy_back(self):
+        # The planner reuses freed space, so the saving is not exactly the cache size.
+        inplace = self._plan(executorch_trt.export(dm.export_reordered_kv()))
+        copy_back = self._plan(executorch_trt.export(dm.export_reordered_kv(), kv_cache="copy_back"))
+        self.assertLess(inplace.non_const_buffer_sizes[1], copy_back.non_const_buffer_sizes[1])
+        self.assertEqual(inplace.non_const_buffer_sizes[2], copy_back.non_const_buffer_sizes[2])
+
+
+class DecoderLoweringTest(absltest.TestCase):
+    """The Llama-shaped decoder: fully delegated, KV caches in place, ordinary-op state copied
+    back, state shared across methods and initialised."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.decoder = dm.TinyDecoder()
+        cls.et = executorch_trt.export(dm.export_methods(cls.decoder))
+
+    def test_everything_delegated(self):
+        for method in ("prefill", "decode", "read_state"):
+            plan = lu.execution_plan(self.et, method)
+            self.assertLen(lu.delegate_call_args(plan), 1, method)
+            self.assertLessEqual({op.name for op in plan.operators}, {"aten::copy_"}, method)
+
+    def test_kv_caches_in_place_other_state_copied_back(self):
+        for method in ("prefill", "decode"):
+            ep = self.et.exported_program(method)
+            (call,) = lu.delegate_calls(ep.graph_module)
+            meta = lu.blob_of(ep.graph_module, call).metadata
+            aliased_inputs = sorted(a.input for a in meta.aliased_io)
+            self.assertEqual(aliased_inputs, sorted(
+                f"b_m_layers_{i}_{kv}_cache" for i in range(2) for kv in "kv"))
+            self.assertTrue(all(a.kind == "kv_cache_update" and a.ownership == "caller"
+                                for a in meta.aliased_io))
+            plan = lu.execution_plan(self.et, method)
+            copies = lu.kernel_calls(plan, "aten::copy_")
+            self.assertLen(copies, 2, "steps and state are written back by ExecuTorch")
+
+    def test_nested_program_uses_kv_cache_update(self):
+        ep = self.et.exported_program("decode")
+        (call,) = lu.delegate_calls(ep.graph_module)
+        ops = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
+        self.assertEqual(ops.count("executorch_trt::kv_cache_update.out"), 1)
+        self.assertNotIn("aten::index_put.out", ops)
+
+    def test_nested_operators_exist_in_runtime(self):
+        from executorch.extension.pybindings import portable_lib
+        available = set(portable_lib._get_operator_names())
+        for method in ("prefill", "decode", "read_state"):
+            ep = self.et.exported_program(method)
+            (call,) = lu.delegate_calls(ep.graph_module)
+            ops = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
+            missing = set(ops) - available - {"executorch_trt::kv_cache_update.out"}
+            self.assertEmpty(missing, method)
+
+    def test_mutable_buffers_shared_and_initialised(self):
+        locations = {}
+        for method in ("prefill", "decode", "read_state"):
+            plan = lu.execution_plan(self.et, method)
+            cache_ids = lu.tensor_values_of_shape(plan, list(self.decoder.layers[0].k_cache.shape))
+            for i in cache_ids:
+                t = plan.values[i].val
+                if t.allocation_info is not None and t.allocation_info.memory_id == 2:
+                    locations.setdefault(method, []).append(t.allocation_info.memory_offset_low)
+                    self.assertGreater(t.data_buffer_idx, 0, "initial value serialised")
+        self.assertLen(locations, 3)
+        self.assertEqual(sorted(locations["prefill"]), sorted(locations["decode"]))
+        self.assertEqual(sorted(locations["prefill"]), sorted(locations["read_state"]))
+        self.assertLen(locations["decode"], 4)
+
+    def test_no_buffer_frozen_into_delegate(self):
+        for method in ("prefill", "decode", "read_state"):
+            ep = self.et.exported_program(method)
+            (call,) = lu.delegate_calls(ep.graph_module)
+            names = [b.name for b in lu.blob_of(ep.graph_module, call).metadata.inputs]
+            for fqn in ("m_steps", "m_state", "m_layers_0_k_cache", "m_layers_1_v_cache"):
+                self.assertIn(f"b_{fqn}", names, method)
+
+
+class PartitionerTest(absltest.TestCase):
+
+    def test_mutated_buffers_untagged_weights_tagged(self):
+        with torch.no_grad():
+            from executorch.exir import to_edge
+            edge = to_edge(dm.export_methods(dm.TinyDecoder())["decode"])
+        ep = edge.exported_program()
+        result = TensorRTPartitioner().partition(ep)
+        self.assertLen(result.partition_tags, 1)
+        sig = ep.graph_signature
+        mutated = set(sig.buffers_to_mutate.values())
+        self.assertLen(mutated, 6)
+        for node in ep.graph.nodes:
+            if node.op != "placeholder":
+                continue
+            if sig.inputs_to_buffers.get(node.name) in mutated:
+                self.assertNotIn("delegation_tag", node.meta, node.name)
+            if node.name in sig.inputs_to_parameters:
+                self.assertIn("delegation_tag", node.meta, node.name)
+
+    def test_keeps_index_copy(self):
+        ops, _ = TensorRTPartitioner().ops_to_not_decompose(None)
+        self.assertIn(torch.ops.aten.index_copy.default, ops)
+
+
+if __name__ == "__main__":
+    absltest.main()

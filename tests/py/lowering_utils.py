@@ -1,0 +1,59 @@
+"""Helpers for inspecting real lowered/emitted programs in tests (no mocks)."""
+
+from __future__ import annotations
+
+from typing import List
+
+import torch
+from executorch.exir._serialize._program import deserialize_pte_binary
+from executorch.exir.delegate import executorch_call_delegate
+
+from executorch_trt.blob import DelegateBlob, read_blob
+from executorch_trt.portable_payload import read_portable_payload
+
+
+def delegate_calls(graph_module: torch.fx.GraphModule) -> List[torch.fx.Node]:
+    return [n for n in graph_module.graph.nodes
+            if n.op == "call_function" and n.target is executorch_call_delegate]
+
+
+def lowered_module(graph_module: torch.fx.GraphModule, call: torch.fx.Node):
+    return getattr(graph_module, call.args[0].target)
+
+
+def blob_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> DelegateBlob:
+    return read_blob(lowered_module(graph_module, call).processed_bytes)
+
+
+def execution_plan(et, method: str = "forward"):
+    for plan in et.executorch_program.execution_plan:
+        if plan.name == method:
+            return plan
+    raise KeyError(method)
+
+
+def instructions(plan):
+    return [i.instr_args for i in plan.chains[0].instructions]
+
+
+def kernel_calls(plan, op_name: str):
+    """KernelCall instructions whose operator is ``op_name`` (e.g. ``"aten::copy_"``)."""
+    idx = {i for i, op in enumerate(plan.operators) if op.name == op_name}
+    return [a for a in instructions(plan) if type(a).__name__ == "KernelCall" and a.op_index in idx]
+
+
+def delegate_call_args(plan) -> List[List[int]]:
+    return [a.args for a in instructions(plan) if type(a).__name__ == "DelegateCall"]
+
+
+def tensor_values_of_shape(plan, shape) -> List[int]:
+    return [i for i, v in enumerate(plan.values)
+            if type(v.val).__name__ == "Tensor" and list(v.val.sizes) == list(shape)]
+
+
+def nested_operator_names(blob: DelegateBlob) -> List[str]:
+    """Operator names (``name.overload``) of the nested program in a portable blob."""
+    payload = read_portable_payload(blob.payload)
+    nested = deserialize_pte_binary(payload.program).program
+    return [o.name + ("." + o.overload if o.overload else "")
+            for o in nested.execution_plan[0].operators]

@@ -1,0 +1,194 @@
+"""End to end on the portable engine: export -> load -> execute with the real delegate library.
+
+Skips (with the reason) only when ``libexecutorch_trt.so`` cannot be found
+(``executorch_trt.runtime.library_path``: ``$EXECUTORCH_TRT_LIBRARY`` or Bazel runfiles).
+Reference numerics: eager PyTorch on the same weights (DESIGN.md "Tests").
+"""
+
+import copy
+
+import torch
+from absl.testing import absltest, parameterized
+from executorch.exir import to_edge_transform_and_lower
+
+import decoder_models as dm
+import executorch_trt
+from executorch_trt import runtime
+
+PROMPT_LEN = 4
+DECODE_STEPS = 5
+
+
+def _library_missing_reason():
+    try:
+        runtime.library_path()
+        return None
+    except runtime.LibraryNotFoundError as e:
+        return str(e)
+
+
+_SKIP = _library_missing_reason()
+
+
+def _export_program(decoder, finalise="export", **options):
+    methods = dm.export_methods(copy.deepcopy(decoder), PROMPT_LEN)
+    if finalise == "export":
+        return executorch_trt.export(methods, **options).buffer
+    with torch.no_grad():
+        edge = to_edge_transform_and_lower(methods, partitioner=[executorch_trt.TensorRTPartitioner()])
+        # Stock config plus only what multi-method state needs (shared, initialised buffers),
+        # but no in-place planning: the write-back path must be correct on its own.
+        return edge.to_executorch(executorch_trt.backend_config(inplace=False)).buffer
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class DecoderEndToEndTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.decoder = dm.TinyDecoder()
+        cls.programs = {
+            "inplace": _export_program(cls.decoder),
+            "copy_back": _export_program(cls.decoder, kv_cache="copy_back"),
+            "write_back_planning": _export_program(cls.decoder, finalise="composable"),
+        }
+        torch.manual_seed(1)
+        cls.prompt = torch.randint(0, 64, (1, PROMPT_LEN))
+
+    def _read_state(self, program):
+        return program.load_method("read_state").execute([torch.ones(1)])
+
+    def _assert_state_equals(self, program, eager, context):
+        got = self._read_state(program)
+        want = list(eager.state_tensors().items())
+        self.assertLen(got, len(want))
+        for g, (name, w) in zip(got, want):
+            torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5, msg=f"{context}: {name}")
+
+    def _assert_logits_close(self, got, want, context):
+        scale = max(want.abs().max().item(), 1.0)
+        diff = (got - want).abs().max().item()
+        self.assertLessEqual(diff, 1e-4 * scale, f"{context}: max abs diff {diff}")
+
+    @parameterized.named_parameters(("inplace", "inplace"), ("copy_back", "copy_back"),
+                                    ("write_back_planning", "write_back_planning"))
+    def test_greedy_decode_matches_eager(self, mode):
+        program = runtime.load(self.programs[mode])
+        eager = copy.deepcopy(self.decoder)
+        prefill, decode = program.load_method("prefill"), program.load_method("decode")
+        with torch.no_grad():
+            want = eager(self.prompt, torch.arange(PROMPT_LEN))
+        (got,) = prefill.execute([self.prompt, torch.arange(PROMPT_LEN)])
+        self._assert_logits_close(got, want, f"{mode} prefill")
+        self._assert_state_equals(program, eager, f"{mode} after prefill")
+        token = int(want[0, -1].argmax())
+        for step in range(DECODE_STEPS):
+            pos = torch.tensor([PROMPT_LEN + step])
+            tokens = torch.tensor([[token]])
+            with torch.no_grad():
+                want = eager(tokens, pos)
+            (got,) = decode.execute([tokens, pos])
+            self._assert_logits_close(got, want, f"{mode} decode step {step}")
+            self.assertEqual(int(got[0, -1].argmax()), int(want[0, -1].argmax()), f"step {step}")
+            self._assert_state_equals(program, eager, f"{mode} after decode step {step}")
+            token = int(want[0, -1].argmax())
+
+    def test_fresh_load_starts_from_initial_values(self):
+        program = runtime.load(self.programs["inplace"])
+        self._assert_state_equals(program, copy.deepcopy(self.decoder), "fresh load")
+        state = self._read_state(program)
+        self.assertEqual(state[4].tolist(), [7], "steps starts at its exported value")
+
+    def test_two_loads_are_isolated(self):
+        a = runtime.load(self.programs["inplace"])
+        b = runtime.load(self.programs["inplace"])
+        a.load_method("prefill").execute([self.prompt, torch.arange(PROMPT_LEN)])
+        self._assert_state_equals(b, copy.deepcopy(self.decoder), "untouched second load")
+        self.assertNotEqual(self._read_state(a)[0].abs().sum().item(), 0.0)
+
+    def test_repeated_decode_persists(self):
+        """Persistence across calls on one loaded method, without prefill: each decode call
+        adds one cache row and increments the counter."""
+        program = runtime.load(self.programs["inplace"])
+        decode = program.load_method("decode")
+        eager = copy.deepcopy(self.decoder)
+        for step in range(3):
+            tokens, pos = torch.tensor([[step + 1]]), torch.tensor([step])
+            with torch.no_grad():
+                eager(tokens, pos)
+            decode.execute([tokens, pos])
+        state = self._read_state(program)
+        self.assertEqual(state[4].tolist(), [10])
+        k0 = state[0]
+        self.assertTrue(torch.all(k0[:, :, :3].abs().sum(-1) > 0))
+        self.assertTrue(torch.all(k0[:, :, 3:] == 0))
+        self._assert_state_equals(program, eager, "after three decode calls")
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class SeamModelEndToEndTest(parameterized.TestCase):
+    """The reordered-argument model: outputs land in the right place in both modes."""
+
+    @parameterized.parameters("inplace", "copy_back")
+    def test_matches_eager(self, mode):
+        program = runtime.load(executorch_trt.export(dm.export_reordered_kv(), kv_cache=mode).buffer)
+        method = program.load_method("forward")
+        eager = dm.ReorderedKV()
+        torch.manual_seed(3)
+        for step in range(6):
+            pos, x = torch.tensor([step]), torch.randn(1, 1, 4)
+            with torch.no_grad():
+                want = eager(pos, x)
+            (got,) = method.execute([pos, x])
+            torch.testing.assert_close(got, want, msg=f"{mode} step {step}")
+
+    def test_cache_read_outside_sees_old_value(self):
+        program = runtime.load(executorch_trt.export(dm.export_cache_read_outside()).buffer)
+        method = program.load_method("forward")
+        eager = dm.CacheReadOutside()
+        for step in range(3):
+            idx, v = torch.tensor([step]), torch.full((1, 2), -1.0 - step)
+            with torch.no_grad():
+                want = eager(idx, v)
+            got = method.execute([idx, v])
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, msg=f"step {step}")
+
+    def test_stock_finalisation_persists(self):
+        """Finalised with ExecuTorch's default config (no in-place planning, buffers not
+        initialised): ExecuTorch's write-back alone keeps the cache. The first six steps write
+        every row, so only the steps after them are compared (the start is uninitialised)."""
+        with torch.no_grad():
+            edge = to_edge_transform_and_lower(dm.export_reordered_kv(),
+                                               partitioner=[executorch_trt.TensorRTPartitioner()])
+            program = runtime.load(edge.to_executorch().buffer)
+        method = program.load_method("forward")
+        eager = dm.ReorderedKV()
+        torch.manual_seed(4)
+        for step in range(14):
+            pos, x = torch.tensor([step % 6]), torch.randn(1, 1, 4)
+            with torch.no_grad():
+                want = eager(pos, x)
+            (got,) = method.execute([pos, x])
+            if step >= 5:
+                torch.testing.assert_close(got, want, msg=f"step {step}")
+
+
+class LibraryPathTest(absltest.TestCase):
+
+    def test_env_var_must_name_a_file(self):
+        import os
+        old = os.environ.get(runtime.LIBRARY_ENV)
+        os.environ[runtime.LIBRARY_ENV] = "/nonexistent/libexecutorch_trt.so"
+        try:
+            with self.assertRaisesRegex(runtime.LibraryNotFoundError, "does not name a file"):
+                runtime.library_path()
+        finally:
+            if old is None:
+                del os.environ[runtime.LIBRARY_ENV]
+            else:
+                os.environ[runtime.LIBRARY_ENV] = old
+
+
+if __name__ == "__main__":
+    absltest.main()
