@@ -18,7 +18,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
 from executorch_trt.blob import DelegateMetadata, write_blob
-from executorch_trt.compile_options import CompileOptions
+from executorch_trt.compile_options import BACKEND_ID, CompileOptions
 from executorch_trt.contract import aliased_outputs, binding_contract
 from executorch_trt.engines.portable import build_portable_engine
 from executorch_trt.engines.tensorrt import build_tensorrt_engine
@@ -31,7 +31,9 @@ class TensorRTBackend(BackendDetails):
     """Backend id ``"TensorRTBackend"`` (the C++ runtime registers the same name)."""
 
     @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+    def preprocess(
+        edge_program: ExportedProgram, compile_specs: List[CompileSpec]
+    ) -> PreprocessResult:
         """Compiles one partition into a delegate blob.
 
         Args:
@@ -54,3 +56,7 @@ class TensorRTBackend(BackendDetails):
             aliased_io=tuple(aliases),
         )
         return PreprocessResult(processed_bytes=write_blob(metadata, payload))
+
+
+# ExecuTorch finds the backend class by name; the partitioner and the C++ runtime use BACKEND_ID.
+assert TensorRTBackend.__name__ == BACKEND_ID

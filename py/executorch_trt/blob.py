@@ -330,6 +330,8 @@ def read_blob(data: bytes) -> DelegateBlob:
     return DelegateBlob(header, metadata, payload)
 
 
-def bindings_from(names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Sequence[int]]) -> List[Binding]:
+def bindings_from(
+    names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Sequence[int]]
+) -> List[Binding]:
     """Zips parallel lists into ``Binding`` objects (convenience for tests and writers)."""
     return [Binding(n, d, tuple(int(x) for x in s)) for n, d, s in zip(names, dtypes, shapes)]

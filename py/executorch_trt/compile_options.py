@@ -21,6 +21,9 @@ from typing import List, Sequence, Tuple
 
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
+#: The backend id: ``TensorRTBackend.__name__`` in Python and the name the C++ runtime
+#: registers (``executorch::runtime::register_backend``).
+BACKEND_ID = "TensorRTBackend"
 ENGINES = ("portable", "tensorrt")
 KV_CACHE_MODES = ("inplace", "copy_back")
 

@@ -45,7 +45,9 @@ class BindingContract:
 def _binding(name: str, node: torch.fx.Node) -> Binding:
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor):
-        raise ValueError(f"TensorRTBackend: binding '{name}' is not a tensor ({type(val).__name__})")
+        raise ValueError(
+            f"TensorRTBackend: binding '{name}' is not a tensor ({type(val).__name__})"
+        )
     if val.dtype not in _DTYPE_NAMES:
         raise ValueError(f"TensorRTBackend: binding '{name}' has unsupported dtype {val.dtype}")
     shape = []
@@ -79,7 +81,8 @@ def binding_contract(ep: ExportedProgram) -> BindingContract:
     if [n.name for n in placeholders] != list(sig.user_inputs):
         raise ValueError(
             "TensorRTBackend: delegate input order mismatch: graph placeholders "
-            f"{[n.name for n in placeholders]} vs graph_signature.user_inputs {list(sig.user_inputs)}"
+            f"{[n.name for n in placeholders]} vs graph_signature.user_inputs "
+            f"{list(sig.user_inputs)}"
         )
     output_nodes = list(ep.graph.output_node().args[0])
     if [getattr(n, "name", None) for n in output_nodes] != list(sig.user_outputs):

@@ -15,7 +15,11 @@ import dataclasses
 from typing import Dict, Optional, Union
 
 import torch
-from executorch.exir import ExecutorchBackendConfig, ExecutorchProgramManager, to_edge_transform_and_lower
+from executorch.exir import (
+    ExecutorchBackendConfig,
+    ExecutorchProgramManager,
+    to_edge_transform_and_lower,
+)
 from executorch.exir.passes import MemoryPlanningPass
 from torch.export import ExportedProgram
 
@@ -102,16 +106,28 @@ def backend_config(**options) -> ExecutorchBackendConfig:
 
 def export(
     programs: Union[ExportedProgram, Dict[str, ExportedProgram]],
+    *,
+    engine: str = "portable",
+    kv_cache: str = "inplace",
     **options,
 ) -> ExecutorchProgramManager:
-    """Lowers ``programs`` (one ``ExportedProgram`` or ``{method_name: ExportedProgram}``, e.g.
-    ``{"prefill": ..., "decode": ...}``) with ``TensorRTPartitioner`` and finalises them.
+    """Lowers ``programs`` (one ``ExportedProgram``, emitted as method ``"forward"``, or
+    ``{method_name: ExportedProgram}``, e.g. ``{"prefill": ..., "decode": ...}``) with
+    ``TensorRTPartitioner`` and finalises them with ``backend_config``.
 
-    Keyword options: see ``ExportOptions`` (``engine="portable"``, ``kv_cache="inplace"``, ...).
+    Args:
+        engine: ``"portable"`` (nested ExecuTorch program on CPU) or ``"tensorrt"``.
+        kv_cache: ``"inplace"`` (KV writes update the caller's cache in place) or
+            ``"copy_back"`` (ExecuTorch copies the new cache back).
+        **options: the other ``ExportOptions`` (``share_mutable_buffers``,
+            ``alloc_mutable_buffers``, ``emit_mutable_buffer_names``, ``init_mutable_buffers``,
+            ``inplace``).
+
     Returns the ``ExecutorchProgramManager`` (``.buffer`` is the ``.pte``). Raises ``TypeError``
     for unknown options, ``ValueError`` for bad option values, ``RuntimeError`` when the engine
     cannot be built here (``engine="tensorrt"`` without TensorRT).
     """
+    options = dict(options, engine=engine, kv_cache=kv_cache)
     opts = ExportOptions.from_kwargs(**options)
     partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache)
     with torch.no_grad():

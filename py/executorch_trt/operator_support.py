@@ -27,8 +27,8 @@ _ATTENTION = {"_softmax", "softmax", "_log_softmax", "log_softmax",
 _SHAPE = {"view_copy", "view", "_unsafe_view", "reshape", "permute_copy", "permute",
           "transpose_copy", "t_copy", "squeeze_copy", "unsqueeze_copy", "expand_copy",
           "slice_copy", "select_copy", "cat", "split_with_sizes_copy", "split_copy", "clone",
-          "_to_copy", "alias_copy", "unbind_copy", "repeat", "stack", "flatten", "embedding",
-          "index_select", "gather", "index", "pad", "constant_pad_nd"}
+          "_to_copy", "copy", "alias_copy", "unbind_copy", "repeat", "stack", "flatten",
+          "embedding", "index_select", "gather", "index", "pad", "constant_pad_nd"}
 _MASKS = {"where", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
           "logical_not", "bitwise_and", "bitwise_or", "bitwise_not", "masked_fill", "triu",
           "tril", "full", "full_like", "zeros", "zeros_like", "ones", "ones_like", "arange",
@@ -71,7 +71,9 @@ class TensorRTOperatorSupport(OperatorSupportBase):
     def __init__(self, supported_ops: FrozenSet[str] = SUPPORTED_OPS) -> None:
         self.supported_ops = supported_ops
 
-    def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
+    def is_node_supported(
+        self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node
+    ) -> bool:
         if node.op != "call_function":
             return False
         return schema_name(node) in self.supported_ops and _has_supported_tensor_outputs(node)

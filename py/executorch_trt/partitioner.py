@@ -25,9 +25,8 @@ Rules (DESIGN.md contract 1, "Ownership"):
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
-
 import dataclasses
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
@@ -36,10 +35,10 @@ from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
-from executorch_trt.compile_options import CompileOptions
+from executorch_trt.compile_options import BACKEND_ID, CompileOptions
 from executorch_trt.operator_support import TensorRTOperatorSupport
 
-BACKEND_ID = "TensorRTBackend"
+LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
 
 
 def mutated_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
@@ -50,9 +49,6 @@ def mutated_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
         n for n in ep.graph.nodes
         if n.op == "placeholder" and sig.inputs_to_buffers.get(n.name) in mutated
     ]
-
-
-LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
 
 
 def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:

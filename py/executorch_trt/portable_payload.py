@@ -64,7 +64,7 @@ def write_portable_payload(descriptor: PortableDescriptor, program: bytes) -> by
     is inconsistent (duplicate names, alias naming a non-binding)."""
     _validate(descriptor)
     desc = json.dumps(descriptor.to_json(), separators=(",", ":")).encode("utf-8")
-    program_offset = (HEADER_SIZE + len(desc) + PROGRAM_ALIGNMENT - 1) // PROGRAM_ALIGNMENT * PROGRAM_ALIGNMENT
+    program_offset = -(-(HEADER_SIZE + len(desc)) // PROGRAM_ALIGNMENT) * PROGRAM_ALIGNMENT
     header = _HEADER.pack(MAGIC, VERSION, len(desc), program_offset, len(program))
     pad = b"\0" * (program_offset - HEADER_SIZE - len(desc))
     return header + desc + pad + bytes(program)

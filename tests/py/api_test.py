@@ -58,6 +58,11 @@ class OptionsTest(absltest.TestCase):
         self.assertIsNone(info.allocation_info)
         self.assertEqual(info.extra_tensor_info.fully_qualified_name, "k_cache")
 
+    def test_public_names(self):
+        for name in ("export", "backend_config", "TensorRTPartitioner", "TensorRTBackend"):
+            self.assertTrue(hasattr(executorch_trt, name), name)
+        self.assertEqual(executorch_trt.runtime.LIBRARY_ENV, "EXECUTORCH_TRT_LIBRARY")
+
     def test_tensorrt_engine_unavailable(self):
         with self.assertRaisesRegex(RuntimeError, "TensorRT.*not available.*engine='portable'"):
             executorch_trt.export(dm.export_reordered_kv(), engine="tensorrt")

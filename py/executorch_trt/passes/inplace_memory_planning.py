@@ -20,9 +20,8 @@ left alone: in-place is an optimisation, ExecuTorch's write-back stays the corre
 
 from __future__ import annotations
 
-from typing import Dict, Optional
-
 import operator
+from typing import Dict, Optional
 
 import torch
 from executorch.exir.delegate import executorch_call_delegate
@@ -31,8 +30,7 @@ from executorch.exir.pass_base import PassResult
 from torch.export.exported_program import ExportGraphSignature
 
 from executorch_trt.blob import read_blob
-
-BACKEND_ID = "TensorRTBackend"
+from executorch_trt.compile_options import BACKEND_ID
 
 
 def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict[int, int]:
@@ -44,13 +42,17 @@ def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict
     return read_blob(lowered.processed_bytes).metadata.aliased_output_to_input()
 
 
-def _aliased_write_back(graph_module: torch.fx.GraphModule, copy: torch.fx.Node) -> Optional[torch.fx.Node]:
+def _aliased_write_back(
+    graph_module: torch.fx.GraphModule, copy: torch.fx.Node
+) -> Optional[torch.fx.Node]:
     """Returns the getitem of ``copy_(buffer, getitem)`` if the getitem is a TensorRTBackend
     output that the blob aliases to the argument that *is* ``buffer``; else ``None``."""
     if copy.op != "call_function" or copy.target != torch.ops.aten.copy_.default:
         return None
     buffer, src = copy.args[0], copy.args[1]
-    if buffer.op != "placeholder" or src.op != "call_function" or src.target is not operator.getitem:
+    if buffer.op != "placeholder" or src.op != "call_function":
+        return None
+    if src.target is not operator.getitem:
         return None
     call, j = src.args
     if call.op != "call_function" or call.target is not executorch_call_delegate:
@@ -75,7 +77,7 @@ def share_aliased_buffer_specs(
         item.meta["spec"] = buffer_spec
         specs = list(call.meta["spec"])
         specs[j] = buffer_spec
-        call.meta["spec"] = type(call.meta["spec"])(specs) if isinstance(call.meta["spec"], tuple) else specs
+        call.meta["spec"] = tuple(specs) if isinstance(call.meta["spec"], tuple) else specs
         # The (dropped-at-emission) BUFFER_MUTATION output now names the aliased getitem.
         node.replace_all_uses_with(item)
         if graph_signature is not None:
@@ -97,6 +99,10 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     Must be the memory planning pass of the *top-level* program's ``ExecutorchBackendConfig``.
     """
 
-    def run(self, graph_module: torch.fx.GraphModule, graph_signature: Optional[ExportGraphSignature] = None) -> PassResult:
+    def run(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: Optional[ExportGraphSignature] = None,
+    ) -> PassResult:
         self.removed_write_backs = share_aliased_buffer_specs(graph_module, graph_signature)
         return super().run(graph_module, graph_signature)

@@ -38,7 +38,10 @@ def _val(node) -> Optional[torch.Tensor]:
     return val if isinstance(val, torch.Tensor) else None
 
 
-def kv_write_args(node: torch.fx.Node) -> Optional[Tuple[torch.fx.Node, torch.fx.Node, torch.fx.Node, int]]:
+KVWrite = Tuple[torch.fx.Node, torch.fx.Node, torch.fx.Node, int]
+
+
+def kv_write_args(node: torch.fx.Node) -> Optional[KVWrite]:
     """Returns ``(cache, value, idx, dim)`` if ``node`` is a KV write this pass rewrites,
     ``None`` otherwise."""
     if node.op != "call_function":
