@@ -12,7 +12,7 @@ cache of --max-seq-len positions. Output is byte-identical across runs (fixed se
 
 usage: export_kv_cache_decode.py --pte OUT.pte --reference OUT.json
            [--steps N] [--max-seq-len S] [--prompt-len T] [--kv-cache inplace|copy_back]
-           [--variant normal|clear_cache]
+           [--variant normal|clear_cache] [--no-inplace-planning]
 `--variant clear_cache` exports a deliberately broken program whose decode method zeroes its
 cache before every step (the cache does not persist): the checker must reject it.
 """
@@ -60,6 +60,10 @@ def main(argv=None) -> int:
     p.add_argument("--prompt-len", type=int, default=6)
     p.add_argument("--kv-cache", default="inplace", choices=["inplace", "copy_back"])
     p.add_argument("--variant", default="normal", choices=["normal", "clear_cache"])
+    p.add_argument("--no-inplace-planning", action="store_true",
+                   help="finalise without the in-place memory planning (ExecuTorch's write-back "
+                        "copies the cache; the delegate reflects its update into a separate "
+                        "output): still correct, but not zero-copy")
     args = p.parse_args(argv)
     if args.prompt_len + args.steps > args.max_seq_len:
         p.error("--prompt-len + --steps must fit in --max-seq-len")
@@ -82,6 +86,7 @@ def main(argv=None) -> int:
             {"prefill": prefill, "decode": decode},
             kv_cache=args.kv_cache,
             emit_mutable_buffer_names=True,
+            inplace=not args.no_inplace_planning,
         )
 
     with open(args.pte, "wb") as f:

@@ -10,7 +10,8 @@
 //                 then N greedy decode steps: every token equal, last-position logits within
 //                 --tol (max |Δ| <= tol * max(1, max |ref|)), every cache's checksum within
 //                 --checksum-tol after every step, and each cache's storage (data pointer)
-//                 the same before and after every execute and shared by both methods.
+//                 the same before and after every execute and shared by both methods; in an
+//                 in-place program the delegate copies 0 bytes.
 //   2. reload:    a second, fresh load of the same file reproduces step 0 (loads are isolated
 //                 and start from the known state).
 //   3. sessions:  K conversations with different prompts, each with its own cache memory
@@ -362,6 +363,11 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps, std::vecto
       std::printf("  %-18s token %5lld (ref %5lld)  max|dlogit| %.2e  cache ok  %8.2f ms\n", where.c_str(),
                   static_cast<long long>(row.token), static_cast<long long>(want.token), row.max_dlogit, ms);
       std::fflush(stdout);
+    }
+    if (ref.kv_cache == "inplace" && row.copied != 0) {
+      return Outcome::Fail("the delegate copied " + std::to_string(row.copied) +
+                           " bytes in an in-place program (expected 0: the aliased output must be "
+                           "the cache buffer itself), at " + where);
     }
     if (row.token != want.token) {
       return Outcome::Fail("token " + std::to_string(row.token) + " != reference " +

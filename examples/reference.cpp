@@ -61,6 +61,11 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
   if (!j.contains("format") || j["format"] != kFormat) {
     return Fail(error, path, std::string("\"format\" must be \"") + kFormat + "\"");
   }
+  if (!j.contains("kv_cache") || !j["kv_cache"].is_string() ||
+      (j["kv_cache"] != "inplace" && j["kv_cache"] != "copy_back")) {
+    return Fail(error, path, "\"kv_cache\" must be \"inplace\" or \"copy_back\"");
+  }
+  out->kv_cache = j["kv_cache"].get<std::string>();
   if (!j.contains("prompt") || !ReadInts(j["prompt"], &out->prompt) || out->prompt.empty()) {
     return Fail(error, path, "\"prompt\" must be a non-empty array of token ids");
   }

@@ -2,6 +2,7 @@
 //
 // Written by examples/export_kv_cache_decode.py (format
 // "executorch_trt.kv_cache_decode_reference/1", JSON):
+//   kv_cache: "inplace" | "copy_back"
 //   prompt:  [T token ids]
 //   caches:  [{name, shape, dtype:"float32"}]  the KV cache buffers by FQN
 //   steps:   [{step, token, logits:[V floats], cache_checksums:{name:[sum, weighted]}}]
@@ -35,6 +36,9 @@ struct ReferenceStep {
 };
 
 struct Reference {
+  // "inplace" or "copy_back": how the program was exported. In place, the delegate must copy
+  // no cache bytes (DESIGN.md "In place"); the runner checks it.
+  std::string kv_cache;
   std::vector<int64_t> prompt;
   std::vector<CacheSpec> caches;
   std::vector<ReferenceStep> steps;

@@ -90,6 +90,17 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
         return lib
 
 
+def bytes_copied() -> int:
+    """Bytes the delegate has copied in this process (cumulative, all loaded programs): the
+    reflect copies it makes when ExecuTorch hands it an aliased output that is a separate
+    tensor (copy-back / stock finalisation). 0 across decode steps means the in-place
+    contract held (DESIGN.md "In place"). Reads ``executorch_trt_bytes_copied()``."""
+    fn = load_library().executorch_trt_bytes_copied
+    fn.restype = ctypes.c_uint64
+    fn.argtypes = []
+    return int(fn())
+
+
 class Method:
     """A loaded method. ``execute(inputs)`` takes tensors in the method's input order and
     returns its user outputs as a list of tensors (copies; mutable buffers persist inside the

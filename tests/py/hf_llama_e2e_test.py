@@ -86,6 +86,7 @@ class HuggingFaceLlamaTest(parameterized.TestCase):
         names = list(cache_buffers(eager))
         with torch.no_grad():
             want = eager(self.prompt, torch.arange(PROMPT_LEN))
+        copied_before = runtime.bytes_copied()
         got = prefill.execute([self.prompt, torch.arange(PROMPT_LEN)])[0]
         token = None
         for step in range(DECODE_STEPS + 1):
@@ -107,6 +108,10 @@ class HuggingFaceLlamaTest(parameterized.TestCase):
             with torch.no_grad():
                 want = eager(torch.tensor([[token]]), pos)
             got = decode.execute([torch.tensor([[token]]), pos])[0]
+        # In place, the delegate copies no cache bytes (the aliased output is the buffer
+        # itself). copy_back aliases nothing: the engine writes a separate output that
+        # ExecuTorch copies back, so the delegate's own counter stays 0 there too.
+        self.assertEqual(runtime.bytes_copied() - copied_before, 0)
 
 
 if __name__ == "__main__":

@@ -82,12 +82,21 @@ class DecoderEndToEndTest(parameterized.TestCase):
         self._assert_logits_close(got, want, f"{mode} prefill")
         self._assert_state_equals(program, eager, f"{mode} after prefill")
         token = int(want[0, -1].argmax())
+        kv_nbytes = sum(t.numel() * t.element_size() for n, t in eager.state_tensors().items()
+                        if n.endswith(("k_cache", "v_cache")))
         for step in range(DECODE_STEPS):
             pos = torch.tensor([PROMPT_LEN + step])
             tokens = torch.tensor([[token]])
             with torch.no_grad():
                 want = eager(tokens, pos)
+            copied_before = runtime.bytes_copied()
             (got,) = decode.execute([tokens, pos])
+            # The delegate's own copies per step: none in place (the output is the buffer) or
+            # in copy_back (nothing aliased); with stock planning it reflects each updated
+            # cache into ExecuTorch's separate output tensor.
+            copied = runtime.bytes_copied() - copied_before
+            self.assertEqual(copied, kv_nbytes if mode == "write_back_planning" else 0,
+                             f"{mode} step {step}: delegate bytes copied")
             self._assert_logits_close(got, want, f"{mode} decode step {step}")
             self.assertEqual(int(got[0, -1].argmax()), int(want[0, -1].argmax()), f"step {step}")
             self._assert_state_equals(program, eager, f"{mode} after decode step {step}")
