@@ -183,6 +183,48 @@ class SeamModelEndToEndTest(parameterized.TestCase):
                 torch.testing.assert_close(got, want, msg=f"step {step}")
 
 
+class StateOutsidePartition(torch.nn.Module):
+    """``forward(x[1, 8]) -> y[1, 8]``. ``counter`` (int64) is advanced with ``bitwise_xor``
+    and ``state`` (float) with ``atan``, neither of which the partitioner takes, so both
+    mutations happen *outside* the delegate; the linear layers run inside it and read both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+        self.register_buffer("counter", torch.tensor([3], dtype=torch.long))
+        self.register_buffer("state", torch.full((1, 8), 0.5))
+
+    def forward(self, x):
+        self.counter.copy_(torch.bitwise_xor(self.counter, torch.tensor([5])) + 1)
+        self.state.copy_(torch.atan(self.state + self.a(x)))
+        return self.b(self.state) * self.counter.to(torch.float32)
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class StateOutsidePartitionTest(parameterized.TestCase):
+
+    @parameterized.parameters("inplace", "copy_back")
+    def test_buffers_mutated_outside_the_delegate_persist(self, kv_cache):
+        model = StateOutsidePartition()
+        with torch.no_grad():
+            ep = torch.export.export(copy.deepcopy(model), (torch.randn(1, 8),))
+            manager = executorch_trt.export(ep, kv_cache=kv_cache)
+        ops = {op.name for plan in manager.executorch_program.execution_plan for op in plan.operators}
+        self.assertIn("aten::bitwise_xor", ops, "counter update must stay outside the delegate")
+        delegates = [d.id for plan in manager.executorch_program.execution_plan for d in plan.delegates]
+        self.assertIn("TensorRTBackend", delegates)
+        method = runtime.load(manager.buffer).load_method("forward")
+        torch.manual_seed(6)
+        for step in range(5):
+            x = torch.randn(1, 8)
+            with torch.no_grad():
+                want = model(x)
+            (got,) = method.execute([x])
+            torch.testing.assert_close(got, want, msg=f"{kv_cache} step {step}")
+
+
 class LibraryPathTest(absltest.TestCase):
 
     def test_env_var_must_name_a_file(self):
