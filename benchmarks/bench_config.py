@@ -1,0 +1,114 @@
+"""What the decode benchmark measures: the model's dimensions and the run settings.
+
+`FULL` is the configuration the README's table comes from; `QUICK` is the tiny configuration
+the test runs (`--quick`). A `BenchConfig` travels to the per-variant worker processes as JSON,
+so every process builds exactly the same seeded model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Dict, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDims:
+    """LlamaConfig fields of the seeded decoder (`decoder_model.build_model` overrides)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def cache_nbytes(self, max_seq_len: int) -> int:
+        """Bytes of all KV caches (float32 key + value, every layer) at `max_seq_len`."""
+        per_tensor = self.num_key_value_heads * max_seq_len * self.head_dim * 4
+        return 2 * self.num_hidden_layers * per_tensor
+
+    def describe(self) -> str:
+        """One line for the table header."""
+        return (
+            f"Llama: {self.num_hidden_layers} layers, hidden {self.hidden_size}, "
+            f"{self.num_attention_heads} heads / {self.num_key_value_heads} KV heads "
+            f"(head_dim {self.head_dim}), MLP {self.intermediate_size}, vocab {self.vocab_size}, "
+            "float32"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    """Settings of one benchmark run.
+
+    * `dims`: the model.
+    * `max_seq_lens`: cache capacities (positions) to measure.
+    * `prompt_len`: prefill length; every timed decode step runs at position `prompt_len`.
+    * `repeats`: timed decode steps per variant and capacity; `warmup`: untimed steps before.
+    * `threads`: intra-op threads for PyTorch and ExecuTorch's threadpool, in every variant.
+    """
+
+    dims: ModelDims
+    max_seq_lens: Tuple[int, ...]
+    prompt_len: int
+    repeats: int
+    warmup: int
+    threads: int
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @staticmethod
+    def from_json(text: str) -> "BenchConfig":
+        d = json.loads(text)
+        return BenchConfig(
+            dims=ModelDims(**d["dims"]),
+            max_seq_lens=tuple(d["max_seq_lens"]),
+            prompt_len=d["prompt_len"],
+            repeats=d["repeats"],
+            warmup=d["warmup"],
+            threads=d["threads"],
+        )
+
+    def replace(self, **changes) -> "BenchConfig":
+        return dataclasses.replace(self, **changes)
+
+    def model_overrides(self) -> Dict[str, int]:
+        """Keyword arguments for `decoder_model.build_model`."""
+        return dataclasses.asdict(self.dims)
+
+
+FULL_DIMS = ModelDims(
+    vocab_size=1024,
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+)
+
+QUICK_DIMS = ModelDims(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+
+
+def full_config(threads: int) -> BenchConfig:
+    """The README configuration: 256/1024/4096 positions, 50 timed steps."""
+    return BenchConfig(FULL_DIMS, (256, 1024, 4096), prompt_len=32, repeats=50, warmup=5,
+                       threads=threads)
+
+
+def quick_config(threads: int) -> BenchConfig:
+    """The test configuration: a 1-layer toy model, one capacity (32 positions), 2 timed steps
+    (each capacity costs ~1 min of lowering on 2 cores; pass --max-seq-lens for more)."""
+    return BenchConfig(QUICK_DIMS, (32,), prompt_len=4, repeats=2, warmup=1, threads=threads)

@@ -1,0 +1,282 @@
+"""Decode-step benchmark: what the executorch-trt delegate costs against eager PyTorch and
+plain ExecuTorch (issue #5).
+
+usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,4096]
+           [--repeats N] [--warmup N] [--threads N] [--variants a,b,...] [--quick]
+           [--keep-programs]
+
+For each cache capacity it exports the same seeded Llama-architecture model once, builds each
+variant's program (variants.py), then measures each (variant, capacity) in a fresh worker
+process (this script re-invoked with --variant/--max-seq-len/--program): median, p10 and p90 of
+one decode step at a fixed position after a prefill, the bytes the runtime copied per step
+(copy_accounting.py + the delegate's counter) and the worker's peak resident memory. Prints the
+table and the targets, writes decode_bench.json and decode_bench.png to --out.
+
+Exit status: 0 all rows measured; 1 some variant failed (its rows say why; the rest is still
+written); 2 bad usage (the message names the flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import List, Optional
+
+if __package__ in (None, ""):
+    # Run as a script (bazel run, or the worker re-invocation): make `benchmarks` importable.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import machine, report  # noqa: E402
+from benchmarks.bench_config import BenchConfig, full_config, quick_config  # noqa: E402
+from benchmarks.variants import VARIANTS, BuiltProgram, parse_variants  # noqa: E402
+
+RESULT_MARKER = "DECODE_BENCH_RESULT "
+WORKER_TIMEOUT_S = 900
+
+
+def _positive_int(flag: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{flag} must be a positive integer, got {text!r}")
+    return value
+
+
+def _int_list(text: str) -> List[int]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"--max-seq-lens must be comma-separated positive integers, got {text!r}")
+    return sorted(set(values))
+
+
+def _variant_list(text: str) -> List[str]:
+    try:
+        return parse_variants(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--variants: {exc}")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (bad values exit 2 with a message naming the flag)."""
+    p = argparse.ArgumentParser(
+        prog="decode", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", help="output directory (default: $BUILD_WORKING_DIRECTORY/"
+                                 "bench_out, else a new temp directory)")
+    p.add_argument("--max-seq-lens", type=_int_list,
+                   help="cache capacities, comma-separated (default 256,1024,4096; quick 32)")
+    p.add_argument("--repeats", type=lambda s: _positive_int("--repeats", s),
+                   help="timed decode steps per row (default 50; quick 2)")
+    p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s),
+                   help="untimed decode steps before timing (default 5; quick 1)")
+    p.add_argument("--threads", type=lambda s: _positive_int("--threads", s),
+                   help="intra-op threads in every variant (default: usable CPUs)")
+    p.add_argument("--variants", type=_variant_list, default=list(VARIANTS),
+                   help=f"comma-separated subset of {','.join(VARIANTS)}")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny 1-layer model, 32 positions, 2 repeats (the test's mode)")
+    p.add_argument("--keep-programs", action="store_true",
+                   help="keep the exported .pte files under OUT/programs")
+    # Worker mode (internal): measure one variant at one capacity, print one JSON line.
+    p.add_argument("--variant", choices=list(VARIANTS), help=argparse.SUPPRESS)
+    p.add_argument("--max-seq-len", type=lambda s: _positive_int("--max-seq-len", s),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--program", help=argparse.SUPPRESS)
+    p.add_argument("--config-json", help=argparse.SUPPRESS)
+    return p
+
+
+def config_from_args(args, p: argparse.ArgumentParser) -> BenchConfig:
+    """The run's BenchConfig: the full or quick preset with the flags applied; `p.error`
+    (exit 2) when the prefill does not fit in the smallest capacity."""
+    threads = args.threads or machine.usable_cpus()
+    config = quick_config(threads) if args.quick else full_config(threads)
+    changes = {k: v for k, v in (("max_seq_lens", tuple(args.max_seq_lens or ())),
+                                 ("repeats", args.repeats), ("warmup", args.warmup)) if v}
+    config = config.replace(**changes)
+    if min(config.max_seq_lens) <= config.prompt_len:
+        p.error(f"--max-seq-lens: every capacity must exceed the prefill length "
+                f"{config.prompt_len} (decode runs at position {config.prompt_len})")
+    return config
+
+
+# ----------------------------------------------------------------------------- worker side
+
+
+def run_worker(args, p: argparse.ArgumentParser) -> int:
+    """Worker mode: measures `--variant` at `--max-seq-len`, prints RESULT_MARKER + JSON."""
+    if not args.config_json or not args.max_seq_len:
+        p.error("--variant needs --max-seq-len and --config-json (worker mode)")
+    if VARIANTS[args.variant].kind != "eager" and not args.program:
+        p.error(f"--variant {args.variant} needs --program")
+    from benchmarks import measure
+
+    config = BenchConfig.from_json(args.config_json)
+    result = measure.time_decode_step(config, args.variant, args.max_seq_len, args.program)
+    print(RESULT_MARKER + json.dumps(dataclasses.asdict(result)), flush=True)
+    return 0
+
+
+# ------------------------------------------------------------------------- orchestrator side
+
+
+def _worker_env(config_needs_delegate: bool) -> dict:
+    env = dict(os.environ)
+    if config_needs_delegate and "EXECUTORCH_TRT_LIBRARY" not in env:
+        try:
+            from executorch_trt import runtime as trt_runtime
+
+            env["EXECUTORCH_TRT_LIBRARY"] = os.path.abspath(trt_runtime.library_path())
+        except Exception:  # noqa: BLE001 - the worker then reports the missing library
+            pass
+    return env
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def spawn_worker(config: BenchConfig, variant: str, max_seq_len: int,
+                 program: Optional[str]) -> dict:
+    """Runs one worker process; returns its StepTimes dict, or {"error": ...}."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--variant", variant,
+           "--max-seq-len", str(max_seq_len), "--config-json", config.to_json()]
+    if program:
+        cmd += ["--program", program]
+    env = _worker_env(VARIANTS[variant].kind == "delegate")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                              timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"worker timed out after {WORKER_TIMEOUT_S} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            return json.loads(line[len(RESULT_MARKER):])
+    detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
+    last = detail.splitlines()[-1] if detail else ""
+    print(f"    worker {variant}@{max_seq_len} failed (exit {proc.returncode}):\n"
+          + "\n".join("      " + l for l in detail.splitlines()), file=sys.stderr)
+    return {"error": f"run failed (exit {proc.returncode}): {last}"}
+
+
+def make_row(config: BenchConfig, built: BuiltProgram, measured: dict) -> dict:
+    """One JSON row from a build (copy accounting) and a worker result."""
+    from benchmarks import measure
+
+    row = {"variant": built.variant, "max_seq_len": built.max_seq_len,
+           "description": VARIANTS[built.variant].description,
+           "cache_nbytes": config.dims.cache_nbytes(built.max_seq_len)}
+    error = built.error or measured.get("error")
+    if error:
+        return {**row, "error": error, "step_ms_median": None, "step_ms_p10": None,
+                "step_ms_p90": None, "runtime_bytes_copied_per_step": None,
+                "cache_bytes_copied_per_step": None, "peak_rss_mb": None}
+    delegate = measured["delegate_bytes_per_step"]
+    return {
+        **row,
+        **measure.summarize(measured["step_ms"]),
+        "runtime_bytes_copied_per_step": built.copies.copy_bytes + delegate,
+        "cache_bytes_copied_per_step": built.copies.cache_bytes + delegate,
+        "other_bytes_copied_per_step": built.copies.other_bytes,
+        "delegate_bytes_copied_per_step": delegate,
+        "functional_cache_update_bytes_per_step": built.copies.functional_update_bytes,
+        "peak_rss_mb": measured["peak_rss_mb"],
+        "baseline_rss_mb": measured["baseline_rss_mb"],
+        "threads": measured["threads"],
+        "step_ms_samples": measured["step_ms"],
+        "error": None,
+    }
+
+
+def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
+                     program_dir: str) -> List[dict]:
+    """Builds every variant's program at `max_seq_len`, then measures each in a worker."""
+    from benchmarks import variants
+
+    print(f"[{max_seq_len} positions] exporting", flush=True)
+    t0 = time.time()
+    built = variants.build_programs(config, max_seq_len, names, program_dir,
+                                    log=lambda m: print(m, flush=True))
+    print(f"  built in {time.time() - t0:.0f} s", flush=True)
+    rows = []
+    for name in names:
+        b = built[name]
+        measured = {} if b.error else spawn_worker(config, name, max_seq_len, b.path)
+        row = make_row(config, b, measured)
+        status = row["error"] or f"{row['step_ms_median']:.3f} ms/step"
+        print(f"  {name}: {status}", flush=True)
+        rows.append(row)
+    return rows
+
+
+def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
+                  keep_programs: bool) -> int:
+    """Runs every capacity, writes JSON + PNG to `out_dir`, prints table and targets."""
+    os.makedirs(out_dir, exist_ok=True)
+    program_dir = (os.path.join(out_dir, "programs") if keep_programs
+                   else tempfile.mkdtemp(prefix="decode_bench_programs_"))
+    os.makedirs(program_dir, exist_ok=True)
+    host = machine.describe(config.threads)
+    try:
+        rows = [r for s in config.max_seq_lens
+                for r in measure_capacity(config, s, names, program_dir)]
+    finally:
+        if not keep_programs:
+            shutil.rmtree(program_dir, ignore_errors=True)
+    header = [
+        f"model: {config.dims.describe()}",
+        f"machine: {host['cpu']}, {host['cpus']} CPUs, {config.threads} threads "
+        f"(torch {host['torch']}, executorch {host['executorch']})",
+        f"decode step at position {config.prompt_len} after a {config.prompt_len}-token "
+        f"prefill; {config.repeats} timed steps after {config.warmup} warm-up",
+        "",
+    ]
+    targets = report.check_targets(rows)
+    meta = {"model": dataclasses.asdict(config.dims), "machine": host,
+            "settings": {"max_seq_lens": list(config.max_seq_lens),
+                         "prompt_len": config.prompt_len, "decode_position": config.prompt_len,
+                         "repeats": config.repeats, "warmup": config.warmup,
+                         "threads": config.threads},
+            "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in targets]}
+    json_path = os.path.join(out_dir, report.JSON_NAME)
+    plot_path = os.path.join(out_dir, report.PLOT_NAME)
+    report.write_json(json_path, rows, meta)
+    report.write_plot(plot_path, rows, header[0])
+    print()
+    print(report.table(rows, header))
+    print("\ntargets:\n" + report.format_targets(targets))
+    print(f"\nwrote {json_path}\nwrote {plot_path}")
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.variant:
+        return run_worker(args, p)
+    for flag in ("max_seq_len", "program", "config_json"):
+        if getattr(args, flag):
+            p.error(f"--{flag.replace('_', '-')} is only valid with --variant (worker mode)")
+    config = config_from_args(args, p)
+    out_dir = os.path.abspath(args.out) if args.out else report.default_out_dir()
+    if args.out and os.environ.get("BUILD_WORKING_DIRECTORY") and not os.path.isabs(args.out):
+        out_dir = os.path.join(os.environ["BUILD_WORKING_DIRECTORY"], args.out)
+    return run_benchmark(config, args.variants, out_dir, args.keep_programs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Runs the decode benchmark in quick mode (tiny model, 2 repeats) and checks the structure of
+its output and the byte counts, never the timings:
+
+* every row has the JSON fields, numbers where it ran, and every variant x capacity is there;
+* delegate in-place copies 0 cache bytes per step;
+* delegate copy_back copies exactly the cache (sum of KV cache nbytes) per step;
+* plain ExecuTorch's default configuration shows its write-back copy of the cache, and its
+  reinplace configuration does not;
+* bad flags exit 2 naming the flag.
+"""
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+
+from absl.testing import absltest
+
+from benchmarks import decode, report
+from benchmarks.bench_config import QUICK_DIMS
+from benchmarks.variants import VARIANTS
+
+FIELDS = ("variant", "max_seq_len", "step_ms_median", "step_ms_p10", "step_ms_p90",
+          "runtime_bytes_copied_per_step", "peak_rss_mb")
+
+
+class DecodeBenchQuickTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = tempfile.mkdtemp(prefix="decode_bench_test_")
+        cls.exit_code = decode.main(["--quick", "--out", cls.out])
+        with open(os.path.join(cls.out, report.JSON_NAME)) as f:
+            cls.result = json.load(f)
+        cls.rows = {(r["variant"], r["max_seq_len"]): r for r in cls.result["rows"]}
+        cls.capacities = tuple(cls.result["settings"]["max_seq_lens"])
+
+    def row(self, variant, capacity):
+        r = self.rows[(variant, capacity)]
+        self.assertIsNone(r["error"], f"{variant}@{capacity} failed: {r['error']}")
+        return r
+
+    def test_every_row_ran_with_all_fields(self):
+        self.assertEqual(set(self.rows), {(v, s) for v in VARIANTS for s in self.capacities})
+        for (variant, capacity), r in self.rows.items():
+            self.assertIsNone(r["error"], f"{variant}@{capacity} failed: {r['error']}")
+            for field in FIELDS:
+                self.assertIn(field, r)
+                self.assertIsNotNone(r[field], f"{variant}@{capacity}: {field} is null")
+            self.assertLessEqual(r["step_ms_p10"], r["step_ms_median"])
+            self.assertLessEqual(r["step_ms_median"], r["step_ms_p90"])
+            self.assertGreater(r["peak_rss_mb"], 0)
+        self.assertEqual(self.exit_code, 0)
+
+    def test_metadata_and_plot(self):
+        self.assertEqual(self.result["model"]["hidden_size"], QUICK_DIMS.hidden_size)
+        self.assertIn("cpu", self.result["machine"])
+        self.assertGreater(os.path.getsize(os.path.join(self.out, report.PLOT_NAME)), 0)
+
+    def test_delegate_inplace_copies_no_cache_bytes(self):
+        for s in self.capacities:
+            r = self.row("delegate_inplace", s)
+            self.assertEqual(r["cache_bytes_copied_per_step"], 0, f"at {s}")
+            self.assertEqual(r["delegate_bytes_copied_per_step"], 0, f"at {s}")
+
+    def test_copy_back_copies_the_whole_cache(self):
+        for s in self.capacities:
+            r = self.row("delegate_copy_back", s)
+            self.assertEqual(r["cache_nbytes"], QUICK_DIMS.cache_nbytes(s))
+            self.assertEqual(r["cache_bytes_copied_per_step"], r["cache_nbytes"], f"at {s}")
+            self.assertGreaterEqual(r["runtime_bytes_copied_per_step"], r["cache_nbytes"])
+
+    def test_plain_executorch_default_writes_the_cache_back(self):
+        for s in self.capacities:
+            default = self.row("executorch_default", s)
+            self.assertEqual(default["cache_bytes_copied_per_step"], default["cache_nbytes"])
+            self.assertEqual(self.row("executorch_reinplace", s)["cache_bytes_copied_per_step"], 0)
+
+    def test_bad_flags_exit_2_naming_the_flag(self):
+        for argv, flag in ((["--repeats", "0"], "--repeats"),
+                           (["--max-seq-lens", "abc"], "--max-seq-lens"),
+                           (["--variants", "nope"], "--variants"),
+                           (["--no-such-flag"], "--no-such-flag"),
+                           (["--quick", "--max-seq-lens", "4"], "--max-seq-lens")):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+                decode.main(argv)
+            self.assertEqual(cm.exception.code, 2, argv)
+            self.assertIn(flag, err.getvalue(), argv)
+
+
+if __name__ == "__main__":
+    absltest.main()

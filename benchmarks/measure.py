@@ -1,0 +1,193 @@
+"""Timing one decode step of one variant, in the process that runs it (the worker).
+
+The worker is a fresh process per (variant, capacity), so its peak resident memory is that
+variant's alone (every worker imports the same modules first). It loads the variant (eager
+module or `.pte`), fills the cache and runs the prefill (`fill_cache`), runs
+`warmup` untimed decode steps, then times `repeats` decode steps at the same position with
+`time.perf_counter`. For delegate programs it also reads the delegate's copy counter
+(`executorch_trt_bytes_copied`) around the timed steps.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import resource
+import statistics
+import time
+from typing import Callable, List, Optional
+
+import torch
+
+from benchmarks import workload
+from benchmarks.bench_config import BenchConfig
+from benchmarks.variants import VARIANTS
+
+
+@dataclasses.dataclass
+class StepTimes:
+    """Result of one worker: decode-step times (ms), the delegate's copies per step (bytes),
+    resident memory (MB): `baseline_rss_mb` after imports, before loading the variant;
+    `peak_rss_mb` the process's high-water mark."""
+
+    step_ms: List[float]
+    delegate_bytes_per_step: float
+    baseline_rss_mb: float
+    peak_rss_mb: float
+    threads: int
+
+
+def _status_kb(field: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def rss_mb() -> float:
+    """Current resident set size in MB (VmRSS); 0 where /proc is unavailable."""
+    kb = _status_kb("VmRSS")
+    return (kb or 0) / 1024.0
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MB (VmHWM, else ru_maxrss)."""
+    kb = _status_kb("VmHWM")
+    if kb is None:
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024.0
+
+
+def percentile(values: List[float], q: float) -> float:
+    """The q-th percentile (0..100) of `values`, linearly interpolated."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(step_ms: List[float]) -> dict:
+    """Median, 10th and 90th percentile of step times (ms)."""
+    return {
+        "step_ms_median": statistics.median(step_ms),
+        "step_ms_p10": percentile(step_ms, 10),
+        "step_ms_p90": percentile(step_ms, 90),
+    }
+
+
+def set_threads(threads: int, uses_executorch: bool) -> int:
+    """Sets PyTorch's intra-op threads and (for ExecuTorch variants) ExecuTorch's threadpool to
+    `threads`; returns the thread count in effect."""
+    torch.set_num_threads(threads)
+    if uses_executorch:
+        from executorch.extension.pybindings import portable_lib
+
+        portable_lib._unsafe_reset_threadpool(threads)
+        return int(portable_lib._threadpool_get_thread_count())
+    return torch.get_num_threads()
+
+
+def import_common_modules() -> None:
+    """Imports what any variant needs (torch, transformers, executorch.exir and its runtime,
+    executorch_trt's Python package, not its library), so every worker starts from the same
+    baseline memory and the peak differences are the variants' own."""
+    import executorch.exir  # noqa: F401
+    import executorch.runtime  # noqa: F401
+    import executorch_trt  # noqa: F401
+    import transformers  # noqa: F401
+
+
+def fill_positions(config: BenchConfig, max_seq_len: int) -> List[torch.Tensor]:
+    """`cache_position` chunks of `prompt_len` positions covering 0..max_seq_len-1 (the last
+    chunk ends at max_seq_len), followed by the real prompt's 0..prompt_len-1."""
+    p = config.prompt_len
+    starts = list(range(0, max_seq_len - p + 1, p))
+    if starts[-1] + p < max_seq_len:
+        starts.append(max_seq_len - p)
+    chunks = [torch.arange(s, s + p, dtype=torch.long) for s in starts]
+    return chunks + [torch.arange(p, dtype=torch.long)]
+
+
+def fill_cache(config: BenchConfig, max_seq_len: int, prefill: Callable) -> None:
+    """Runs `prefill(input_ids, cache_position)` over every cache position, then over the
+    prompt: the whole cache holds finite values (plain ExecuTorch leaves it uninitialised),
+    and positions 0..prompt_len-1 hold the prompt, identically in every variant."""
+    ids, _ = workload.prefill_inputs(config)
+    for positions in fill_positions(config, max_seq_len):
+        prefill(ids, positions)
+
+
+def _eager_step(config: BenchConfig, max_seq_len: int) -> Callable[[], object]:
+    module = workload.eager_module(config, max_seq_len)
+    decode = workload.decode_inputs(config)
+
+    def prefill(ids, positions):
+        with torch.no_grad():
+            module(ids, positions)
+    fill_cache(config, max_seq_len, prefill)
+
+    def step():
+        with torch.no_grad():
+            return module(*decode)
+    return step
+
+
+def _program_step(config: BenchConfig, max_seq_len: int, path: str,
+                  with_delegate: bool) -> Callable[[], object]:
+    """Loads the program (every method first: loading a method re-initialises the shared
+    cache), fills the cache and prefills, and returns the decode step."""
+    if with_delegate:
+        from executorch_trt import runtime as trt_runtime
+
+        program = trt_runtime.load(path)
+    else:
+        from executorch.runtime import Runtime
+
+        program = Runtime.get().load_program(path)
+    prefill, decode = program.load_method("prefill"), program.load_method("decode")
+    fill_cache(config, max_seq_len, lambda ids, pos: prefill.execute([ids, pos]))
+    inputs = list(workload.decode_inputs(config))
+    return lambda: decode.execute(inputs)
+
+
+def _delegate_counter():
+    """(read, reset) of the delegate's cumulative copy counter (bytes)."""
+    from executorch_trt import runtime as trt_runtime
+
+    lib = trt_runtime.load_library()
+    lib.executorch_trt_bytes_copied.restype = ctypes.c_uint64
+    lib.executorch_trt_bytes_copied.argtypes = []
+    return lib.executorch_trt_bytes_copied
+
+
+def time_decode_step(config: BenchConfig, variant: str, max_seq_len: int,
+                     path: Optional[str]) -> StepTimes:
+    """Runs the worker's measurement for `variant` at `max_seq_len` (`path`: its `.pte`, None
+    for eager). Raises whatever loading or executing the variant raises."""
+    kind = VARIANTS[variant].kind
+    import_common_modules()
+    threads = set_threads(config.threads, kind != "eager")
+    baseline = rss_mb()
+    if kind == "eager":
+        step = _eager_step(config, max_seq_len)
+    else:
+        step = _program_step(config, max_seq_len, path, kind == "delegate")
+    counter = _delegate_counter() if kind == "delegate" else (lambda: 0)
+    for _ in range(config.warmup):
+        step()
+    before = counter()
+    times = []
+    for _ in range(config.repeats):
+        start = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - start) * 1e3)
+    delta = counter() - before
+    copied = delta // config.repeats if delta % config.repeats == 0 else delta / config.repeats
+    return StepTimes(times, copied, baseline, peak_rss_mb(), threads)

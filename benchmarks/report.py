@@ -1,0 +1,184 @@
+"""Turning measured rows into the table, `decode_bench.json`, the plot and the target checks.
+
+A row is a dict with the JSON fields: `variant`, `max_seq_len`, `step_ms_median`,
+`step_ms_p10`, `step_ms_p90` (ms), `runtime_bytes_copied_per_step` (bytes), `peak_rss_mb` (MB),
+plus the breakdown (`cache_bytes_copied_per_step`, `other_bytes_copied_per_step`,
+`delegate_bytes_copied_per_step`, `functional_cache_update_bytes_per_step`, `cache_nbytes`,
+`baseline_rss_mb`, `threads`) and `error` (None, or why the row has no numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+JSON_NAME = "decode_bench.json"
+PLOT_NAME = "decode_bench.png"
+PLAIN = ("executorch_default", "executorch_reinplace")
+INPLACE = "delegate_inplace"
+COPY_BACK = "delegate_copy_back"
+MAX_RATIO = 1.10
+
+
+def _fmt_ms(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _fmt_bytes(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    if v >= 1 << 20:
+        return f"{v / (1 << 20):.2f} MiB"
+    if v >= 1 << 10:
+        return f"{v / (1 << 10):.1f} KiB"
+    return f"{v:.0f} B"
+
+
+def table(rows: Sequence[dict], header: Sequence[str]) -> str:
+    """The text table: `header` lines, then one line per row (failed rows say why)."""
+    cols = ("variant", "max_seq_len", "median ms", "p10 ms", "p90 ms", "copied/step",
+            "of which cache", "peak RSS MB", "over baseline MB")
+    lines = list(header)
+    body = []
+    for r in rows:
+        if r.get("error"):
+            body.append((r["variant"], str(r["max_seq_len"]), f"FAILED: {r['error']}"))
+            continue
+        body.append((
+            r["variant"], str(r["max_seq_len"]), _fmt_ms(r["step_ms_median"]),
+            _fmt_ms(r["step_ms_p10"]), _fmt_ms(r["step_ms_p90"]),
+            _fmt_bytes(r["runtime_bytes_copied_per_step"]),
+            _fmt_bytes(r["cache_bytes_copied_per_step"]), f"{r['peak_rss_mb']:.0f}",
+            f"{r['peak_rss_mb'] - r['baseline_rss_mb']:.0f}"))
+    widths = [max([len(c)] + [len(b[i]) for b in body if len(b) == len(cols)])
+              for i, c in enumerate(cols)]
+    lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    lines.append("  ".join("-" * w for w in widths))
+    for b in body:
+        if len(b) == len(cols):
+            lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
+        else:
+            lines.append(f"{b[0].ljust(widths[0])}  {b[1].ljust(widths[1])}  {b[2]}")
+    return "\n".join(lines)
+
+
+def write_json(path: str, rows: Sequence[dict], meta: dict) -> None:
+    """Writes `{"rows": [...], **meta}` (meta: model, machine, settings) to `path`."""
+    with open(path, "w") as f:
+        json.dump({**meta, "rows": list(rows)}, f, indent=2)
+        f.write("\n")
+
+
+def write_plot(path: str, rows: Sequence[dict], title: str) -> None:
+    """Median step time (ms) against cache capacity, p10-p90 as error bars, one line per
+    variant (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        ok = sorted((r for r in rows if r["variant"] == variant and not r.get("error")),
+                    key=lambda r: r["max_seq_len"])
+        if not ok:
+            continue
+        xs = [r["max_seq_len"] for r in ok]
+        ys = [r["step_ms_median"] for r in ok]
+        err = [[y - r["step_ms_p10"] for y, r in zip(ys, ok)],
+               [r["step_ms_p90"] - y for y, r in zip(ys, ok)]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=variant)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("KV cache capacity (positions)")
+    ax.set_ylabel("decode step, median ms (bars: p10-p90)")
+    ax.set_title(title, fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _medians(rows: Sequence[dict], variant: str) -> Dict[int, float]:
+    return {r["max_seq_len"]: r["step_ms_median"] for r in rows
+            if r["variant"] == variant and not r.get("error")}
+
+
+def best_plain(rows: Sequence[dict]) -> Optional[str]:
+    """The plain-ExecuTorch configuration with the lowest geometric-mean median step time over
+    the capacities it has (None if neither ran)."""
+    scores = {}
+    for v in PLAIN:
+        m = _medians(rows, v)
+        if m:
+            scores[v] = math.exp(sum(math.log(x) for x in m.values()) / len(m))
+    return min(scores, key=scores.get) if scores else None
+
+
+def _growth(m: Dict[int, float]) -> float:
+    return m[max(m)] / m[min(m)]
+
+
+def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]:
+    """The issue's targets as (name, met?, detail); met? is None when not measurable (a
+    variant failed or is missing)."""
+    out = []
+    inplace = [r for r in rows if r["variant"] == INPLACE]
+    ok_rows = [r for r in inplace if not r.get("error")]
+    if not inplace or len(ok_rows) < len(inplace):
+        out.append(("delegate in-place copies 0 cache bytes/step", None, "delegate_inplace failed"))
+    else:
+        bad = [r["max_seq_len"] for r in ok_rows if r["cache_bytes_copied_per_step"] != 0]
+        out.append(("delegate in-place copies 0 cache bytes/step", not bad,
+                    "at every capacity" if not bad else f"copies at {bad}"))
+    best = best_plain(rows)
+    mi = _medians(rows, INPLACE)
+    if best is None or not mi:
+        out.append((f"delegate in-place <= {MAX_RATIO:.2f}x best plain ExecuTorch", None,
+                    "a variant failed"))
+        out.append(("delegate in-place growth <= best plain ExecuTorch's", None,
+                    "a variant failed"))
+    else:
+        mb = _medians(rows, best)
+        common = sorted(set(mi) & set(mb))
+        ratios = {s: mi[s] / mb[s] for s in common}
+        worst = max(ratios.values())
+        out.append((f"delegate in-place <= {MAX_RATIO:.2f}x best plain ExecuTorch ({best})",
+                    worst <= MAX_RATIO,
+                    ", ".join(f"{s}: {r:.2f}x" for s, r in ratios.items())))
+        if len(common) < 2:
+            out.append(("delegate in-place growth <= best plain ExecuTorch's", None,
+                        "needs two capacities"))
+        else:
+            gi = _growth({s: mi[s] for s in common})
+            gb = _growth({s: mb[s] for s in common})
+            out.append((f"delegate in-place growth {min(common)}->{max(common)} <= {best}'s",
+                        gi <= gb, f"{gi:.2f}x vs {gb:.2f}x"))
+    cb = [r for r in rows if r["variant"] == COPY_BACK and not r.get("error")]
+    if not cb:
+        out.append(("copy_back shows its cost", None, "delegate_copy_back failed"))
+    else:
+        full = all(r["cache_bytes_copied_per_step"] == r["cache_nbytes"] for r in cb)
+        mc, mi2 = _medians(rows, COPY_BACK), _medians(rows, INPLACE)
+        slow = ", ".join(f"{s}: {mc[s] / mi2[s]:.2f}x in-place" for s in sorted(mc) if s in mi2)
+        out.append(("copy_back copies the whole cache each step", full,
+                    (slow or "no in-place rows to compare")))
+    return out
+
+
+def format_targets(results) -> str:
+    """One line per target: MET / MISSED / N/A, name, detail."""
+    label = {True: "MET   ", False: "MISSED", None: "N/A   "}
+    return "\n".join(f"  {label[ok]} {name}: {detail}" for name, ok, detail in results)
+
+
+def default_out_dir() -> str:
+    """$BUILD_WORKING_DIRECTORY/bench_out under `bazel run`, else a new temp directory."""
+    cwd = os.environ.get("BUILD_WORKING_DIRECTORY")
+    if cwd:
+        return os.path.join(cwd, "bench_out")
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="decode_bench_")

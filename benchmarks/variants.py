@@ -1,0 +1,149 @@
+"""The variants the decode benchmark compares, and how each one's program is built.
+
+* `eager`: the PyTorch module itself (transformers StaticCache, written in place).
+* `executorch_default`: plain ExecuTorch, no delegate, stock `ExecutorchBackendConfig`
+  (the cache is updated out of place by `index_put.out` and written back by `aten::copy_`).
+* `executorch_reinplace`: the same with `run_reinplace_pass=True`, ExecuTorch 1.5.1's pass that
+  rewrites `index_put` on a mutable buffer into `index_put_` (so the write-back of the cache
+  disappears): plain ExecuTorch's best case.
+* `delegate_inplace`: `executorch_trt.export(kv_cache="inplace")`, the delegate's default.
+* `delegate_copy_back`: `executorch_trt.export(kv_cache="copy_back")`.
+
+All ExecuTorch programs have two methods, `prefill` and `decode`, sharing one cache
+(`share_mutable_buffers=True`), with mutable-buffer names emitted (so copies can be attributed
+to the cache).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import traceback
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from benchmarks import copy_accounting, workload
+from benchmarks.bench_config import BenchConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One row family of the table. `kind` is "eager", "executorch" or "delegate"."""
+
+    name: str
+    kind: str
+    description: str
+
+
+VARIANTS: Dict[str, Variant] = {v.name: v for v in (
+    Variant("eager", "eager", "eager PyTorch, static cache"),
+    Variant("executorch_default", "executorch", "plain ExecuTorch, default config"),
+    Variant("executorch_reinplace", "executorch", "plain ExecuTorch, run_reinplace_pass=True"),
+    Variant("delegate_inplace", "delegate", "executorch-trt delegate, kv_cache=inplace"),
+    Variant("delegate_copy_back", "delegate", "executorch-trt delegate, kv_cache=copy_back"),
+)}
+
+PLAIN_REINPLACE = {"executorch_default": False, "executorch_reinplace": True}
+DELEGATE_KV_CACHE = {"delegate_inplace": "inplace", "delegate_copy_back": "copy_back"}
+
+
+@dataclasses.dataclass
+class BuiltProgram:
+    """A variant's program at one capacity: where its `.pte` is, the copies its decode step
+    makes (from the program's instructions), or why it could not be built (`error`)."""
+
+    variant: str
+    max_seq_len: int
+    path: Optional[str] = None
+    copies: copy_accounting.CopyAccount = dataclasses.field(
+        default_factory=copy_accounting.CopyAccount)
+    error: Optional[str] = None
+
+
+def parse_variants(text: str) -> List[str]:
+    """Comma-separated variant names -> list; `ValueError` naming an unknown one."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise ValueError(f"unknown variant(s) {unknown or [text]}; known: {', '.join(VARIANTS)}")
+    return names
+
+
+def plain_backend_config(reinplace: bool):
+    """`ExecutorchBackendConfig` of the plain-ExecuTorch rows (optionally with the reinplace
+    pass); caches shared across methods like the delegate's programs.
+
+    The caches are left uninitialised (ExecuTorch's default): in ExecuTorch 1.5.1 a plain
+    two-method program whose mutable buffers carry `et_init_buffer` fails to load its second
+    method ("offset index 12 out of range >= 6" in program.cpp). The worker fills every cache
+    position before timing instead (`measure.fill_cache`), in every variant alike.
+    """
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    return ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True),
+        emit_mutable_buffer_names=True,
+        run_reinplace_pass=reinplace,
+    )
+
+
+def build_plain(methods, names: Sequence[str]):
+    """{variant: ExecutorchProgramManager} for the plain-ExecuTorch `names`; the edge program is
+    lowered once and deep-copied per configuration (`to_executorch` mutates it)."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    with torch.no_grad():
+        edge = to_edge_transform_and_lower(methods)
+        return {name: copy.deepcopy(edge).to_executorch(
+            plain_backend_config(PLAIN_REINPLACE[name])) for name in names}
+
+
+def build_delegate(methods, name: str):
+    """The ExecutorchProgramManager of delegate variant `name` (`executorch_trt.export`)."""
+    import executorch_trt
+
+    with torch.no_grad():
+        return executorch_trt.export(dict(methods), kv_cache=DELEGATE_KV_CACHE[name],
+                                     emit_mutable_buffer_names=True)
+
+
+def _short_error(exc: BaseException) -> str:
+    last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return last if len(last) <= 400 else last[:400] + "..."
+
+
+def _save(built: BuiltProgram, manager, out_dir: str, cache_shapes) -> None:
+    built.path = os.path.join(out_dir, f"{built.variant}_{built.max_seq_len}.pte")
+    with open(built.path, "wb") as f:
+        f.write(manager.buffer)
+    built.copies = copy_accounting.account_copies(
+        manager.executorch_program, "decode", list(cache_shapes.values()))
+
+
+def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
+                   out_dir: str, log=print) -> Dict[str, BuiltProgram]:
+    """Exports the model at `max_seq_len` and builds every program variant in `names` into
+    `out_dir`. A variant that fails to build gets `error` set (the others still build); the
+    eager variant needs no program."""
+    module, methods = workload.export_methods(config, max_seq_len)
+    shapes = workload.cache_shapes(module)
+    built = {n: BuiltProgram(n, max_seq_len) for n in names}
+    plain = [n for n in names if VARIANTS[n].kind == "executorch"]
+    try:
+        if plain:
+            log(f"  lowering plain ExecuTorch ({', '.join(plain)}) at {max_seq_len}")
+            for name, manager in build_plain(copy.deepcopy(methods), plain).items():
+                _save(built[name], manager, out_dir, shapes)
+    except Exception as exc:  # noqa: BLE001 - reported in the rows
+        for name in plain:
+            built[name].error = f"export failed: {_short_error(exc)}"
+    for name in (n for n in names if VARIANTS[n].kind == "delegate"):
+        log(f"  lowering {name} at {max_seq_len}")
+        try:
+            _save(built[name], build_delegate(copy.deepcopy(methods), name), out_dir, shapes)
+        except Exception as exc:  # noqa: BLE001 - reported in the rows
+            built[name].error = f"export failed: {_short_error(exc)}"
+    return built
