@@ -69,6 +69,16 @@ def library_path() -> str:
     )
 
 
+def library_unavailable_reason() -> Optional[str]:
+    """``None`` when ``library_path()`` finds the delegate library, else why not (for a test's
+    skip reason: tests that need the library skip with it instead of passing vacuously)."""
+    try:
+        library_path()
+        return None
+    except LibraryNotFoundError as e:
+        return str(e)
+
+
 def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     """Opens the delegate library once per process (``RTLD_GLOBAL``) after the Python runtime,
     and checks that ``"TensorRTBackend"`` is then registered. Raises ``LibraryNotFoundError`` or

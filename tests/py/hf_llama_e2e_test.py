@@ -24,15 +24,7 @@ PROMPT_LEN = 5
 DECODE_STEPS = 8
 
 
-def _library_missing_reason():
-    try:
-        runtime.library_path()
-        return None
-    except runtime.LibraryNotFoundError as e:
-        return str(e)
-
-
-_SKIP = _library_missing_reason()
+_SKIP = runtime.library_unavailable_reason()
 
 
 class ReadCaches(torch.nn.Module):

@@ -19,15 +19,7 @@ PROMPT_LEN = 4
 DECODE_STEPS = 5
 
 
-def _library_missing_reason():
-    try:
-        runtime.library_path()
-        return None
-    except runtime.LibraryNotFoundError as e:
-        return str(e)
-
-
-_SKIP = _library_missing_reason()
+_SKIP = runtime.library_unavailable_reason()
 
 
 def _export_program(decoder, finalise="export", **options):
