@@ -22,6 +22,7 @@
 // Exit: 0 all checks passed; 1 a check failed ("FAIL: <what>, at <where>"); 2 bad usage or
 // an unreadable/invalid model or reference (a message naming the file and the problem).
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
@@ -35,6 +36,7 @@
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/runtime.h>
 
@@ -66,25 +68,33 @@ constexpr const char* kUsage =
     "itself against the eager reference after every step; then a fresh reload; then K\n"
     "interleaved conversations, each with its own cache memory bound by buffer name.\n"
     "\n"
-    "  --model PATH         .pte written by examples/export_kv_cache_decode.py\n"
+    "  --model PATH         .pte written by examples/export_kv_cache_decode.py (or your own:\n"
+    "                       methods prefill/decode, see README), relative to where you ran\n"
+    "                       Bazel; give --model and --reference together. Without them the\n"
+    "                       Bazel target checks its built-in example program.\n"
     "  --reference PATH     its JSON reference (eager PyTorch, same weights)\n"
     "  --steps N            decode steps to check (default: all in the reference)\n"
     "  --tol T              logits: max|diff| <= T * max(1, max|ref|) (default 1e-4)\n"
     "  --checksum-tol C     cache checksums: |diff| <= C * max(1, sum|cache|) (default 1e-4)\n"
     "  --sessions K         interleaved conversations for the sessions check (default 2;\n"
-    "                       0 skips it)\n"
+    "                       0 skips it; at most 64)\n"
     "  --quiet              no per-step progress lines\n"
     "\n"
     "Exit status: 0 PASS, 1 a check failed, 2 bad usage or unreadable/invalid input.\n";
 
 struct Flags {
-  std::string model;
+  std::string model;      // as given on the command line (relative to the user's directory)
   std::string reference;
+  // Set by the Bazel target (runfiles-relative): used only when neither --model nor
+  // --reference is given, so a user's paths are never mixed with the built-in pair.
+  std::string default_model;
+  std::string default_reference;
   int steps = -1;
   double tol = 1e-4;
   double checksum_tol = 1e-4;
   int sessions = 2;
   bool quiet = false;
+  bool user_paths = false;  // --model/--reference came from the command line
 };
 
 // Thrown nowhere: every failure is returned as an Outcome.
@@ -106,47 +116,81 @@ bool ParseNumber(const std::string& s, double* out) {
   return true;
 }
 
+constexpr int kMaxSessions = 64;
+
 // Returns kExitPass to go on, kExitUsage on a bad flag (message in *error), -1 for --help.
 int ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return -1;
-    if (arg == "--quiet") {
-      flags->quiet = true;
-      continue;
+    if (arg.rfind("--", 0) != 0) {
+      *error = "unexpected argument '" + arg + "' (flags are --name VALUE or --name=VALUE)";
+      return kExitUsage;
     }
     std::string value;
+    bool has_value = false;
     const size_t eq = arg.find('=');
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      *error = "flag " + arg + " needs a value";
+      has_value = true;
+    }
+    if (arg == "--quiet") {
+      if (has_value) {
+        *error = "--quiet takes no value";
+        return kExitUsage;
+      }
+      flags->quiet = true;
+      continue;
+    }
+    static const char* const kKnown[] = {"--model", "--reference", "--default-model", "--default-reference",
+                                         "--steps", "--sessions", "--tol", "--checksum-tol"};
+    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return arg == k; }) ==
+        std::end(kKnown)) {
+      *error = "unknown flag " + arg;
       return kExitUsage;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        *error = "flag " + arg + " needs a value";
+        return kExitUsage;
+      }
+      value = argv[++i];
     }
     double number = 0;
     if (arg == "--model") {
       flags->model = value;
     } else if (arg == "--reference") {
       flags->reference = value;
+    } else if (arg == "--default-model") {
+      flags->default_model = value;
+    } else if (arg == "--default-reference") {
+      flags->default_reference = value;
     } else if (arg == "--steps" || arg == "--sessions") {
-      if (!ParseNumber(value, &number) || number < 0 || number != std::floor(number) || number > 1e6) {
-        *error = arg + " must be a non-negative integer, got '" + value + "'";
+      const double limit = arg == "--steps" ? 1e6 : kMaxSessions;
+      if (!ParseNumber(value, &number) || number < 0 || number != std::floor(number) || number > limit) {
+        *error = arg + " must be an integer in [0, " + std::to_string(static_cast<long>(limit)) + "], got '" +
+                 value + "'";
         return kExitUsage;
       }
       (arg == "--steps" ? flags->steps : flags->sessions) = static_cast<int>(number);
-    } else if (arg == "--tol" || arg == "--checksum-tol") {
+    } else {  // --tol, --checksum-tol
       if (!ParseNumber(value, &number) || number <= 0) {
         *error = arg + " must be a positive number, got '" + value + "'";
         return kExitUsage;
       }
       (arg == "--tol" ? flags->tol : flags->checksum_tol) = number;
-    } else {
-      *error = "unknown flag " + arg;
-      return kExitUsage;
     }
+  }
+  if (flags->model.empty() != flags->reference.empty()) {
+    *error = "give --model and --reference together (a program and the reference written for it)";
+    return kExitUsage;
+  }
+  if (flags->model.empty()) {
+    flags->model = flags->default_model;
+    flags->reference = flags->default_reference;
+  } else {
+    flags->user_paths = true;
   }
   if (flags->model.empty() || flags->reference.empty()) {
     *error = "--model and --reference are required";
@@ -193,7 +237,7 @@ class LoadedProgram {
         if (t->scalar_type() != ScalarType::Float || t->numel() != spec.numel()) {
           return Outcome::Invalid(path + ": buffer '" + spec.name + "' has " +
                                   std::to_string(t->numel()) + " elements of dtype " +
-                                  std::to_string(static_cast<int>(t->scalar_type())) +
+                                  executorch::runtime::toString(t->scalar_type()) +
                                   ", the reference expects " + std::to_string(spec.numel()) +
                                   " float32");
         }
@@ -269,9 +313,14 @@ int64_t Argmax(const std::vector<float>& v) {
   return std::max_element(v.begin(), v.end()) - v.begin();
 }
 
+// Max |a - b|; +inf if any difference is not finite (a NaN or inf never passes a tolerance).
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (!std::isfinite(d)) return INFINITY;
+    m = std::max(m, d);
+  }
   return m;
 }
 
@@ -350,7 +399,7 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps, std::vecto
         const double d = std::fabs(got[k] - exp[k]);
         const double scale = std::max(1.0, exp[k + 2]);
         row.max_dchecksum = std::max(row.max_dchecksum, d / scale);
-        if (d > flags.checksum_tol * scale) {
+        if (!(d <= flags.checksum_tol * scale)) {  // NaN fails too
           rows->push_back(row);
           return Outcome::Fail("cache " + ref.caches[c].name + " differs from the reference (checksum " +
                                std::to_string(k) + ": " + std::to_string(got[k]) + " vs " +
@@ -373,7 +422,7 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps, std::vecto
       return Outcome::Fail("token " + std::to_string(row.token) + " != reference " +
                            std::to_string(want.token) + ", at " + where);
     }
-    if (row.max_dlogit > flags.tol * std::max(1.0, MaxAbs(want.logits))) {
+    if (!(row.max_dlogit <= flags.tol * std::max(1.0, MaxAbs(want.logits)))) {
       return Outcome::Fail("logits differ by " + std::to_string(row.max_dlogit) + " (tolerance " +
                            std::to_string(flags.tol) + " x scale), at " + where);
     }
@@ -391,7 +440,7 @@ Outcome CheckReload(const Flags& flags, const Reference& ref) {
   o = p->Run(true, ref.prompt, 0, &logits, "reload, step 0 (prefill)");
   if (!o.ok()) return o;
   if (Argmax(logits) != ref.steps[0].token ||
-      MaxAbsDiff(logits, ref.steps[0].logits) > flags.tol * std::max(1.0, MaxAbs(ref.steps[0].logits))) {
+      !(MaxAbsDiff(logits, ref.steps[0].logits) <= flags.tol * std::max(1.0, MaxAbs(ref.steps[0].logits)))) {
     return Outcome::Fail("a fresh reload does not reproduce the reference, at reload step 0 (prefill)");
   }
   return Outcome::Pass();
@@ -486,16 +535,21 @@ void PrintTable(const std::vector<StepRow>& rows) {
   std::printf("\n");
 }
 
-// `bazel run` starts the binary in its runfiles directory; a relative path the user typed
-// is relative to where they ran Bazel (BUILD_WORKING_DIRECTORY) when it is not found here.
-std::string ResolvePath(const std::string& path) {
+// `bazel run` starts the binary in its runfiles directory: paths the user typed are relative
+// to where they ran Bazel (BUILD_WORKING_DIRECTORY); the target's defaults are
+// runfiles-relative and used as they are.
+std::string ResolveUserPath(const std::string& path) {
   const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
   if (path.empty() || path[0] == '/' || cwd == nullptr) return path;
-  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-    std::fclose(f);
-    return path;
-  }
   return std::string(cwd) + "/" + path;
+}
+
+bool IsReadableFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  const bool is_file = std::fseek(f, 0, SEEK_END) == 0 && std::ftell(f) >= 0;
+  std::fclose(f);
+  return is_file;
 }
 
 int Main(int argc, char** argv) {
@@ -511,8 +565,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "kv_cache_decode_check: %s\n\n%s", error.c_str(), kUsage);
     return kExitUsage;
   }
-  flags.model = ResolvePath(flags.model);
-  flags.reference = ResolvePath(flags.reference);
+  if (flags.user_paths) {
+    flags.model = ResolveUserPath(flags.model);
+    flags.reference = ResolveUserPath(flags.reference);
+  }
+  if (!IsReadableFile(flags.model)) {
+    std::fprintf(stderr, "kv_cache_decode_check: %s: no such file (or not readable)\n", flags.model.c_str());
+    return kExitUsage;
+  }
   Reference ref;
   if (!LoadReference(flags.reference, &ref, &error)) {
     std::fprintf(stderr, "kv_cache_decode_check: %s\n", error.c_str());

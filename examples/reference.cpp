@@ -56,7 +56,8 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
   buf << in.rdbuf();
   const json j = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return Fail(error, path, "not a JSON object (is this the reference written by export_kv_cache_decode.py?)");
+    return Fail(error, path, "not valid JSON or not a JSON object (NaN/Infinity are not JSON); is this "
+                             "the reference written by export_kv_cache_decode.py?");
   }
   if (!j.contains("format") || j["format"] != kFormat) {
     return Fail(error, path, std::string("\"format\" must be \"") + kFormat + "\"");
@@ -79,8 +80,11 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
         c.value("dtype", "") != "float32") {
       return Fail(error, path, "each cache needs \"name\", \"shape\" and dtype \"float32\"");
     }
+    int64_t numel = 1;
     for (int64_t d : spec.shape) {
       if (d <= 0 || d > (int64_t{1} << 31)) return Fail(error, path, "cache shape has a bad dimension");
+      numel *= d;
+      if (numel > (int64_t{1} << 34)) return Fail(error, path, "cache " + c["name"].get<std::string>() + " is implausibly large");
     }
     spec.name = c["name"].get<std::string>();
     out->caches.push_back(std::move(spec));
@@ -100,7 +104,11 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
     step.token = s["token"].get<int64_t>();
     for (const auto& v : s["logits"]) {
       if (!v.is_number()) return Fail(error, path, "logits must be numbers");
-      step.logits.push_back(v.get<float>());
+      const double x = v.get<double>();
+      if (!std::isfinite(static_cast<float>(x))) {
+        return Fail(error, path, "step " + std::to_string(out->steps.size()) + " has a logit that is not a finite float32");
+      }
+      step.logits.push_back(static_cast<float>(x));
     }
     if (step.step != static_cast<int>(out->steps.size())) {
       return Fail(error, path, "steps must be numbered 0, 1, 2, ...");
@@ -119,12 +127,20 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
       }
       Checksum checksum;
       for (const auto& v : *it) {
-        if (!v.is_number()) return Fail(error, path, "checksums must be numbers");
+        if (!v.is_number() || !std::isfinite(v.get<double>())) {
+          return Fail(error, path, "checksums must be finite numbers");
+        }
         checksum.push_back(v.get<double>());
       }
       step.cache_checksums[spec.name] = std::move(checksum);
     }
     out->steps.push_back(std::move(step));
+  }
+  for (int64_t tok : out->prompt) {
+    if (tok < 0 || tok >= out->vocab_size) {
+      return Fail(error, path, "prompt token " + std::to_string(tok) + " is outside the vocabulary [0, " +
+                                   std::to_string(out->vocab_size) + ")");
+    }
   }
   return true;
 }

@@ -6,9 +6,11 @@ cheap), checked against EXECUTORCH_VERSION and EXECUTORCH_WHEEL_SHA256 in pins.b
 of the Python environment: C++-only builds never create the venv.
 """
 
+load(":pin_checks.bzl", "fail_on_executorch_drift")
 load(":pins.bzl", "EXECUTORCH_VERSION", "EXECUTORCH_WHEEL_SHA256", "EXECUTORCH_WHEEL_TAG", "PYTHON_INTERPRETER")
 
 def _executorch_sdk_impl(rctx):
+    fail_on_executorch_drift(rctx, rctx.attr.requirements, rctx.attr.lock)
     python = rctx.which(PYTHON_INTERPRETER) or rctx.which("python3")
     if python == None:
         fail("executorch_sdk: neither {} nor python3 is on PATH (needed to run pip download).".format(PYTHON_INTERPRETER))
@@ -42,6 +44,8 @@ def _executorch_sdk_impl(rctx):
 executorch_sdk = repository_rule(
     implementation = _executorch_sdk_impl,
     attrs = {
+        "requirements": attr.label(mandatory = True, allow_single_file = True),
+        "lock": attr.label(mandatory = True, allow_single_file = True),
         "_unpack": attr.label(default = "//toolchains:unpack_executorch_sdk.py", allow_single_file = True),
         "_build": attr.label(default = "//third_party:executorch_sdk.BUILD", allow_single_file = True),
     },

@@ -10,27 +10,8 @@ so editing the template never re-installs packages. It is fetched only when a Py
 is analysed: C++-only builds never create the venv.
 """
 
+load(":pin_checks.bzl", "fail_on_executorch_drift")
 load(":pins.bzl", "EXECUTORCH_VERSION", "PYTHON_INTERPRETER", "PYTHON_VERSION")
-
-def _fail_on_executorch_drift(rctx, label, text):
-    """Fails naming both versions if `text` pins executorch to anything but the pin."""
-    for line in text.splitlines():
-        line = line.split("#")[0].strip().lower().replace("_", "-")
-        if line.startswith("executorch=="):
-            found = line[len("executorch=="):].strip()
-            if found != EXECUTORCH_VERSION:
-                fail(("ExecuTorch version mismatch: {} pins executorch=={} but " +
-                      "toolchains/pins.bzl pins EXECUTORCH_VERSION = \"{}\". Change both " +
-                      "(and regenerate the lock with tools/update_lock.sh).").format(
-                    label,
-                    found,
-                    EXECUTORCH_VERSION,
-                ))
-            return
-    fail("{} does not pin executorch=={} (toolchains/pins.bzl); add the line.".format(
-        label,
-        EXECUTORCH_VERSION,
-    ))
 
 def _run(rctx, args, what, timeout = 1800):
     result = rctx.execute(args, timeout = timeout, quiet = True)
@@ -39,10 +20,7 @@ def _run(rctx, args, what, timeout = 1800):
     return result
 
 def _pip_venv_impl(rctx):
-    requirements = rctx.read(rctx.attr.requirements)
-    lock = rctx.read(rctx.attr.lock)
-    _fail_on_executorch_drift(rctx, "requirements.txt", requirements)
-    _fail_on_executorch_drift(rctx, "requirements_lock.txt", lock)
+    fail_on_executorch_drift(rctx, rctx.attr.requirements, rctx.attr.lock)
 
     python = rctx.which(PYTHON_INTERPRETER)
     if python == None:

@@ -14,8 +14,10 @@ def main(wheel: str, version: str, sha256: str, out: str) -> int:
     with open(wheel, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     if digest != sha256:
-        print(f"{wheel}: sha256 {digest} != EXECUTORCH_WHEEL_SHA256 {sha256} in toolchains/pins.bzl",
-              file=sys.stderr)
+        print(f"the downloaded executorch=={version} wheel has sha256 {digest}, but "
+              f"toolchains/pins.bzl has EXECUTORCH_WHEEL_SHA256 = \"{sha256}\". When you change "
+              "EXECUTORCH_VERSION, set EXECUTORCH_WHEEL_SHA256 to the new wheel's sha256 "
+              "(and change requirements.txt and the lock to the same version).", file=sys.stderr)
         return 1
     with zipfile.ZipFile(wheel) as z:
         meta = z.read(f"executorch-{version}.dist-info/METADATA").decode()
