@@ -218,7 +218,8 @@ class LoadedProgram {
       if (err != Error::Ok) {
         return Outcome::Invalid(path + ": cannot load method '" + name + "' (error " +
                                 std::to_string(static_cast<int>(err)) +
-                                "); the program must have prefill and decode methods");
+                                "): the program has no such method, or a delegate in it failed to "
+                                "initialise (see the log above; a corrupted blob is rejected here)");
       }
     }
 #pragma GCC diagnostic push

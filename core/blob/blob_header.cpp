@@ -7,6 +7,8 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "core/blob/checksum.h"
+
 namespace executorch_trt {
 namespace {
 
@@ -44,6 +46,44 @@ bool SectionFits(const char* section, uint64_t offset, uint64_t size, uint64_t m
   return true;
 }
 
+// Verifies the CHECKSUM feature (FORMAT.md "Integrity"). `h` has passed every range
+// check, so both sections lie inside the blob and their ends do not overflow.
+Error VerifyChecksum(const BlobHeader& h, const uint8_t* bytes) {
+  if ((h.required_features & kBlobFeatureChecksum) == 0) {
+    if (h.checksum != 0) {
+      ET_LOG(Error,
+             "executorch_trt: blob checksum field is 0x%016" PRIx64 " but required_features "
+             "0x%" PRIx64 " lacks the CHECKSUM bit (the field is reserved, 0, without it); "
+             "the blob is corrupted; re-export.",
+             h.checksum, h.required_features);
+      return Error::InvalidProgram;
+    }
+    return Error::Ok;  // an older writer: nothing to verify
+  }
+  const uint64_t metadata_end = h.metadata_offset + h.metadata_size;
+  if (metadata_end > h.payload_offset) {
+    ET_LOG(Error,
+           "executorch_trt: blob metadata [offset %" PRIu64 ", size %" PRIu64
+           ") does not end before the payload at offset %" PRIu64
+           "; a checksummed blob stores metadata, padding, then payload. The blob is "
+           "corrupted; re-export.",
+           h.metadata_offset, h.metadata_size, h.payload_offset);
+    return Error::InvalidProgram;
+  }
+  const uint64_t end = h.payload_offset + h.payload_size;
+  const uint64_t actual = Blake2b64(bytes + h.metadata_offset,
+                                    static_cast<size_t>(end - h.metadata_offset));
+  if (actual != h.checksum) {
+    ET_LOG(Error,
+           "executorch_trt: blob checksum mismatch over bytes [%" PRIu64 ", %" PRIu64
+           "): expected 0x%016" PRIx64 " (stored in the header), actual 0x%016" PRIx64
+           "; the blob is corrupted; re-export.",
+           h.metadata_offset, end, h.checksum, actual);
+    return Error::InvalidProgram;
+  }
+  return Error::Ok;
+}
+
 }  // namespace
 
 Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
@@ -74,6 +114,7 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
   h.metadata_size = ReadU64(bytes + 32);
   h.payload_offset = ReadU64(bytes + 40);
   h.payload_size = ReadU64(bytes + 48);
+  h.checksum = ReadU64(bytes + kBlobChecksumOffset);
 
   if (h.format_version != kBlobFormatVersion) {
     ET_LOG(Error,
@@ -90,6 +131,14 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
            "does not know (known: 0x%" PRIx64 "); update the runtime or re-export.",
            unknown, kBlobKnownFeatures);
     return Error::DelegateInvalidCompatibility;
+  }
+  const uint32_t reserved = ReadU32(bytes + 12);
+  if (reserved != 0) {
+    ET_LOG(Error,
+           "executorch_trt: blob reserved field at offset 12 is 0x%08" PRIx32
+           ", expected 0; the blob is corrupted; re-export.",
+           reserved);
+    return Error::InvalidProgram;
   }
   if (h.header_size < kBlobMinHeaderSize || h.header_size > size) {
     ET_LOG(Error,
@@ -108,6 +157,10 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
            "-byte aligned; the blob writer is broken, re-export it.",
            h.payload_offset, kBlobPayloadAlignment);
     return Error::InvalidProgram;
+  }
+  Error err = VerifyChecksum(h, bytes);
+  if (err != Error::Ok) {
+    return err;
   }
   return h;
 }

@@ -37,10 +37,17 @@ enum BlobFeature : uint64_t {
   kBlobFeatureAliasedIo = uint64_t{1} << 0,
   // Each aliased entry carries `ownership`.
   kBlobFeatureOwnership = uint64_t{1} << 1,
+  // The header's `checksum` (offset 56) holds the BLAKE2b-64 (core/blob/checksum.h) of
+  // every byte from `metadata_offset` to the end of the payload; a reader verifies it.
+  kBlobFeatureChecksum = uint64_t{1} << 2,
 };
 
 // All feature bits this runtime understands.
-inline constexpr uint64_t kBlobKnownFeatures = kBlobFeatureAliasedIo | kBlobFeatureOwnership;
+inline constexpr uint64_t kBlobKnownFeatures =
+    kBlobFeatureAliasedIo | kBlobFeatureOwnership | kBlobFeatureChecksum;
+
+// Byte offset of the u64 `checksum` field in the header.
+inline constexpr size_t kBlobChecksumOffset = 56;
 
 // The decoded, validated header of a delegate blob.
 //
@@ -54,19 +61,26 @@ struct BlobHeader {
   uint64_t metadata_size = 0;
   uint64_t payload_offset = 0;
   uint64_t payload_size = 0;
+  // The stored checksum (0 unless `required_features` has kBlobFeatureChecksum).
+  uint64_t checksum = 0;
 
   // Parses and validates the header at the start of `data` (`size` bytes: the whole
   // blob).
   //
   // Returns the header on success. Errors (each with an ET_LOG line giving the field,
   // its value and the limit it broke):
-  //   - Error::InvalidProgram: `data` is null, `size` < 64, wrong magic, `header_size`
+  //   - Error::InvalidProgram: `data` is null, `size` < 64, wrong magic, a non-zero
+  //     reserved u32 (offset 12), `header_size`
   //     < 64, a section that overlaps the header, `payload_offset` not 16-byte aligned,
-  //     any offset+size that overflows uint64 or ends past `size`.
+  //     any offset+size that overflows uint64 or ends past `size`; with
+  //     kBlobFeatureChecksum: metadata not wholly before the payload, or a checksum
+  //     that does not match the bytes (the blob is corrupted); without it: a non-zero
+  //     `checksum` field (reserved, 0 in blobs without the feature).
   //   - Error::DelegateInvalidCompatibility: `format_version` != 1, or a
   //     `required_features` bit outside kBlobKnownFeatures (blob from a newer or older
   //     writer; re-export with a matching version).
   // Never reads outside [data, data + size). Thread-safe; does not retain `data`.
+  // With kBlobFeatureChecksum this reads every byte of the metadata and payload once.
   static executorch::runtime::Result<BlobHeader> Parse(const void* data, size_t size);
 
   // The metadata JSON section of `blob`, which must be the bytes this header was parsed

@@ -210,6 +210,13 @@ Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
       metadata.aliased_io.push_back(std::move(alias.get()));
     }
   }
+  if (!metadata.aliased_io.empty() && (required_features & kBlobFeatureAliasedIo) == 0) {
+    // Same rule as the Python reader: a reader that ignored the entries would bind the
+    // wrong storage, so the writer must require the feature.
+    return Fail(std::to_string(metadata.aliased_io.size()) +
+                " aliased_io entries but required_features lacks ALIASED_IO; the blob is "
+                "corrupt or from a broken writer, re-export it.");
+  }
   return metadata;
 }
 

@@ -75,6 +75,7 @@ struct DelegateMetadata {
   // empty) is an array of {output, input: strings, kind?: "kv_cache_update" | "user"
   // (missing means "kv_cache_update"), ownership: "caller"}. `ownership` may be omitted
   // only when the header does not set kBlobFeatureOwnership (it then means "caller").
+  // Non-empty `aliased_io` requires kBlobFeatureAliasedIo in `required_features`.
   // Cross-checks against the engine (names exist, counts, shapes) are BindingPlan's job.
   //
   // Errors: Error::InvalidProgram with an ET_LOG line naming the offending field and

@@ -72,8 +72,12 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
   }
   loader_ = std::make_unique<executorch::extension::BufferDataLoader>(
       program_data, payload->program_size);
-  Result<executorch::runtime::Program> program =
-      executorch::runtime::Program::load(loader_.get());
+  // InternalConsistency runs the flatbuffer verifier over the whole nested program, so a
+  // corrupted program (offsets, vector lengths, tables) is rejected here instead of
+  // crashing at load_method or execute. The blob checksum (core/blob/FORMAT.md) catches
+  // corruption first; this also covers blobs from writers without it.
+  Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
+      loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
   if (!program.ok()) {
     ET_LOG(Error,
            "executorch_trt: portable engine: the nested program (%zu bytes) does not load "

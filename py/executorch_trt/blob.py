@@ -7,7 +7,12 @@ receives::
 
 Header (little-endian): magic ``b"ETRT"``, ``header_size`` u32 (64), ``format_version`` u32
 (1), reserved u32, ``required_features`` u64, ``metadata_offset``/``metadata_size`` u64,
-``payload_offset`` (16-byte aligned)/``payload_size`` u64, reserved u64.
+``payload_offset`` (16-byte aligned)/``payload_size`` u64, ``checksum`` u64.
+
+The writer always sets the ``CHECKSUM`` feature: ``checksum`` is the BLAKE2b-64 (RFC 7693,
+8-byte digest, read little-endian) of every byte from ``metadata_offset`` to the end of the
+payload. Readers verify it when the bit is set; blobs of older writers (bit clear, field 0)
+still read.
 
 Every reader check mirrors the C++ reader: a blob this module rejects, the runtime rejects too
 (version skew fails closed, FORMAT.md "A reader fails closed").
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import json
 import struct
 from typing import Any, Dict, List, Sequence, Tuple
@@ -44,9 +50,17 @@ class Feature(enum.IntFlag):
 
     ALIASED_IO = 1 << 0
     OWNERSHIP = 1 << 1
+    CHECKSUM = 1 << 2
 
 
-KNOWN_FEATURES = Feature.ALIASED_IO | Feature.OWNERSHIP
+KNOWN_FEATURES = Feature.ALIASED_IO | Feature.OWNERSHIP | Feature.CHECKSUM
+CHECKSUM_OFFSET = 56
+
+
+def checksum(data: bytes) -> int:
+    """BLAKE2b-64 of ``data`` as the little-endian u64 stored at header offset 56
+    (FORMAT.md "Integrity"; C++: ``core/blob/checksum.h``)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,11 +74,15 @@ class BlobHeader:
     payload_offset: int
     payload_size: int
     header_size: int = HEADER_SIZE
+    #: BLAKE2b-64 of the metadata, padding and payload when ``required_features`` has
+    #: ``CHECKSUM``; else 0.
+    checksum: int = 0
 
     def pack(self) -> bytes:
         return _HEADER.pack(
             MAGIC, self.header_size, self.format_version, 0, self.required_features,
-            self.metadata_offset, self.metadata_size, self.payload_offset, self.payload_size, 0,
+            self.metadata_offset, self.metadata_size, self.payload_offset, self.payload_size,
+            self.checksum,
         )
 
 
@@ -146,7 +164,8 @@ def _align(n: int, alignment: int) -> int:
 
 
 def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
-    """Serialises ``metadata`` and ``payload`` into a version-1 blob.
+    """Serialises ``metadata`` and ``payload`` into a version-1 blob with the ``CHECKSUM``
+    feature (the header's ``checksum`` covers metadata, padding and payload).
 
     The metadata is validated first (``validate_metadata``), so the writer never produces a blob
     the reader would reject. Raises ``ValueError`` naming the offending field.
@@ -155,16 +174,18 @@ def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
     meta_bytes = json.dumps(metadata.to_json(), separators=(",", ":")).encode("utf-8")
     metadata_offset = HEADER_SIZE
     payload_offset = _align(metadata_offset + len(meta_bytes), PAYLOAD_ALIGNMENT)
+    padding = b"\0" * (payload_offset - metadata_offset - len(meta_bytes))
+    body = meta_bytes + padding + bytes(payload)
     header = BlobHeader(
         format_version=FORMAT_VERSION,
-        required_features=metadata.required_features(),
+        required_features=metadata.required_features() | int(Feature.CHECKSUM),
         metadata_offset=metadata_offset,
         metadata_size=len(meta_bytes),
         payload_offset=payload_offset,
         payload_size=len(payload),
+        checksum=checksum(body),
     )
-    padding = b"\0" * (payload_offset - metadata_offset - len(meta_bytes))
-    return header.pack() + meta_bytes + padding + bytes(payload)
+    return header.pack() + body
 
 
 def _check_range(name: str, offset: int, size: int, total: int) -> None:
@@ -178,12 +199,12 @@ def _check_range(name: str, offset: int, size: int, total: int) -> None:
 
 def read_header(data: bytes) -> BlobHeader:
     """Parses and validates the header. Raises ``ValueError`` naming the problem: short blob,
-    wrong magic, unsupported version, unknown required feature, bad ``header_size``, or a
-    section outside the blob."""
+    wrong magic, unsupported version, unknown required feature, bad ``header_size``, a
+    section outside the blob, or (``CHECKSUM``) a checksum that does not match the bytes."""
     data = bytes(data)
     if len(data) < HEADER_SIZE:
         raise ValueError(f"delegate blob: {len(data)} bytes is shorter than the 64-byte header")
-    (magic, header_size, version, _r0, features, m_off, m_size, p_off, p_size, _r1) = (
+    (magic, header_size, version, reserved, features, m_off, m_size, p_off, p_size, stored) = (
         _HEADER.unpack_from(data, 0)
     )
     if magic != MAGIC:
@@ -199,6 +220,11 @@ def read_header(data: bytes) -> BlobHeader:
             f"delegate blob: required_features has unknown bits 0x{unknown:x}; this reader "
             f"knows 0x{int(KNOWN_FEATURES):x}"
         )
+    if reserved != 0:
+        raise ValueError(
+            f"delegate blob: reserved field at offset 12 is 0x{reserved:08x}, expected 0; the blob "
+            "is corrupted; re-export"
+        )
     if header_size < HEADER_SIZE:
         raise ValueError(f"delegate blob: header_size {header_size} < {HEADER_SIZE}")
     _check_range("header", 0, header_size, len(data))
@@ -206,7 +232,34 @@ def read_header(data: bytes) -> BlobHeader:
     _check_range("payload", p_off, p_size, len(data))
     if p_off % PAYLOAD_ALIGNMENT:
         raise ValueError(f"delegate blob: payload_offset {p_off} is not 16-byte aligned")
-    return BlobHeader(version, features, m_off, m_size, p_off, p_size, header_size)
+    _verify_checksum(data, features, m_off, m_size, p_off, p_size, stored)
+    return BlobHeader(version, features, m_off, m_size, p_off, p_size, header_size, stored)
+
+
+def _verify_checksum(data: bytes, features: int, m_off: int, m_size: int, p_off: int,
+                     p_size: int, stored: int) -> None:
+    """FORMAT.md "Integrity" (mirrors the C++ reader)."""
+    if not features & Feature.CHECKSUM:
+        if stored != 0:
+            raise ValueError(
+                f"delegate blob: checksum field is 0x{stored:016x} but required_features "
+                f"0x{features:x} lacks the CHECKSUM bit (the field is 0 without it); the blob "
+                "is corrupted; re-export"
+            )
+        return  # an older writer: nothing to verify
+    if m_off + m_size > p_off:
+        raise ValueError(
+            f"delegate blob: metadata [offset {m_off}, size {m_size}] does not end before the "
+            f"payload at offset {p_off}; the blob is corrupted; re-export"
+        )
+    end = p_off + p_size
+    actual = checksum(memoryview(data)[m_off:end])
+    if actual != stored:
+        raise ValueError(
+            f"delegate blob: checksum mismatch over bytes [{m_off}, {end}): expected "
+            f"0x{stored:016x} (stored in the header), actual 0x{actual:016x}; the blob is "
+            "corrupted; re-export"
+        )
 
 
 def _parse_binding(entry: Any, where: str) -> Binding:

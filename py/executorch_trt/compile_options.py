@@ -30,14 +30,21 @@ KV_CACHE_MODES = ("inplace", "copy_back")
 
 @dataclasses.dataclass(frozen=True)
 class CompileOptions:
-    """Validated delegate options. Raises ``ValueError`` on an unknown ``engine`` or
-    ``kv_cache`` value."""
+    """Validated delegate options. Raises ``TypeError`` when ``engine``/``kv_cache`` is not a
+    ``str`` and ``ValueError`` on an unknown value."""
 
     engine: str = "portable"
     kv_cache: str = "inplace"
     shared_inputs: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("engine", "kv_cache"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(
+                    f"executorch_trt: option {name} must be a str, got {type(value).__name__} "
+                    f"{value!r}"
+                )
         if self.engine not in ENGINES:
             raise ValueError(f"unknown engine {self.engine!r}; expected one of {ENGINES}")
         if self.kv_cache not in KV_CACHE_MODES:

@@ -54,8 +54,11 @@ def _binding(name: str, node: torch.fx.Node) -> Binding:
     for d in val.shape:
         if not isinstance(d, int):
             raise ValueError(
-                f"TensorRTBackend: binding '{name}' has a dynamic dimension ({d}); version 1 "
-                f"supports static shapes only"
+                f"TensorRTBackend: binding '{name}' has a dynamic dimension ({d}) in shape "
+                f"{list(val.shape)}; the delegate (blob format version 1) supports static shapes "
+                "only. Export with fixed sizes: call torch.export.export without dynamic_shapes "
+                "(or with every dimension static), and for several sizes export one method per "
+                "shape, e.g. executorch_trt.export({'prefill': ep_prefill, 'decode': ep_decode})"
             )
         shape.append(d)
     return Binding(name, _DTYPE_NAMES[val.dtype], tuple(shape))

@@ -12,7 +12,7 @@ cache back); ``backend_config()`` adds the in-place planning and buffer initiali
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 import torch
 from executorch.exir import (
@@ -46,7 +46,9 @@ class ExportOptions:
     * ``inplace``: use ``InplaceMemoryPlanningPass`` (no write-back ``copy_`` for aliased KV
       outputs). ``False`` keeps ExecuTorch's write-back even in ``kv_cache="inplace"`` mode.
 
-    Raises ``ValueError`` for unknown ``engine``/``kv_cache`` values or inconsistent options.
+    Raises ``TypeError`` for a value of the wrong type (the boolean options accept only
+    ``True``/``False``, not truthy strings or numbers; ``engine``/``kv_cache`` are strings) and
+    ``ValueError`` for unknown ``engine``/``kv_cache`` values or inconsistent options.
     """
 
     engine: str = "portable"
@@ -58,6 +60,25 @@ class ExportOptions:
     inplace: bool = True
 
     def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name in _STRING_OPTIONS:
+                if not isinstance(value, str):
+                    raise TypeError(
+                        f"executorch_trt: option {field.name} must be a str, got "
+                        f"{type(value).__name__} {value!r}"
+                    )
+            elif field.name in _OPTIONAL_BOOL_OPTIONS:
+                if value is not None and not isinstance(value, bool):
+                    raise TypeError(
+                        f"executorch_trt: option {field.name} must be True, False or None, got "
+                        f"{type(value).__name__} {value!r}"
+                    )
+            elif not isinstance(value, bool):
+                raise TypeError(
+                    f"executorch_trt: option {field.name} must be True or False, got "
+                    f"{type(value).__name__} {value!r}"
+                )
         CompileOptions(engine=self.engine, kv_cache=self.kv_cache)
         if self.share_mutable_buffers and not self.alloc_mutable_buffers:
             raise ValueError("share_mutable_buffers=True needs alloc_mutable_buffers=True")
@@ -84,6 +105,61 @@ class ExportOptions:
                 f"{', '.join(sorted(known))}"
             )
         return ExportOptions(**options)
+
+
+_STRING_OPTIONS = frozenset({"engine", "kv_cache"})
+_OPTIONAL_BOOL_OPTIONS = frozenset({"share_mutable_buffers"})
+# Every other ExportOptions field is a plain bool (checked in __post_init__).
+
+
+def _check_programs(programs: Any) -> None:
+    """Raises ``TypeError``/``ValueError`` unless ``programs`` is an ``ExportedProgram`` or a
+    non-empty ``{method name: ExportedProgram}``."""
+    expected = (
+        "expected a torch.export.ExportedProgram or a dict of method name -> ExportedProgram "
+        "(e.g. {'prefill': ep_prefill, 'decode': ep_decode})"
+    )
+    if isinstance(programs, ExportedProgram):
+        return
+    if isinstance(programs, dict):
+        if not programs:
+            raise ValueError(
+                "executorch_trt.export: got an empty dict, so there are no methods to export; "
+                + expected
+            )
+        for name, ep in programs.items():
+            if not isinstance(name, str) or not name:
+                raise TypeError(
+                    f"executorch_trt.export: method names must be non-empty str, got "
+                    f"{type(name).__name__} {name!r}; " + expected
+                )
+            if not isinstance(ep, ExportedProgram):
+                raise TypeError(
+                    f"executorch_trt.export: method {name!r} is a {_type_name(ep)}, not an "
+                    f"ExportedProgram; {expected}{_export_hint(ep)}"
+                )
+        return
+    raise TypeError(
+        f"executorch_trt.export: got {_type_name(programs)}; {expected}{_export_hint(programs)}"
+    )
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "None"
+    cls = type(value)
+    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _export_hint(value: Any) -> str:
+    if isinstance(value, torch.nn.Module):
+        return (
+            ". Export the module first: ep = torch.export.export(module, example_inputs), "
+            "then executorch_trt.export(ep)"
+        )
+    if isinstance(value, (list, tuple)):
+        return ". For several methods pass a dict {method_name: ExportedProgram}, not a list"
+    return ". Use torch.export.export(module, example_inputs) to get an ExportedProgram"
 
 
 def backend_config(**options) -> ExecutorchBackendConfig:
@@ -124,9 +200,13 @@ def export(
             ``inplace``).
 
     Returns the ``ExecutorchProgramManager`` (``.buffer`` is the ``.pte``). Raises ``TypeError``
-    for unknown options, ``ValueError`` for bad option values, ``RuntimeError`` when the engine
-    cannot be built here (``engine="tensorrt"`` without TensorRT).
+    when ``programs`` is neither an ``ExportedProgram`` nor a dict of them (e.g. an
+    ``nn.Module``: call ``torch.export.export`` first), for unknown options and for option
+    values of the wrong type (booleans must be ``True``/``False``); ``ValueError`` for an empty
+    dict and bad option values; ``RuntimeError`` when the engine cannot be built here
+    (``engine="tensorrt"`` without TensorRT).
     """
+    _check_programs(programs)
     options = dict(options, engine=engine, kv_cache=kv_cache)
     opts = ExportOptions.from_kwargs(**options)
     partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache)

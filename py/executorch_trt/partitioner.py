@@ -95,6 +95,11 @@ class TensorRTPartitioner(Partitioner):
         self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False
     ) -> None:
         super().__init__()
+        if not isinstance(freeze_buffers, bool):
+            raise TypeError(
+                f"TensorRTPartitioner: freeze_buffers must be True or False, got "
+                f"{type(freeze_buffers).__name__} {freeze_buffers!r}"
+            )
         self.freeze_buffers = freeze_buffers
         self.options = CompileOptions(engine=engine, kv_cache=kv_cache)
         self.operator_support = TensorRTOperatorSupport()

@@ -19,10 +19,11 @@ Notes (ExecuTorch 1.5.1, verified):
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import threading
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Set, Union
+from typing import Any, BinaryIO, List, Optional, Sequence, Set, Union
 
 LIBRARY_ENV = "EXECUTORCH_TRT_LIBRARY"
 RUNFILES_PATH = "executorch_trt/core/libexecutorch_trt.so"
@@ -148,15 +149,44 @@ class Program:
         return Method(self._program.load_method(name), name)
 
 
-def load(program: Union[str, Path, bytes, bytearray]) -> Program:
-    """Loads a ``.pte`` (path or bytes) with the delegate library registered.
+def _program_source(program: Any) -> Any:
+    """Checks ``load``'s argument before anything is loaded: a path (``str``/``os.PathLike``)
+    must name an existing file (``FileNotFoundError``/``IsADirectoryError`` naming it); bytes
+    and binary file objects pass through; anything else is a ``TypeError``."""
+    if isinstance(program, (bytes, bytearray)) or hasattr(program, "read"):
+        return program
+    if isinstance(program, (str, os.PathLike)):
+        path = os.fspath(program)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if os.path.isdir(path):
+            raise IsADirectoryError(
+                errno.EISDIR, "executorch_trt.runtime.load: expected a .pte file, got a directory",
+                path,
+            )
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                errno.ENOENT, "executorch_trt.runtime.load: no such .pte file", path
+            )
+        return path
+    raise TypeError(
+        "executorch_trt.runtime.load: expected a path (str or pathlib.Path), the bytes of a "
+        f".pte or a binary file object, got {type(program).__name__}"
+    )
 
-    Raises ``LibraryNotFoundError`` when the library is missing, and whatever
+
+def load(program: Union[str, Path, bytes, bytearray, BinaryIO]) -> Program:
+    """Loads a ``.pte`` (path, bytes or binary file object) with the delegate library
+    registered.
+
+    Raises ``FileNotFoundError`` (naming the path) when a path does not exist, ``TypeError``
+    for an argument that is neither a path nor bytes (both checked before the library is
+    needed), ``LibraryNotFoundError`` when the library is missing, and whatever
     ``executorch.runtime`` raises for a bad program (the delegate's init errors surface here or
     at ``load_method``).
     """
+    data = _program_source(program)
     load_library()
     from executorch.runtime import Runtime
 
-    data = str(program) if isinstance(program, Path) else program
     return Program(Runtime.get().load_program(data))

@@ -11,11 +11,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/platform/runtime.h>
 
 #include "core/binding/copy_counter.h"
+#include "core/blob/blob_header.h"
 #include "tests/cpp/test_util.h"
 
 namespace executorch_trt {
@@ -66,11 +70,34 @@ class BackendTest : public ::testing::Test {
     return backend_->execute(context, handle, Span<EValue*>(args.data(), args.size()));
   }
 
-  // The blob with its metadata JSON replaced.
-  std::vector<uint8_t> WithMetadata(const std::string& metadata) {
+  // The blob with its metadata JSON replaced (written without a checksum, as an older
+  // writer did, unless `features` says otherwise).
+  std::vector<uint8_t> WithMetadata(const std::string& metadata, uint64_t features = 0b11) {
+    return testing::MakeBlob(metadata, Payload(), features);
+  }
+
+  std::vector<uint8_t> Payload() const {
     const uint64_t payload_offset = blob_[40] | (uint64_t{blob_[41]} << 8);
-    std::vector<uint8_t> payload(blob_.begin() + payload_offset, blob_.end());
-    return testing::MakeBlob(metadata, payload);
+    return std::vector<uint8_t>(blob_.begin() + payload_offset, blob_.end());
+  }
+
+  std::string MetadataText() const {
+    const uint64_t size = blob_[32] | (uint64_t{blob_[33]} << 8);
+    return std::string(blob_.begin() + 64, blob_.begin() + 64 + size);
+  }
+
+  // Runs one decode step (x = 1 2 3 4 at pos 3 into a zero cache) and checks the result.
+  void ExpectOneCorrectStep(DelegateHandle* handle) {
+    OwnedTensor<float> cache(ScalarType::Float, {1, kRows, kDim});
+    OwnedTensor<float> x(ScalarType::Float, {1, kDim}, {1, 2, 3, 4});
+    OwnedTensor<int64_t> pos(ScalarType::Long, {1}, {3});
+    OwnedTensor<float> y(ScalarType::Float, {1, kDim});
+    EValue c(cache.tensor()), xe(x.tensor()), pe(pos.tensor()), ye(y.tensor());
+    ASSERT_EQ(Execute(handle, {&c, &xe, &pe, &c, &ye}), Error::Ok);
+    std::vector<float> expected(kRows * kDim, 0.0f), expected_y;
+    Reference(&expected, {1, 2, 3, 4}, 3, &expected_y);
+    EXPECT_EQ(cache.data(), expected);
+    EXPECT_EQ(y.data(), expected_y);
   }
 
   BackendInterface* backend_ = nullptr;
@@ -207,6 +234,92 @@ TEST_F(BackendTest, RunsThroughModuleWithTheCopyBackPath) {
               expected_y);
     // Thread the cache through the next call, as a caller owning it would.
     std::memcpy(cache.ptr(), k.const_data_ptr<float>(), 128);
+  }
+}
+
+TEST_F(BackendTest, TheTestDataBlobCarriesAChecksum) {
+  Result<BlobHeader> header = BlobHeader::Parse(blob_.data(), blob_.size());
+  ASSERT_TRUE(header.ok());
+  EXPECT_NE(header->required_features & kBlobFeatureChecksum, 0u);
+  EXPECT_NE(header->checksum, 0u);
+}
+
+// A one-byte change anywhere in a real blob (header, metadata, portable payload header,
+// descriptor, nested program) fails init cleanly: nothing is executed, nothing crashes.
+TEST_F(BackendTest, InitRejectsEveryCorruptedByteOfARealBlob) {
+  const size_t payload_offset = blob_.size() - Payload().size();
+  for (size_t at = 0; at < blob_.size(); ++at) {
+    for (uint8_t flip : {uint8_t{0x01}, uint8_t{0xbc}}) {
+      std::vector<uint8_t> bad = blob_;
+      bad[at] ^= flip;
+      Result<DelegateHandle*> handle = Init(bad);
+      if (handle.ok()) {
+        backend_->destroy(handle.get());
+        ADD_FAILURE() << "init accepted the blob with byte " << at << " ^ 0x" << std::hex
+                      << int(flip);
+        continue;
+      }
+      if (at >= 64) {  // header bytes may also fail as DelegateInvalidCompatibility
+        EXPECT_EQ(handle.error(), Error::InvalidProgram)
+            << (at < payload_offset ? "metadata" : "payload") << " byte " << at;
+      }
+    }
+  }
+  // The untouched blob still works afterwards.
+  Result<DelegateHandle*> handle = Init(blob_);
+  ASSERT_TRUE(handle.ok());
+  ExpectOneCorrectStep(handle.get());
+  backend_->destroy(handle.get());
+}
+
+TEST_F(BackendTest, BlobsWithoutTheChecksumFeatureStillRun) {
+  // As written by an older exporter: CHECKSUM bit clear, checksum field 0.
+  // Then re-sealed with a checksum by the test writer: same result.
+  for (uint64_t features : {uint64_t{0b11}, uint64_t{0b111}}) {
+    Result<DelegateHandle*> handle = Init(WithMetadata(MetadataText(), features));
+    ASSERT_TRUE(handle.ok()) << "features " << features;
+    ExpectOneCorrectStep(handle.get());
+    backend_->destroy(handle.get());
+  }
+}
+
+TEST_F(BackendTest, NestedProgramIsVerifiedWithoutAChecksum) {
+  // Without the checksum, the nested program is still loaded with InternalConsistency
+  // verification: a flatbuffer offset pointing outside the program is rejected at init.
+  std::vector<uint8_t> payload = Payload();
+  const uint64_t program_offset = payload[16] | (uint64_t{payload[17]} << 8);
+  ASSERT_EQ(std::memcmp(payload.data() + program_offset + 4, "ET", 2), 0);
+  // The flatbuffer root offset (first 4 bytes of the program): point it past the end.
+  testing::PutU32(&payload, program_offset, 0x7ffffff0u);
+  EXPECT_EQ(Init(testing::MakeBlob(MetadataText(), payload, 0b11)).error(),
+            Error::InvalidProgram);
+}
+
+// The same through ExecuTorch's Module: outer_kv.pte with a byte of its embedded delegate
+// blob changed fails to load the method instead of executing the corrupted partition.
+TEST_F(BackendTest, ModuleRefusesAProgramWhoseDelegateBlobIsCorrupted) {
+  const std::vector<uint8_t> outer = testing::ReadFile(testing::TestDataPath("outer_kv.pte"));
+  ASSERT_FALSE(outer.empty());
+  auto found = std::search(outer.begin(), outer.end(), blob_.begin(), blob_.end());
+  ASSERT_NE(found, outer.end()) << "outer_kv.pte does not embed kv_blob.bin verbatim";
+  const size_t blob_at = static_cast<size_t>(found - outer.begin());
+  const size_t payload_offset = blob_.size() - Payload().size();
+  // Bytes of the metadata, the portable payload header and across the nested program.
+  std::vector<size_t> offsets = {70, 100, payload_offset, payload_offset + 20};
+  for (size_t at = payload_offset + 64; at < blob_.size(); at += blob_.size() / 16) {
+    offsets.push_back(at);
+  }
+  offsets.push_back(blob_.size() - 1);
+  for (size_t at : offsets) {
+    std::vector<uint8_t> bad = outer;
+    bad[blob_at + at] ^= 0xbc;
+    executorch::extension::Module module(
+        std::make_unique<executorch::extension::BufferDataLoader>(bad.data(), bad.size()));
+    OwnedTensor<float> cache(ScalarType::Float, {1, kRows, kDim});
+    OwnedTensor<float> x(ScalarType::Float, {1, kDim}, {1, 2, 3, 4});
+    OwnedTensor<int64_t> pos(ScalarType::Long, {1}, {3});
+    auto out = module.forward({EValue(cache.tensor()), EValue(x.tensor()), EValue(pos.tensor())});
+    EXPECT_FALSE(out.ok()) << "blob byte " << at << " changed, yet forward ran";
   }
 }
 

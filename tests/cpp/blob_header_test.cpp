@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include <limits>
 
+#include "core/blob/checksum.h"
 #include "tests/cpp/test_util.h"
 
 namespace executorch_trt {
@@ -50,7 +53,7 @@ TEST(BlobHeaderTest, RejectsFutureAndPastVersions) {
 }
 
 TEST(BlobHeaderTest, RejectsUnknownRequiredFeatureBits) {
-  for (uint64_t bit : {uint64_t{1} << 2, uint64_t{1} << 63}) {
+  for (uint64_t bit : {uint64_t{1} << 3, uint64_t{1} << 63}) {
     std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, 0b11 | bit);
     EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(),
               Error::DelegateInvalidCompatibility);
@@ -71,6 +74,12 @@ TEST(BlobHeaderTest, RejectsTruncatedBlobs) {
   EXPECT_EQ(BlobHeader::Parse(blob.data(), 63).error(), Error::InvalidProgram);
   // Header intact, payload cut off.
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size() - 1).error(), Error::InvalidProgram);
+}
+
+TEST(BlobHeaderTest, RejectsANonZeroReservedField) {
+  std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload);
+  PutU32(&blob, 12, 0x100);
+  EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
 }
 
 TEST(BlobHeaderTest, RejectsSmallHeaderSize) {
@@ -103,6 +112,87 @@ TEST(BlobHeaderTest, RejectsMisalignedPayload) {
   PutU64(&blob, testing::kPayloadOffset, blob.size() - kPayload.size() - 8);
   PutU64(&blob, testing::kPayloadSize, 8);
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
+}
+
+// Values from Python: int.from_bytes(hashlib.blake2b(d, digest_size=8).digest(), "little").
+TEST(BlobChecksumTest, MatchesBlake2b64TestVectors) {
+  EXPECT_EQ(Blake2b64(nullptr, 0), 0xb4b2797457a0a6e4ULL);
+  EXPECT_EQ(Blake2b64("abc", 3), 0x5995d533d814bbd8ULL);
+  std::vector<uint8_t> ramp(128);
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<uint8_t>(i);
+  EXPECT_EQ(Blake2b64(ramp.data(), ramp.size()), 0x827e61b6f13dd1c2ULL);  // one full block
+  std::vector<uint8_t> ramps;  // bytes(range(256)) * 3 + b"x": several blocks + 1 byte
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 256; ++i) ramps.push_back(static_cast<uint8_t>(i));
+  ramps.push_back('x');
+  EXPECT_EQ(Blake2b64(ramps.data(), ramps.size()), 0x92d9fb6cb9808899ULL);
+  const std::vector<uint8_t> zeros(129, 0);
+  EXPECT_EQ(Blake2b64(zeros.data(), zeros.size()), 0xf4d3860d8871c573ULL);
+}
+
+constexpr uint64_t kAllFeatures = 0b111;
+
+TEST(BlobChecksumTest, ParsesAChecksummedBlob) {
+  std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, kAllFeatures);
+  auto header = BlobHeader::Parse(blob.data(), blob.size());
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->required_features, kAllFeatures);
+  EXPECT_EQ(header->checksum, Blake2b64(blob.data() + 64, blob.size() - 64));
+  EXPECT_NE(header->checksum, 0u);
+}
+
+TEST(BlobChecksumTest, RejectsEveryChangedMetadataPaddingOrPayloadByte) {
+  const std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, kAllFeatures);
+  const size_t payload_offset = blob.size() - kPayload.size();
+  ASSERT_GT(payload_offset, 64 + kMeta.size()) << "the test wants some padding";
+  for (size_t at = 64; at < blob.size(); ++at) {
+    for (uint8_t flip : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> bad = blob;
+      bad[at] ^= flip;
+      const char* where = at < 64 + kMeta.size()     ? "metadata"
+                          : at < payload_offset ? "padding"
+                                                : "payload";
+      EXPECT_EQ(BlobHeader::Parse(bad.data(), bad.size()).error(), Error::InvalidProgram)
+          << where << " byte " << at << " ^ " << int(flip);
+    }
+  }
+}
+
+TEST(BlobChecksumTest, RejectsAChangedChecksumField) {
+  for (size_t at = testing::kChecksum; at < 64; ++at) {
+    std::vector<uint8_t> bad = MakeBlob(kMeta, kPayload, kAllFeatures);
+    bad[at] ^= 0x10;
+    EXPECT_EQ(BlobHeader::Parse(bad.data(), bad.size()).error(), Error::InvalidProgram)
+        << "checksum byte " << at;
+  }
+}
+
+TEST(BlobChecksumTest, ClearingTheFeatureBitDoesNotDisableTheCheck) {
+  std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, kAllFeatures);
+  PutU64(&blob, testing::kRequiredFeatures, 0b11);  // checksum field left non-zero
+  EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
+}
+
+TEST(BlobChecksumTest, OlderBlobsWithoutTheBitStillParse) {
+  // An older writer: no CHECKSUM bit, field 0, nothing verified.
+  std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, 0b11);
+  blob.back() ^= 0xff;
+  auto header = BlobHeader::Parse(blob.data(), blob.size());
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->checksum, 0u);
+  // But the reserved field must then be 0.
+  PutU64(&blob, testing::kChecksum, 1);
+  EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
+}
+
+TEST(BlobChecksumTest, RejectsMetadataThatRunsIntoThePayload) {
+  std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, kAllFeatures);
+  const uint64_t payload_offset = blob.size() - kPayload.size();
+  PutU64(&blob, testing::kMetadataSize, payload_offset - 64 + 1);
+  testing::ResealBlob(&blob);  // even with a checksum that matches the bytes
+  EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
+  PutU64(&blob, testing::kMetadataSize, payload_offset - 64);  // exactly up to it: fine
+  EXPECT_TRUE(BlobHeader::Parse(blob.data(), blob.size()).ok());
 }
 
 }  // namespace

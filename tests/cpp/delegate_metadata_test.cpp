@@ -82,6 +82,15 @@ TEST(DelegateMetadataTest, OwnershipRequiredOnlyWithTheOwnershipFeature) {
   EXPECT_EQ(old->aliased_io[0].ownership, Ownership::kCaller);
 }
 
+TEST(DelegateMetadataTest, AliasesRequireTheAliasedIoFeature) {
+  const std::string meta = Meta(R"([{"output": "k_cache_out", "input": "k_cache",
+                                     "ownership": "caller"}])");
+  EXPECT_EQ(DelegateMetadata::Parse(meta, 0).error(), Error::InvalidProgram);
+  EXPECT_EQ(DelegateMetadata::Parse(meta, kBlobFeatureOwnership).error(),
+            Error::InvalidProgram);
+  EXPECT_TRUE(DelegateMetadata::Parse(Meta("[]"), 0).ok());
+}
+
 TEST(DelegateMetadataTest, MissingAliasedIoIsEmpty) {
   auto m = DelegateMetadata::Parse(
       R"({"engine": "tensorrt", "inputs": [], "outputs": []})", 0);

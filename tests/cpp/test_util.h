@@ -20,6 +20,8 @@
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
 
+#include "core/blob/blob_header.h"
+#include "core/blob/checksum.h"
 #include "core/engine/engine.h"
 
 namespace executorch_trt {
@@ -36,10 +38,18 @@ inline size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
 // Header offsets of core/blob/FORMAT.md.
 enum BlobField : size_t {
   kHeaderSize = 4, kFormatVersion = 8, kRequiredFeatures = 16, kMetadataOffset = 24,
-  kMetadataSize = 32, kPayloadOffset = 40, kPayloadSize = 48,
+  kMetadataSize = 32, kPayloadOffset = 40, kPayloadSize = 48, kChecksum = 56,
 };
 
+// Recomputes the checksum field of `blob` (written by MakeBlob: metadata at 64, payload
+// last) over [64, end).
+inline void ResealBlob(std::vector<uint8_t>* blob) {
+  PutU64(blob, kChecksum, Blake2b64(blob->data() + 64, blob->size() - 64));
+}
+
 // Writes a version-1 blob: 64-byte header, metadata at 64, payload 16-aligned after it.
+// With kBlobFeatureChecksum in `features` the checksum field is filled in (the default,
+// 0b11, writes a blob as an older writer did: no checksum, field 0).
 inline std::vector<uint8_t> MakeBlob(const std::string& metadata,
                                      const std::vector<uint8_t>& payload,
                                      uint64_t features = 0b11) {
@@ -55,6 +65,7 @@ inline std::vector<uint8_t> MakeBlob(const std::string& metadata,
   PutU64(&blob, kPayloadSize, payload.size());
   std::memcpy(blob.data() + 64, metadata.data(), metadata.size());
   if (!payload.empty()) std::memcpy(blob.data() + payload_offset, payload.data(), payload.size());
+  if ((features & kBlobFeatureChecksum) != 0) ResealBlob(&blob);
   return blob;
 }
 

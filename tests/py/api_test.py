@@ -68,6 +68,95 @@ class OptionsTest(absltest.TestCase):
             executorch_trt.export(dm.export_reordered_kv(), engine="tensorrt")
 
 
+class ArgumentErrorsTest(absltest.TestCase):
+    """Wrong arguments fail with TypeError/ValueError naming what was given and what is
+    expected, not with an AttributeError from deep inside the lowering."""
+
+    def test_module_instead_of_exported_program(self):
+        with self.assertRaisesRegex(
+            TypeError, r"got torch\.nn\.modules\.module\.Module; expected a "
+                       r"torch\.export\.ExportedProgram or a dict of method name -> "
+                       r"ExportedProgram.*torch\.export\.export\(module, example_inputs\)"):
+            executorch_trt.export(torch.nn.Module())
+
+    def test_list_and_none(self):
+        ep = dm.export_reordered_kv()
+        with self.assertRaisesRegex(TypeError, r"got list; expected .*pass a dict"):
+            executorch_trt.export([ep])
+        with self.assertRaisesRegex(TypeError, r"got None; expected a torch\.export\.ExportedProgram"):
+            executorch_trt.export(None)
+
+    def test_bad_dict_entries(self):
+        ep = dm.export_reordered_kv()
+        with self.assertRaisesRegex(ValueError, "empty dict, so there are no methods"):
+            executorch_trt.export({})
+        with self.assertRaisesRegex(TypeError, "method 'decode' is a .*Linear, not an "
+                                               "ExportedProgram.*torch.export.export"):
+            executorch_trt.export({"forward": ep, "decode": torch.nn.Linear(2, 2)})
+        with self.assertRaisesRegex(TypeError, "method names must be non-empty str, got int 0"):
+            executorch_trt.export({0: ep})
+
+    def test_boolean_options_accept_only_bools(self):
+        ep = dm.export_reordered_kv()
+        for name in ("inplace", "alloc_mutable_buffers", "emit_mutable_buffer_names",
+                     "init_mutable_buffers"):
+            for value in ("no", 0, 1, None):
+                with self.subTest(option=name, value=value):
+                    with self.assertRaisesRegex(
+                            TypeError, f"option {name} must be True or False, got "
+                                       f"{type(value).__name__} {value!r}"):
+                        executorch_trt.export(ep, **{name: value})
+                    with self.assertRaisesRegex(TypeError, f"option {name} must be True or False"):
+                        executorch_trt.backend_config(**{name: value})
+        with self.assertRaisesRegex(TypeError, "share_mutable_buffers must be True, False or None, "
+                                               "got str 'yes'"):
+            executorch_trt.export(ep, share_mutable_buffers="yes")
+        with self.assertRaisesRegex(TypeError, "freeze_buffers must be True or False"):
+            TensorRTPartitioner(freeze_buffers="no")
+        # Real bools and None (where allowed) are still accepted.
+        executorch_trt.backend_config(inplace=False, share_mutable_buffers=None,
+                                      init_mutable_buffers=False)
+
+    def test_string_options_accept_only_str(self):
+        ep = dm.export_reordered_kv()
+        with self.assertRaisesRegex(TypeError, "option engine must be a str, got NoneType None"):
+            executorch_trt.export(ep, engine=None)
+        with self.assertRaisesRegex(TypeError, r"option kv_cache must be a str, got list"):
+            executorch_trt.export(ep, kv_cache=["inplace"])
+        with self.assertRaisesRegex(TypeError, "option engine must be a str"):
+            TensorRTPartitioner(engine=1)
+
+    def test_dynamic_shapes_message_says_what_to_do(self):
+        class Affine(torch.nn.Module):
+            def forward(self, x):
+                return x * 2 + 1
+
+        ep = torch.export.export(Affine(), (torch.randn(4, 8),),
+                                 dynamic_shapes={"x": {0: torch.export.Dim("batch", max=16)}})
+        with self.assertRaisesRegex(ValueError, r"binding 'x' has a dynamic dimension .*static "
+                                                r"shapes only\. Export with fixed sizes: .*without "
+                                                r"dynamic_shapes.*one method per shape"):
+            executorch_trt.export(ep)
+
+
+class RuntimeLoadArgumentsTest(absltest.TestCase):
+    """``runtime.load`` checks its argument before it needs the delegate library."""
+
+    def test_missing_path(self):
+        import pathlib
+        for path in ("nope.pte", pathlib.Path("/nonexistent/dir/model.pte")):
+            with self.subTest(path=path):
+                with self.assertRaisesRegex(FileNotFoundError, f"no such .pte file: '{path}'"):
+                    executorch_trt.runtime.load(path)
+
+    def test_directory_and_wrong_type(self):
+        with self.assertRaisesRegex(IsADirectoryError, "expected a .pte file, got a directory"):
+            executorch_trt.runtime.load(self.create_tempdir().full_path)
+        with self.assertRaisesRegex(TypeError, "expected a path .*, the bytes of a .pte or a binary "
+                                               "file object, got int"):
+            executorch_trt.runtime.load(3)
+
+
 class KVCacheUpdateOpTest(absltest.TestCase):
 
     def test_index_copy_semantics(self):

@@ -21,12 +21,23 @@ def _metadata(**overrides):
 
 
 def _raw_blob(meta_obj, payload=b"PAYLOAD", *, features=3, version=1, magic=b"ETRT",
-              header_size=64):
-    meta = json.dumps(meta_obj).encode()
+              header_size=64, reserved=0):
+    """A blob as an older writer wrote it (no CHECKSUM unless ``features`` has the bit)."""
+    meta = meta_obj if isinstance(meta_obj, bytes) else json.dumps(meta_obj).encode()
     p_off = (64 + len(meta) + 15) // 16 * 16
-    header = struct.pack("<4sIIIQQQQQQ", magic, header_size, version, 0, features, 64, len(meta),
-                         p_off, len(payload), 0)
-    return header + meta + b"\0" * (p_off - 64 - len(meta)) + payload
+    body = meta + b"\0" * (p_off - 64 - len(meta)) + payload
+    checksum = B.checksum(body) if features & B.Feature.CHECKSUM else 0
+    header = struct.pack("<4sIIIQQQQQQ", magic, header_size, version, reserved, features, 64,
+                         len(meta), p_off, len(payload), checksum)
+    return header + body
+
+
+def _reseal(data):
+    """Recomputes the checksum of a blob laid out as ``write_blob`` does (metadata at 64,
+    payload last)."""
+    data = bytearray(data)
+    struct.pack_into("<Q", data, B.CHECKSUM_OFFSET, B.checksum(bytes(data[64:])))
+    return bytes(data)
 
 
 class BlobRoundTripTest(absltest.TestCase):
@@ -37,14 +48,19 @@ class BlobRoundTripTest(absltest.TestCase):
         parsed = B.read_blob(data)
         self.assertEqual(parsed.metadata, meta)
         self.assertEqual(parsed.payload, b"\x01\x02payload")
-        self.assertEqual(parsed.header.required_features, int(B.Feature.ALIASED_IO | B.Feature.OWNERSHIP))
+        self.assertEqual(
+            parsed.header.required_features,
+            int(B.Feature.ALIASED_IO | B.Feature.OWNERSHIP | B.Feature.CHECKSUM),
+        )
+        self.assertEqual(parsed.header.checksum, B.checksum(data[64:]))
+        self.assertEqual(struct.unpack_from("<Q", data, 56)[0], parsed.header.checksum)
         self.assertEqual(parsed.header.payload_offset % 16, 0)
         self.assertEqual(data[:4], b"ETRT")
         self.assertEqual(struct.unpack_from("<II", data, 4), (64, 1))
 
-    def test_no_aliases_no_features(self):
+    def test_no_aliases_only_checksum_feature(self):
         data = B.write_blob(_metadata(aliased_io=()), b"")
-        self.assertEqual(B.read_blob(data).header.required_features, 0)
+        self.assertEqual(B.read_blob(data).header.required_features, int(B.Feature.CHECKSUM))
 
     def test_alias_positions(self):
         self.assertEqual(_metadata().aliased_output_to_input(), {0: 1})
@@ -73,7 +89,7 @@ class BlobFailClosedTest(absltest.TestCase):
         self.assertRejected(_raw_blob(_metadata().to_json(), version=0), "format_version 0")
 
     def test_unknown_feature_bit(self):
-        self.assertRejected(_raw_blob(_metadata().to_json(), features=3 | 4), "unknown bits 0x4")
+        self.assertRejected(_raw_blob(_metadata().to_json(), features=3 | 8), "unknown bits 0x8")
 
     def test_small_header_size(self):
         self.assertRejected(_raw_blob(_metadata().to_json(), header_size=32), "header_size 32")
@@ -90,7 +106,11 @@ class BlobFailClosedTest(absltest.TestCase):
     def test_metadata_not_json(self):
         data = bytearray(B.write_blob(_metadata(), b""))
         data[64] = ord("!")
-        self.assertRejected(bytes(data), "not UTF-8 JSON")
+        self.assertRejected(_reseal(data), "not UTF-8 JSON")
+
+    def test_nonzero_reserved_field(self):
+        self.assertRejected(_raw_blob(_metadata().to_json(), reserved=1),
+                            "reserved field at offset 12 is 0x00000001")
 
     def test_missing_inputs(self):
         obj = _metadata().to_json()
@@ -142,6 +162,70 @@ class BlobFailClosedTest(absltest.TestCase):
         bad = _metadata(aliased_io=(B.AliasedIO("k_cache_out", "k_cache", "magic", "caller"),))
         with self.assertRaisesRegex(ValueError, "unknown kind 'magic'"):
             B.write_blob(bad, b"")
+
+
+class BlobChecksumTest(absltest.TestCase):
+
+    def assertCorrupted(self, data):
+        with self.assertRaisesRegex(ValueError, "the blob is corrupted; re-export"):
+            B.read_blob(bytes(data))
+
+    def test_test_vectors(self):
+        # FORMAT.md "Integrity"; the same values are checked in C++ (blob_header_test).
+        self.assertEqual(B.checksum(b""), 0xB4B2797457A0A6E4)
+        self.assertEqual(B.checksum(b"abc"), 0x5995D533D814BBD8)
+        self.assertEqual(B.checksum(bytes(range(256)) * 3 + b"x"), 0x92D9FB6CB9808899)
+
+    def test_flipped_payload_byte(self):
+        data = bytearray(B.write_blob(_metadata(), b"0123456789" * 10))
+        data[-5] ^= 0x01
+        with self.assertRaisesRegex(ValueError, r"checksum mismatch .*expected 0x[0-9a-f]{16} "
+                                                r"\(stored in the header\), actual 0x[0-9a-f]{16}"):
+            B.read_blob(bytes(data))
+
+    def test_flipped_metadata_byte(self):
+        data = bytearray(B.write_blob(_metadata(), b"payload"))
+        data[80] ^= 0x20  # "portable" -> "portaBle": checked before the JSON is read
+        self.assertCorrupted(data)
+
+    def test_every_changed_byte_after_the_header(self):
+        data = B.write_blob(_metadata(), b"payload-bytes")
+        for at in range(64, len(data)):
+            for flip in (0x01, 0x80):
+                bad = bytearray(data)
+                bad[at] ^= flip
+                with self.subTest(at=at, flip=flip):
+                    self.assertCorrupted(bad)
+
+    def test_changed_checksum_field(self):
+        data = bytearray(B.write_blob(_metadata(), b"payload"))
+        data[60] ^= 0x01
+        self.assertCorrupted(data)
+
+    def test_clearing_the_bit_does_not_disable_the_check(self):
+        data = bytearray(B.write_blob(_metadata(), b"payload"))
+        struct.pack_into("<Q", data, 16, int(B.Feature.ALIASED_IO | B.Feature.OWNERSHIP))
+        with self.assertRaisesRegex(ValueError, "lacks the CHECKSUM bit"):
+            B.read_blob(bytes(data))
+
+    def test_older_blobs_without_the_bit_still_read(self):
+        data = _raw_blob(_metadata().to_json(), b"payload")
+        parsed = B.read_blob(data)
+        self.assertEqual(parsed.header.checksum, 0)
+        self.assertEqual(parsed.payload, b"payload")
+        # And a checksummed raw blob from another writer reads too.
+        sealed = _raw_blob(_metadata().to_json(), b"payload", features=7)
+        self.assertEqual(B.read_blob(sealed).payload, b"payload")
+
+    def test_metadata_running_into_the_payload(self):
+        data = bytearray(B.write_blob(_metadata(), b"payload"))
+        p_off = struct.unpack_from("<Q", data, 40)[0]
+        struct.pack_into("<Q", data, 32, p_off - 64 + 1)
+        with self.assertRaisesRegex(ValueError, "does not end before the payload"):
+            B.read_blob(bytes(data))
+
+    def test_writer_output_is_deterministic(self):
+        self.assertEqual(B.write_blob(_metadata(), b"p"), B.write_blob(_metadata(), b"p"))
 
 
 class PortablePayloadTest(absltest.TestCase):

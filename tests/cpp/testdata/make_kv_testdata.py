@@ -5,7 +5,8 @@ Writes, into the output directory:
                   nested program), exported with alloc_graph_input=False and
                   alloc_graph_output=False; uses executorch_trt::kv_cache_update.out.
   kv_blob.bin     a delegate blob (core/blob/FORMAT.md) with "engine": "portable" around
-                  nested_kv.pte (core/engine/PORTABLE_FORMAT.md).
+                  nested_kv.pte (core/engine/PORTABLE_FORMAT.md), with the CHECKSUM
+                  feature (BLAKE2b-64 over metadata, padding and payload).
   outer_kv.pte    a program whose whole forward is one "TensorRTBackend" delegate call
                   carrying kv_blob.bin.
 
@@ -27,6 +28,7 @@ Usage: python make_kv_testdata.py --nested PATH --blob PATH --outer PATH
 """
 
 import argparse
+import hashlib
 import json
 import os
 import struct
@@ -116,17 +118,20 @@ def make_portable_payload(pte: bytes, descriptor: dict) -> bytes:
     return body + b"\0" * (program_offset - len(body)) + pte
 
 
-def make_blob(metadata: dict, payload: bytes, features: int = 0b11) -> bytes:
+def make_blob(metadata: dict, payload: bytes, features: int = 0b111) -> bytes:
     meta = json.dumps(metadata).encode()
     metadata_offset = 64
     payload_offset = _align(metadata_offset + len(meta))
+    body = meta + b"\0" * (payload_offset - metadata_offset - len(meta)) + payload
+    checksum = 0
+    if features & 0b100:  # CHECKSUM: BLAKE2b-64 of [metadata_offset, end of payload)
+        checksum = int.from_bytes(hashlib.blake2b(body, digest_size=8).digest(), "little")
     head = b"ETRT" + struct.pack(
         "<IIIQQQQQQ", 64, 1, 0, features, metadata_offset, len(meta),
-        payload_offset, len(payload), 0,
+        payload_offset, len(payload), checksum,
     )
     assert len(head) == 64
-    body = head + meta
-    return body + b"\0" * (payload_offset - len(body)) + payload
+    return head + body
 
 
 def _b(name, dtype, shape):
