@@ -17,21 +17,23 @@ def _usage(message: str) -> "NoReturn":  # noqa: F821
     sys.exit(2)
 
 
-def _library_from_runfiles() -> str | None:
+def _delegate_library() -> str | None:
+    """The built libexecutorch_trt.so, found the way executorch_trt.runtime finds it
+    (env var, then Bazel runfiles). Resolved before main() changes the working directory
+    and argv, which runfiles discovery depends on."""
+    from executorch_trt import runtime
+
     try:
-        from runfiles import Runfiles  # bazel-runfiles
-    except ImportError:
+        return runtime.library_path()
+    except runtime.LibraryNotFoundError:
         return None
-    r = Runfiles.Create()
-    path = r.Rlocation("executorch_trt/core/libexecutorch_trt.so") if r else None
-    return path if path and os.path.exists(path) else None
 
 
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         _usage("no script given")
     if "EXECUTORCH_TRT_LIBRARY" not in os.environ:
-        lib = _library_from_runfiles()
+        lib = _delegate_library()
         if lib:
             os.environ["EXECUTORCH_TRT_LIBRARY"] = os.path.abspath(lib)
     cwd = os.environ.get("BUILD_WORKING_DIRECTORY")

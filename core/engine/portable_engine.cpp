@@ -195,8 +195,7 @@ const PortableEngine::Binding* PortableEngine::Find(const std::string& name) con
 }
 
 PortableEngine::Binding* PortableEngine::Find(const std::string& name) {
-  auto it = index_by_name_.find(name);
-  return it == index_by_name_.end() ? nullptr : &bindings_[it->second];
+  return const_cast<Binding*>(static_cast<const PortableEngine*>(this)->Find(name));
 }
 
 int32_t PortableEngine::NumIOTensors() const {
