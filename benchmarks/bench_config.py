@@ -103,8 +103,8 @@ QUICK_DIMS = ModelDims(
 
 
 def full_config(threads: int) -> BenchConfig:
-    """The README configuration: 256/1024/4096 positions, 50 timed steps."""
-    return BenchConfig(FULL_DIMS, (256, 1024, 4096), prompt_len=32, repeats=50, warmup=5,
+    """The README configuration: 256/1024/4096 positions, 100 timed steps."""
+    return BenchConfig(FULL_DIMS, (256, 1024, 4096), prompt_len=32, repeats=100, warmup=5,
                        threads=threads)
 
 

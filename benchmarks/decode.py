@@ -5,12 +5,14 @@ usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,
            [--repeats N] [--warmup N] [--threads N] [--variants a,b,...] [--quick]
            [--keep-programs]
 
-For each cache capacity it exports the same seeded Llama-architecture model once, builds each
-variant's program (variants.py), then measures each (variant, capacity) in a fresh worker
-process (this script re-invoked with --variant/--max-seq-len/--program): median, p10 and p90 of
-one decode step at a fixed position after a prefill, the bytes the runtime copied per step
-(copy_accounting.py + the delegate's counter) and the worker's peak resident memory. Prints the
-table and the targets, writes decode_bench.json and decode_bench.png to --out.
+For each cache capacity it exports the same seeded Llama-architecture model once and builds
+each variant's program (variants.py). It then runs this script again as worker processes
+(measure.py): one timing worker with every variant loaded, timed in rotated round-robin
+rounds (median, p10, p90 of one decode step at a fixed position after a prefill), and one
+profile worker per variant, alone, for its peak resident memory and the delegate's copy
+counter. Bytes copied per step = copies in the program's instructions (copy_accounting.py)
++ the delegate's counter. Prints the table and the targets, writes decode_bench.json and
+decode_bench.png to --out.
 
 Exit status: 0 all rows measured; 1 some variant failed (its rows say why; the rest is still
 written); 2 bad usage (the message names the flag).
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 if __package__ in (None, ""):
     # Run as a script (bazel run, or the worker re-invocation): make `benchmarks` importable.
@@ -39,6 +41,8 @@ from benchmarks.variants import VARIANTS, BuiltProgram, parse_variants  # noqa: 
 
 RESULT_MARKER = "DECODE_BENCH_RESULT "
 WORKER_TIMEOUT_S = 900
+TIMING = ("all variants of a capacity in one process, one decode step each per round, "
+          "order rotated every round")
 
 
 def _positive_int(flag: str, text: str) -> int:
@@ -80,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seq-lens", type=_int_list,
                    help="cache capacities, comma-separated (default 256,1024,4096; quick 32)")
     p.add_argument("--repeats", type=lambda s: _positive_int("--repeats", s),
-                   help="timed decode steps per row (default 50; quick 2)")
+                   help="timed decode steps per variant and capacity (default 100; quick 2)")
     p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s),
                    help="untimed decode steps before timing (default 5; quick 1)")
     p.add_argument("--threads", type=lambda s: _positive_int("--threads", s),
@@ -91,11 +95,12 @@ def parser() -> argparse.ArgumentParser:
                    help="tiny 1-layer model, 32 positions, 2 repeats (the test's mode)")
     p.add_argument("--keep-programs", action="store_true",
                    help="keep the exported .pte files under OUT/programs")
-    # Worker mode (internal): measure one variant at one capacity, print one JSON line.
-    p.add_argument("--variant", choices=list(VARIANTS), help=argparse.SUPPRESS)
+    # Worker mode (internal): `time` (all --programs, interleaved) or `profile` (one), prints
+    # RESULT_MARKER + one JSON line.
+    p.add_argument("--worker", choices=("time", "profile"), help=argparse.SUPPRESS)
     p.add_argument("--max-seq-len", type=lambda s: _positive_int("--max-seq-len", s),
                    help=argparse.SUPPRESS)
-    p.add_argument("--program", help=argparse.SUPPRESS)
+    p.add_argument("--programs", help=argparse.SUPPRESS)
     p.add_argument("--config-json", help=argparse.SUPPRESS)
     return p
 
@@ -118,16 +123,31 @@ def config_from_args(args, p: argparse.ArgumentParser) -> BenchConfig:
 
 
 def run_worker(args, p: argparse.ArgumentParser) -> int:
-    """Worker mode: measures `--variant` at `--max-seq-len`, prints RESULT_MARKER + JSON."""
-    if not args.config_json or not args.max_seq_len:
-        p.error("--variant needs --max-seq-len and --config-json (worker mode)")
-    if VARIANTS[args.variant].kind != "eager" and not args.program:
-        p.error(f"--variant {args.variant} needs --program")
+    """Worker mode: `--worker time` times every variant of `--programs` ({variant: .pte path or
+    null}) interleaved; `--worker profile` profiles its single variant. Prints RESULT_MARKER +
+    JSON: {variant: [ms, ...]} or a measure.Profile."""
+    if not (args.config_json and args.max_seq_len and args.programs):
+        p.error("--worker needs --max-seq-len, --programs and --config-json")
+    try:
+        programs = json.loads(args.programs)
+        ok = isinstance(programs, dict) and programs and all(
+            v in VARIANTS and (path is None) == (VARIANTS[v].kind == "eager")
+            for v, path in programs.items())
+    except json.JSONDecodeError:
+        ok = False
+    if not ok or (args.worker == "profile" and len(programs) != 1):
+        p.error(f"--programs must map variant names to .pte paths (null for eager), one for "
+                f"--worker profile; got {args.programs!r}")
     from benchmarks import measure
 
     config = BenchConfig.from_json(args.config_json)
-    result = measure.time_decode_step(config, args.variant, args.max_seq_len, args.program)
-    print(RESULT_MARKER + json.dumps(dataclasses.asdict(result)), flush=True)
+    if args.worker == "time":
+        result = measure.time_interleaved(config, args.max_seq_len, programs)
+    else:
+        (variant, path), = programs.items()
+        result = dataclasses.asdict(measure.profile_variant(config, variant, args.max_seq_len,
+                                                            path))
+    print(RESULT_MARKER + json.dumps(result), flush=True)
     return 0
 
 
@@ -150,61 +170,65 @@ def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def spawn_worker(config: BenchConfig, variant: str, max_seq_len: int,
-                 program: Optional[str]) -> dict:
-    """Runs one worker process; returns its StepTimes dict, or {"error": ...}."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--variant", variant,
-           "--max-seq-len", str(max_seq_len), "--config-json", config.to_json()]
-    if program:
-        cmd += ["--program", program]
-    env = _worker_env(VARIANTS[variant].kind == "delegate")
+def spawn_worker(config: BenchConfig, mode: str, max_seq_len: int,
+                 programs: Dict[str, Optional[str]]) -> dict:
+    """Runs one worker process (`mode` "time" or "profile"); returns its result, or
+    {"error": ...} naming how it failed."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode,
+           "--max-seq-len", str(max_seq_len), "--programs", json.dumps(programs),
+           "--config-json", config.to_json()]
+    env = _worker_env(any(VARIANTS[v].kind == "delegate" for v in programs))
+    label = f"{mode} worker {','.join(programs)}@{max_seq_len}"
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
                               timeout=WORKER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return {"error": f"worker timed out after {WORKER_TIMEOUT_S} s"}
+        return {"error": f"{mode} worker timed out after {WORKER_TIMEOUT_S} s"}
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARKER):
             return json.loads(line[len(RESULT_MARKER):])
     detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
     last = detail.splitlines()[-1] if detail else ""
-    print(f"    worker {variant}@{max_seq_len} failed (exit {proc.returncode}):\n"
+    print(f"    {label} failed (exit {proc.returncode}):\n"
           + "\n".join("      " + l for l in detail.splitlines()), file=sys.stderr)
-    return {"error": f"run failed (exit {proc.returncode}): {last}"}
+    return {"error": f"{mode} run failed (exit {proc.returncode}): {last}"}
 
 
-def make_row(config: BenchConfig, built: BuiltProgram, measured: dict) -> dict:
-    """One JSON row from a build (copy accounting) and a worker result."""
+def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict) -> dict:
+    """One JSON row from a build (copy accounting), the variant's step times from the timing
+    worker (a list of ms, or {"error": ...}) and its profile worker's result."""
     from benchmarks import measure
 
     row = {"variant": built.variant, "max_seq_len": built.max_seq_len,
            "description": VARIANTS[built.variant].description,
            "cache_nbytes": config.dims.cache_nbytes(built.max_seq_len)}
-    error = built.error or measured.get("error")
+    error = (built.error or (step_ms.get("error") if isinstance(step_ms, dict) else None)
+             or profile.get("error"))
     if error:
         return {**row, "error": error, "step_ms_median": None, "step_ms_p10": None,
                 "step_ms_p90": None, "runtime_bytes_copied_per_step": None,
                 "cache_bytes_copied_per_step": None, "peak_rss_mb": None}
-    delegate = measured["delegate_bytes_per_step"]
+    delegate = profile["delegate_bytes_per_step"]
     return {
         **row,
-        **measure.summarize(measured["step_ms"]),
+        **measure.summarize(step_ms),
         "runtime_bytes_copied_per_step": built.copies.copy_bytes + delegate,
         "cache_bytes_copied_per_step": built.copies.cache_bytes + delegate,
         "other_bytes_copied_per_step": built.copies.other_bytes,
         "delegate_bytes_copied_per_step": delegate,
         "functional_cache_update_bytes_per_step": built.copies.functional_update_bytes,
-        "peak_rss_mb": measured["peak_rss_mb"],
-        "baseline_rss_mb": measured["baseline_rss_mb"],
-        "threads": measured["threads"],
-        "step_ms_samples": measured["step_ms"],
+        "peak_rss_mb": profile["peak_rss_mb"],
+        "baseline_rss_mb": profile["baseline_rss_mb"],
+        "threads": profile["threads"],
+        "step_ms_samples": step_ms,
         "error": None,
     }
 
 
 def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
                      program_dir: str) -> List[dict]:
-    """Builds every variant's program at `max_seq_len`, then measures each in a worker."""
+    """Builds every variant's program at `max_seq_len`, times the built ones together in one
+    timing worker, and profiles each in a worker of its own."""
     from benchmarks import variants
 
     print(f"[{max_seq_len} positions] exporting", flush=True)
@@ -212,11 +236,17 @@ def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
     built = variants.build_programs(config, max_seq_len, names, program_dir,
                                     log=lambda m: print(m, flush=True))
     print(f"  built in {time.time() - t0:.0f} s", flush=True)
+    runnable = {n: built[n].path for n in names if not built[n].error}
+    print(f"  timing {', '.join(runnable)} interleaved, {config.repeats} rounds", flush=True)
+    timed = spawn_worker(config, "time", max_seq_len, runnable) if runnable else {}
     rows = []
     for name in names:
         b = built[name]
-        measured = {} if b.error else spawn_worker(config, name, max_seq_len, b.path)
-        row = make_row(config, b, measured)
+        step_ms = timed if "error" in timed else timed.get(
+            name, {"error": "the timing worker returned no times for it"})
+        profile = {} if b.error else spawn_worker(config, "profile", max_seq_len,
+                                                  {name: b.path})
+        row = make_row(config, b, step_ms, profile)
         status = row["error"] or f"{row['step_ms_median']:.3f} ms/step"
         print(f"  {name}: {status}", flush=True)
         rows.append(row)
@@ -242,13 +272,15 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
         f"machine: {host['cpu']}, {host['cpus']} CPUs, {config.threads} threads "
         f"(torch {host['torch']}, executorch {host['executorch']})",
         f"decode step at position {config.prompt_len} after a {config.prompt_len}-token "
-        f"prefill; {config.repeats} timed steps after {config.warmup} warm-up",
+        f"prefill; {config.repeats} timed steps per variant after {config.warmup} warm-up",
+        f"timing: {TIMING}",
         "",
     ]
     targets = report.check_targets(rows)
     meta = {"model": dataclasses.asdict(config.dims), "machine": host,
             "settings": {"max_seq_lens": list(config.max_seq_lens),
                          "prompt_len": config.prompt_len, "decode_position": config.prompt_len,
+                         "timing": TIMING,
                          "repeats": config.repeats, "warmup": config.warmup,
                          "threads": config.threads},
             "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in targets]}
@@ -266,11 +298,11 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
 def main(argv: Optional[List[str]] = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    if args.variant:
+    if args.worker:
         return run_worker(args, p)
-    for flag in ("max_seq_len", "program", "config_json"):
+    for flag in ("max_seq_len", "programs", "config_json"):
         if getattr(args, flag):
-            p.error(f"--{flag.replace('_', '-')} is only valid with --variant (worker mode)")
+            p.error(f"--{flag.replace('_', '-')} is only valid with --worker (internal)")
     config = config_from_args(args, p)
     out_dir = os.path.abspath(args.out) if args.out else report.default_out_dir()
     if args.out and os.environ.get("BUILD_WORKING_DIRECTORY") and not os.path.isabs(args.out):

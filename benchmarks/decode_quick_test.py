@@ -6,6 +6,7 @@ its output and the byte counts, never the timings:
 * delegate copy_back copies exactly the cache (sum of KV cache nbytes) per step;
 * plain ExecuTorch's default configuration shows its write-back copy of the cache, and its
   reinplace configuration does not;
+* every variant has one timed step per round (they are timed interleaved in one process);
 * bad flags exit 2 naming the flag.
 """
 
@@ -53,6 +54,14 @@ class DecodeBenchQuickTest(absltest.TestCase):
             self.assertGreater(r["peak_rss_mb"], 0)
         self.assertEqual(self.exit_code, 0)
 
+    def test_every_variant_timed_in_every_round(self):
+        repeats = self.result["settings"]["repeats"]
+        self.assertIn("one process", self.result["settings"]["timing"])
+        for (variant, capacity), r in self.rows.items():
+            samples = r["step_ms_samples"]
+            self.assertLen(samples, repeats, f"{variant}@{capacity}")
+            self.assertTrue(all(t > 0 for t in samples), f"{variant}@{capacity}: {samples}")
+
     def test_metadata_and_plot(self):
         self.assertEqual(self.result["model"]["hidden_size"], QUICK_DIMS.hidden_size)
         self.assertIn("cpu", self.result["machine"])
@@ -82,6 +91,11 @@ class DecodeBenchQuickTest(absltest.TestCase):
                            (["--max-seq-lens", "abc"], "--max-seq-lens"),
                            (["--variants", "nope"], "--variants"),
                            (["--no-such-flag"], "--no-such-flag"),
+                           (["--programs", "{}"], "--programs"),
+                           (["--worker", "profile", "--max-seq-len", "32", "--config-json", "{}",
+                             "--programs", '{"eager": "x.pte"}'], "--programs"),
+                           (["--worker", "time", "--max-seq-len", "32", "--config-json", "{}",
+                             "--programs", '{"nope": null}'], "--programs"),
                            (["--quick", "--max-seq-lens", "4"], "--max-seq-lens")):
             err = io.StringIO()
             with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:

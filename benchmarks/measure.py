@@ -1,11 +1,20 @@
-"""Timing one decode step of one variant, in the process that runs it (the worker).
+"""Measuring decode steps, in the worker processes `decode.py` spawns.
 
-The worker is a fresh process per (variant, capacity), so its peak resident memory is that
-variant's alone (every worker imports the same modules first). It loads the variant (eager
-module or `.pte`), fills the cache and runs the prefill (`fill_cache`), runs
-`warmup` untimed decode steps, then times `repeats` decode steps at the same position with
-`time.perf_counter`. For delegate programs it also reads the delegate's copy counter
-(`executorch_trt_bytes_copied`) around the timed steps.
+Two kinds of worker run per capacity:
+
+* the timing worker (`time_interleaved`): loads every variant into one process, fills each
+  one's cache and prefills, warms each up, then times `repeats` rounds; each round times one
+  decode step of every variant, in an order rotated every round. Every variant therefore sees
+  the same machine state (frequency, cache, other load) over the same wall-clock window, and
+  no variant always follows the same neighbour. Timing each variant in a process of its own
+  instead showed run-to-run differences between processes of up to ~20% at 256 positions,
+  larger than the effect measured.
+* one profile worker per variant (`profile_variant`): that variant alone in a fresh process,
+  for its peak resident memory (every worker imports the same modules first, so the
+  differences are the variants' own) and the delegate's copy counter
+  (`executorch_trt_bytes_copied`, process-wide, so one delegate program per process).
+
+Steps are timed with `time.perf_counter`; a decode step always runs at the same position.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import dataclasses
 import resource
 import statistics
 import time
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -25,12 +34,11 @@ from benchmarks.variants import VARIANTS
 
 
 @dataclasses.dataclass
-class StepTimes:
-    """Result of one worker: decode-step times (ms), the delegate's copies per step (bytes),
-    resident memory (MB): `baseline_rss_mb` after imports, before loading the variant;
-    `peak_rss_mb` the process's high-water mark."""
+class Profile:
+    """Result of one profile worker: the delegate's copies per decode step (bytes; 0 for
+    non-delegate variants) and resident memory (MB): `baseline_rss_mb` after imports, before
+    loading the variant; `peak_rss_mb` the process's high-water mark."""
 
-    step_ms: List[float]
     delegate_bytes_per_step: float
     baseline_rss_mb: float
     peak_rss_mb: float
@@ -158,7 +166,7 @@ def _program_step(config: BenchConfig, max_seq_len: int, path: str,
 
 
 def _delegate_counter():
-    """(read, reset) of the delegate's cumulative copy counter (bytes)."""
+    """The delegate's cumulative, process-wide copy counter (bytes), as a callable."""
     from executorch_trt import runtime as trt_runtime
 
     lib = trt_runtime.load_library()
@@ -167,27 +175,56 @@ def _delegate_counter():
     return lib.executorch_trt_bytes_copied
 
 
-def time_decode_step(config: BenchConfig, variant: str, max_seq_len: int,
-                     path: Optional[str]) -> StepTimes:
-    """Runs the worker's measurement for `variant` at `max_seq_len` (`path`: its `.pte`, None
-    for eager). Raises whatever loading or executing the variant raises."""
+def prepare_step(config: BenchConfig, variant: str, max_seq_len: int,
+                 path: Optional[str]) -> Callable[[], object]:
+    """Loads `variant` at `max_seq_len` (`path`: its `.pte`, None for eager), fills its cache
+    and prefills; returns its decode step. Raises whatever loading or executing raises."""
+    kind = VARIANTS[variant].kind
+    if kind == "eager":
+        return _eager_step(config, max_seq_len)
+    return _program_step(config, max_seq_len, path, kind == "delegate")
+
+
+def time_interleaved(config: BenchConfig, max_seq_len: int,
+                     programs: Dict[str, Optional[str]]) -> Dict[str, List[float]]:
+    """The timing worker: {variant: `repeats` decode-step times in ms} for every variant in
+    `programs` ({variant: .pte path, None for eager}), all loaded in this process and timed in
+    rotated round-robin order (see the module docstring)."""
+    import_common_modules()
+    uses_executorch = any(VARIANTS[v].kind != "eager" for v in programs)
+    set_threads(config.threads, uses_executorch)
+    names = list(programs)
+    steps = {v: prepare_step(config, v, max_seq_len, programs[v]) for v in names}
+    for _ in range(config.warmup):
+        for v in names:
+            steps[v]()
+    times: Dict[str, List[float]] = {v: [] for v in names}
+    for r in range(config.repeats):
+        k = r % len(names)
+        for v in names[k:] + names[:k]:
+            step = steps[v]
+            start = time.perf_counter()
+            step()
+            times[v].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def profile_variant(config: BenchConfig, variant: str, max_seq_len: int,
+                    path: Optional[str]) -> Profile:
+    """The profile worker: `variant` alone in this process; loads it, fills and prefills, runs
+    `warmup` + `repeats` decode steps, and returns its peak memory and the delegate's copies
+    per step over the last `repeats` steps. Raises whatever loading or executing raises."""
     kind = VARIANTS[variant].kind
     import_common_modules()
     threads = set_threads(config.threads, kind != "eager")
     baseline = rss_mb()
-    if kind == "eager":
-        step = _eager_step(config, max_seq_len)
-    else:
-        step = _program_step(config, max_seq_len, path, kind == "delegate")
+    step = prepare_step(config, variant, max_seq_len, path)
     counter = _delegate_counter() if kind == "delegate" else (lambda: 0)
     for _ in range(config.warmup):
         step()
     before = counter()
-    times = []
     for _ in range(config.repeats):
-        start = time.perf_counter()
         step()
-        times.append((time.perf_counter() - start) * 1e3)
     delta = counter() - before
     copied = delta // config.repeats if delta % config.repeats == 0 else delta / config.repeats
-    return StepTimes(times, copied, baseline, peak_rss_mb(), threads)
+    return Profile(copied, baseline, peak_rss_mb(), threads)
