@@ -7,6 +7,8 @@ from typing import List
 import torch
 from executorch.exir._serialize._program import deserialize_pte_binary
 from executorch.exir.delegate import executorch_call_delegate
+from executorch.exir.tensor import (calculate_aligned_num_bytes, get_scalar_type,
+                                    num_bytes_from_shape_and_dtype)
 
 from executorch_trt.blob import DelegateBlob, read_blob
 from executorch_trt.portable_payload import read_portable_payload
@@ -49,6 +51,22 @@ def delegate_call_args(plan) -> List[List[int]]:
 def tensor_values_of_shape(plan, shape) -> List[int]:
     return [i for i, v in enumerate(plan.values)
             if type(v.val).__name__ == "Tensor" and list(v.val.sizes) == list(shape)]
+
+
+def arena_tensor_bytes(plan, memory_id: int, alignment: int = 16) -> int:
+    """Sum of the (alignment-rounded) sizes of the emitted tensors planned in arena
+    `memory_id`: an upper bound on the arena's size when every planned slot belongs to an
+    emitted tensor (the planner only ever reuses space, never adds it)."""
+    total = 0
+    for v in plan.values:
+        t = v.val
+        if type(t).__name__ != "Tensor" or t.allocation_info is None:
+            continue
+        if t.allocation_info.memory_id != memory_id:
+            continue
+        n = num_bytes_from_shape_and_dtype(torch.Size(t.sizes), get_scalar_type(t.scalar_type))
+        total += calculate_aligned_num_bytes(n, alignment)
+    return total
 
 
 def nested_operator_names(blob: DelegateBlob) -> List[str]:

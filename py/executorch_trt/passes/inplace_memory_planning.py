@@ -24,6 +24,7 @@ import operator
 from typing import Dict, Optional
 
 import torch
+import torch.utils._pytree as pytree
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.pass_base import PassResult
@@ -63,6 +64,24 @@ def _aliased_write_back(
     return src
 
 
+def _replace_output_specs(old: torch.fx.Node, spec) -> None:
+    """In every output node that returns ``old``, sets the spec at ``old``'s positions to
+    ``spec``. The output node's meta["spec"] is a flat sequence parallel to its flat args."""
+    for user in old.users:
+        if user.op != "output" or "spec" not in user.meta:
+            continue
+        flat_args = pytree.tree_leaves(user.args[0])
+        specs = user.meta["spec"]
+        flat_specs = list(specs) if isinstance(specs, (list, tuple)) else [specs]
+        if len(flat_specs) != len(flat_args):
+            continue  # not the layout SpecPropPass writes; leave it to the planner
+        for k, arg in enumerate(flat_args):
+            if arg is old:
+                flat_specs[k] = spec
+        user.meta["spec"] = (type(specs)(flat_specs) if isinstance(specs, (list, tuple))
+                             else flat_specs[0])
+
+
 def share_aliased_buffer_specs(
     graph_module: torch.fx.GraphModule, graph_signature: Optional[ExportGraphSignature] = None
 ) -> int:
@@ -79,6 +98,10 @@ def share_aliased_buffer_specs(
         specs[j] = buffer_spec
         call.meta["spec"] = tuple(specs) if isinstance(call.meta["spec"], tuple) else specs
         # The (dropped-at-emission) BUFFER_MUTATION output now names the aliased getitem.
+        # The output node keeps its own spec list (SpecPropPass); its entry for the removed
+        # copy_ must become the buffer's spec too, else the planner (which collects specs
+        # from the output node as well) reserves an arena slot that no emitted tensor uses.
+        _replace_output_specs(node, buffer_spec)
         node.replace_all_uses_with(item)
         if graph_signature is not None:
             for spec in graph_signature.output_specs:
