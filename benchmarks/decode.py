@@ -45,13 +45,14 @@ TIMING = ("all variants of a capacity in one process, one decode step each per r
           "order rotated every round")
 
 
-def _positive_int(flag: str, text: str) -> int:
+def _positive_int(flag: str, text: str, minimum: int = 1) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{flag} must be a positive integer, got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        kind = "a positive" if minimum == 1 else f"an integer >= {minimum}, not a"
+        raise argparse.ArgumentTypeError(f"{flag} must be {kind} integer, got {text!r}")
     return value
 
 
@@ -85,12 +86,15 @@ def parser() -> argparse.ArgumentParser:
                    help="cache capacities, comma-separated (default 256,1024,4096; quick 32)")
     p.add_argument("--repeats", type=lambda s: _positive_int("--repeats", s),
                    help="timed decode steps per variant and capacity (default 100; quick 2)")
-    p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s),
+    p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s, minimum=0),
                    help="untimed decode steps before timing (default 5; quick 1)")
     p.add_argument("--threads", type=lambda s: _positive_int("--threads", s),
                    help="intra-op threads in every variant (default: usable CPUs)")
     p.add_argument("--variants", type=_variant_list, default=list(VARIANTS),
-                   help=f"comma-separated subset of {','.join(VARIANTS)}")
+                   help=f"comma-separated subset of: {', '.join(VARIANTS)} (default: all)")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="measure nothing: print the table and judge the targets of an earlier "
+                        "run's decode_bench.json (e.g. benchmarks/results/decode_bench.json)")
     p.add_argument("--quick", action="store_true",
                    help="tiny 1-layer model, 32 positions, 2 repeats (the test's mode)")
     p.add_argument("--keep-programs", action="store_true",
@@ -111,7 +115,8 @@ def config_from_args(args, p: argparse.ArgumentParser) -> BenchConfig:
     threads = args.threads or machine.usable_cpus()
     config = quick_config(threads) if args.quick else full_config(threads)
     changes = {k: v for k, v in (("max_seq_lens", tuple(args.max_seq_lens or ())),
-                                 ("repeats", args.repeats), ("warmup", args.warmup)) if v}
+                                 ("repeats", args.repeats), ("warmup", args.warmup))
+               if v is not None and v != ()}
     config = config.replace(**changes)
     if min(config.max_seq_lens) <= config.prompt_len:
         p.error(f"--max-seq-lens: every capacity must exceed the prefill length "
@@ -140,7 +145,10 @@ def run_worker(args, p: argparse.ArgumentParser) -> int:
                 f"--worker profile; got {args.programs!r}")
     from benchmarks import measure
 
-    config = BenchConfig.from_json(args.config_json)
+    try:
+        config = BenchConfig.from_json(args.config_json)
+    except (ValueError, KeyError, TypeError) as exc:
+        p.error(f"--config-json: not a BenchConfig ({exc!r})")
     if args.worker == "time":
         result = measure.time_interleaved(config, args.max_seq_len, programs)
     else:
@@ -255,8 +263,8 @@ def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
 
 def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
                   keep_programs: bool) -> int:
-    """Runs every capacity, writes JSON + PNG to `out_dir`, prints table and targets."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Runs every capacity, prints the table and targets, then writes JSON + PNG to `out_dir`.
+    Returns 0, or 1 when a variant failed or the results could not be written."""
     program_dir = (os.path.join(out_dir, "programs") if keep_programs
                    else tempfile.mkdtemp(prefix="decode_bench_programs_"))
     os.makedirs(program_dir, exist_ok=True)
@@ -267,32 +275,66 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
     finally:
         if not keep_programs:
             shutil.rmtree(program_dir, ignore_errors=True)
-    header = [
-        f"model: {config.dims.describe()}",
-        f"machine: {host['cpu']}, {host['cpus']} CPUs, {config.threads} threads "
-        f"(torch {host['torch']}, executorch {host['executorch']})",
-        f"decode step at position {config.prompt_len} after a {config.prompt_len}-token "
-        f"prefill; {config.repeats} timed steps per variant after {config.warmup} warm-up",
-        f"timing: {TIMING}",
-        "",
-    ]
-    targets = report.check_targets(rows)
     meta = {"model": dataclasses.asdict(config.dims), "machine": host,
             "settings": {"max_seq_lens": list(config.max_seq_lens),
                          "prompt_len": config.prompt_len, "decode_position": config.prompt_len,
                          "timing": TIMING,
                          "repeats": config.repeats, "warmup": config.warmup,
-                         "threads": config.threads},
-            "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in targets]}
+                         "threads": config.threads}}
+    targets = print_results(rows, meta)
+    meta["targets"] = [{"target": n, "met": ok, "detail": d} for n, ok, d in targets]
     json_path = os.path.join(out_dir, report.JSON_NAME)
     plot_path = os.path.join(out_dir, report.PLOT_NAME)
-    report.write_json(json_path, rows, meta)
-    report.write_plot(plot_path, rows, header[0])
-    print()
-    print(report.table(rows, header))
-    print("\ntargets:\n" + report.format_targets(targets))
+    try:
+        report.write_json(json_path, rows, meta)
+        report.write_plot(plot_path, rows, report.header(meta)[0])
+    except OSError as exc:
+        print(f"\nerror: could not write the results to {out_dir}: {exc}", file=sys.stderr)
+        return 1
     print(f"\nwrote {json_path}\nwrote {plot_path}")
     return 1 if any(r["error"] for r in rows) else 0
+
+
+def print_results(rows: List[dict], meta: dict):
+    """Prints the table and the judged targets; returns the targets (report.check_targets)."""
+    targets = report.check_targets(rows)
+    print()
+    print(report.table(rows, report.header(meta) + [""]))
+    print("\ntargets:\n" + report.format_targets(targets))
+    return targets
+
+
+def show_json(path: str, p: argparse.ArgumentParser) -> int:
+    """--from-json: prints an earlier run's table and targets (judged by this version's
+    rules). Exit 0, 1 if a row of it had failed; `p.error` (2) on an unreadable file."""
+    try:
+        with open(path) as f:
+            result = json.load(f)
+        rows = result["rows"]
+        report.header(result)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        p.error(f"--from-json: cannot read a decode_bench.json from {path!r} ({exc}); pass "
+                "a file this benchmark wrote")
+    print_results(rows, result)
+    return 1 if any(r.get("error") for r in rows) else 0
+
+
+def _resolve(path: str) -> str:
+    """`path` relative to where `bazel run` was invoked (else the current directory)."""
+    base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
+    return os.path.abspath(os.path.join(base, path))
+
+
+def _check_out_dir(out_dir: str, p: argparse.ArgumentParser) -> None:
+    """Creates `out_dir` and writes a probe file in it, before the minutes of export;
+    `p.error` (exit 2) naming --out if either fails."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as exc:
+        p.error(f"--out: cannot write results to {out_dir!r} ({exc.strerror or exc}); "
+                "pass a writable directory")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -300,13 +342,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     if args.worker:
         return run_worker(args, p)
-    for flag in ("max_seq_len", "programs", "config_json"):
+    if args.max_seq_len:
+        p.error("--max-seq-len is internal; did you mean --max-seq-lens (comma-separated)?")
+    for flag in ("programs", "config_json"):
         if getattr(args, flag):
-            p.error(f"--{flag.replace('_', '-')} is only valid with --worker (internal)")
+            p.error(f"--{flag.replace('_', '-')} is internal (worker mode); leave it out")
+    if args.from_json:
+        return show_json(_resolve(args.from_json), p)
     config = config_from_args(args, p)
-    out_dir = os.path.abspath(args.out) if args.out else report.default_out_dir()
-    if args.out and os.environ.get("BUILD_WORKING_DIRECTORY") and not os.path.isabs(args.out):
-        out_dir = os.path.join(os.environ["BUILD_WORKING_DIRECTORY"], args.out)
+    out_dir = _resolve(args.out) if args.out else report.default_out_dir()
+    _check_out_dir(out_dir, p)
     return run_benchmark(config, args.variants, out_dir, args.keep_programs)
 
 

@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import tempfile
 
 from absl.testing import absltest
@@ -30,12 +31,17 @@ class DecodeBenchQuickTest(absltest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.out = tempfile.mkdtemp(prefix="decode_bench_test_")
+        cls.out = tempfile.mkdtemp(prefix="decode_bench_test_",
+                                   dir=os.environ.get("TEST_TMPDIR"))
         cls.exit_code = decode.main(["--quick", "--out", cls.out])
         with open(os.path.join(cls.out, report.JSON_NAME)) as f:
             cls.result = json.load(f)
         cls.rows = {(r["variant"], r["max_seq_len"]): r for r in cls.result["rows"]}
         cls.capacities = tuple(cls.result["settings"]["max_seq_lens"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.out, ignore_errors=True)
 
     def row(self, variant, capacity):
         r = self.rows[(variant, capacity)]
@@ -86,11 +92,29 @@ class DecodeBenchQuickTest(absltest.TestCase):
             self.assertEqual(default["cache_bytes_copied_per_step"], default["cache_nbytes"])
             self.assertEqual(self.row("executorch_reinplace", s)["cache_bytes_copied_per_step"], 0)
 
+    def test_from_json_rejudges_an_earlier_run(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = decode.main(["--from-json", os.path.join(self.out, report.JSON_NAME)])
+        self.assertEqual(code, 0)
+        text = out.getvalue()
+        for variant in VARIANTS:
+            self.assertIn(variant, text)
+        for name, _, _ in report.check_targets(self.result["rows"]):
+            self.assertIn(name, text)
+
     def test_bad_flags_exit_2_naming_the_flag(self):
+        not_a_dir = os.path.join(self.out, report.JSON_NAME)  # an existing regular file
         for argv, flag in ((["--repeats", "0"], "--repeats"),
                            (["--max-seq-lens", "abc"], "--max-seq-lens"),
                            (["--variants", "nope"], "--variants"),
                            (["--no-such-flag"], "--no-such-flag"),
+                           (["--quick", "--out", not_a_dir], "--out"),
+                           (["--from-json", self.out], "--from-json"),
+                           (["--from-json", os.path.join(self.out, "nope.json")], "--from-json"),
+                           (["--max-seq-len", "256"], "--max-seq-lens"),
+                           (["--worker", "time", "--max-seq-len", "32", "--config-json", "{}",
+                             "--programs", '{"eager": null}'], "--config-json"),
                            (["--programs", "{}"], "--programs"),
                            (["--worker", "profile", "--max-seq-len", "32", "--config-json", "{}",
                              "--programs", '{"eager": "x.pte"}'], "--programs"),

@@ -63,8 +63,9 @@ class BuiltProgram:
 
 
 def parse_variants(text: str) -> List[str]:
-    """Comma-separated variant names -> list; `ValueError` naming an unknown one."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    """Comma-separated variant names -> list without repeats, in the given order; `ValueError`
+    naming an unknown one."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     unknown = [n for n in names if n not in VARIANTS]
     if unknown or not names:
         raise ValueError(f"unknown variant(s) {unknown or [text]}; known: {', '.join(VARIANTS)}")

@@ -1,0 +1,43 @@
+"""Unit test of the timing worker's schedule (measure.time_interleaved) with recorded fake
+steps: every round runs each variant exactly once, the order rotates every round, warm-up
+runs before any timed step, and each variant gets `repeats` samples."""
+
+from unittest import mock
+
+from absl.testing import absltest
+
+from benchmarks import measure
+from benchmarks.bench_config import quick_config
+
+NAMES = ["eager", "executorch_default", "delegate_inplace"]
+
+
+class TimeInterleavedTest(absltest.TestCase):
+
+    def test_rotated_rounds(self):
+        calls = []
+
+        def fake_prepare(config, variant, max_seq_len, path):
+            return lambda: calls.append(variant)
+
+        config = quick_config(1).replace(repeats=6, warmup=2)
+        programs = {"eager": None, "executorch_default": "a.pte", "delegate_inplace": "b.pte"}
+        with mock.patch.object(measure, "prepare_step", fake_prepare), \
+                mock.patch.object(measure, "import_common_modules"), \
+                mock.patch.object(measure, "set_threads"):
+            times = measure.time_interleaved(config, 32, programs)
+        warmup, timed = calls[:2 * len(NAMES)], calls[2 * len(NAMES):]
+        self.assertEqual(warmup, NAMES * 2)
+        rounds = [timed[i:i + len(NAMES)] for i in range(0, len(timed), len(NAMES))]
+        self.assertLen(rounds, 6)
+        for r, order in enumerate(rounds):
+            k = r % len(NAMES)
+            self.assertEqual(order, NAMES[k:] + NAMES[:k], f"round {r}")
+        self.assertEqual(sorted(times), sorted(NAMES))
+        for variant, samples in times.items():
+            self.assertLen(samples, 6, variant)
+            self.assertTrue(all(t >= 0 for t in samples), variant)
+
+
+if __name__ == "__main__":
+    absltest.main()
