@@ -70,23 +70,15 @@ def peak_rss_mb() -> float:
     return kb / 1024.0
 
 
-def percentile(values: List[float], q: float) -> float:
-    """The q-th percentile (0..100) of `values`, linearly interpolated."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def summarize(step_ms: List[float]) -> dict:
-    """Median, 10th and 90th percentile of step times (ms)."""
+    """Median, 10th and 90th percentile of step times (ms); percentiles linearly interpolated
+    (`statistics.quantiles(method="inclusive")`, numpy's default)."""
+    deciles = (statistics.quantiles(step_ms, n=10, method="inclusive") if len(step_ms) > 1
+               else step_ms * 9)
     return {
         "step_ms_median": statistics.median(step_ms),
-        "step_ms_p10": percentile(step_ms, 10),
-        "step_ms_p90": percentile(step_ms, 90),
+        "step_ms_p10": deciles[0],
+        "step_ms_p90": deciles[8],
     }
 
 
@@ -209,11 +201,16 @@ def time_interleaved(config: BenchConfig, max_seq_len: int,
     return times
 
 
+PROFILE_STEPS = 5  # counted decode steps per profile worker: copies/step and peak memory are
+#                   the same every step once warm, so timing-sized runs would only cost time
+
+
 def profile_variant(config: BenchConfig, variant: str, max_seq_len: int,
                     path: Optional[str]) -> Profile:
     """The profile worker: `variant` alone in this process; loads it, fills and prefills, runs
-    `warmup` + `repeats` decode steps, and returns its peak memory and the delegate's copies
-    per step over the last `repeats` steps. Raises whatever loading or executing raises."""
+    `warmup` + PROFILE_STEPS decode steps, and returns its peak memory and the delegate's
+    copies per step over the last PROFILE_STEPS steps. Raises whatever loading or executing
+    raises."""
     kind = VARIANTS[variant].kind
     import_common_modules()
     threads = set_threads(config.threads, kind != "eager")
@@ -223,8 +220,8 @@ def profile_variant(config: BenchConfig, variant: str, max_seq_len: int,
     for _ in range(config.warmup):
         step()
     before = counter()
-    for _ in range(config.repeats):
+    for _ in range(PROFILE_STEPS):
         step()
     delta = counter() - before
-    copied = delta // config.repeats if delta % config.repeats == 0 else delta / config.repeats
+    copied = delta // PROFILE_STEPS if delta % PROFILE_STEPS == 0 else delta / PROFILE_STEPS
     return Profile(copied, baseline, peak_rss_mb(), threads)

@@ -10,9 +10,9 @@ plus the breakdown (`cache_bytes_copied_per_step`, `other_bytes_copied_per_step`
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
+import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 JSON_NAME = "decode_bench.json"
@@ -113,12 +113,6 @@ def _samples(rows: Sequence[dict], variant: str) -> Dict[int, List[float]]:
             if r["variant"] == variant and not r.get("error")}
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:
     """Median over timing rounds of a[i] / b[i]: variant a's step time relative to b's, both
     timed in the same round of the same process (measure.time_interleaved). Pairing by round
@@ -127,7 +121,7 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:
     apart for seconds at a time, and a median of such a distribution is unstable)."""
     if len(a) != len(b) or not a:
         raise ValueError(f"paired samples need equal, non-zero lengths; got {len(a)}, {len(b)}")
-    return _median([x / y for x, y in zip(a, b)])
+    return statistics.median([x / y for x, y in zip(a, b)])
 
 
 def relative_growth(a_lo, b_lo, a_hi, b_hi, resamples: int = 2000,
