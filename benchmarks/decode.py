@@ -295,27 +295,35 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
     return 1 if any(r["error"] for r in rows) else 0
 
 
+def results_text(rows: List[dict], meta: dict):
+    """(the table and judged targets as text, the targets); raises KeyError/TypeError/
+    ValueError on rows or metadata this benchmark did not write."""
+    targets = report.check_targets(rows)
+    text = (report.table(rows, report.header(meta) + [""])
+            + "\n\ntargets:\n" + report.format_targets(targets))
+    return text, targets
+
+
 def print_results(rows: List[dict], meta: dict):
     """Prints the table and the judged targets; returns the targets (report.check_targets)."""
-    targets = report.check_targets(rows)
-    print()
-    print(report.table(rows, report.header(meta) + [""]))
-    print("\ntargets:\n" + report.format_targets(targets))
+    text, targets = results_text(rows, meta)
+    print("\n" + text)
     return targets
 
 
 def show_json(path: str, p: argparse.ArgumentParser) -> int:
     """--from-json: prints an earlier run's table and targets (judged by this version's
-    rules). Exit 0, 1 if a row of it had failed; `p.error` (2) on an unreadable file."""
+    rules). Exit 0, 1 if a row of it had failed; `p.error` (2) on a file this benchmark did
+    not write (unreadable, not JSON, fields missing)."""
     try:
         with open(path) as f:
             result = json.load(f)
         rows = result["rows"]
-        report.header(result)
+        text, _ = results_text(rows, result)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        p.error(f"--from-json: cannot read a decode_bench.json from {path!r} ({exc}); pass "
+        p.error(f"--from-json: cannot read a decode_bench.json from {path!r} ({exc!r}); pass "
                 "a file this benchmark wrote")
-    print_results(rows, result)
+    print("\n" + text)
     return 1 if any(r.get("error") for r in rows) else 0
 
 

@@ -105,12 +105,18 @@ class DecodeBenchQuickTest(absltest.TestCase):
 
     def test_bad_flags_exit_2_naming_the_flag(self):
         not_a_dir = os.path.join(self.out, report.JSON_NAME)  # an existing regular file
+        fieldless = os.path.join(self.out, "row_without_samples.json")
+        with open(fieldless, "w") as f:
+            rows = [{k: v for k, v in r.items() if k != "step_ms_samples"}
+                    for r in self.result["rows"]]
+            json.dump({**self.result, "rows": rows}, f)
         for argv, flag in ((["--repeats", "0"], "--repeats"),
                            (["--max-seq-lens", "abc"], "--max-seq-lens"),
                            (["--variants", "nope"], "--variants"),
                            (["--no-such-flag"], "--no-such-flag"),
                            (["--quick", "--out", not_a_dir], "--out"),
                            (["--from-json", self.out], "--from-json"),
+                           (["--from-json", fieldless], "step_ms_samples"),
                            (["--from-json", os.path.join(self.out, "nope.json")], "--from-json"),
                            (["--max-seq-len", "256"], "--max-seq-lens"),
                            (["--worker", "time", "--max-seq-len", "32", "--config-json", "{}",
