@@ -2,16 +2,16 @@
 
 ``preprocess`` turns one partition into a delegate blob (``core/blob/FORMAT.md``):
 
-1. ``KVCacheUpdatePass`` rewrites KV writes into ``executorch_trt.kv_cache_update``;
-2. ``binding_contract`` orders the bindings (delegate argument order, asserted);
-3. ``aliased_outputs`` decides the in-place aliases (``kv_cache`` option);
-4. the engine builder (``portable`` / ``tensorrt``) produces the payload;
-5. ``write_blob`` serialises metadata and payload.
+1. ``analyse_partition``: ``FunctionalCopyPass`` and ``KVCacheUpdatePass`` canonicalise buffer
+   writes, ``binding_contract`` orders the bindings (delegate argument order, asserted) and
+   ``decide_aliases`` decides the in-place aliases;
+2. the engine builder (``portable`` / ``tensorrt``) produces the payload;
+3. ``write_blob`` serialises metadata and payload.
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -19,12 +19,27 @@ from torch.export import ExportedProgram
 
 from executorch_trt.blob import DelegateMetadata, write_blob
 from executorch_trt.compile_options import BACKEND_ID, CompileOptions
-from executorch_trt.contract import aliased_outputs, binding_contract
+from executorch_trt.contract import (AliasDecision, BindingContract, binding_contract,
+                                     decide_aliases)
 from executorch_trt.engines.portable import build_portable_engine
 from executorch_trt.engines.tensorrt import build_tensorrt_engine
+from executorch_trt.passes.functional_copy_pass import FunctionalCopyPass
 from executorch_trt.passes.kv_cache_update_pass import KVCacheUpdatePass
 
 _ENGINE_BUILDERS = {"portable": build_portable_engine, "tensorrt": build_tensorrt_engine}
+
+
+def analyse_partition(
+    edge_program: ExportedProgram, options: CompileOptions
+) -> Tuple[BindingContract, AliasDecision]:
+    """Canonicalises the buffer writes of partition ``edge_program`` *in place* (its graph
+    is rewritten) and returns its binding contract and alias decision. ``preprocess`` uses it
+    to build the blob; ``InplaceMemoryPlanningPass`` runs it on a copy of a lowered module's
+    original partition to explain a write-back, so both see the same decision."""
+    FunctionalCopyPass()(edge_program.graph_module)
+    KVCacheUpdatePass()(edge_program.graph_module)
+    contract = binding_contract(edge_program)
+    return contract, decide_aliases(contract, options)
 
 
 class TensorRTBackend(BackendDetails):
@@ -45,15 +60,13 @@ class TensorRTBackend(BackendDetails):
         engine cannot be built here (``engine="tensorrt"`` without TensorRT).
         """
         options = CompileOptions.from_compile_specs(compile_specs)
-        KVCacheUpdatePass()(edge_program.graph_module)
-        contract = binding_contract(edge_program)
-        aliases = aliased_outputs(contract, options.kv_cache, options.shared_inputs)
-        payload = _ENGINE_BUILDERS[options.engine](edge_program, aliases)
+        contract, decision = analyse_partition(edge_program, options)
+        payload = _ENGINE_BUILDERS[options.engine](edge_program, decision.aliases)
         metadata = DelegateMetadata(
             engine=options.engine,
             inputs=contract.inputs,
             outputs=contract.outputs,
-            aliased_io=tuple(aliases),
+            aliased_io=decision.aliases,
         )
         return PreprocessResult(processed_bytes=write_blob(metadata, payload))
 

@@ -11,13 +11,18 @@ them back. Keys are UTF-8 strings, values UTF-8 bytes.
 * ``shared_inputs``: set by the partitioner per partition: names of partition inputs that are
   also read outside the partition. The engine must not update those in place (another reader
   would see the new value), so they are never aliased.
+* ``buffer_updates``: set by the partitioner per partition: ``(output, input)`` name pairs where
+  partition output ``output`` is the new value of the mutable buffer that partition input
+  ``input`` carries (a ``BUFFER_MUTATION`` of the method). Only these outputs may be aliased:
+  an output that is *not* a buffer's new value (e.g. a functional ``index_copy`` returned to
+  the user) must leave its input untouched, as eager PyTorch does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
@@ -36,6 +41,7 @@ class CompileOptions:
     engine: str = "portable"
     kv_cache: str = "inplace"
     shared_inputs: Tuple[str, ...] = ()
+    buffer_updates: Tuple[Tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("engine", "kv_cache"):
@@ -57,6 +63,8 @@ class CompileOptions:
             CompileSpec("engine", self.engine.encode()),
             CompileSpec("kv_cache", self.kv_cache.encode()),
             CompileSpec("shared_inputs", json.dumps(list(self.shared_inputs)).encode()),
+            CompileSpec("buffer_updates",
+                        json.dumps([list(p) for p in self.buffer_updates]).encode()),
         ]
 
     @staticmethod
@@ -70,4 +78,12 @@ class CompileOptions:
             values[spec.key] = bytes(spec.value).decode()
         if "shared_inputs" in values:
             values["shared_inputs"] = tuple(json.loads(values["shared_inputs"]))
+        if "buffer_updates" in values:
+            values["buffer_updates"] = tuple(
+                (str(out), str(inp)) for out, inp in json.loads(values["buffer_updates"]))
         return CompileOptions(**values)
+
+    @property
+    def buffer_update_of(self) -> Dict[str, str]:
+        """``{output name: input name}`` from ``buffer_updates``."""
+        return dict(self.buffer_updates)

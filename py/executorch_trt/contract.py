@@ -9,21 +9,24 @@ from the partition program and *asserted* against its graph: ``binding_contract`
 placeholders/outputs, or if the partition carries a mutation output (which
 ``arrange_graph_outputs`` would move ahead of the user outputs).
 
-Aliasing (DESIGN.md contract 2): ``aliased_outputs`` is the single place that decides which
+Aliasing (DESIGN.md contract 2): ``decide_aliases`` is the single place that decides which
 outputs update an input in place; the decision is carried in the blob and never re-derived.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
 from executorch_trt.blob import AliasedIO, Binding
-from executorch_trt.passes.kv_cache_update_pass import KV_CACHE_UPDATE
+from executorch_trt.compile_options import CompileOptions
+from executorch_trt.operator_support import schema_name
+from executorch_trt.passes.kv_cache_update_pass import (KV_CACHE_UPDATE, SUPPORTED_FORMS,
+                                                        match_kv_write)
 
 _DTYPE_NAMES: Dict[torch.dtype, str] = {
     torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -102,31 +105,122 @@ def binding_contract(ep: ExportedProgram) -> BindingContract:
     )
 
 
-def aliased_outputs(
-    contract: BindingContract, kv_cache: str, shared_inputs: Sequence[str] = ()
-) -> List[AliasedIO]:
-    """Decides which outputs update an input in place.
+@dataclasses.dataclass(frozen=True)
+class AliasDecision:
+    """Which buffer updates of one partition are in place, and why the others are not.
 
-    In ``kv_cache="inplace"`` mode an output produced by ``executorch_trt.kv_cache_update`` whose
-    ``cache`` argument is a partition input used by nothing else gets
-    ``AliasedIO(output, input, kind="kv_cache_update", ownership="caller")``. The single-use
-    condition guarantees no op inside the engine reads the old cache after the in-place write;
-    ``shared_inputs`` (inputs also read outside the partition, from the partitioner) are never
-    aliased, so no op outside the engine can observe the write early either.
-    ``copy_back`` mode, and mutations written by ordinary ops, get no alias (ExecuTorch copies
-    the new value back).
+    * ``aliases``: the ``AliasedIO`` entries for the blob, in output order.
+    * ``not_in_place``: ``{output name: reason}`` for every buffer update (a
+      ``CompileOptions.buffer_updates`` output) that is *not* aliased; ExecuTorch copies those
+      back. The reasons are for people (export warnings, ``inspect``), not for the runtime.
     """
-    if kv_cache != "inplace":
-        return []
-    inputs = set(contract.input_nodes)
-    shared = set(shared_inputs)
-    aliases: List[AliasedIO] = []
-    seen = set()
-    for out in contract.output_nodes:
-        if out.op != "call_function" or out.target != KV_CACHE_UPDATE or out in seen:
+
+    aliases: Tuple[AliasedIO, ...]
+    not_in_place: Dict[str, str]
+
+
+def _memory_readers(node: torch.fx.Node) -> List[torch.fx.Node]:
+    """Nodes that read ``node``'s memory: its users, and through ``view_copy`` (which
+    ExecuTorch turns into a view of the same memory) the users of those views."""
+    readers, stack = [], list(node.users)
+    while stack:
+        user = stack.pop()
+        readers.append(user)
+        if user.op == "call_function" and schema_name(user) == "aten::view_copy":
+            stack.extend(user.users)
+    return readers
+
+
+def _ancestors(node: torch.fx.Node) -> Set[torch.fx.Node]:
+    seen, stack = set(), list(node.all_input_nodes)
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    return schema_name(node) or str(node.target)
+
+
+def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> Optional[str]:
+    """Why ``out = kv_cache_update(cache, ...)`` cannot write ``cache`` in place, or ``None``.
+
+    Safe exactly when every other reader of the cache's memory runs before the update on
+    every engine, i.e. is an ancestor of ``out`` (data dependence orders it first; graph order
+    alone does not bind TensorRT), and none of them is a partition output (a view of the old
+    cache returned to the caller)."""
+    before = _ancestors(out)
+    for reader in _memory_readers(cache):
+        if reader is out:
             continue
-        cache = out.args[0]
-        if cache in inputs and len(cache.users) == 1 and cache.name not in shared:
-            aliases.append(AliasedIO(out.name, cache.name, "kv_cache_update", "caller"))
-            seen.add(out)
-    return aliases
+        if reader.op == "output":
+            return "the old cache is also returned by the partition"
+        if reader not in before:
+            return (f"the old cache is also read by {_op_name(reader)} ({reader.name}) inside "
+                    "the delegate, which does not feed the update, so an in-place write could "
+                    "change what it reads")
+    return None
+
+
+def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasDecision:
+    """Decides which outputs update an input in place (DESIGN.md contract 2), once, for the
+    blob.
+
+    Only a buffer update (``options.buffer_updates``: the output *is* the method's new value of
+    the buffer that the input carries) can be aliased; any other output leaves its inputs
+    untouched, as eager does. A buffer update is aliased when ``options.kv_cache`` is
+    ``"inplace"``, the buffer is not also read outside the partition
+    (``options.shared_inputs``), and either
+
+    * the output is ``executorch_trt.kv_cache_update`` of that input and no other op reads the
+      old cache unless it feeds the update (``_kv_alias_blocker``): kind ``kv_cache_update``
+      (the engine performs the aliasing update, and reports it); or
+    * nothing in the partition reads the input at all (a full overwrite, e.g. the HF static
+      cache's step counter after ``FunctionalCopyPass``): kind ``user`` (the exporter declares
+      it; the runtime checks shape and dtype and binds the output to the input's storage).
+
+    Every other buffer update gets a reason in ``not_in_place``.
+    """
+    inputs = {n.name: n for n in contract.input_nodes}
+    outputs = {n.name: n for n in contract.output_nodes if isinstance(n, torch.fx.Node)}
+    shared = set(options.shared_inputs)
+    aliases: List[AliasedIO] = []
+    reasons: Dict[str, str] = {}
+    for out_name, in_name in options.buffer_updates:
+        out, inp = outputs.get(out_name), inputs.get(in_name)
+        if out is None or inp is None:
+            continue  # not this partition's binding (cannot happen for a partitioner's specs)
+        if options.kv_cache != "inplace":
+            reasons[out_name] = f"kv_cache={options.kv_cache!r} was requested"
+            continue
+        if in_name in shared:
+            reasons[out_name] = ("the buffer is also read outside the delegate, by an operator "
+                                 "it does not take, which must see the old value")
+            continue
+        if out.op == "call_function" and out.target == KV_CACHE_UPDATE and out.args[0] is inp:
+            blocker = _kv_alias_blocker(out, inp)
+            if blocker is None:
+                aliases.append(AliasedIO(out_name, in_name, "kv_cache_update", "caller"))
+            else:
+                reasons[out_name] = blocker
+            continue
+        if not inp.users and out.op == "call_function":
+            aliases.append(AliasedIO(out_name, in_name, "user", "caller"))
+            continue
+        reasons[out_name] = _not_a_write_reason(out, inp)
+    order = {n.name: k for k, n in enumerate(contract.output_nodes)}
+    aliases.sort(key=lambda a: order[a.output])
+    return AliasDecision(tuple(aliases), reasons)
+
+
+def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
+    match = match_kv_write(out) if out.op == "call_function" else None
+    if isinstance(match, str):
+        return f"{match}; in-place forms: {'; '.join(SUPPORTED_FORMS)}"
+    if out.op == "call_function" and out.target == KV_CACHE_UPDATE:
+        return "the update writes a different tensor than the buffer"
+    return (f"the new value is computed by {_op_name(out)} from the old one, which is not a "
+            f"KV-cache write (in-place forms: {'; '.join(SUPPORTED_FORMS)})")

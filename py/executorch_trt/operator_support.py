@@ -12,6 +12,7 @@ through ExecuTorch's portable kernels plus ``executorch_trt::kv_cache_update.out
 
 from __future__ import annotations
 
+import operator
 from typing import FrozenSet, Mapping
 
 import torch
@@ -66,7 +67,14 @@ def _has_supported_tensor_outputs(node: torch.fx.Node) -> bool:
 
 class TensorRTOperatorSupport(OperatorSupportBase):
     """Accepts a ``call_function`` node whose schema name is in ``SUPPORTED_OPS`` and whose
-    outputs are tensors of a dtype the blob can describe (FORMAT.md "dtypes")."""
+    outputs are tensors of a dtype the blob can describe (FORMAT.md "dtypes"), and an
+    ``operator.getitem`` of such a node.
+
+    ``getitem`` has no schema; without the second rule every multi-output op
+    (``native_layer_norm``, ``split_with_sizes_copy``, ``unbind_copy``) would end a partition,
+    because the unsupported ``getitem`` between the op and its consumers blocks the merge
+    (``CapabilityBasedPartitioner`` only re-homes getitems *after* merging). XNNPACK's
+    partitioner keeps getitems with their producer the same way."""
 
     def __init__(self, supported_ops: FrozenSet[str] = SUPPORTED_OPS) -> None:
         self.supported_ops = supported_ops
@@ -76,4 +84,9 @@ class TensorRTOperatorSupport(OperatorSupportBase):
     ) -> bool:
         if node.op != "call_function":
             return False
+        if node.target is operator.getitem:
+            producer = node.args[0]
+            return (isinstance(producer, torch.fx.Node)
+                    and self.is_node_supported(submodules, producer)
+                    and isinstance(node.meta.get("val"), torch.Tensor))
         return schema_name(node) in self.supported_ops and _has_supported_tensor_outputs(node)

@@ -19,8 +19,10 @@ Rules (DESIGN.md contract 1, "Ownership"):
 * Each partition's compile specs list its *shared inputs*: values it consumes that something
   outside the partition also reads. ``preprocess`` never aliases those (an in-place update
   would change what the other reader sees); their KV writes are copied back instead.
-* ``ops_to_not_decompose`` keeps ``aten.index_copy`` intact through edge lowering so the KV write
-  reaches ``preprocess`` in a recognisable form.
+* ``ops_to_not_decompose`` keeps ``aten.index_copy`` and ``aten.select_scatter`` intact through
+  edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
+  ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
+  whole cache).
 """
 
 from __future__ import annotations
@@ -59,6 +61,23 @@ def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
         if n.op == "placeholder" and n.name in buffers
         and not buffers[n.name].startswith(LIFTED_CONSTANT_PREFIX)
     ]
+
+
+def buffer_updates(ep: ExportedProgram, tag: str) -> Tuple[Tuple[str, str], ...]:
+    """``(output node, buffer placeholder)`` name pairs of partition ``tag``: each output node
+    inside the partition that is the method's ``BUFFER_MUTATION`` of a buffer whose placeholder
+    feeds the same partition (``CompileOptions.buffer_updates``)."""
+    sig = ep.graph_signature
+    placeholder_of = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
+    nodes = {n.name: n for n in ep.graph.nodes}
+    pairs = []
+    for out_name, fqn in sig.buffers_to_mutate.items():
+        out, buf = nodes.get(out_name), nodes.get(placeholder_of.get(fqn, ""))
+        if out is None or buf is None or out.meta.get("delegation_tag") != tag:
+            continue
+        if any(u.meta.get("delegation_tag") == tag for u in buf.users):
+            pairs.append((out_name, buf.name))
+    return tuple(sorted(pairs))
 
 
 def shared_inputs(graph: torch.fx.Graph, tag: str) -> Tuple[str, ...]:
@@ -126,13 +145,16 @@ class TensorRTPartitioner(Partitioner):
         for tag in sorted({n.meta["delegation_tag"] for n in exported_program.graph.nodes
                            if "delegation_tag" in n.meta}):
             options = dataclasses.replace(
-                self.options, shared_inputs=shared_inputs(exported_program.graph, tag))
+                self.options, shared_inputs=shared_inputs(exported_program.graph, tag),
+                buffer_updates=buffer_updates(exported_program, tag))
             tags[tag] = DelegationSpec(BACKEND_ID, options.to_compile_specs())
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
 
     def ops_to_not_decompose(
         self, ep: ExportedProgram
     ) -> Tuple[List[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
-        """Keeps ``aten.index_copy.default`` (a KV write) from being decomposed into
-        ``index_put``; both forms are handled by the KV pass."""
-        return ([torch.ops.aten.index_copy.default], None)
+        """Keeps the KV-write ops ``aten.index_copy.default`` (else decomposed into
+        ``index_put``) and ``aten.select_scatter.default`` (else decomposed into a ``where``
+        over the whole cache) intact; ``KVCacheUpdatePass`` recognises both."""
+        return ([torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default],
+                None)

@@ -28,7 +28,7 @@ def build_portable_engine(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> 
 
     Args:
         ep: the partition program, edge dialect, no mutation outputs.
-        aliases: the alias decision for this partition (``contract.aliased_outputs``).
+        aliases: the alias decision for this partition (``contract.decide_aliases``).
 
     Returns the payload bytes (``PORTABLE_FORMAT.md``). Raises ``ValueError`` if the nested
     method's input/output names or counts disagree with ``ep``'s signature.
@@ -62,6 +62,8 @@ def build_portable_engine(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> 
     descriptor = PortableDescriptor(
         inputs=tuple(input_names),
         outputs=tuple(output_names),
-        aliases={a.output: a.input for a in aliases},
+        # The engine reports only the aliases it performs itself (kv_cache_update); a "user"
+        # alias is the binding plan's alone (FORMAT.md "kind").
+        aliases={a.output: a.input for a in aliases if a.kind == "kv_cache_update"},
     )
     return write_portable_payload(descriptor, et.buffer)

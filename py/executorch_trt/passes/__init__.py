@@ -1,7 +1,7 @@
-"""Graph passes of the delegate: ``KVCacheUpdatePass`` (inside a partition, at preprocess) and
-``InplaceMemoryPlanningPass`` (top-level program, at ``to_executorch``)."""
+"""Graph passes of the delegate.
 
-from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
-from executorch_trt.passes.kv_cache_update_pass import KVCacheUpdatePass, kv_write_args
-
-__all__ = ["InplaceMemoryPlanningPass", "KVCacheUpdatePass", "kv_write_args"]
+Inside a partition, at ``preprocess``: ``functional_copy_pass.FunctionalCopyPass`` then
+``kv_cache_update_pass.KVCacheUpdatePass`` (buffer writes into ``kv_cache_update``). On the
+top-level program, at ``to_executorch``: ``initialize_mutable_buffers`` and
+``inplace_memory_planning.InplaceMemoryPlanningPass``. Import them from their modules (this
+package imports nothing, so the backend and the planner can import each other's modules)."""

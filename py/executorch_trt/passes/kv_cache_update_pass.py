@@ -1,36 +1,72 @@
-"""``KVCacheUpdatePass``: rewrites KV-cache writes into ``executorch_trt::kv_cache_update``.
+"""``KVCacheUpdatePass``: rewrites every supported KV-cache write into
+``executorch_trt.kv_cache_update``, with PyTorch's exact semantics.
 
-Graph shape rewritten (inside one partition, edge dialect)::
+The write forms, as they reach a partition after ``to_edge`` (run ``FunctionalCopyPass``
+first, so ``cache[...] = v`` and ``narrow(...).copy_(v)`` no longer read ``cache`` through a
+functional ``copy``)::
 
-    out = aten.index_copy(cache, dim, idx, value)                       # or
-    out = aten.index_put(cache, [None] * dim + [idx], value, False)
+    index_copy(cache, dim, idx, v)               # cache.index_copy_(dim, idx, v)
+    index_put(cache, [None]*dim + [idx], v)      # cache[:, :, idx] = v  (idx a tensor)
+    slice_scatter(cache, v, dim, start, end, step)   # cache[:, :, a:b] = v, narrow().copy_()
+    select_scatter(cache, v, dim, i)             # cache[:, :, i] = v    (i a Python int)
   ->
-    out = executorch_trt.kv_cache_update(cache, value, idx, dim)
+    kv_cache_update(cache, v', idx', dim)
 
-where ``idx`` is a 1-D int64 tensor and ``value`` has ``cache``'s shape except
-``value.size(dim) == len(idx)`` (no broadcasting). The rewrite is semantics-preserving for any
-such write; it gives both engines one op that knows which input it updates (TensorRT: the
-``KVCacheUpdate`` layer; portable: the ``kv_cache_update.out`` kernel, which writes only the new
-rows when its output shares the cache's storage).
+* ``index_copy``: ``v`` must have the cache's shape with ``len(idx)`` rows at ``dim`` and
+  ``idx`` must be 1-D int64, as eager requires; out-of-range or negative indices fail at run
+  time (the kernel's error), as eager raises ``IndexError``.
+* ``index_put`` (``accumulate=False``, every index before ``dim`` a full slice, one index
+  tensor of any rank, int64 or int32): ``v`` broadcasts to the indexed shape (size-1 or
+  missing leading dimensions, as slice assignment produces), so ``v'`` is ``v`` expanded to it;
+  ``idx'`` is ``idx`` flattened with negative entries wrapped (``where(idx < 0, idx + size,
+  idx)``), as ``index_put`` does. Entries outside ``[-size, size)`` still fail at run time.
+* ``slice_scatter`` / ``select_scatter`` with static bounds: ``idx'`` is the ``arange`` of the
+  slice (``start``/``end`` normalised and clamped as Python slicing does), ``v'`` the source
+  (``select_scatter``'s gets its ``dim`` back as a size-1 dimension).
 
-Whether a rewritten write is then *aliased* (updated in place) is decided separately by
-``executorch_trt.contract.aliased_outputs``; this pass only changes the op.
+The rewrite keeps the write node (its name is the partition output's binding name) and only
+changes its op and arguments. Whether a rewritten write is then *aliased* (updated in place) is
+decided separately by ``executorch_trt.contract.decide_aliases``.
+
+``match_kv_write(node)`` is the single recogniser: it returns a ``KVWrite`` for a supported form,
+a reason string for a write-like op it cannot take (used in export warnings), or ``None``.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import dataclasses
+from typing import List, Optional, Union
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.pass_base import PassBase, PassResult
 
 from executorch_trt import ops as _ops  # noqa: F401
+from executorch_trt.operator_support import schema_name
+from executorch_trt.passes.graph_edit import EDGE, insert_before, reshape_to, view_as
 
 KV_CACHE_UPDATE = exir_ops.edge.executorch_trt.kv_cache_update.default
 
-_INDEX_COPY = "aten::index_copy"
-_INDEX_PUT = "aten::index_put"
+#: Schema names of the ops this pass recognises as KV writes.
+WRITE_OPS = ("aten::index_copy", "aten::index_put", "aten::slice_scatter",
+             "aten::select_scatter")
+#: How the README and warnings name the supported forms.
+SUPPORTED_FORMS = ("index_copy_ on any dimension", "index_put_ / cache[..., idx] = v with "
+                   "leading full slices", "slice assignment / narrow().copy_() with static "
+                   "bounds", "cache[..., i] = v with a static int")
+
+_INDEX_DTYPES = (torch.int64, torch.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class KVWrite:
+    """A recognised write: ``node`` computes ``cache`` with rows ``rows`` along ``dim``
+    replaced. ``form`` is the op's schema name."""
+
+    node: torch.fx.Node
+    cache: torch.fx.Node
+    dim: int
+    form: str
 
 
 def _val(node) -> Optional[torch.Tensor]:
@@ -38,58 +74,160 @@ def _val(node) -> Optional[torch.Tensor]:
     return val if isinstance(val, torch.Tensor) else None
 
 
-KVWrite = Tuple[torch.fx.Node, torch.fx.Node, torch.fx.Node, int]
+def _static_ints(*values) -> bool:
+    return all(v is None or isinstance(v, int) for v in values)
 
 
-def kv_write_args(node: torch.fx.Node) -> Optional[KVWrite]:
-    """Returns ``(cache, value, idx, dim)`` if ``node`` is a KV write this pass rewrites,
-    ``None`` otherwise."""
+def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
+    """Classifies ``node``: a ``KVWrite`` if it is a supported write form, a reason string if
+    it is one of ``WRITE_OPS`` in a form the delegate cannot update in place, else ``None``."""
     if node.op != "call_function":
         return None
-    name = getattr(getattr(node.target, "_schema", None), "name", "")
-    if name == _INDEX_COPY:
-        cache, dim, idx, value = node.args[:4]
-    elif name == _INDEX_PUT:
-        cache, indices, value = node.args[:3]
-        accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
-        if accumulate or not isinstance(indices, (list, tuple)) or not indices:
-            return None
-        *leading, idx = indices
-        if any(i is not None for i in leading):
-            return None
-        dim = len(leading)
-    else:
+    name = schema_name(node)
+    if name not in WRITE_OPS:
         return None
-    c, v, i = _val(cache), _val(value), _val(idx)
-    if c is None or v is None or i is None:
-        return None
-    if i.dim() != 1 or i.dtype != torch.int64 or c.dim() == 0:
-        return None
+    cache = node.args[0]
+    c = _val(cache)
+    if c is None or c.dim() == 0:
+        return f"{name} of a non-tensor or 0-d target"
+    if any(not isinstance(d, int) for d in c.shape):
+        return f"{name} of a cache with a dynamic shape {list(c.shape)}"
+    if name == "aten::index_copy":
+        return _match_index_copy(node, cache, c)
+    if name == "aten::index_put":
+        return _match_index_put(node, cache, c)
+    if name == "aten::slice_scatter":
+        _, src, dim, start, end, step = _slice_scatter_args(node)
+        if not _static_ints(dim, start, end, step):
+            return "slice_scatter with symbolic bounds (only static start/end/step are in place)"
+        dim = dim % c.dim()
+        expected = list(c.shape)
+        expected[dim] = len(range(*slice(start, end, step).indices(int(c.shape[dim]))))
+        return _check_source(node, cache, c, src, dim, expected, name)
+    _, src, dim, index = node.args[:4]
+    if not _static_ints(dim, index):
+        return "select_scatter with a symbolic index"
+    dim = dim % c.dim()
+    expected = list(c.shape[:dim]) + list(c.shape[dim + 1:])
+    return _check_source(node, cache, c, src, dim, expected, name)
+
+
+def _slice_scatter_args(node: torch.fx.Node) -> list:
+    """``[self, src, dim, start, end, step]`` of a ``slice_scatter`` node, defaults filled in
+    from its schema (``dim=0, start=None, end=None, step=1``)."""
+    names = ("self", "src", "dim", "start", "end", "step")
+    defaults = (None, None, 0, None, None, 1)
+    args = list(node.args) + list(defaults[len(node.args):])
+    return [node.kwargs.get(n, a) for n, a in zip(names, args)]
+
+
+def _check_source(node, cache, c, src, dim, expected, name) -> Union[KVWrite, str]:
+    s = _val(src)
+    if s is None or list(s.shape) != expected or s.dtype != c.dtype:
+        got = f"{s.dtype} {list(s.shape)}" if s is not None else "a non-tensor"
+        return (f"{name.split('::')[1]} of {got} into a {c.dtype} {list(c.shape)} cache "
+                f"(expected {c.dtype} {expected})")
+    return KVWrite(node, cache, dim, name)
+
+
+def _match_index_copy(node, cache, c) -> Union[KVWrite, str]:
+    _, dim, idx, value = node.args[:4]
+    i, v = _val(idx), _val(value)
+    if i is None or v is None:
+        return "index_copy with a non-tensor index or value"
+    if i.dim() != 1 or i.dtype != torch.int64:
+        return f"index_copy with a {i.dim()}-D {i.dtype} index (1-D int64 expected)"
     dim = dim % c.dim()
     expected = list(c.shape)
     expected[dim] = i.shape[0]
     if list(v.shape) != expected or v.dtype != c.dtype:
-        return None
-    return cache, value, idx, dim
+        return (f"index_copy of a {v.dtype} {list(v.shape)} value into a {c.dtype} "
+                f"{list(c.shape)} cache (expected {c.dtype} {expected})")
+    return KVWrite(node, cache, dim, "aten::index_copy")
+
+
+def _indexed_shape(c: torch.Tensor, dim: int, i: torch.Tensor) -> List[int]:
+    """Shape of ``cache[(slice(None),) * dim + (idx,)]``: the index's dims replace ``dim``."""
+    return list(c.shape[:dim]) + list(i.shape) + list(c.shape[dim + 1:])
+
+
+def _match_index_put(node, cache, c) -> Union[KVWrite, str]:
+    indices, value = node.args[1], node.args[2]
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    if accumulate:
+        return "index_put with accumulate=True (an add, not a write)"
+    if not isinstance(indices, (list, tuple)) or not indices:
+        return "index_put without indices"
+    tensors = [k for k, ix in enumerate(indices) if ix is not None]
+    if len(tensors) != 1 or tensors[0] != len(indices) - 1:
+        return ("index_put with several index tensors or an index after a tensor index "
+                "(only cache[:, ..., idx] = v is in place)")
+    dim = tensors[0]
+    i, v = _val(indices[dim]), _val(value)
+    if i is None or v is None:
+        return "index_put with a non-tensor index or value"
+    if i.dtype not in _INDEX_DTYPES:
+        return f"index_put with a {i.dtype} index (boolean masks are not in place)"
+    if any(not isinstance(d, int) for d in i.shape):
+        return "index_put with an index of dynamic length"
+    if v.dtype != c.dtype:
+        return f"index_put of a {v.dtype} value into a {c.dtype} cache"
+    target = _indexed_shape(c, dim, i)
+    try:
+        if list(torch.broadcast_shapes(tuple(v.shape), tuple(target))) != target:
+            raise RuntimeError
+    except RuntimeError:
+        return f"index_put value {list(v.shape)} does not broadcast to {target}"
+    return KVWrite(node, cache, dim, "aten::index_put")
+
+
+def _rewrite(write: KVWrite) -> None:
+    """Turns ``write.node`` into ``kv_cache_update(cache, value, indices, dim)`` (module
+    docstring), inserting the value/index adjustments before it."""
+    node, c, dim = write.node, write.cache.meta["val"], write.dim
+    size = int(c.shape[dim])
+    if write.form == "aten::index_copy":
+        _, _, idx, value = node.args[:4]
+    elif write.form == "aten::index_put":
+        idx, value = node.args[1][dim], node.args[2]
+        i = idx.meta["val"]
+        value = reshape_to(node, value, _indexed_shape(c, dim, i))
+        rows = [int(i.numel())]
+        value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1:]))
+        idx = view_as(node, idx, rows)
+        negative = insert_before(node, EDGE.aten.lt.Scalar, (idx, 0))
+        wrapped = insert_before(node, EDGE.aten.add.Scalar, (idx, size))
+        idx = insert_before(node, EDGE.aten.where.self, (negative, wrapped, idx))
+    elif write.form == "aten::slice_scatter":
+        _, value, _, start, end, step = _slice_scatter_args(node)
+        start, end, step = slice(start, end, step).indices(size)
+        idx = insert_before(node, EDGE.aten.arange.start_step, (start, end, step),
+                            {"dtype": torch.int64})
+    else:  # select_scatter
+        _, value, _, index = node.args[:4]
+        index = index % size if -size <= index < size else index
+        shape = list(c.shape)
+        shape[dim] = 1
+        value = view_as(node, value, shape)
+        idx = insert_before(node, EDGE.aten.arange.start_step, (index, index + 1, 1),
+                            {"dtype": torch.int64})
+    node.target = KV_CACHE_UPDATE
+    node.args = (write.cache, value, idx, dim)
+    node.kwargs = {}
 
 
 class KVCacheUpdatePass(PassBase):
-    """Rewrites each ``kv_write_args`` match into ``executorch_trt.kv_cache_update``
-    (see module docstring). Operates on a partition's graph module in place."""
+    """Rewrites each ``match_kv_write`` match into ``executorch_trt.kv_cache_update``
+    (see module docstring). Operates on a partition's graph module in place; write-like ops it
+    cannot take are left as they are (ExecuTorch's write-back keeps them correct)."""
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         modified = False
         for node in list(graph_module.graph.nodes):
-            args = kv_write_args(node)
-            if args is None:
-                continue
-            cache, value, idx, dim = args
-            # Rewrite the node itself: its name (which the program's graph signature refers
-            # to), meta and users all stay.
-            node.target = KV_CACHE_UPDATE
-            node.args = (cache, value, idx, dim)
-            node.kwargs = {}
-            modified = True
+            write = match_kv_write(node)
+            if isinstance(write, KVWrite):
+                _rewrite(write)
+                modified = True
         if modified:
             graph_module.graph.lint()
             graph_module.recompile()

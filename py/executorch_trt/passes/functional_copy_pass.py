@@ -1,0 +1,71 @@
+"""``FunctionalCopyPass``: drops the false dependency of a functional ``copy`` on its target.
+
+Functionalization turns ``target.copy_(src)`` (and every assignment into a view, such as
+``cache[:, :, 3:4] = v`` or the HF static cache's ``cumulative_length.copy_(pos[0])``) into
+``aten.copy(target, src)``, whose result is ``src`` converted to ``target``'s dtype and
+broadcast to its shape: ``target``'s *values* are never read. The dependency still counts as a
+read of ``target``, which would keep a buffer from being updated in place (an in-place write is
+only safe when nothing else reads the old value). Graph shape rewritten (inside one
+partition)::
+
+    out = aten.copy(target, src)
+  ->
+    out = expand_copy(_to_dim_order_copy(src, dtype=target.dtype), target.shape)
+
+with the cast and the expand each omitted when not needed (``out`` becomes ``src`` itself
+when neither is). A copy that is a partition output keeps its node (its name is the output's
+binding name, which the program's signature and the partitioner's ``buffer_updates`` refer
+to): the node itself becomes the last op, a plain ``_to_dim_order_copy`` when nothing else is
+needed. Then dead nodes (e.g. the ``slice_copy`` that only fed the copy its shape) are removed.
+"""
+
+from __future__ import annotations
+
+import torch
+from executorch.exir.pass_base import PassBase, PassResult
+
+from executorch_trt.operator_support import schema_name
+from executorch_trt.passes.graph_edit import EDGE, cast_to, reshape_to
+
+
+class FunctionalCopyPass(PassBase):
+    """Applies the rewrite in the module docstring to a partition's graph module in place."""
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        modified = False
+        for node in list(graph_module.graph.nodes):
+            if node.op != "call_function" or schema_name(node) != "aten::copy":
+                continue
+            target, src = node.args[0], node.args[1]
+            t, s = target.meta.get("val"), src.meta.get("val") if isinstance(
+                src, torch.fx.Node) else None
+            if not isinstance(t, torch.Tensor) or not isinstance(s, torch.Tensor):
+                continue
+            if any(u.op == "output" for u in node.users):
+                _rewrite_in_place(node, src, t)
+            else:
+                node.replace_all_uses_with(reshape_to(node, cast_to(node, src, t.dtype), t.shape))
+                graph_module.graph.erase_node(node)
+            modified = True
+        if modified:
+            graph_module.graph.eliminate_dead_code()
+            graph_module.graph.lint()
+            graph_module.recompile()
+        return PassResult(graph_module, modified)
+
+
+def _rewrite_in_place(node: torch.fx.Node, src: torch.fx.Node, target: torch.Tensor) -> None:
+    """Turns ``node`` (``copy(target, src)``) into the op that produces its value from ``src``
+    alone, keeping the node (and its name)."""
+    s = src.meta["val"]
+    if list(s.shape) != list(target.shape):
+        value = cast_to(node, src, target.dtype)
+        if value.meta["val"].dim() < target.dim():
+            padded = [1] * (target.dim() - value.meta["val"].dim()) + list(value.meta["val"].shape)
+            value = reshape_to(node, value, padded)
+        node.target = EDGE.aten.expand_copy.default
+        node.args, node.kwargs = (value, [int(d) for d in target.shape]), {}
+    else:
+        node.target = EDGE.dim_order_ops._to_dim_order_copy.default
+        node.args = (src,)
+        node.kwargs = {"dtype": target.dtype, "dim_order": list(range(target.dim()))}
