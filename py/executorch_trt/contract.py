@@ -25,8 +25,7 @@ from torch.export.graph_signature import OutputKind
 from executorch_trt.blob import AliasedIO, Binding
 from executorch_trt.compile_options import CompileOptions
 from executorch_trt.operator_support import schema_name
-from executorch_trt.passes.kv_cache_update_pass import (KV_CACHE_UPDATE, SUPPORTED_FORMS,
-                                                        match_kv_write)
+from executorch_trt.passes.kv_cache_update_pass import KV_CACHE_UPDATE, match_kv_write
 
 _DTYPE_NAMES: Dict[torch.dtype, str] = {
     torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -219,8 +218,8 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
 def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
     match = match_kv_write(out) if out.op == "call_function" else None
     if isinstance(match, str):
-        return f"{match}; in-place forms: {'; '.join(SUPPORTED_FORMS)}"
+        return match
     if out.op == "call_function" and out.target == KV_CACHE_UPDATE:
         return "the update writes a different tensor than the buffer"
-    return (f"the new value is computed by {_op_name(out)} from the old one, which is not a "
-            f"KV-cache write (in-place forms: {'; '.join(SUPPORTED_FORMS)})")
+    return (f"its new value is computed from the old one by {_op_name(out)}, which is not a "
+            "KV-cache write")

@@ -20,7 +20,6 @@ from executorch.exir import (
     ExecutorchProgramManager,
     to_edge_transform_and_lower,
 )
-from executorch.exir.passes import MemoryPlanningPass
 from torch.export import ExportedProgram
 
 from executorch_trt.compile_options import CompileOptions
@@ -43,8 +42,12 @@ class ExportOptions:
     * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``).
     * ``init_mutable_buffers``: a fresh load starts from each buffer's exported value
       (``et_init_buffer``); ``False`` leaves them uninitialized (ExecuTorch's default).
-    * ``inplace``: use ``InplaceMemoryPlanningPass`` (no write-back ``copy_`` for aliased KV
-      outputs). ``False`` keeps ExecuTorch's write-back even in ``kv_cache="inplace"`` mode.
+    * ``inplace``: remove the write-back ``copy_`` of every buffer the delegate updated in place
+      (``InplaceMemoryPlanningPass``). ``False`` keeps ExecuTorch's write-back even in
+      ``kv_cache="inplace"`` mode.
+    * ``require_inplace``: a buffer update that would still be copied back on every call raises
+      ``NotInPlaceError`` (naming the method, the buffer, the bytes and why) instead of a
+      ``NotInPlaceWarning``. Needs ``kv_cache="inplace"`` and ``inplace=True``.
 
     Raises ``TypeError`` for a value of the wrong type (the boolean options accept only
     ``True``/``False``, not truthy strings or numbers; ``engine``/``kv_cache`` are strings) and
@@ -58,6 +61,7 @@ class ExportOptions:
     emit_mutable_buffer_names: bool = False
     init_mutable_buffers: bool = True
     inplace: bool = True
+    require_inplace: bool = False
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -82,6 +86,11 @@ class ExportOptions:
         CompileOptions(engine=self.engine, kv_cache=self.kv_cache)
         if self.share_mutable_buffers and not self.alloc_mutable_buffers:
             raise ValueError("share_mutable_buffers=True needs alloc_mutable_buffers=True")
+        if self.require_inplace and (self.kv_cache != "inplace" or not self.inplace):
+            raise ValueError(
+                "require_inplace=True contradicts "
+                + ("kv_cache='copy_back'" if self.kv_cache != "inplace" else "inplace=False")
+                + ", which asks ExecuTorch to copy the caches back; drop one of the two")
         if not self.alloc_mutable_buffers and not self.emit_mutable_buffer_names:
             raise ValueError(
                 "alloc_mutable_buffers=False needs emit_mutable_buffer_names=True (the "
@@ -165,12 +174,19 @@ def _export_hint(value: Any) -> str:
 def backend_config(**options) -> ExecutorchBackendConfig:
     """The ``ExecutorchBackendConfig`` for ``to_executorch`` of a program lowered with
     ``TensorRTPartitioner``. Accepts the ``ExportOptions`` names; unknown names raise
-    ``TypeError``, bad values ``ValueError``."""
-    opts = ExportOptions.from_kwargs(**options)
-    planner_cls = InplaceMemoryPlanningPass if opts.inplace else MemoryPlanningPass
-    planner = planner_cls(
+    ``TypeError``, bad values ``ValueError``. One config can finalise several programs in
+    turn. ``to_executorch`` warns (``NotInPlaceWarning``) for every buffer update it must copy
+    back, or raises ``NotInPlaceError`` with ``require_inplace=True``."""
+    return _backend_config(ExportOptions.from_kwargs(**options))
+
+
+def _backend_config(opts: ExportOptions, method_names=None) -> ExecutorchBackendConfig:
+    planner = InplaceMemoryPlanningPass(
         alloc_mutable_buffers=opts.alloc_mutable_buffers,
         share_mutable_buffers=opts.shares_mutable_buffers,
+        inplace=opts.inplace,
+        require_inplace=opts.require_inplace,
+        method_names=method_names,
     )
     passes = [InitializeMutableBuffersPass()] if opts.init_mutable_buffers else []
     return ExecutorchBackendConfig(
@@ -197,19 +213,23 @@ def export(
             ``"copy_back"`` (ExecuTorch copies the new cache back).
         **options: the other ``ExportOptions`` (``share_mutable_buffers``,
             ``alloc_mutable_buffers``, ``emit_mutable_buffer_names``, ``init_mutable_buffers``,
-            ``inplace``).
+            ``inplace``, ``require_inplace``).
 
     Returns the ``ExecutorchProgramManager`` (``.buffer`` is the ``.pte``). Raises ``TypeError``
     when ``programs`` is neither an ``ExportedProgram`` nor a dict of them (e.g. an
     ``nn.Module``: call ``torch.export.export`` first), for unknown options and for option
     values of the wrong type (booleans must be ``True``/``False``); ``ValueError`` for an empty
     dict and bad option values; ``RuntimeError`` when the engine cannot be built here
-    (``engine="tensorrt"`` without TensorRT).
+    (``engine="tensorrt"`` without TensorRT); ``NotInPlaceError`` (a ``ValueError``) with
+    ``require_inplace=True`` when a buffer update would be copied back. Without
+    ``require_inplace`` such an update is exported (ExecuTorch's write-back keeps it correct)
+    with a ``NotInPlaceWarning`` naming the method, the buffer, the bytes per call and why.
     """
     _check_programs(programs)
     options = dict(options, engine=engine, kv_cache=kv_cache)
     opts = ExportOptions.from_kwargs(**options)
     partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache)
+    method_names = list(programs) if isinstance(programs, dict) else ["forward"]
     with torch.no_grad():
         edge = to_edge_transform_and_lower(programs, partitioner=[partitioner])
-        return edge.to_executorch(backend_config(**options))
+        return edge.to_executorch(_backend_config(opts, method_names))

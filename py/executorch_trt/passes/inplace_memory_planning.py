@@ -15,23 +15,27 @@ The emitter then gives ``new`` and ``b_cache`` one value id: the ``DelegateCall`
 same EValue as input and output, no write-back ``copy_`` runs and no extra tensor is planned.
 The alias decision is read from the blob (``blob.read_blob``), never re-derived. A write-back
 whose output is not an alias of that buffer (copy-back mode, ordinary ops, another backend) is
-left alone: in-place is an optimisation, ExecuTorch's write-back stays the correctness path.
+left in place, because ExecuTorch's write-back keeps it correct, but never silently: each one is
+explained and warned about, or rejected with ``require_inplace=True``
+(``executorch_trt.inplace_diagnostics``).
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.passes import MemoryPlanningPass
+from executorch.exir.passes.memory_planning_pass import _MemoryPlanningState
 from executorch.exir.pass_base import PassResult
 from torch.export.exported_program import ExportGraphSignature
 
 from executorch_trt.blob import read_blob
 from executorch_trt.compile_options import BACKEND_ID
+from executorch_trt.inplace_diagnostics import WriteBack, explain_write_back, report_write_backs
 
 
 def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict[int, int]:
@@ -116,16 +120,77 @@ def share_aliased_buffer_specs(
 
 
 class InplaceMemoryPlanningPass(MemoryPlanningPass):
-    """``MemoryPlanningPass`` that first applies ``share_aliased_buffer_specs``.
+    """``MemoryPlanningPass`` that first applies ``share_aliased_buffer_specs``, and reports
+    every write-back it leaves (``inplace_diagnostics``).
 
-    Accepts every ``MemoryPlanningPass`` argument (e.g. ``share_mutable_buffers=True``).
+    Args (beyond every ``MemoryPlanningPass`` argument, e.g. ``share_mutable_buffers=True``):
+        inplace: apply the rewrite (``False`` keeps ExecuTorch's write-back for every buffer,
+            as the user asked, and reports nothing).
+        require_inplace: raise ``NotInPlaceError`` instead of warning when a buffer update
+            would be copied back (``kv_cache="copy_back"`` write-backs are requested, not
+            reported).
+        method_names: names of the methods in the order ``to_executorch`` plans them (the
+            order of the programs given to ``to_edge``), for messages; without it methods are
+            called ``method #k``.
+
     Must be the memory planning pass of the *top-level* program's ``ExecutorchBackendConfig``.
+    One instance can finalise any number of programs in turn (``backend_config()`` can be
+    reused): its cross-method state is reset after each ``run_multimethod``. Raises
+    ``ValueError`` when methods planned together share a buffer name with different shapes or
+    dtypes (ExecuTorch would place both at one offset sized for one of them).
     """
+
+    def __init__(self, *args, inplace: bool = True, require_inplace: bool = False,
+                 method_names: Optional[Sequence[str]] = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.inplace = inplace
+        self.require_inplace = require_inplace
+        self.method_names = list(method_names) if method_names else None
+        self._runs = 0
+        self.write_backs: List[WriteBack] = []
+
+    def _method_name(self) -> str:
+        if self.method_names and self._runs < len(self.method_names):
+            return f"method {self.method_names[self._runs]!r}"
+        return f"method #{self._runs}"
 
     def run(
         self,
         graph_module: torch.fx.GraphModule,
         graph_signature: Optional[ExportGraphSignature] = None,
     ) -> PassResult:
-        self.removed_write_backs = share_aliased_buffer_specs(graph_module, graph_signature)
+        if self.inplace:
+            self.removed_write_backs = share_aliased_buffer_specs(graph_module, graph_signature)
+            method = self._method_name()
+            for node in graph_module.graph.nodes:
+                write_back = explain_write_back(graph_module, graph_signature, node, method)
+                if write_back is not None:
+                    self.write_backs.append(write_back)
+        self._runs += 1
         return super().run(graph_module, graph_signature)
+
+    def run_multimethod(self) -> None:
+        try:
+            _check_shared_buffer_specs(self.state.mutable_buffers,
+                                       self.state.maybe_mutable_buffers)
+            super().run_multimethod()
+            report_write_backs(self.write_backs, self.require_inplace)
+        finally:
+            # A new program starts from scratch (ExecuTorch keeps these per instance).
+            self.state = _MemoryPlanningState()
+            self._runs = 0
+            self.last_write_backs, self.write_backs = self.write_backs, []
+
+
+def _check_shared_buffer_specs(mutable: Dict[str, set], maybe_mutable: Dict[str, set]) -> None:
+    """Raises ``ValueError`` if the specs ExecuTorch will place at one offset (one FQN across
+    methods, ``MemoryPlanningPass.run_multimethod``) differ in shape or dtype."""
+    for fqn, specs in mutable.items():
+        kinds = {(tuple(s.shape), s.dtype) for s in list(specs) + list(maybe_mutable.get(fqn, ()))}
+        if len(kinds) > 1:
+            seen = ", ".join(f"{list(shape)} {dtype}" for shape, dtype in sorted(kinds, key=str))
+            raise ValueError(
+                f"executorch_trt: mutable buffer {fqn!r} appears in several methods with "
+                f"different shapes/dtypes ({seen}); methods exported together share buffers "
+                "by name, so this would place them in one slot sized for one of them. Rename "
+                "the buffer in one module or export the methods as separate programs.")

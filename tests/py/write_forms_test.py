@@ -1,0 +1,269 @@
+"""Every supported KV-cache write form updates the cache in place, with PyTorch's semantics.
+
+For each form (and several cache dtypes) a small model writes one projected row into a
+``[1, 2, 8, 4]`` cache buffer and returns the whole cache. Checked on real programs:
+
+* the plan: one TensorRTBackend delegate whose blob aliases the write's output to the cache
+  input (kind ``kv_cache_update``), the DelegateCall passes the cache's value id as that input
+  and output, and no ExecuTorch copy kernel writes the cache (no write-back);
+* running it: after every step the returned cache equals eager PyTorch's buffer, and the
+  delegate copied 0 bytes; positions include negative ones, where ``index_put`` wraps and
+  ``index_copy_`` fails exactly when eager raises.
+
+Forms that cannot be in place are exported with a ``NotInPlaceWarning`` naming the buffer and
+why (``require_inplace=True`` raises instead), and still compute what eager does.
+"""
+
+import warnings
+
+import torch
+from absl.testing import absltest, parameterized
+
+import lowering_utils as lu
+import executorch_trt
+from executorch_trt import runtime
+from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning
+
+H, S, D = 2, 8, 4
+CACHE_SHAPE = [1, H, S, D]
+_SKIP = runtime.library_unavailable_reason()
+
+
+def _write(form, cache, v, pos):
+    """Writes ``v`` ([1, H, 1, D] float32) at ``pos`` ([1] int64) in ``form``."""
+    if form == "index_copy":
+        cache.index_copy_(2, pos, v.to(cache.dtype))
+    elif form == "index_put":                      # cache[:, :, pos] = v
+        cache[:, :, pos] = v.to(cache.dtype)
+    elif form == "index_put_broadcast":            # value [1, D] broadcast over heads
+        cache[:, :, pos] = v[0, :1, 0].to(cache.dtype)
+    elif form == "index_put_explicit":             # aten.index_put_ with leading None
+        torch.ops.aten.index_put_(cache, [None, None, pos], v.to(cache.dtype))
+    elif form == "slice":                          # static slice; casts like copy_
+        cache[:, :, 3:4] = v * 3
+    elif form == "slice_negative":
+        cache[:, :, -2:] = v.expand(1, H, 2, D) * 3
+    elif form == "narrow_copy":
+        cache.narrow(2, 5, 1).copy_(v * 3)
+    elif form == "select":                         # static int index
+        cache[:, :, 6] = v[:, :, 0] * 3
+    elif form == "select_negative":
+        cache[:, :, -1] = v[:, :, 0] * 3
+    else:
+        raise KeyError(form)
+
+
+class CacheWriter(torch.nn.Module):
+    """``forward(x[1, 1, D] f32, pos[1] i64) -> cache.float()`` after one write in ``form``."""
+
+    def __init__(self, form, dtype=torch.float32):
+        super().__init__()
+        torch.manual_seed(0)
+        self.form = form
+        self.proj = torch.nn.Linear(D, H * D)
+        self.register_buffer("cache", torch.zeros(CACHE_SHAPE, dtype=dtype))
+
+    def forward(self, x, pos):
+        v = self.proj(x).view(1, 1, H, D).transpose(1, 2)
+        _write(self.form, self.cache, v, pos)
+        return self.cache.to(torch.float32) + 0
+
+
+def _export(model, **options):
+    with torch.no_grad():
+        ep = torch.export.export(model, (torch.randn(1, 1, D), torch.tensor([3])))
+        return executorch_trt.export(ep, emit_mutable_buffer_names=True, **options)
+
+
+def _cache_written_back(et, method="forward"):
+    """Bytes of ExecuTorch copy kernels writing a tensor of the cache's shape."""
+    plan = lu.execution_plan(et, method)
+    ids = set(lu.tensor_values_of_shape(plan, CACHE_SHAPE))
+    return [c for c in lu.kernel_calls(plan, "aten::copy_") if c.args[0] in ids]
+
+
+FORMS = [("index_copy", torch.float32), ("index_put", torch.float32),
+         ("index_put_broadcast", torch.float32), ("index_put_explicit", torch.float32),
+         ("slice", torch.float32), ("slice_negative", torch.float32),
+         ("narrow_copy", torch.float32), ("select", torch.float32),
+         ("select_negative", torch.float32),
+         ("index_copy", torch.float16), ("index_put", torch.bfloat16),
+         ("index_put", torch.int8), ("slice", torch.bfloat16), ("narrow_copy", torch.float16),
+         ("select", torch.int8)]
+POSITIONS = [3, 0, -1, 7, -8, 2, 8, -9]
+
+
+class InPlacePlanTest(parameterized.TestCase):
+
+    @parameterized.named_parameters(
+        (f"{form}_{str(dtype).split('.')[1]}", form, dtype) for form, dtype in FORMS)
+    def test_plan_updates_cache_in_place(self, form, dtype):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NotInPlaceWarning)
+            et = _export(CacheWriter(form, dtype), require_inplace=True)
+        gm = et.exported_program().graph_module
+        (call,) = lu.delegate_calls(gm)
+        meta = lu.blob_of(gm, call).metadata
+        (alias,) = meta.aliased_io
+        self.assertEqual((alias.input, alias.kind), ("b_cache", "kv_cache_update"))
+        plan = lu.execution_plan(et)
+        (args,) = lu.delegate_call_args(plan)
+        names = [b.name for b in meta.inputs] + [b.name for b in meta.outputs]
+        cache_in = args[names.index(alias.input)]
+        self.assertEqual(args[names.index(alias.output)], cache_in,
+                         "the delegate's output must be the cache's own value")
+        self.assertEqual(plan.values[cache_in].val.extra_tensor_info.fully_qualified_name,
+                         "cache")
+        self.assertEmpty(_cache_written_back(et))
+        self.assertIn("executorch_trt::kv_cache_update.out",
+                      lu.nested_operator_names(lu.blob_of(gm, call)))
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class InPlaceNumericsTest(parameterized.TestCase):
+
+    def _run_against_eager(self, model, et):
+        """Runs both for every position; returns the positions at which both raised."""
+        method = runtime.load(et.buffer).load_method("forward")
+        eager = type(model)(model.form, model.cache.dtype)
+        eager.load_state_dict(model.state_dict())
+        torch.manual_seed(1)
+        raised = []
+        for step, p in enumerate(POSITIONS):
+            x, pos = torch.randn(1, 1, D), torch.tensor([p])
+            try:
+                with torch.no_grad():
+                    want = eager(x, pos)
+            except (IndexError, RuntimeError):
+                with self.assertRaises(RuntimeError, msg=f"step {step}: eager raised"):
+                    method.execute([x, pos])
+                raised.append(p)
+                continue
+            before = runtime.bytes_copied()
+            (got,) = method.execute([x, pos])
+            self.assertEqual(runtime.bytes_copied(), before, f"step {step}: delegate copied")
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5,
+                                       msg=f"step {step} (pos {p})")
+            torch.testing.assert_close(got, eager.cache.to(torch.float32), atol=1e-5,
+                                       rtol=1e-5)
+        return raised
+
+    @parameterized.named_parameters(
+        (f"{form}_{str(dtype).split('.')[1]}", form, dtype) for form, dtype in FORMS)
+    def test_matches_eager_every_step(self, form, dtype):
+        model = CacheWriter(form, dtype)
+        raised = self._run_against_eager(model, _export(model, require_inplace=True))
+        if form == "index_copy":
+            self.assertEqual(raised, [-1, -8, 8, -9], "index_copy_ rejects negative indices")
+        elif form.startswith("index_put"):
+            self.assertEqual(raised, [8, -9], "index_put wraps [-8, 0) and rejects the rest")
+        else:
+            self.assertEqual(raised, [], "static forms ignore pos")
+
+
+class Accumulate(torch.nn.Module):
+    """``index_put_(..., accumulate=True)``: an add into the cache, not a write."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(CACHE_SHAPE))
+
+    def forward(self, x, pos):
+        torch.ops.aten.index_put_(self.cache, [None, None, pos],
+                                  x.view(1, 1, 1, D).expand(1, H, 1, D), True)
+        return self.cache + 0
+
+
+class ReadBeforeWrite(torch.nn.Module):
+    """The old cache is read by an op that does not feed the write: the write cannot be in
+    place (it could land before the read)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(CACHE_SHAPE))
+
+    def forward(self, x, pos):
+        old = self.cache.sum(2)
+        self.cache.index_copy_(2, pos, x.view(1, 1, 1, D).expand(1, H, 1, D).contiguous())
+        return old, self.cache + 0
+
+
+class ReadFeedsWrite(torch.nn.Module):
+    """The old cache feeds the value being written: it is read before the write on every
+    engine, so the write is in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.ones(CACHE_SHAPE))
+
+    def forward(self, x, pos):
+        v = self.cache[:, :, 0:1] * 2 + x.view(1, 1, 1, D)
+        self.cache[:, :, pos] = v
+        return self.cache + 0
+
+
+class ReadOnlyTable(torch.nn.Module):
+    """A functional ``index_copy`` of a buffer that is never mutated: the buffer must stay as
+    it is (the result is a new tensor, as in eager)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(S * D, dtype=torch.float32).view(S, D))
+
+    def forward(self, x, pos):
+        return self.table.index_copy(0, pos, x.view(1, D))
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class NotInPlaceTest(parameterized.TestCase):
+
+    def _check_numerics(self, model, et, steps=4):
+        method = runtime.load(et.buffer).load_method("forward")
+        eager = type(model)()
+        eager.load_state_dict(model.state_dict())
+        torch.manual_seed(2)
+        for step in range(steps):
+            x, pos = torch.randn(1, 1, D), torch.tensor([step % S])
+            with torch.no_grad():
+                want = eager(x, pos)
+            got = method.execute([x, pos])
+            want = want if isinstance(want, tuple) else (want,)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, msg=f"step {step}")
+
+    @parameterized.named_parameters(("accumulate", Accumulate, "accumulate=True"),
+                                    ("read_before_write", ReadBeforeWrite,
+                                     r"also read by aten::sum"))
+    def test_warns_with_reason_and_stays_correct(self, cls, reason):
+        with self.assertWarnsRegex(NotInPlaceWarning,
+                                   rf"method 'forward': buffer 'cache' .* \(256 bytes\).*{reason}"):
+            et = _export(cls())
+        self.assertLen(_cache_written_back(et), 1)
+        with self.assertRaisesRegex(NotInPlaceError, rf"buffer 'cache'.*{reason}"):
+            _export(cls(), require_inplace=True)
+        self._check_numerics(cls(), et)
+
+    def test_read_that_feeds_the_write_is_in_place(self):
+        et = _export(ReadFeedsWrite(), require_inplace=True)
+        self.assertEmpty(_cache_written_back(et))
+        self._check_numerics(ReadFeedsWrite(), et)
+
+    def test_functional_update_of_read_only_buffer_leaves_it_alone(self):
+        et = _export(ReadOnlyTable())
+        gm = et.exported_program().graph_module
+        for call in lu.delegate_calls(gm):
+            self.assertEqual(lu.blob_of(gm, call).metadata.aliased_io, ())
+        self._check_numerics(ReadOnlyTable(), et, steps=3)
+
+    def test_copy_back_is_requested_not_warned(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NotInPlaceWarning)
+            et = _export(CacheWriter("index_put"), kv_cache="copy_back")
+        self.assertLen(_cache_written_back(et), 1)
+        with self.assertRaisesRegex(ValueError, "require_inplace=True contradicts "
+                                                "kv_cache='copy_back'"):
+            _export(CacheWriter("index_put"), kv_cache="copy_back", require_inplace=True)
+
+
+if __name__ == "__main__":
+    absltest.main()
