@@ -103,12 +103,16 @@ def build_plain(methods, names: Sequence[str]):
 
 
 def build_delegate(methods, name: str):
-    """The ExecutorchProgramManager of delegate variant `name` (`executorch_trt.export`)."""
+    """The ExecutorchProgramManager of delegate variant `name` (`executorch_trt.export`). The
+    in-place variant is exported with `require_inplace=True`: a state buffer that would be
+    copied back fails the export instead of skewing the comparison."""
     import executorch_trt
 
+    kv_cache = DELEGATE_KV_CACHE[name]
     with torch.no_grad():
-        return executorch_trt.export(dict(methods), kv_cache=DELEGATE_KV_CACHE[name],
-                                     emit_mutable_buffer_names=True)
+        return executorch_trt.export(dict(methods), kv_cache=kv_cache,
+                                     emit_mutable_buffer_names=True,
+                                     require_inplace=kv_cache == "inplace")
 
 
 def _short_error(exc: BaseException) -> str:

@@ -87,6 +87,9 @@ def main(argv=None) -> int:
             kv_cache=args.kv_cache,
             emit_mutable_buffer_names=True,
             inplace=not args.no_inplace_planning,
+            # The example promises zero copies: any state buffer that would be copied back
+            # fails the export (executorch_trt.NotInPlaceError) instead of a warning.
+            require_inplace=args.kv_cache == "inplace" and not args.no_inplace_planning,
         )
 
     with open(args.pte, "wb") as f:

@@ -213,7 +213,46 @@ class DecoderLoweringTest(absltest.TestCase):
                 self.assertIn(f"b_{fqn}", names, method)
 
 
+class MultiOutputOps(torch.nn.Module):
+    """LayerNorm (``native_layer_norm``: 3 outputs), ``chunk`` (``split_with_sizes_copy``) and
+    ``unbind``: each multi-output op is followed by ``getitem`` nodes."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.norm = torch.nn.LayerNorm(8)
+        self.proj = torch.nn.Linear(8, 8)
+        self.register_buffer("cache", torch.zeros(4, 8))
+
+    def forward(self, x, pos):
+        a, b = self.proj(self.norm(x)).chunk(2, dim=-1)
+        first, second = torch.cat([a, b], -1).view(2, 1, 8).unbind(0)
+        self.cache.index_copy_(0, pos, first + second)
+        return self.norm(self.cache)
+
+
+class Counter(torch.nn.Module):
+    """``forward(x[n, 4]) -> x * steps`` with ``steps`` ``[n, 1]`` int64 state, ``+= 1`` per call."""
+
+    def __init__(self, shape=(1,)):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(shape + (1,), dtype=torch.int64))
+
+    def forward(self, x):
+        self.steps.add_(1)
+        return x * self.steps
+
+
 class PartitionerTest(absltest.TestCase):
+
+    def test_multi_output_ops_stay_in_one_partition(self):
+        with torch.no_grad():
+            ep = torch.export.export(MultiOutputOps(), (torch.randn(2, 8), torch.tensor([1])))
+        gm = _lower(ep).exported_program().graph_module
+        self.assertLen(lu.delegate_calls(gm), 1)
+        self.assertEqual([n.target for n in gm.graph.nodes if n.op == "call_function"
+                          and n.target is not operator.getitem and "delegate" not in str(n.target)],
+                         [], "nothing left outside the delegate")
 
     def test_mutated_buffers_untagged_weights_tagged(self):
         with torch.no_grad():
@@ -233,9 +272,33 @@ class PartitionerTest(absltest.TestCase):
             if node.name in sig.inputs_to_parameters:
                 self.assertIn("delegation_tag", node.meta, node.name)
 
-    def test_keeps_index_copy(self):
+    def test_keeps_kv_write_ops(self):
         ops, _ = TensorRTPartitioner().ops_to_not_decompose(None)
         self.assertIn(torch.ops.aten.index_copy.default, ops)
+        self.assertIn(torch.ops.aten.select_scatter.default, ops)
+
+
+class BackendConfigTest(absltest.TestCase):
+
+    def test_one_config_finalises_several_programs(self):
+        config = executorch_trt.backend_config()
+        for _ in range(2):
+            et = _lower(dm.export_reordered_kv()).to_executorch(config)
+            plan = lu.execution_plan(et, "forward")
+            self.assertEmpty(lu.kernel_calls(plan, "aten::copy_"))
+            self.assertLen(plan.non_const_buffer_sizes, 3)
+
+    def test_same_buffer_name_with_different_shapes_is_rejected(self):
+        with torch.no_grad():
+            methods = {
+                "a": torch.export.export(Counter((1,)), (torch.ones(1, 4),)),
+                "b": torch.export.export(Counter((2,)), (torch.ones(2, 4),)),
+            }
+            edge = to_edge_transform_and_lower(methods, partitioner=[TensorRTPartitioner()])
+        with self.assertRaisesRegex(ValueError, r"buffer 'steps' appears in several methods "
+                                                r"with different shapes/dtypes \(\[1, 1\] torch.int64, "
+                                                r"\[2, 1\] torch.int64\)"):
+            edge.to_executorch(executorch_trt.backend_config())
 
 
 if __name__ == "__main__":
