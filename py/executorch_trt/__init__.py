@@ -5,15 +5,18 @@ Public API:
 * ``export(programs, *, engine="portable", kv_cache="inplace", **options)``
 * ``backend_config(**options)`` for ``to_edge_transform_and_lower(...).to_executorch(...)``
 * ``TensorRTPartitioner``, ``TensorRTBackend``
+* ``NotInPlaceWarning``, ``NotInPlaceError``: a buffer update ExecuTorch must copy back
 * ``runtime`` (imported lazily): ``load``, ``library_path``
 """
 
 from executorch_trt import ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
 from executorch_trt.backend import TensorRTBackend
 from executorch_trt.export import backend_config, export
+from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning
 from executorch_trt.partitioner import TensorRTPartitioner
 
-__all__ = ["export", "backend_config", "TensorRTPartitioner", "TensorRTBackend", "runtime"]
+__all__ = ["export", "backend_config", "TensorRTPartitioner", "TensorRTBackend",
+           "NotInPlaceWarning", "NotInPlaceError", "runtime"]
 
 
 def __getattr__(name):
