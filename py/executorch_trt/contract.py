@@ -26,6 +26,7 @@ from executorch_trt.blob import AliasedIO, Binding
 from executorch_trt.compile_options import CompileOptions
 from executorch_trt.operator_support import schema_name
 from executorch_trt.passes.kv_cache_update_pass import KV_CACHE_UPDATE, match_kv_write
+from executorch_trt.static_shapes import WHAT_TO_DO, describe_symbols, shape_text, symbols_of
 
 _DTYPE_NAMES: Dict[torch.dtype, str] = {
     torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -45,7 +46,21 @@ class BindingContract:
 
 
 def _binding(name: str, node: torch.fx.Node) -> Binding:
+    """The ``Binding`` of partition input/output ``node``. Raises ``ValueError`` for a value
+    that is not a tensor, an unsupported dtype, or a dynamic size: a tensor with a symbolic
+    dimension, or a symbolic int/float/bool (e.g. the ``sym_size`` of ``self.cache[:N, pos] =
+    k`` with ``N`` a ``torch.export.Dim``). Dynamic-size messages name the symbol, the partition
+    input dimension it comes from when there is one, and what to do
+    (``static_shapes.WHAT_TO_DO``); ``executorch_trt.export`` and ``TensorRTPartitioner``
+    reject these earlier, naming the method input."""
     val = node.meta.get("val")
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        kind = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}[type(val)]
+        raise ValueError(
+            f"TensorRTBackend: binding '{name}' is a symbolic {kind} "
+            f"({describe_symbols(symbols_of(val), node.graph)}), i.e. a dynamic size "
+            f"passed into the delegate. {WHAT_TO_DO}"
+        )
     if not isinstance(val, torch.Tensor):
         raise ValueError(
             f"TensorRTBackend: binding '{name}' is not a tensor ({type(val).__name__})"
@@ -53,14 +68,13 @@ def _binding(name: str, node: torch.fx.Node) -> Binding:
     if val.dtype not in _DTYPE_NAMES:
         raise ValueError(f"TensorRTBackend: binding '{name}' has unsupported dtype {val.dtype}")
     shape = []
-    for d in val.shape:
+    others = [n.name for n in node.graph.nodes if n.op == "placeholder" and n is not node]
+    for dim, d in enumerate(val.shape):
         if not isinstance(d, int):
             raise ValueError(
-                f"TensorRTBackend: binding '{name}' has a dynamic dimension ({d}) in shape "
-                f"{list(val.shape)}; the delegate (blob format version 1) supports static shapes "
-                "only. Export with fixed sizes: call torch.export.export without dynamic_shapes "
-                "(or with every dimension static), and for several sizes export one method per "
-                "shape, e.g. executorch_trt.export({'prefill': ep_prefill, 'decode': ep_decode})"
+                f"TensorRTBackend: binding '{name}' has a dynamic dimension {dim} "
+                f"({describe_symbols(symbols_of(d), node.graph, others)}) in shape "
+                f"{shape_text(val.shape)}. {WHAT_TO_DO}"
             )
         shape.append(d)
     return Binding(name, _DTYPE_NAMES[val.dtype], tuple(shape))

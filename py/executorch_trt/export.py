@@ -22,10 +22,13 @@ from executorch.exir import (
 )
 from torch.export import ExportedProgram
 
+from executorch_trt.buffer_sharing import check_buffer_sharing
 from executorch_trt.compile_options import CompileOptions
+from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.initialize_mutable_buffers import InitializeMutableBuffersPass
 from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
+from executorch_trt.static_shapes import check_static_shapes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +40,9 @@ class ExportOptions:
       (``MemoryPlanningPass(share_mutable_buffers=True)``; required for prefill/decode sharing and
       for the Python runtime, whose methods share memory arenas). ``None`` = ``True`` when
       ``alloc_mutable_buffers`` is true (ExecuTorch cannot share unplanned buffers).
+      ``export`` shares a buffer only when every method has the same tensor (one module
+      instance); ``True`` given explicitly also shares equal buffers (same shape, dtype and
+      initial value) of different module instances by name (``buffer_sharing``).
     * ``alloc_mutable_buffers``: plan mutable buffers in the program's arenas. ``False`` lets an
       application bind its own cache memory by name (needs ``emit_mutable_buffer_names=True``).
     * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``).
@@ -171,6 +177,23 @@ def _export_hint(value: Any) -> str:
     return ". Use torch.export.export(module, example_inputs) to get an ExportedProgram"
 
 
+def _check_methods(programs: Dict[str, ExportedProgram], opts: ExportOptions) -> None:
+    """Rejects, before lowering and naming the method: dynamic shapes
+    (``static_shapes.check_static_shapes``), mutated user inputs
+    (``graph_mutations.mutated_user_input_error``, issue 9 item 7) and buffers that would be
+    shared across methods without being one model's state
+    (``buffer_sharing.check_buffer_sharing``, issue 9 item 6; only when the program shares
+    mutable buffers; ``share_mutable_buffers=True`` given explicitly allows sharing equal
+    buffers of different module instances by name)."""
+    for method, ep in programs.items():
+        check_static_shapes(ep, method)
+        user_inputs = mutated_inputs(ep).user_inputs
+        if user_inputs:
+            raise mutated_user_input_error(user_inputs, method)
+    if opts.shares_mutable_buffers and len(programs) > 1:
+        check_buffer_sharing(programs, share_by_name=opts.share_mutable_buffers is True)
+
+
 def backend_config(**options) -> ExecutorchBackendConfig:
     """The ``ExecutorchBackendConfig`` for ``to_executorch`` of a program lowered with
     ``TensorRTPartitioner``. Accepts the ``ExportOptions`` names; unknown names raise
@@ -220,7 +243,10 @@ def export(
     ``nn.Module``: call ``torch.export.export`` first), for unknown options and for option
     values of the wrong type (booleans must be ``True``/``False``); ``ValueError`` for an empty
     dict and bad option values; ``RuntimeError`` when the engine cannot be built here
-    (``engine="tensorrt"`` without TensorRT); ``NotInPlaceError`` (a ``ValueError``) with
+    (``engine="tensorrt"`` without TensorRT); ``ValueError``, naming the method and the input
+    or buffer, for a dynamic shape (``static_shapes``), a mutated user input (register the
+    cache as a buffer: ``graph_mutations``) and a buffer that two methods would share without
+    being one model's state (``buffer_sharing``); ``NotInPlaceError`` (a ``ValueError``) with
     ``require_inplace=True`` when a buffer update would be copied back. Without
     ``require_inplace`` such an update is exported (ExecuTorch's write-back keeps it correct)
     with a ``NotInPlaceWarning`` naming the method, the buffer, the bytes per call and why.
@@ -230,6 +256,7 @@ def export(
     opts = ExportOptions.from_kwargs(**options)
     partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache)
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
+    _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)
     with torch.no_grad():
         edge = to_edge_transform_and_lower(programs, partitioner=[partitioner])
         return edge.to_executorch(_backend_config(opts, method_names))

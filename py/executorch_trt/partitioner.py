@@ -19,6 +19,13 @@ Rules (DESIGN.md contract 1, "Ownership"):
 * Each partition's compile specs list its *shared inputs*: values it consumes that something
   outside the partition also reads. ``preprocess`` never aliases those (an in-place update
   would change what the other reader sees); their KV writes are copied back instead.
+* A method that mutates one of its *user inputs* (a cache passed as ``forward(cache, ...)`` and
+  updated in place) is rejected (``graph_mutations.mutated_user_input_error``): ExecuTorch would
+  return the new value as an extra output and leave the caller's tensor unchanged. The cache
+  must be a module buffer (issue 9, item 7).
+* Every value crossing a partition's boundary must have a static shape; a dynamic one (a tensor
+  with a symbolic dimension, or a symbolic int such as ``sym_size``) is rejected naming the
+  method input it comes from (``static_shapes.check_partition_boundary``).
 * ``ops_to_not_decompose`` keeps ``aten.index_copy`` and ``aten.select_scatter`` intact through
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
@@ -38,7 +45,9 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
 from executorch_trt.compile_options import BACKEND_ID, CompileOptions
+from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.operator_support import TensorRTOperatorSupport
+from executorch_trt.static_shapes import check_partition_boundary
 
 LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
 
@@ -106,8 +115,10 @@ class TensorRTPartitioner(Partitioner):
         kv_cache: ``"inplace"`` or ``"copy_back"`` (``CompileOptions``).
         freeze_buffers: tag buffers that this method does not mutate into the delegate.
 
-    Raises ``ValueError`` for an unknown ``engine``/``kv_cache`` value, and ``AssertionError``
-    (internal) if a mutated buffer would end up inside a partition.
+    Raises ``ValueError`` for an unknown ``engine``/``kv_cache`` value; from ``partition``,
+    ``ValueError`` for a program that mutates a user input or passes a dynamic size into a
+    partition (both name the input and say what to do); ``AssertionError`` (internal) if a
+    mutated buffer would end up inside a partition.
     """
 
     def __init__(
@@ -124,6 +135,9 @@ class TensorRTPartitioner(Partitioner):
         self.operator_support = TensorRTOperatorSupport()
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        mutated_user_inputs = mutated_inputs(exported_program).user_inputs
+        if mutated_user_inputs:
+            raise mutated_user_input_error(mutated_user_inputs)
         partitions = CapabilityBasedPartitioner(
             exported_program.graph_module,
             self.operator_support,
@@ -144,6 +158,9 @@ class TensorRTPartitioner(Partitioner):
             )
         for tag in sorted({n.meta["delegation_tag"] for n in exported_program.graph.nodes
                            if "delegation_tag" in n.meta}):
+            check_partition_boundary(
+                exported_program,
+                [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag])
             options = dataclasses.replace(
                 self.options, shared_inputs=shared_inputs(exported_program.graph, tag),
                 buffer_updates=buffer_updates(exported_program, tag))

@@ -133,9 +133,10 @@ class ArgumentErrorsTest(absltest.TestCase):
 
         ep = torch.export.export(Affine(), (torch.randn(4, 8),),
                                  dynamic_shapes={"x": {0: torch.export.Dim("batch", max=16)}})
-        with self.assertRaisesRegex(ValueError, r"binding 'x' has a dynamic dimension .*static "
-                                                r"shapes only\. Export with fixed sizes: .*without "
-                                                r"dynamic_shapes.*one method per shape"):
+        with self.assertRaisesRegex(ValueError, r"method 'forward': input 'x' has a dynamic "
+                                                r"dimension 0 .*static shapes only\. Export with "
+                                                r"fixed sizes: .*without dynamic_shapes.*one "
+                                                r"method per shape"):
             executorch_trt.export(ep)
 
 

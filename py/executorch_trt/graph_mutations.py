@@ -1,0 +1,149 @@
+"""Which inputs of an ``ExportedProgram`` its graph mutates: buffers and user inputs.
+
+``torch.export.export`` (torch 2.13) returns a *non-functional* graph: an in-place update such
+as ``self.cache.index_copy_(1, pos, k)`` or ``self.cache[:, pos] = k`` stays an in-place node
+(``index_copy_``, ``index_put_`` on a ``slice`` view, ``copy_``), and
+``graph_signature.buffers_to_mutate`` / ``user_inputs_to_mutate`` stay empty until the program
+is functionalised (``run_decompositions``, which ``to_edge`` runs). ``mutated_inputs`` reads
+both: the signature (a functional program, e.g. an edge program) and the graph (each write
+argument of an op schema, ``Tensor(a!)``, traced back through views and through the results of
+other in-place ops to the placeholder it writes). That costs one pass over the nodes, with no
+re-tracing; for a functional program it equals the signature.
+
+A mutation an op hides from its schema (e.g. ``mutates_args=[]``) is not seen, exactly as
+ExecuTorch does not see it (the tensor then is a constant, not state).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Dict, Iterable, Optional
+
+import torch
+from torch.export import ExportedProgram
+
+
+@dataclasses.dataclass(frozen=True)
+class MutatedInputs:
+    """What a program writes.
+
+    * ``buffers``: ``{buffer FQN: op that writes it}`` (op = schema name, e.g.
+      ``"aten::index_copy_"``; for a functional program, the op computing the new value).
+    * ``user_inputs``: ``{user input name: op that writes it}``, in the same form.
+    """
+
+    buffers: Dict[str, str]
+    user_inputs: Dict[str, str]
+
+
+def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
+    """The nodes passed to ``node`` as arguments its schema marks as written (``Tensor(a!)``)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return []
+    written = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        if i < len(node.args) and not arg.kwarg_only:
+            value = node.args[i]
+        else:
+            value = node.kwargs.get(arg.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        written.extend(v for v in values if isinstance(v, torch.fx.Node))
+    return written
+
+
+def _aliased_argument(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+    """For a node whose result aliases one of its arguments (a view such as ``slice``,
+    ``select``, ``view``, ``transpose``; the result of an in-place op; ``getitem`` of a
+    multi-output view op such as ``split``), that argument; else ``None``."""
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem:
+        base = node.args[0]
+        return base if isinstance(base, torch.fx.Node) and _aliased_argument(base) else None
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns or schema.returns[0].alias_info is None:
+        return None
+    # ``Tensor(a)`` returns name their alias set; ``Tensor(a)[]`` (split, unbind, chunk) shows
+    # an empty set on the list, whose elements alias the argument marked ``Tensor(a -> *)``.
+    alias_set = schema.returns[0].alias_info.before_set
+    for i, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        if info is not None and (info.before_set & alias_set
+                                 or (not alias_set and "*" in info.after_set)):
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+            return value if isinstance(value, torch.fx.Node) else None
+    return None
+
+
+def _base_placeholder(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+    seen = set()
+    while node is not None and node.op != "placeholder" and node not in seen:
+        seen.add(node)
+        node = _aliased_argument(node)
+    return node if node is not None and node.op == "placeholder" else None
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return str(node.target)
+    return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+
+
+def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
+    """The buffers and user inputs that ``ep`` writes (see the module docstring for how).
+
+    Reads ``ep.graph_signature`` (``buffers_to_mutate``, ``user_inputs_to_mutate``) and every
+    top-level ``call_function`` node whose schema writes an argument. Raises nothing.
+    """
+    sig = ep.graph_signature
+    nodes = {n.name: n for n in ep.graph.nodes}
+
+    def writer(output_name: str) -> str:
+        node = nodes.get(output_name)
+        return _op_name(node) if node is not None and node.op == "call_function" else "the graph"
+
+    buffers = {fqn: writer(out) for out, fqn in sig.buffers_to_mutate.items()}
+    user_inputs = {name: writer(out) for out, name in sig.user_inputs_to_mutate.items()}
+    user_names = set(sig.user_inputs)
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        for written in _write_arguments(node):
+            base = _base_placeholder(written)
+            if base is None:
+                continue
+            if base.name in sig.inputs_to_buffers:
+                buffers.setdefault(sig.inputs_to_buffers[base.name], _op_name(node))
+            elif base.name in user_names:
+                user_inputs.setdefault(base.name, _op_name(node))
+    return MutatedInputs(buffers=buffers, user_inputs=user_inputs)
+
+
+def mutated_user_input_error(inputs: Dict[str, str], method: Optional[str] = None) -> ValueError:
+    """The ``ValueError`` for user inputs that a program mutates (``{input name: op}``).
+
+    The rule (issue 9, item 7): a cache passed as a method *input* and updated in the graph is
+    rejected. ExecuTorch would return its new value as an extra first output and leave the
+    caller's tensor unchanged, and the delegate does not update method inputs in place; a
+    cache must be a buffer of the module, which the program owns (and which an application can
+    still own the memory of, bound by name).
+    """
+    where = f"method {method!r}" if method else "the method"
+    listed = ", ".join(f"input {name!r} (written by {op})" for name, op in sorted(inputs.items()))
+    first = sorted(inputs)[0]
+    return ValueError(
+        f"executorch_trt: {where} mutates {listed}. A tensor passed as a method input and "
+        "updated in place (e.g. forward(cache, x, pos) with cache.index_copy_(...)) is not "
+        "supported: ExecuTorch would return its new value as an extra output and leave the "
+        "caller's tensor unchanged. Register the cache as a buffer of the module instead "
+        f"(self.register_buffer({first!r}, torch.zeros(...)) and update self.{first}), so the "
+        "program owns it and the delegate updates it in place across calls. To keep the memory "
+        "in the application anyway, export with alloc_mutable_buffers=False and "
+        "emit_mutable_buffer_names=True and bind the buffer by name "
+        "(Method::get_attribute, see README 'Owning the cache memory yourself')."
+    )

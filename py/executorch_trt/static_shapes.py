@@ -1,0 +1,180 @@
+"""Dynamic shapes: where they come from, and the rejections that name them.
+
+The delegate (blob format version 1) binds static shapes only; issue 15 adds shape ranges.
+Until then every symbolic size that would reach a delegate is rejected with the input it comes
+from and what to do, in two places:
+
+* ``check_static_shapes(ep, method)``: ``executorch_trt.export`` calls it per method before
+  lowering. Every user input whose example value has a symbolic dimension (a
+  ``torch.export.Dim`` in ``dynamic_shapes``), and every symbolic-int user input, is rejected
+  with the method, the input, the dimension, the symbol and its range
+  (``ep.range_constraints``).
+* ``check_partition_boundary(ep, nodes)``: ``TensorRTPartitioner`` calls it per partition
+  (the composable ``to_edge_transform_and_lower`` path), on every value crossing the partition
+  boundary (a tensor with a symbolic dimension, or a symbolic int such as ``sym_size`` from
+  ``self.cache[:N, pos] = k`` with ``N`` dynamic) and names the method input each symbol
+  comes from.
+
+What to do, in every message: export with static shapes (no ``dynamic_shapes``, or every
+dimension static), and for several sizes export one method per shape (e.g.
+``{"prefill": ep_prefill, "decode": ep_decode}``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional
+
+import torch
+from torch.export import ExportedProgram
+
+WHAT_TO_DO = (
+    "The delegate (blob format version 1) supports static shapes only. Export with fixed "
+    "sizes: call torch.export.export without dynamic_shapes (or with every dimension static), "
+    "and for several sizes export one method per shape, e.g. "
+    "executorch_trt.export({'prefill': ep_prefill, 'decode': ep_decode})"
+)
+
+
+_KIND = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
+
+
+def shape_text(shape) -> str:
+    """``"[s37, 1, 4]"``: a shape with symbolic sizes printed as their expressions."""
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def symbols_of(value) -> List[str]:
+    """Names of the free symbols of a ``SymInt``/``SymFloat``/``SymBool`` (sorted)."""
+    node = getattr(value, "node", None)
+    expr = getattr(node, "expr", None)
+    if expr is None:
+        return [str(value)]
+    return sorted(str(s) for s in expr.free_symbols)
+
+
+def _bound(value) -> str:
+    text = str(value)
+    return text.replace("int_oo", "inf").replace("oo", "inf")
+
+
+def _range(range_constraints, symbol: str) -> Optional[str]:
+    for sym, vr in (range_constraints or {}).items():
+        if str(sym) == symbol:
+            return f"[{_bound(vr.lower)}, {_bound(vr.upper)}]"
+    return None
+
+
+def symbol_sources(graph: torch.fx.Graph,
+                   input_names: Optional[Iterable[str]] = None) -> Dict[str, str]:
+    """``{symbol: where it comes from}`` for every symbol that is exactly a dimension of a
+    placeholder of ``graph`` (only ``input_names`` if given, e.g. the user inputs) or a
+    symbolic-int placeholder, e.g. ``{"s37": "dimension 0 of input 'k'"}`` (the first such
+    place, in placeholder order)."""
+    names = None if input_names is None else set(input_names)
+    sources: Dict[str, str] = {}
+    for node in graph.nodes:
+        if node.op != "placeholder" or (names is not None and node.name not in names):
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            for dim, size in enumerate(val.shape):
+                if not isinstance(size, int):
+                    expr = str(getattr(size.node, "expr", size))
+                    sources.setdefault(expr, f"dimension {dim} of input {node.name!r}")
+        elif isinstance(val, torch.SymInt):
+            sources.setdefault(str(getattr(val.node, "expr", val)), f"input {node.name!r}")
+    return sources
+
+
+def describe_symbols(symbols: Iterable[str], graph: torch.fx.Graph,
+                     input_names: Optional[Iterable[str]] = None,
+                     range_constraints=None) -> str:
+    """``"s37 in [1, 8] (dimension 0 of input 'k')"`` for each symbol, joined by ``"; "``: the
+    range from ``range_constraints`` (``ep.range_constraints``) when given, the source from
+    ``symbol_sources(graph, input_names)``."""
+    sources = symbol_sources(graph, input_names)
+    parts = []
+    for symbol in symbols:
+        text = symbol
+        rng = _range(range_constraints, symbol)
+        if rng:
+            text += f" in {rng}"
+        if symbol in sources:
+            text += f" = {sources[symbol]}"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _describe(ep: ExportedProgram, symbols: Iterable[str]) -> str:
+    return describe_symbols(symbols, ep.graph, ep.graph_signature.user_inputs,
+                            ep.range_constraints)
+
+
+def _dynamic_description(value) -> Optional[List[str]]:
+    """The symbols of ``value`` if it is dynamic (a tensor with a symbolic dimension, or a
+    symbolic scalar), else ``None``."""
+    if isinstance(value, torch.Tensor):
+        symbols = set()
+        for size in value.shape:
+            if not isinstance(size, int):
+                symbols.update(symbols_of(size))
+        return sorted(symbols) if symbols else None
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return symbols_of(value)
+    return None
+
+
+def check_static_shapes(ep: ExportedProgram, method: str) -> None:
+    """Raises ``ValueError`` if a user input of ``ep`` (method ``method``) has a dynamic shape
+    or is a symbolic int, naming the method, the input, the dimension, the symbol and its range
+    (``ep.range_constraints``), and saying what to do (``WHAT_TO_DO``)."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    problems = []
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            for dim, size in enumerate(val.shape):
+                if not isinstance(size, int):
+                    symbol = describe_symbols(symbols_of(size), ep.graph, (),
+                                              ep.range_constraints)
+                    problems.append(f"input {node.name!r} has a dynamic dimension {dim} "
+                                    f"({symbol}) in shape {shape_text(val.shape)}")
+        elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            symbol = describe_symbols(symbols_of(val), ep.graph, (), ep.range_constraints)
+            problems.append(f"input {node.name!r} is a symbolic {_KIND[type(val)]} ({symbol})")
+    if problems:
+        raise ValueError(f"executorch_trt.export: method {method!r}: {'; '.join(problems)}. "
+                         f"{WHAT_TO_DO}")
+
+
+def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]) -> None:
+    """Raises ``ValueError`` if a value entering or leaving the partition made of ``nodes``
+    (a node of ``ep``'s graph each) has a dynamic shape or is a symbolic scalar. The message
+    names the value, its symbols with their ranges and the method inputs they come from, and
+    says what to do (``WHAT_TO_DO``)."""
+    members = set(nodes)
+    crossing = []
+    for node in members:
+        for inp in node.all_input_nodes:
+            if inp not in members:
+                crossing.append(("input", inp))
+        if any(user not in members for user in node.users):
+            crossing.append(("output", node))
+    order = {n: k for k, n in enumerate(ep.graph.nodes)}
+    problems, seen = [], set()
+    for role, node in sorted(crossing, key=lambda rn: (rn[0] != "input", order.get(rn[1], 0))):
+        if node in seen:
+            continue
+        seen.add(node)
+        symbols = _dynamic_description(node.meta.get("val"))
+        if symbols is None:
+            continue
+        val = node.meta["val"]
+        what = (f"a tensor of shape {shape_text(val.shape)}"
+                if isinstance(val, torch.Tensor) else f"a symbolic {_KIND[type(val)]}")
+        problems.append(f"delegate {role} {node.name!r} is {what} "
+                        f"({_describe(ep, symbols)})")
+    if problems:
+        raise ValueError(f"TensorRTPartitioner: {'; '.join(problems)}. {WHAT_TO_DO}")

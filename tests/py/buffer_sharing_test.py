@@ -1,0 +1,255 @@
+"""Sharing mutable buffers across methods (issue 9, item 6; ``executorch_trt.buffer_sharing``).
+
+A buffer FQN mutated in one method and present in another is shared by ExecuTorch
+(``share_mutable_buffers``). ``executorch_trt.export`` allows that only for one model's state:
+the same tensor in every method (one module instance), or, with ``share_mutable_buffers=True``
+given explicitly, equal shape, dtype and initial value. The runtime tests check what the rule
+protects: A, B, A on a loaded program, where the second A call sees (or must not see) the row B
+wrote.
+"""
+
+import copy
+
+import torch
+from absl.testing import absltest
+
+import executorch_trt
+from executorch_trt import runtime
+from executorch_trt.buffer_sharing import check_buffer_sharing
+
+_SKIP = runtime.library_unavailable_reason()
+
+
+class RowWriter(torch.nn.Module):
+    """The issue's model: ``forward(x[1, 1, 4], pos[1]) -> cache * 1`` after
+    ``cache.index_copy_(1, pos, x)``; ``cache`` is ``[1, 4, 4]`` (zeros unless ``fill``)."""
+
+    def __init__(self, shape=(1, 4, 4), dtype=torch.float32, fill=0.0):
+        super().__init__()
+        self.register_buffer("cache", torch.full(shape, fill, dtype=dtype))
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(1, pos, x.to(self.cache.dtype))
+        return self.cache * 1
+
+
+class SliceRowWriter(RowWriter):
+    """``RowWriter`` that writes by item assignment on a view (``index_put_`` on
+    ``select(cache, 0, 0)``)."""
+
+    def forward(self, x, pos):
+        self.cache[0, pos] = x[0]
+        return self.cache * 1
+
+
+class CacheReader(torch.nn.Module):
+    """Reads a buffer named ``cache`` without writing it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 4, 4))
+
+    def forward(self, x, pos):
+        return self.cache * 1 + x.sum()
+
+
+class TableReader(torch.nn.Module):
+    """Reads (never writes) a buffer named ``table`` whose value differs per instance."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.register_buffer("table", torch.full((1, 4), value))
+
+    def forward(self, x):
+        return x * self.table
+
+
+def _args(dtype=torch.float32):
+    return torch.ones(1, 1, 4, dtype=dtype), torch.tensor([1])
+
+
+def _export(module, args=None):
+    with torch.no_grad():
+        return torch.export.export(module, args or _args())
+
+
+class SharingRuleTest(absltest.TestCase):
+
+    def test_two_modules_with_the_same_buffer_name_raise(self):
+        # The issue's example: two different modules, zero [1, 4, 4] caches, index_copy_.
+        programs = {"a": _export(RowWriter()), "b": _export(RowWriter())}
+        with self.assertRaisesRegex(
+                ValueError,
+                r"buffer 'cache' would be shared by methods 'a' \(which writes it\) and 'b' "
+                r"\(which writes it\).*same shape \[1, 4, 4\], dtype torch\.float32 and initial "
+                r"value but are different tensors \(exported from different module instances\)"
+                r".*export both methods from one module instance.*share_mutable_buffers=True.*"
+                r"rename the buffer in one of the modules.*separate programs"):
+            executorch_trt.export(programs)
+
+    def test_shapes_differ_raise_even_when_sharing_is_explicit(self):
+        programs = {"a": _export(RowWriter()), "c": _export(RowWriter(shape=(1, 8, 4)))}
+        with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'c'.*differ \(shapes "
+                                                r"\[1, 4, 4\] vs \[1, 8, 4\]\).*rename") as cm:
+            executorch_trt.export(programs, share_mutable_buffers=True)
+        self.assertNotIn("share_mutable_buffers=True", str(cm.exception),
+                         "sharing differently shaped buffers must not be offered")
+
+    def test_dtypes_differ_raise(self):
+        programs = {"a": _export(RowWriter()),
+                    "h": _export(RowWriter(dtype=torch.float16), _args(torch.float16))}
+        with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'h'.*dtypes "
+                                                r"torch\.float32 vs torch\.float16"):
+            executorch_trt.export(programs, share_mutable_buffers=True)
+
+    def test_initial_values_differ_raise_even_when_sharing_is_explicit(self):
+        programs = {"a": _export(RowWriter()), "d": _export(RowWriter(fill=1.0))}
+        with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'d'.*initial values "
+                                                r"differ at index \[0, 0, 0\]: 0\.0 vs 1\.0"):
+            executorch_trt.export(programs, share_mutable_buffers=True)
+
+    def test_reader_from_another_module_raises(self):
+        programs = {"write": _export(RowWriter()), "read": _export(CacheReader())}
+        with self.assertRaisesRegex(ValueError, r"buffer 'cache' would be shared by methods "
+                                                r"'write' \(which writes it\) and 'read' \(which "
+                                                r"reads it\)"):
+            executorch_trt.export(programs)
+
+    def test_write_through_a_view_counts(self):
+        # torch.export leaves graph_signature.buffers_to_mutate empty here (index_put_ on a
+        # select view of the buffer): the write must still be found.
+        programs = {"a": _export(SliceRowWriter()), "b": _export(SliceRowWriter())}
+        self.assertEqual(dict(programs["a"].graph_signature.buffers_to_mutate), {})
+        with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'b'"):
+            check_buffer_sharing(programs)
+
+    def test_buffers_no_method_writes_are_not_shared_state(self):
+        programs = {"one": _export(TableReader(1.0), (torch.ones(1, 4),)),
+                    "two": _export(TableReader(2.0), (torch.ones(1, 4),))}
+        self.assertEqual(check_buffer_sharing(programs), [])
+        executorch_trt.export(programs)
+
+    def test_same_module_instance_is_shared(self):
+        model = RowWriter()
+        programs = {"prefill": _export(model), "decode": _export(model)}
+        (shared,) = check_buffer_sharing(programs)
+        self.assertEqual((shared.fqn, shared.methods, shared.writers),
+                         ("cache", ("prefill", "decode"), ("prefill", "decode")))
+
+    def test_deep_copied_module_is_another_instance(self):
+        model = RowWriter()
+        programs = {"a": _export(model), "b": _export(copy.deepcopy(model))}
+        with self.assertRaisesRegex(ValueError, "different module instances"):
+            check_buffer_sharing(programs)
+        self.assertLen(check_buffer_sharing(programs, share_by_name=True), 1)
+
+    def test_not_checked_when_buffers_are_not_shared(self):
+        programs = {"a": _export(RowWriter()), "c": _export(RowWriter(shape=(1, 8, 4)))}
+        executorch_trt.export(programs, share_mutable_buffers=False)
+
+
+class TransformersWrapperSharingTest(absltest.TestCase):
+    """transformers' static-cache export wrapper keeps its caches as non-persistent buffers
+    (``ep.constants``): exporting twice from one wrapper shares them; two wrappers of one
+    model hold two sets of caches."""
+
+    @classmethod
+    def setUpClass(cls):
+        import transformers
+        from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(
+            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+        model = transformers.LlamaForCausalLM(config).eval()
+        model.generation_config.use_cache = True
+        model.generation_config.cache_implementation = "static"
+
+        def wrapper():
+            return TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=16)
+
+        one = wrapper()
+        with torch.no_grad():
+            cls.prefill = one.export(input_ids=torch.zeros(1, 3, dtype=torch.long),
+                                     cache_position=torch.arange(3))
+            cls.decode = one.export(input_ids=torch.zeros(1, 1, dtype=torch.long),
+                                    cache_position=torch.tensor([3]))
+            cls.other_decode = wrapper().export(input_ids=torch.zeros(1, 1, dtype=torch.long),
+                                                cache_position=torch.tensor([3]))
+
+    def test_one_wrapper_exported_twice_shares_its_caches(self):
+        self.assertIn("key_cache_0", self.decode.constants)
+        shared = check_buffer_sharing({"prefill": self.prefill, "decode": self.decode})
+        self.assertContainsSubset({"key_cache_0", "value_cache_0"}, {s.fqn for s in shared})
+
+    def test_two_wrappers_are_two_instances(self):
+        with self.assertRaisesRegex(ValueError, r"buffer '\w+' would be shared by methods "
+                                                r"'prefill'.*'decode'.*different module "
+                                                r"instances"):
+            check_buffer_sharing({"prefill": self.prefill, "decode": self.other_decode})
+
+
+def _run(program_bytes, calls):
+    """Loads ``program_bytes`` and runs ``[(method, x, pos), ...]``; returns the outputs."""
+    program = runtime.load(program_bytes)
+    methods = {}
+    outputs = []
+    for name, x, pos in calls:
+        method = methods.setdefault(name, program.load_method(name))
+        (out,) = method.execute([x, torch.tensor([pos])])
+        outputs.append(out.clone())
+    return outputs
+
+
+_A_B_A = [("a", torch.full((1, 1, 4), 1.0), 0), ("b", torch.full((1, 1, 4), 2.0), 1),
+          ("a", torch.full((1, 1, 4), 3.0), 2)]
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class SharingRuntimeTest(absltest.TestCase):
+    """A, B, A on a loaded program: the third call shows whether A sees B's row."""
+
+    def _assert_rows(self, cache, rows):
+        want = torch.zeros(1, 4, 4)
+        for row, value in rows.items():
+            want[0, row] = value
+        torch.testing.assert_close(cache, want)
+
+    def test_explicit_opt_in_shares_by_name(self):
+        programs = {"a": _export(RowWriter()), "b": _export(RowWriter())}
+        program = executorch_trt.export(programs, share_mutable_buffers=True).buffer
+        first, second, third = _run(program, _A_B_A)
+        self._assert_rows(first, {0: 1.0})
+        self._assert_rows(second, {0: 1.0, 1: 2.0})
+        self._assert_rows(third, {0: 1.0, 1: 2.0, 2: 3.0})  # A sees the row B wrote
+
+    def test_one_module_instance_shares_by_default(self):
+        model = RowWriter()
+        program = executorch_trt.export({"a": _export(model), "b": _export(model)}).buffer
+        third = _run(program, _A_B_A)[2]
+        self._assert_rows(third, {0: 1.0, 1: 2.0, 2: 3.0})
+
+    def test_separate_programs_keep_the_modules_apart(self):
+        # The fix the error suggests for different models: one program each.
+        a = executorch_trt.export(_export(RowWriter())).buffer
+        b = executorch_trt.export(_export(RowWriter())).buffer
+        program_a = runtime.load(a).load_method("forward")
+        program_b = runtime.load(b).load_method("forward")
+        program_a.execute([torch.full((1, 1, 4), 1.0), torch.tensor([0])])
+        program_b.execute([torch.full((1, 1, 4), 2.0), torch.tensor([1])])
+        (third,) = program_a.execute([torch.full((1, 1, 4), 3.0), torch.tensor([2])])
+        self._assert_rows(third, {0: 1.0, 2: 3.0})
+
+    def test_unshared_read_only_buffers_keep_their_own_values(self):
+        programs = {"one": _export(TableReader(1.0), (torch.ones(1, 4),)),
+                    "two": _export(TableReader(2.0), (torch.ones(1, 4),))}
+        program = runtime.load(executorch_trt.export(programs).buffer)
+        (one,) = program.load_method("one").execute([torch.ones(1, 4)])
+        (two,) = program.load_method("two").execute([torch.ones(1, 4)])
+        torch.testing.assert_close(one, torch.full((1, 4), 1.0))
+        torch.testing.assert_close(two, torch.full((1, 4), 2.0))
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,219 @@
+"""Rejections at export (issue 9, items 6 and 7): dynamic shapes and caches passed as method
+inputs, on ``executorch_trt.export`` (method named, before lowering) and on the composable
+``to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()])`` path; and the graph
+scan that finds what a non-functional ``torch.export`` program mutates
+(``executorch_trt.graph_mutations``), checked against ``run_decompositions``."""
+
+import torch
+from absl.testing import absltest, parameterized
+from executorch.exir import to_edge_transform_and_lower
+
+import executorch_trt
+from executorch_trt.contract import _binding
+from executorch_trt.graph_mutations import mutated_inputs
+
+_WHAT_TO_DO = (r"static shapes only\. Export with fixed sizes: call torch\.export\.export without "
+               r"dynamic_shapes.*one method per shape")
+
+
+class Affine(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 + 1
+
+
+class PrefixWrite(torch.nn.Module):
+    """``self.cache[:N, pos] = k`` with ``N = k.shape[0]``: with ``N`` dynamic, a symbolic int
+    (``sym_size``) reaches the partition."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(8, 6, 4))
+
+    def forward(self, k, pos):
+        n = k.shape[0]
+        self.cache[:n, pos] = k
+        return self.cache.sum(1) * 2
+
+
+class Scale(torch.nn.Module):
+    def forward(self, x, n: int):
+        return x * n
+
+
+def _export_affine_dynamic():
+    return torch.export.export(Affine(), (torch.randn(4, 8),),
+                               dynamic_shapes={"x": {0: torch.export.Dim("batch", max=16)}})
+
+
+def _export_prefix_write_dynamic():
+    with torch.no_grad():
+        return torch.export.export(
+            PrefixWrite(), (torch.ones(2, 1, 4), torch.tensor([1])),
+            dynamic_shapes={"k": {0: torch.export.Dim("n", min=1, max=8)}, "pos": None})
+
+
+def _lower(ep):
+    with torch.no_grad():
+        return to_edge_transform_and_lower(ep, partitioner=[executorch_trt.TensorRTPartitioner()])
+
+
+class DynamicShapesTest(absltest.TestCase):
+
+    def test_export_names_method_input_dimension_symbol_and_range(self):
+        static = torch.export.export(Affine(), (torch.randn(4, 8),))
+        with self.assertRaisesRegex(
+                ValueError, r"executorch_trt\.export: method 'decode': input 'x' has a dynamic "
+                            r"dimension 0 \(s\d+ in \[\d, 16\]\) in shape \[s\d+, 8\]\. The "
+                            r"delegate \(blob format version 1\) supports " + _WHAT_TO_DO):
+            executorch_trt.export({"prefill": static, "decode": _export_affine_dynamic()})
+
+    def test_export_rejects_the_dimension_a_symbolic_int_comes_from(self):
+        with self.assertRaisesRegex(
+                ValueError, r"method 'forward': input 'k' has a dynamic dimension 0 "
+                            r"\(s\d+ in \[1, 8\]\) in shape \[s\d+, 1, 4\].*" + _WHAT_TO_DO):
+            executorch_trt.export(_export_prefix_write_dynamic())
+
+    def test_export_rejects_a_symbolic_int_input(self):
+        ep = torch.export.export(Scale(), (torch.ones(3), 4),
+                                 dynamic_shapes={"x": None, "n": torch.export.Dim.DYNAMIC})
+        with self.assertRaisesRegex(ValueError, r"method 'forward': input 'n' is a symbolic int "
+                                                r"\(s\d+ in \[0, inf\]\).*" + _WHAT_TO_DO):
+            executorch_trt.export(ep)
+
+    def test_partitioner_names_the_input_a_symbolic_int_comes_from(self):
+        # The issue's case on the composable path: was "binding 'sym_size' is not a tensor
+        # (SymInt)" from preprocess.
+        with self.assertRaisesRegex(
+                ValueError, r"TensorRTPartitioner: .*delegate input 'sym_size\w*' is a symbolic "
+                            r"int \(s\d+ in \[\d, 8\] = dimension 0 of input 'k'\).*"
+                            + _WHAT_TO_DO):
+            _lower(_export_prefix_write_dynamic())
+
+    def test_partitioner_names_a_dynamic_tensor_input(self):
+        with self.assertRaisesRegex(
+                ValueError, r"TensorRTPartitioner: delegate input 'x' is a tensor of shape "
+                            r"\[s\d+, 8\] \(s\d+ in \[\d, 16\] = dimension 0 of input 'x'\).*"
+                            + _WHAT_TO_DO):
+            _lower(_export_affine_dynamic())
+
+    def test_binding_messages_name_the_dimension(self):
+        # preprocess' own check (contract._binding), for programs partitioned by other means.
+        ep = _export_prefix_write_dynamic()
+        nodes = {n.name: n for n in ep.graph.nodes}
+        (size,) = [n for n in ep.graph.nodes if n.name.startswith("sym_size")]
+        with self.assertRaisesRegex(
+                ValueError, rf"binding '{size.name}' is a symbolic int \(s\d+ = dimension 0 of "
+                            r"input 'k'\), i\.e\. a dynamic size passed into the delegate\. The "
+                            r"delegate \(blob format version 1\) supports " + _WHAT_TO_DO):
+            _binding(size.name, size)
+        with self.assertRaisesRegex(ValueError, r"binding 'k' has a dynamic dimension 0 \(s\d+\) "
+                                                r"in shape \[s\d+, 1, 4\]\..*" + _WHAT_TO_DO):
+            _binding("k", nodes["k"])
+
+
+class UserCache(torch.nn.Module):
+    """``forward(cache, x, pos)`` with ``cache.index_copy_(1, pos, proj(x))``: a cache passed as
+    a method input and mutated."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, cache, x, pos):
+        cache.index_copy_(1, pos, self.proj(x))
+        return cache.sum(1) * 2
+
+
+class UserCacheSliceWrite(UserCache):
+    def forward(self, cache, x, pos):
+        cache[:, pos] = self.proj(x)
+        return cache.sum(1) * 2
+
+
+class UserCacheReadOnly(UserCache):
+    def forward(self, cache, x, pos):
+        return cache.index_copy(1, pos, self.proj(x)).sum(1) * 2
+
+
+def _user_cache_args():
+    return torch.zeros(1, 6, 4), torch.ones(1, 1, 4), torch.tensor([1])
+
+
+_REGISTER_BUFFER = (r"Register the cache as a buffer of the module instead "
+                    r"\(self\.register_buffer\('cache', torch\.zeros\(\.\.\.\)\).*program owns "
+                    r"it.*alloc_mutable_buffers=False and emit_mutable_buffer_names=True and bind "
+                    r"the buffer by name")
+
+
+class MutatedUserInputTest(parameterized.TestCase):
+
+    @parameterized.parameters(UserCache, UserCacheSliceWrite)
+    def test_export_rejects_naming_method_and_input(self, cls):
+        with torch.no_grad():
+            ep = torch.export.export(cls(), _user_cache_args())
+        with self.assertRaisesRegex(
+                ValueError, r"executorch_trt: method 'step' mutates input 'cache' \(written by "
+                            r"aten::index_(copy|put)_\)\. A tensor passed as a method input and "
+                            r"updated in place .*extra output and leave the caller's tensor "
+                            r"unchanged\. " + _REGISTER_BUFFER):
+            executorch_trt.export({"step": ep})
+
+    def test_partitioner_rejects_on_the_composable_path(self):
+        with torch.no_grad():
+            ep = torch.export.export(UserCache(), _user_cache_args())
+        with self.assertRaisesRegex(ValueError, r"the method mutates input 'cache' .*"
+                                                + _REGISTER_BUFFER):
+            _lower(ep)
+
+    def test_input_that_is_only_read_is_fine(self):
+        with torch.no_grad():
+            ep = torch.export.export(UserCacheReadOnly(), _user_cache_args())
+        executorch_trt.export(ep)
+
+
+class AllForms(torch.nn.Module):
+    """Buffers ``a``..``g`` written in different ways, ``ro`` only read; user inputs ``u`` and
+    ``w`` written, ``x`` only read."""
+
+    def __init__(self):
+        super().__init__()
+        for name in "abcdefg":
+            self.register_buffer(name, torch.zeros(2, 4, 4))
+        self.register_buffer("ro", torch.ones(4))
+
+    def forward(self, x, pos, u, w):
+        self.a.index_copy_(1, pos, x)
+        self.b[:, pos] = x
+        self.c.narrow(1, 0, 1).copy_(x)
+        self.d.add_(1)
+        self.e.split(2, dim=1)[0].mul_(3)
+        self.f[0].transpose(0, 1).zero_()
+        torch.add(x.expand(2, 4, 4), 1, out=self.g)
+        u.add_(1)
+        w[:, 0] = 2
+        return self.a + self.ro
+
+
+class MutationScanTest(parameterized.TestCase):
+
+    @parameterized.parameters(True, False)
+    def test_scan_matches_run_decompositions(self, strict):
+        args = (torch.ones(2, 1, 4), torch.tensor([1]), torch.zeros(3), torch.zeros(2, 2))
+        with torch.no_grad():
+            ep = torch.export.export(AllForms(), args, strict=strict)
+        self.assertEqual(dict(ep.graph_signature.buffers_to_mutate), {},
+                         "torch.export left the signature empty (the reason for the scan)")
+        scan = mutated_inputs(ep)
+        functional = ep.run_decompositions({}).graph_signature
+        self.assertEqual(sorted(scan.buffers), sorted(functional.buffers_to_mutate.values()))
+        self.assertEqual(sorted(scan.buffers), list("abcdefg"))
+        self.assertEqual(sorted(scan.user_inputs),
+                         sorted(functional.user_inputs_to_mutate.values()))
+        self.assertEqual(sorted(scan.user_inputs), ["u", "w"])
+        self.assertEqual(scan.buffers["a"], "aten::index_copy_")
+        self.assertEqual(scan.buffers["b"], "aten::index_put_")
+
+
+if __name__ == "__main__":
+    absltest.main()
