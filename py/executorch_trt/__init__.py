@@ -5,6 +5,8 @@ Public API:
 * ``export(programs, *, engine="portable", kv_cache="inplace", **options)``
 * ``backend_config(**options)`` for ``to_edge_transform_and_lower(...).to_executorch(...)``
 * ``TensorRTPartitioner``, ``TensorRTBackend``
+* ``inspect(program)``: per method, delegate calls, operators outside delegates and how each
+  mutable buffer is updated (``program_report.py``; CLI: ``//tools:inspect_pte``)
 * ``NotInPlaceWarning``, ``NotInPlaceError``: a buffer update ExecuTorch must copy back
 * ``runtime`` (imported lazily): ``load``, ``library_path``
 """
@@ -14,9 +16,10 @@ from executorch_trt.backend import TensorRTBackend
 from executorch_trt.export import backend_config, export
 from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning
 from executorch_trt.partitioner import TensorRTPartitioner
+from executorch_trt.program_report import inspect
 
 __all__ = ["export", "backend_config", "TensorRTPartitioner", "TensorRTBackend",
-           "NotInPlaceWarning", "NotInPlaceError", "runtime"]
+           "NotInPlaceWarning", "NotInPlaceError", "inspect", "runtime"]
 
 
 def __getattr__(name):

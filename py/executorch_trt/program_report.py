@@ -1,0 +1,578 @@
+"""``executorch_trt.inspect(program)``: what an emitted ExecuTorch program runs, per method, and
+how every piece of its state is updated on each call.
+
+Read off the execution plans only (nothing is run): delegate calls by backend, operators run
+outside delegates, every mutable buffer with its update mode and the bytes a call copies into
+it, and the same for method inputs the program writes back.
+
+**Which values are state** (mutable buffers). A tensor of a plan is reported as state when any
+of these holds; each report lists the rules that matched (``evidence``):
+
+* ``name``: its ``extra_tensor_info`` has a ``fully_qualified_name`` with location ``SEGMENT``.
+  The emitter writes it for mutable buffers only, when exported with
+  ``emit_mutable_buffer_names=True`` (``exir/emit/_emitter.py``, ``placeholder``; external
+  constants also carry a name but with location ``EXTERNAL``).
+* ``initial_value``: memory-planned *and* ``data_buffer_idx > 0``: a mutable buffer with its
+  exported initial value in the mutable data segment (``_emitter._save_new_const_tensor``,
+  buffers marked ``et_init_buffer``, as ``executorch_trt.export`` does by default).
+* ``shared_arena``: planned in memory arena 2 of a plan with exactly three arenas.
+  ``MemoryPlanningPass(share_mutable_buffers=True).run_multimethod`` places every mutable
+  buffer there, appending arena 2 only to plans that use the default arenas 0 and 1.
+* ``write_back``: the destination of an ``aten::copy_`` that is not a method input: ExecuTorch's
+  write-back of a mutated buffer (``insert_write_back_for_buffers_pass``).
+* ``read_before_write``: a planned tensor, not a method input, that an instruction reads before
+  any instruction writes it, so it holds a value from the previous call (this covers a value
+  passed to a ``DelegateCall`` as both input and output, and the target of an in-place kernel
+  such as ``aten::index_put_`` after ExecuTorch's ``run_reinplace_pass``). Reads and writes of
+  kernels come from the operator schema (``plan_accounting.kernel_effects``), of
+  ``TensorRTBackend`` calls from the blob's input/output counts. For a delegate of another
+  backend only a value passed twice is known to be read; its other arguments count as written,
+  so a buffer that only such a delegate reads, in a program exported without names, initial
+  values or shared buffers, is not recognised.
+
+**How state is updated** (``update``; the first that applies):
+
+* ``written_back``: an ExecuTorch copy kernel (``plan_accounting.COPY_KERNELS``:
+  ``aten::copy_``, ``executorch_prim::et_copy_index``) writes it on every call;
+  ``bytes_copied_per_call`` is the copies' size.
+* ``in_place_kernel``: an ExecuTorch kernel writes its storage directly (e.g. ``aten::index_put_``
+  with ``self`` and ``out`` the same value).
+* ``in_place_delegate``: a delegate writes its storage: the same value is passed to a
+  ``DelegateCall`` as an input and as an output (the in-place planning of
+  ``InplaceMemoryPlanningPass``), it is passed as a ``TensorRTBackend`` output, or it is a
+  ``TensorRTBackend`` input that the blob's ``aliased_io`` names as the storage of an output.
+* ``read_only``: nothing in this method writes it.
+
+``updated_by`` lists every writer (a buffer can be aliased by a delegate *and* written back).
+``functional_update_bytes_per_call`` counts out-of-place updates that read the buffer and
+materialise a complete updated copy (``aten::index_put.out`` etc.): not a write-back, but a
+full-size copy inside the kernel.
+
+Byte counts are static: each instruction is counted once (both branches of a ``torch.cond``
+are counted; a copy inside a ``torch.map`` body runs once per iteration).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from executorch.exir import schema
+
+from executorch_trt import plan_accounting as pa
+from executorch_trt.blob import DelegateMetadata, read_blob
+from executorch_trt.compile_options import BACKEND_ID
+
+FORMAT = "executorch_trt.inspect/1"
+
+WRITTEN_BACK = "written_back"
+IN_PLACE_KERNEL = "in_place_kernel"
+IN_PLACE_DELEGATE = "in_place_delegate"
+READ_ONLY = "read_only"
+#: Update modes, in the order ``update`` picks them.
+UPDATE_MODES = (WRITTEN_BACK, IN_PLACE_KERNEL, IN_PLACE_DELEGATE, READ_ONLY)
+
+ProgramReadError = pa.ProgramReadError
+
+
+@dataclasses.dataclass(frozen=True)
+class DelegateReport:
+    """One entry of a plan's ``delegates``: ``backend`` id and how many ``DelegateCall``
+    instructions call it. For ``TensorRTBackend``, read from its blob: ``engine``, the number
+    of ``inputs``/``outputs`` bindings and of ``aliased_outputs``; ``note`` says why the blob
+    could not be read (the counts are then None)."""
+
+    index: int
+    backend: str
+    calls: int
+    engine: Optional[str] = None
+    inputs: Optional[int] = None
+    outputs: Optional[int] = None
+    aliased_outputs: Optional[int] = None
+    note: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StateReport:
+    """One mutable buffer (or written method input) of a method.
+
+    ``name``: the buffer's FQN when recorded, else ``"value 12 [1, 2, 8, 4] float32"``
+    (``input 0 ...`` for a method input). ``value``: its value id in the plan. ``dtype``:
+    torch's dtype name; ``shape``: static sizes; ``nbytes``: its size in bytes. ``update``: one
+    of ``UPDATE_MODES``; ``bytes_copied_per_call``: bytes ExecuTorch copy kernels write into it
+    per call; ``functional_update_bytes_per_call``: bytes of full updated copies made by
+    out-of-place update kernels reading it; ``updated_by``: every writer (copies, then kernels,
+    then delegates); ``evidence``: the rules that identified it as state (module docstring);
+    ``views``: value ids of views of it (same storage; their writers count as its own)."""
+
+    name: str
+    fqn: Optional[str]
+    value: int
+    dtype: str
+    shape: Tuple[int, ...]
+    nbytes: int
+    update: str
+    bytes_copied_per_call: int
+    functional_update_bytes_per_call: int
+    updated_by: Tuple[str, ...]
+    evidence: Tuple[str, ...]
+    views: Tuple[int, ...] = ()
+
+    def to_json(self) -> Dict:
+        d = dataclasses.asdict(self)
+        for key in ("shape", "updated_by", "evidence", "views"):
+            d[key] = list(d[key])
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodReport:
+    """One method (execution plan): ``delegates``; ``operators`` run outside delegates
+    (``"aten::copy_"``, ``"aten::mul.out"``: name.overload -> number of ``KernelCall``
+    instructions, in first-use order); ``state``: its mutable buffers; ``written_inputs``:
+    method inputs it updates (a mutated user input)."""
+
+    name: str
+    delegates: Tuple[DelegateReport, ...]
+    operators: Dict[str, int]
+    state: Tuple[StateReport, ...]
+    written_inputs: Tuple[StateReport, ...]
+
+    @property
+    def delegate_calls(self) -> Dict[str, int]:
+        """Backend id -> number of ``DelegateCall`` instructions."""
+        counts: Dict[str, int] = collections.Counter()
+        for d in self.delegates:
+            counts[d.backend] += d.calls
+        return dict(counts)
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of all the method's mutable buffers."""
+        return sum(s.nbytes for s in self.state)
+
+    @property
+    def state_bytes_copied_per_call(self) -> int:
+        """Bytes ExecuTorch copies into mutable buffers per call (sum of write-backs)."""
+        return sum(s.bytes_copied_per_call for s in self.state)
+
+    @property
+    def input_bytes_copied_per_call(self) -> int:
+        """Bytes ExecuTorch copies back into method inputs per call."""
+        return sum(s.bytes_copied_per_call for s in self.written_inputs)
+
+    def buffer(self, name: str) -> StateReport:
+        """The state entry called ``name``; ``KeyError`` listing the names otherwise."""
+        for s in self.state:
+            if s.name == name:
+                return s
+        raise KeyError(f"method {self.name!r} has no mutable buffer {name!r} (it has "
+                       f"{[s.name for s in self.state]})")
+
+    def to_json(self) -> Dict:
+        return {
+            "name": self.name,
+            "delegate_calls": self.delegate_calls,
+            "delegates": [dataclasses.asdict(d) for d in self.delegates],
+            "operators": dict(self.operators),
+            "state": [s.to_json() for s in self.state],
+            "written_inputs": [s.to_json() for s in self.written_inputs],
+            "state_bytes": self.state_bytes,
+            "state_bytes_copied_per_call": self.state_bytes_copied_per_call,
+            "input_bytes_copied_per_call": self.input_bytes_copied_per_call,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramSummary:
+    """Program-wide totals. ``state_buffers``/``state_bytes`` count each buffer once even when
+    several methods share it (same FQN, or same slot of the shared arena);
+    ``state_bytes_copied_per_call``: method -> bytes; ``zero_copy``: no method copies any state
+    or input back."""
+
+    methods: int
+    delegate_calls: Dict[str, int]
+    operators_outside_delegates: int
+    state_buffers: int
+    state_bytes: int
+    state_bytes_copied_per_call: Dict[str, int]
+    zero_copy: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramReport:
+    """What ``inspect`` returns. ``str(report)`` is ``format_table()``; ``to_json()`` a
+    JSON-serialisable dict with ``"format": FORMAT``."""
+
+    source: str
+    size: Optional[int]
+    methods: Tuple[MethodReport, ...]
+    summary: ProgramSummary
+
+    def method(self, name: str) -> MethodReport:
+        """The method called ``name``; ``KeyError`` listing the methods otherwise."""
+        for m in self.methods:
+            if m.name == name:
+                return m
+        raise KeyError(f"program has no method {name!r} (it has {[m.name for m in self.methods]})")
+
+    def to_json(self) -> Dict:
+        return {
+            "format": FORMAT,
+            "source": self.source,
+            "size": self.size,
+            "summary": dataclasses.asdict(self.summary),
+            "methods": [m.to_json() for m in self.methods],
+        }
+
+    def format_table(self) -> str:
+        """The report as text: per method its delegate calls, operators outside delegates and a
+        table of its state, then the program summary."""
+        return _format_report(self)
+
+    def __str__(self) -> str:
+        return self.format_table()
+
+
+def inspect(program) -> ProgramReport:
+    """Reports, per method of ``program``, its delegate calls, the operators it runs outside
+    delegates and how each mutable buffer is updated (module docstring for the rules).
+
+    ``program``: an ``ExecutorchProgramManager`` (its ``executorch_program`` is read), the
+    bytes of a ``.pte`` (``bytes``/``bytearray``), or a path to one (``str``/``os.PathLike``).
+    Raises ``ProgramReadError`` (a ``ValueError``) naming the file and the problem for a missing
+    file, a directory, data that is not an ExecuTorch program or a truncated/corrupted one;
+    ``TypeError`` for another type."""
+    loaded = pa.load_program(program)
+    try:
+        methods = tuple(_MethodAnalysis(loaded.program, plan).report()
+                        for plan in loaded.program.execution_plan)
+    except IndexError as exc:  # an index in the plan points past its table
+        raise ProgramReadError(
+            f"{loaded.source}: the program is inconsistent ({exc}); the file is corrupted; "
+            "export it again") from None
+    return ProgramReport(loaded.source, loaded.size, methods, _summary(loaded.program, methods))
+
+
+# --- delegates -----------------------------------------------------------------------------
+
+def _delegate_metadata(program: schema.Program, delegate: schema.BackendDelegate
+                       ) -> Tuple[Optional[DelegateMetadata], Optional[str]]:
+    """The blob metadata of a ``TensorRTBackend`` delegate, or (None, why not)."""
+    ref = delegate.processed
+    if int(ref.location) != int(schema.DataLocation.INLINE):
+        return None, (f"blob is in segment {ref.index}, not inline; inspect the serialized "
+                      ".pte (bytes or path) instead")
+    if not 0 <= ref.index < len(program.backend_delegate_data):
+        return None, f"blob index {ref.index} is out of range"
+    try:
+        return read_blob(program.backend_delegate_data[ref.index].data).metadata, None
+    except ValueError as exc:
+        return None, f"cannot read the blob: {exc}"
+
+
+def _delegate_reports(program: schema.Program, plan: schema.ExecutionPlan
+                      ) -> Tuple[List[DelegateReport], List[Optional[DelegateMetadata]]]:
+    calls = collections.Counter(call.delegate_index for _, call in pa.instructions(plan)
+                                if isinstance(call, schema.DelegateCall))
+    reports, metadata = [], []
+    for index, delegate in enumerate(plan.delegates):
+        if delegate.id != BACKEND_ID:
+            reports.append(DelegateReport(index, delegate.id, calls[index]))
+            metadata.append(None)
+            continue
+        meta, note = _delegate_metadata(program, delegate)
+        metadata.append(meta)
+        if meta is None:
+            reports.append(DelegateReport(index, delegate.id, calls[index], note=note))
+        else:
+            reports.append(DelegateReport(index, delegate.id, calls[index], meta.engine,
+                                          len(meta.inputs), len(meta.outputs),
+                                          len(meta.aliased_io)))
+    return reports, metadata
+
+
+# --- one method ----------------------------------------------------------------------------
+
+class _MethodAnalysis:
+    """Walks one plan once: reads/writes of every instruction, then state and its writers."""
+
+    def __init__(self, program: schema.Program, plan: schema.ExecutionPlan) -> None:
+        self.plan = plan
+        self.inputs: Set[int] = set(plan.inputs)
+        self.delegates, self.metadata = _delegate_reports(program, plan)
+        self.operators: Dict[str, int] = collections.Counter()
+        self.read_before_write: Set[int] = set()
+        self.delegate_in_place: Dict[int, List[str]] = collections.defaultdict(list)
+        self.kernel_writes: Dict[int, List[str]] = collections.defaultdict(list)
+        self._walk()
+
+    def _delegate_effects(self, call: schema.DelegateCall, written: Set[int]
+                          ) -> Tuple[List[int], List[int]]:
+        """(reads, writes) of a DelegateCall; records which values the delegate writes in
+        place (``delegate_in_place``). For a ``TensorRTBackend`` call with a readable blob the
+        first ``len(inputs)`` arguments are read and the rest written, plus each input that an
+        ``aliased_io`` entry makes an output's storage. For any other call only a value passed
+        twice is known to be an input and an output; a value passed once counts as read if it
+        was written before (or is a method input), else as written."""
+        args = list(call.args)
+        report = self.delegates[call.delegate_index]
+        meta = self.metadata[call.delegate_index]
+        who = f"{report.backend} delegate {report.index}"
+        if meta is not None and len(args) == len(meta.inputs) + len(meta.outputs):
+            ins, outs = args[:len(meta.inputs)], args[len(meta.inputs):]
+            for j, v in enumerate(outs):
+                # Only a state value or a method input is ever looked up in delegate_in_place.
+                if v in ins:
+                    self.delegate_in_place[v].append(
+                        f"{who} (output '{meta.outputs[j].name}' is its input "
+                        f"'{meta.inputs[ins.index(v)].name}')")
+                else:
+                    self.delegate_in_place[v].append(
+                        f"{who} (output '{meta.outputs[j].name}' is stored in it)")
+            for alias in meta.aliased_io:
+                j = [b.name for b in meta.outputs].index(alias.output)
+                i = [b.name for b in meta.inputs].index(alias.input)
+                if outs[j] != ins[i]:
+                    self.delegate_in_place[ins[i]].append(
+                        f"{who} (aliased_io: output '{alias.output}' is stored in input "
+                        f"'{alias.input}', {alias.kind})")
+            return ins, outs
+        counts = collections.Counter(args)
+        twice = [v for v, n in counts.items() if n > 1]
+        for v in twice:
+            self.delegate_in_place[v].append(f"{who} (passed as input and output)")
+        once = [v for v, n in counts.items() if n == 1]
+        return twice + [v for v in once if v in written or v in self.inputs], \
+            twice + [v for v in once if v not in written and v not in self.inputs]
+
+    def _storage(self, value: int):
+        """Where a value's data lives: (arena, offset) when memory-planned, else the value id.
+        ExecuTorch emits a view (``view_copy`` removed by memory planning) as a second value
+        with its base's arena and offset, so a view and its base share a key."""
+        tensor = pa.tensor_at(self.plan, value)
+        if tensor is not None and tensor.allocation_info is not None:
+            return ("arena", tensor.allocation_info.memory_id, tensor.allocation_info.memory_offset)
+        return ("value", value)
+
+    def _walk(self) -> None:
+        written: Set[int] = set()
+        storage_written = {self._storage(v) for v in self.inputs}
+        for _, call in pa.instructions(self.plan):
+            if isinstance(call, schema.KernelCall):
+                name = pa.operator_name(self.plan, call.op_index)
+                self.operators[name] += 1
+                reads, writes = pa.kernel_effects(self.plan, call)
+                if self.plan.operators[call.op_index].name not in pa.COPY_KERNELS:
+                    for v in dict.fromkeys(writes):  # an in-place op returns its self
+                        self.kernel_writes[v].append(name)
+            elif isinstance(call, schema.DelegateCall):
+                reads, writes = self._delegate_effects(call, written)
+            elif isinstance(call, schema.MoveCall):
+                reads, writes = [call.move_from], [call.move_to]
+            elif isinstance(call, schema.JumpFalseCall):
+                reads, writes = [call.cond_value_index], []
+            else:
+                reads, writes = [], []
+            for v in reads:
+                if v not in written and v not in self.inputs \
+                        and self._storage(v) not in storage_written:
+                    self.read_before_write.add(v)
+            written.update(writes)
+            storage_written.update(self._storage(v) for v in writes)
+
+    def _evidence(self, value: int, tensor: schema.Tensor, copy_dests: Set[int]) -> List[str]:
+        planned = tensor.allocation_info is not None
+        evidence = []
+        if pa.tensor_fqn(tensor):
+            evidence.append("name")
+        if planned and tensor.data_buffer_idx > 0:
+            evidence.append("initial_value")
+        if planned and tensor.allocation_info.memory_id == 2 \
+                and len(self.plan.non_const_buffer_sizes) == 3:
+            evidence.append("shared_arena")
+        if value in copy_dests and value not in self.inputs:
+            evidence.append("write_back")
+        if planned and value in self.read_before_write:
+            evidence.append("read_before_write")
+        return evidence
+
+    def _state_entry(self, values: Sequence[int], evidence: Sequence[str],
+                     copies: Sequence[pa.Copy], functional: Sequence[pa.Copy],
+                     name: str) -> StateReport:
+        """The report of the buffer whose value is ``values[0]``; ``values[1:]`` are views of
+        it (same storage), whose writers count as the buffer's."""
+        group = set(values)
+        tensor = pa.tensor_at(self.plan, values[0])
+        write_backs = [c for c in copies if c.destination in group]
+        kernel_writers = [n for v in values for n in self.kernel_writes.get(v, [])]
+        delegate_writers = [d for v in values for d in self.delegate_in_place.get(v, [])]
+        if write_backs:
+            update = WRITTEN_BACK
+        elif kernel_writers:
+            update = IN_PLACE_KERNEL
+        elif delegate_writers:
+            update = IN_PLACE_DELEGATE
+        else:
+            update = READ_ONLY
+        writers = [f"{c.op} from {pa.describe_value(self.plan, c.source)}, {c.nbytes} bytes"
+                   for c in write_backs] + kernel_writers + delegate_writers
+        return StateReport(
+            name=name, fqn=pa.tensor_fqn(tensor), value=values[0], dtype=pa.dtype_name(tensor),
+            shape=pa.sizes(tensor), nbytes=pa.tensor_nbytes(tensor), update=update,
+            bytes_copied_per_call=sum(c.nbytes for c in write_backs),
+            functional_update_bytes_per_call=sum(f.nbytes for f in functional
+                                                 if f.source in group),
+            updated_by=tuple(writers), evidence=tuple(evidence), views=tuple(values[1:]))
+
+    def _base_first(self, values: Sequence[int]) -> List[int]:
+        """The buffer itself first (named, else initialised, else the largest, else the first
+        value), then its views."""
+        def rank(v):
+            t = pa.tensor_at(self.plan, v)
+            return (pa.tensor_fqn(t) is not None, t.data_buffer_idx > 0, pa.tensor_nbytes(t), -v)
+        base = max(values, key=rank)
+        return [base] + sorted(v for v in values if v != base)
+
+    def report(self) -> MethodReport:
+        plan = self.plan
+        copies, functional = pa.copies(plan), pa.functional_updates(plan)
+        copy_dests = {c.destination for c in copies}
+        written_inputs = []
+        groups: Dict[object, List[int]] = collections.defaultdict(list)
+        evidence: Dict[int, List[str]] = {}
+        for value, evalue in enumerate(plan.values):
+            tensor = evalue.val
+            if not isinstance(tensor, schema.Tensor):
+                continue
+            if value in self.inputs:
+                if value in copy_dests or value in self.delegate_in_place \
+                        or value in self.kernel_writes:
+                    name = f"input {plan.inputs.index(value)} " + \
+                        pa.describe_value(plan, value).split(" ", 2)[2]
+                    written_inputs.append(self._state_entry(
+                        [value], ["method_input"], copies, functional, name))
+                continue
+            evidence[value] = self._evidence(value, tensor, copy_dests)
+            if evidence[value]:
+                groups[self._storage(value)].append(value)
+        state = []
+        for values in groups.values():
+            values = self._base_first(values)
+            rules = [rule for rule in _EVIDENCE if any(rule in evidence[v] for v in values)]
+            name = pa.tensor_fqn(pa.tensor_at(plan, values[0])) or \
+                pa.describe_value(plan, values[0])
+            state.append(self._state_entry(values, rules, copies, functional, name))
+        state.sort(key=lambda s: s.value)
+        return MethodReport(plan.name, tuple(self.delegates), dict(self.operators),
+                            tuple(state), tuple(written_inputs))
+
+
+_EVIDENCE = ("name", "initial_value", "shared_arena", "write_back", "read_before_write")
+
+
+# --- program -------------------------------------------------------------------------------
+
+def _buffer_key(plan: schema.ExecutionPlan, s: StateReport):
+    """Identity of a buffer across methods: its FQN, else its slot in the shared arena."""
+    if s.fqn:
+        return ("fqn", s.fqn)
+    tensor = plan.values[s.value].val
+    if "shared_arena" in s.evidence:
+        return ("arena", tensor.allocation_info.memory_offset)
+    return ("value", plan.name, s.value)
+
+
+def _summary(program: schema.Program, methods: Sequence[MethodReport]) -> ProgramSummary:
+    delegate_calls: Dict[str, int] = collections.Counter()
+    buffers: Dict[object, int] = {}
+    for plan, m in zip(program.execution_plan, methods):
+        for backend, n in m.delegate_calls.items():
+            delegate_calls[backend] += n
+        for s in m.state:
+            buffers[_buffer_key(plan, s)] = s.nbytes
+    return ProgramSummary(
+        methods=len(methods),
+        delegate_calls=dict(delegate_calls),
+        operators_outside_delegates=sum(sum(m.operators.values()) for m in methods),
+        state_buffers=len(buffers),
+        state_bytes=sum(buffers.values()),
+        state_bytes_copied_per_call={m.name: m.state_bytes_copied_per_call for m in methods},
+        zero_copy=all(m.state_bytes_copied_per_call == 0 and m.input_bytes_copied_per_call == 0
+                      for m in methods),
+    )
+
+
+# --- text ----------------------------------------------------------------------------------
+
+_COLUMNS = ("name", "dtype", "shape", "bytes", "update", "copied/call")
+
+
+def _counts(counts: Dict[str, int]) -> str:
+    return ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
+
+
+def _delegate_line(d: DelegateReport) -> str:
+    text = f"delegate {d.index}: {d.backend}, {d.calls} call{'s' if d.calls != 1 else ''}"
+    if d.engine is not None:
+        text += (f", {d.engine} engine, {d.inputs} inputs, {d.outputs} outputs, "
+                 f"{d.aliased_outputs} aliased")
+    if d.note:
+        text += f" ({d.note})"
+    return text
+
+
+def _state_table(entries: Sequence[StateReport], indent: str) -> List[str]:
+    rows = [_COLUMNS] + [(s.name, s.dtype, str(list(s.shape)), str(s.nbytes), s.update,
+                          str(s.bytes_copied_per_call)) for s in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    right = {3, 5}  # numbers
+    lines = []
+    for row in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append(indent + "  ".join(cells).rstrip())
+    for s in entries:
+        if s.functional_update_bytes_per_call:
+            lines.append(f"{indent}note: {s.name}: out-of-place updates copy "
+                         f"{s.functional_update_bytes_per_call} bytes per call inside kernels")
+    return lines
+
+
+def _format_method(m: MethodReport) -> List[str]:
+    lines = [f"method {m.name}",
+             f"  delegate calls: {_counts(m.delegate_calls)}"]
+    lines += [f"    {_delegate_line(d)}" for d in m.delegates]
+    lines.append(f"  operators outside delegates: {_counts(m.operators)}")
+    if m.state:
+        lines.append(f"  state: {len(m.state)} buffer{'s' if len(m.state) != 1 else ''}, "
+                     f"{m.state_bytes} bytes")
+        lines += _state_table(m.state, "    ")
+    else:
+        lines.append("  state: none")
+    if m.written_inputs:
+        lines.append("  method inputs written by the program:")
+        lines += _state_table(m.written_inputs, "    ")
+        lines.append(f"  input bytes copied per call: {m.input_bytes_copied_per_call}")
+    lines.append(f"  state bytes copied per call: {m.state_bytes_copied_per_call}")
+    return lines
+
+
+def _format_report(report: ProgramReport) -> str:
+    size = f"{report.size} bytes, " if report.size is not None else ""
+    s = report.summary
+    lines = [f"executorch_trt.inspect: {report.source} ({size}{s.methods} "
+             f"method{'s' if s.methods != 1 else ''})"]
+    for m in report.methods:
+        lines += [""] + _format_method(m)
+    copied = ", ".join(f"{name} {n}" for name, n in s.state_bytes_copied_per_call.items())
+    lines += ["", "summary",
+              f"  delegate calls: {_counts(s.delegate_calls)}",
+              f"  operator calls outside delegates: {s.operators_outside_delegates}",
+              f"  state: {s.state_buffers} buffer{'s' if s.state_buffers != 1 else ''}, "
+              f"{s.state_bytes} bytes",
+              f"  state bytes copied per call: {copied or 'no methods'}",
+              "  zero copy: " + ("yes" if s.zero_copy else
+                                 "no (ExecuTorch copies state back on some calls)")]
+    return "\n".join(lines)
