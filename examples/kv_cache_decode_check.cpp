@@ -3,15 +3,21 @@
 // decode, and keeps conversations apart.
 //
 // usage: kv_cache_decode_check --model M.pte --reference R.json [--steps N] [--tol T]
-//                              [--checksum-tol C] [--sessions K] [--quiet]
+//                              [--checksum-tol C] [--sessions K] [--allow-state-copies]
+//                              [--quiet]
 //
 // Checks, each against the eager-PyTorch reference written by export_kv_cache_decode.py:
 //   1. run:       a fresh load starts from the known state (every cache all zeros); prefill
 //                 then N greedy decode steps: every token equal, last-position logits within
 //                 --tol (max |Δ| <= tol * max(1, max |ref|)), every cache's checksum within
 //                 --checksum-tol after every step, and each cache's storage (data pointer)
-//                 the same before and after every execute and shared by both methods; in an
-//                 in-place program the delegate copies 0 bytes.
+//                 the same before and after every execute and shared by both methods; and
+//                 no step copies state: 0 "state bytes copied" = the bytes the delegate copied
+//                 (its counter, core/binding/copy_counter.h) + the bytes ExecuTorch writes
+//                 back into mutable buffers per call of the method (`aten::copy_` and
+//                 `et_copy_index` in its execution plan, examples/plan_copies.h).
+//                 --allow-state-copies reports those bytes but does not fail on them (for
+//                 programs exported with kv_cache="copy_back").
 //   2. reload:    a second, fresh load of the same file reproduces step 0 (loads are isolated
 //                 and start from the known state).
 //   3. sessions:  K conversations with different prompts, each with its own cache memory
@@ -41,6 +47,7 @@
 #include <executorch/runtime/platform/runtime.h>
 
 #include "core/binding/copy_counter.h"
+#include "examples/plan_copies.h"
 #include "examples/reference.h"
 
 namespace executorch_trt::examples {
@@ -61,12 +68,16 @@ constexpr int kExitUsage = 2;
 constexpr const char* kUsage =
     "usage: kv_cache_decode_check --model PROGRAM.pte --reference REFERENCE.json\n"
     "                             [--steps N] [--tol T] [--checksum-tol C] [--sessions K]\n"
-    "                             [--quiet]\n"
+    "                             [--allow-state-copies] [--quiet]\n"
     "\n"
     "Runs the program's `prefill` and `decode` methods (ExecuTorch Module, shared memory\n"
     "arenas, the TensorRT delegate linked in) and checks tokens, logits and the KV cache\n"
     "itself against the eager reference after every step; then a fresh reload; then K\n"
     "interleaved conversations, each with its own cache memory bound by buffer name.\n"
+    "Every step must copy no state: \"state bytes copied\" is the delegate's own copies plus\n"
+    "ExecuTorch's write-backs of mutable buffers (aten::copy_ / et_copy_index in the method's\n"
+    "execution plan, bytes per call); any of either fails the check, naming the method and\n"
+    "the buffers.\n"
     "\n"
     "  --model PATH         .pte written by examples/export_kv_cache_decode.py (or your own:\n"
     "                       methods prefill/decode, see README), relative to where you ran\n"
@@ -78,6 +89,9 @@ constexpr const char* kUsage =
     "  --checksum-tol C     cache checksums: |diff| <= C * max(1, sum|cache|) (default 1e-4)\n"
     "  --sessions K         interleaved conversations for the sessions check (default 2;\n"
     "                       0 skips it; at most 64)\n"
+    "  --allow-state-copies report state bytes copied but do not fail on them: checks a\n"
+    "                       program that legitimately copies its state back (e.g. exported\n"
+    "                       with kv_cache=\"copy_back\") for correctness only\n"
     "  --quiet              no per-step progress lines\n"
     "\n"
     "Exit status: 0 PASS, 1 a check failed, 2 bad usage or unreadable/invalid input.\n";
@@ -94,6 +108,7 @@ struct Flags {
   double checksum_tol = 1e-4;
   int sessions = 2;
   bool quiet = false;
+  bool allow_state_copies = false;  // report copies of state, do not fail on them
   bool user_paths = false;  // --model/--reference came from the command line
 };
 
@@ -135,12 +150,12 @@ int ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
       arg = arg.substr(0, eq);
       has_value = true;
     }
-    if (arg == "--quiet") {
+    if (arg == "--quiet" || arg == "--allow-state-copies") {
       if (has_value) {
-        *error = "--quiet takes no value";
+        *error = arg + " takes no value";
         return kExitUsage;
       }
-      flags->quiet = true;
+      (arg == "--quiet" ? flags->quiet : flags->allow_state_copies) = true;
       continue;
     }
     static const char* const kKnown[] = {"--model", "--reference", "--default-model", "--default-reference",
@@ -341,12 +356,55 @@ struct StepRow {
   int64_t ref_token;
   double max_dlogit;
   double max_dchecksum;
-  uint64_t copied;
+  uint64_t delegate_copied;  // the delegate's copy counter across this execute
+  uint64_t written_back;     // ExecuTorch's write-backs per call of the method (its plan)
   double ms;
+  // Every byte of state this step copied.
+  uint64_t state_copied() const { return delegate_copied + written_back; }
 };
 
-// Check 1: fresh load, known state, prefill + decode against the reference, in place.
-Outcome CheckRun(const Flags& flags, const Reference& ref, int steps, std::vector<StepRow>* rows) {
+const char* MethodOfStep(int step) { return step == 0 ? "prefill" : "decode"; }
+
+// "'key_cache_0' 16384 B, 'value_cache_0' 16384 B": each write-back of `method`.
+std::string ListWriteBacks(const MethodCopies& method) {
+  std::string list;
+  for (const auto& copy : method.copies) {
+    list += (list.empty() ? "" : ", ") + copy.DestinationLabel() + " " + std::to_string(copy.bytes) + " B";
+    if (copy.op != "aten::copy_") list += " (" + copy.op + ")";
+  }
+  return list;
+}
+
+// " (an estimate: ...)" when the plan's per-call figure is not exact, else "".
+std::string ExactnessNote(const MethodCopies& method) {
+  return method.exact ? ""
+                      : " (an estimate: the plan has control flow or dynamic shapes, so a copy may run "
+                        "more or less than once per call)";
+}
+
+// The in-place check's failure: what `method` copied in one call and who copied it.
+std::string StateCopiesMessage(const std::string& method, uint64_t delegate_bytes, const MethodCopies& write_backs,
+                               const Reference& ref) {
+  std::string m = method + " copies state:";
+  if (!write_backs.copies.empty()) {
+    m += " ExecuTorch writes back " + std::to_string(write_backs.BytesPerCall()) + " bytes per call (" +
+         ListWriteBacks(write_backs) + ")" + ExactnessNote(write_backs);
+  }
+  if (delegate_bytes != 0) {
+    m += std::string(write_backs.copies.empty() ? "" : ";") + " the delegate copied " +
+         std::to_string(delegate_bytes) + " bytes (its aliased outputs are not the buffers themselves)";
+  }
+  m += "; a program that updates its state in place copies none";
+  if (ref.kv_cache == "copy_back") {
+    m += " (the reference says this program was exported with kv_cache=\"copy_back\")";
+  }
+  return m + ": run with --allow-state-copies to check such a program for correctness only";
+}
+
+// Check 1: fresh load, known state, prefill + decode against the reference, in place (no
+// state copied, per `plan_copies` and the delegate's counter, unless --allow-state-copies).
+Outcome CheckRun(const Flags& flags, const Reference& ref, int steps, const ProgramCopies& plan_copies,
+                 std::vector<StepRow>* rows) {
   std::unique_ptr<LoadedProgram> p;
   Outcome o = LoadedProgram::Load(flags.model, ref, &p);
   if (!o.ok()) return o;
@@ -381,7 +439,9 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps, std::vecto
                   : p->Run(false, {token}, t + step - 1, &logits, where);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!o.ok()) return o;
-    StepRow row{step, Argmax(logits), want.token, 0, 0, executorch_trt_bytes_copied() - copied_before, ms};
+    const MethodCopies& write_backs = *plan_copies.Find(MethodOfStep(step));
+    StepRow row{step, Argmax(logits), want.token, 0, 0, executorch_trt_bytes_copied() - copied_before,
+                write_backs.BytesPerCall(), ms};
     if (static_cast<int64_t>(logits.size()) != ref.vocab_size) {
       return Outcome::Fail("logits have " + std::to_string(logits.size()) + " entries, the reference " +
                            std::to_string(ref.vocab_size) + ", at " + where);
@@ -410,14 +470,14 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps, std::vecto
     }
     rows->push_back(row);
     if (!flags.quiet) {
-      std::printf("  %-18s token %5lld (ref %5lld)  max|dlogit| %.2e  cache ok  %8.2f ms\n", where.c_str(),
-                  static_cast<long long>(row.token), static_cast<long long>(want.token), row.max_dlogit, ms);
+      std::printf("  %-18s token %5lld (ref %5lld)  max|dlogit| %.2e  cache ok  state copied %6llu B  %8.2f ms\n",
+                  where.c_str(), static_cast<long long>(row.token), static_cast<long long>(want.token),
+                  row.max_dlogit, static_cast<unsigned long long>(row.state_copied()), ms);
       std::fflush(stdout);
     }
-    if (ref.kv_cache == "inplace" && row.copied != 0) {
-      return Outcome::Fail("the delegate copied " + std::to_string(row.copied) +
-                           " bytes in an in-place program (expected 0: the aliased output must be "
-                           "the cache buffer itself), at " + where);
+    if (!flags.allow_state_copies && row.state_copied() != 0) {
+      return Outcome::Fail(StateCopiesMessage(MethodOfStep(step), row.delegate_copied, write_backs, ref) +
+                           ", at " + where);
     }
     if (row.token != want.token) {
       return Outcome::Fail("token " + std::to_string(row.token) + " != reference " +
@@ -526,14 +586,36 @@ Outcome CheckSessions(const Flags& flags, const Reference& ref, int steps) {
   return Outcome::Pass();
 }
 
-void PrintTable(const std::vector<StepRow>& rows) {
-  std::printf("\n  step  token  ref    max|dlogit|  max rel dchecksum  delegate bytes copied  latency ms\n");
+// The per-step table and the state-copies summary line.
+void PrintTable(const std::vector<StepRow>& rows, bool allow_state_copies) {
+  std::printf(
+      "\n  step  token  ref    max|dlogit|  max rel dchecksum  state bytes copied  (delegate + write-back)  "
+      "latency ms\n");
+  uint64_t delegate = 0, written_back = 0;
   for (const auto& r : rows) {
-    std::printf("  %4d  %5lld  %5lld  %11.2e  %17.2e  %21llu  %10.2f\n", r.step, static_cast<long long>(r.token),
-                static_cast<long long>(r.ref_token), r.max_dlogit, r.max_dchecksum,
-                static_cast<unsigned long long>(r.copied), r.ms);
+    std::printf("  %4d  %5lld  %5lld  %11.2e  %17.2e  %18llu  (%8llu + %10llu)  %10.2f\n", r.step,
+                static_cast<long long>(r.token), static_cast<long long>(r.ref_token), r.max_dlogit, r.max_dchecksum,
+                static_cast<unsigned long long>(r.state_copied()), static_cast<unsigned long long>(r.delegate_copied),
+                static_cast<unsigned long long>(r.written_back), r.ms);
+    delegate += r.delegate_copied;
+    written_back += r.written_back;
   }
-  std::printf("\n");
+  std::printf("\n  state bytes copied in %zu step%s: %llu (delegate %llu + ExecuTorch write-back %llu)%s\n\n",
+              rows.size(), rows.size() == 1 ? "" : "s", static_cast<unsigned long long>(delegate + written_back),
+              static_cast<unsigned long long>(delegate), static_cast<unsigned long long>(written_back),
+              delegate + written_back == 0 ? ": every update in place"
+              : allow_state_copies         ? ", allowed by --allow-state-copies"
+                                           : "");
+}
+
+// One line per method: what ExecuTorch writes back per call, from the plan.
+void PrintWriteBacks(const ProgramCopies& plan_copies) {
+  for (const char* method : {"prefill", "decode"}) {
+    const MethodCopies& m = *plan_copies.Find(method);
+    std::printf("  %s: ExecuTorch writes back %llu bytes per call%s%s%s%s\n", method,
+                static_cast<unsigned long long>(m.BytesPerCall()), m.copies.empty() ? "" : " (",
+                ListWriteBacks(m).c_str(), m.copies.empty() ? "" : ")", ExactnessNote(m).c_str());
+  }
 }
 
 // `bazel run` starts the binary in its runfiles directory: paths the user typed are relative
@@ -586,10 +668,23 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   const int steps = flags.steps < 0 ? available : flags.steps;
+  auto plan_copies = ReadProgramCopies(flags.model, &error);
+  if (!plan_copies.ok()) {
+    std::fprintf(stderr, "kv_cache_decode_check: %s\n", error.c_str());
+    return kExitUsage;
+  }
+  for (const char* method : {"prefill", "decode"}) {
+    if (plan_copies->Find(method) == nullptr) {
+      std::fprintf(stderr, "kv_cache_decode_check: %s: the program has no method '%s' (it has: %s)\n",
+                   flags.model.c_str(), method, plan_copies->MethodNames().c_str());
+      return kExitUsage;
+    }
+  }
   executorch::runtime::runtime_init();
 
   std::printf("kv_cache_decode_check: %s (prompt %zu tokens, %d decode steps, %zu caches)\n",
               flags.model.c_str(), ref.prompt.size(), steps, ref.caches.size());
+  PrintWriteBacks(*plan_copies);
   std::vector<StepRow> rows;
   struct NamedCheck {
     const char* name;
@@ -597,7 +692,7 @@ int Main(int argc, char** argv) {
   };
   std::vector<NamedCheck> done;
   std::printf("[1/3] fresh load, prefill + %d decode steps vs reference\n", steps);
-  done.push_back({"run", CheckRun(flags, ref, steps, &rows)});
+  done.push_back({"run", CheckRun(flags, ref, steps, *plan_copies, &rows)});
   if (done.back().outcome.ok()) {
     std::printf("[2/3] fresh reload starts from the known state\n");
     done.push_back({"reload", CheckReload(flags, ref)});
@@ -606,7 +701,7 @@ int Main(int argc, char** argv) {
     std::printf("[3/3] %d interleaved sessions, each with its own cache memory\n", flags.sessions);
     done.push_back({"sessions", CheckSessions(flags, ref, steps)});
   }
-  if (!rows.empty()) PrintTable(rows);
+  if (!rows.empty()) PrintTable(rows, flags.allow_state_copies);
   const Outcome& last = done.back().outcome;
   if (last.exit_code == kExitUsage) {
     std::fprintf(stderr, "kv_cache_decode_check: %s\n", last.message.c_str());

@@ -36,8 +36,9 @@ struct ReferenceStep {
 };
 
 struct Reference {
-  // "inplace" or "copy_back": how the program was exported. In place, the delegate must copy
-  // no cache bytes (DESIGN.md "In place"); the runner checks it.
+  // "inplace" or "copy_back": how the program was exported. The runner fails on any state
+  // copied whatever this says (DESIGN.md "In place"); for "copy_back" its message says to use
+  // --allow-state-copies.
   std::string kv_cache;
   std::vector<int64_t> prompt;
   std::vector<CacheSpec> caches;
