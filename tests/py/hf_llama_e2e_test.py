@@ -70,6 +70,12 @@ class HuggingFaceLlamaTest(parameterized.TestCase):
             d.id for plan in manager.executorch_program.execution_plan for d in plan.delegates
         ]
         self.assertIn("TensorRTBackend", delegates, "the program must actually use the delegate")
+        # State ExecuTorch copies back per call, read off the plan: none in place; every cache
+        # and step counter in copy_back (4 x 64 positions x 2 heads x 16 x 4 B + 2 x 8 B).
+        report = executorch_trt.inspect(manager)
+        for method in ("prefill", "decode"):
+            self.assertEqual(report.method(method).state_bytes_copied_per_call,
+                             0 if kv_cache == "inplace" else 4 * 64 * 2 * 16 * 4 + 2 * 8, method)
         program = runtime.load(manager.buffer)
         prefill, decode = program.load_method("prefill"), program.load_method("decode")
         read_caches = program.load_method("read_caches")

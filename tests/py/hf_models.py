@@ -22,8 +22,7 @@ wrappers (``transformers.integrations.executorch``):
 ``executorch_trt.runtime`` with the same step interface, so a test drives both identically.
 
 The plan checks (``delegate_backends``, ``operators_outside``, ``state_write_backs``) read the
-emitted program with ``lowering_utils``; ``state_write_backs`` is the one place to switch to
-``executorch_trt.inspect(program)`` once it exists.
+emitted program (``lowering_utils``; ``executorch_trt.inspect`` for state copies).
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+import executorch_trt
 import lowering_utils as lu
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -327,9 +327,6 @@ def greedy_decode(family: Family, model, program_buffer: bytes,
 
 # --- plan checks (to be replaced by executorch_trt.inspect) ----------------------------------
 
-COPY_KERNELS = ("aten::copy_", "aten::copy", "executorch_prim::et_copy_index")
-
-
 def delegate_backends(et, method: str) -> List[str]:
     """Backend ids of the method's DelegateCall instructions, in execution order."""
     plan = lu.execution_plan(et, method)
@@ -344,35 +341,11 @@ def operators_outside(et, method: str) -> List[str]:
 
 
 def state_write_backs(et, method: str) -> List[Tuple[str, int]]:
-    """``(buffer name, bytes)`` of every ExecuTorch copy kernel in ``method``'s plan whose
-    destination is a mutable buffer (state): the write-back ExecuTorch does when a delegate
-    does not update the buffer in place. Empty means ExecuTorch copies no state per call.
-
-    A buffer is recognised by the name the program records for it (export with
-    ``emit_mutable_buffer_names=True``). The one function to switch to
-    ``executorch_trt.inspect(program)`` when it lands."""
-    plan = lu.execution_plan(et, method)
-    found = []
-    for name in COPY_KERNELS:
-        for call in lu.kernel_calls(plan, name):
-            dest = plan.values[call.args[-1]].val
-            if type(dest).__name__ != "Tensor":
-                continue
-            info = getattr(dest, "extra_tensor_info", None)
-            fqn = getattr(info, "fully_qualified_name", None)
-            if fqn:
-                found.append((fqn, _tensor_nbytes(dest)))
-    return found
-
-
-_ELEMENT_SIZE = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}
-
-
-def _tensor_nbytes(tensor) -> int:
-    n = _ELEMENT_SIZE[int(getattr(tensor.scalar_type, "value", tensor.scalar_type))]
-    for s in tensor.sizes:
-        n *= int(s)
-    return n
+    """``(buffer name, bytes per call)`` of every mutable buffer (state) that ExecuTorch copies
+    back in ``method`` (``executorch_trt.inspect``: update mode ``written_back``). Empty means
+    no state is copied per call."""
+    report = executorch_trt.inspect(et).method(method)
+    return [(b.name, b.bytes_copied_per_call) for b in report.state if b.bytes_copied_per_call]
 
 
 # --- the matrix table -----------------------------------------------------------------------

@@ -44,6 +44,8 @@ class DecoderEndToEndTest(parameterized.TestCase):
             "copy_back": _export_program(cls.decoder, kv_cache="copy_back"),
             "write_back_planning": _export_program(cls.decoder, finalise="composable"),
         }
+        cls.written_back = {mode: executorch_trt.inspect(pte).method("decode")
+                            .state_bytes_copied_per_call for mode, pte in cls.programs.items()}
         torch.manual_seed(1)
         cls.prompt = torch.randint(0, 64, (1, PROMPT_LEN))
 
@@ -89,6 +91,10 @@ class DecoderEndToEndTest(parameterized.TestCase):
             copied = runtime.bytes_copied() - copied_before
             self.assertEqual(copied, kv_nbytes if mode == "write_back_planning" else 0,
                              f"{mode} step {step}: delegate bytes copied")
+            # ExecuTorch's own write-backs, read off the plan: the step counter and the
+            # recurrent state (8 + 128 B, ordinary ops) always; the KV caches unless in place.
+            self.assertEqual(self.written_back[mode],
+                             136 + (0 if mode == "inplace" else kv_nbytes), mode)
             self._assert_logits_close(got, want, f"{mode} decode step {step}")
             self.assertEqual(int(got[0, -1].argmax()), int(want[0, -1].argmax()), f"step {step}")
             self._assert_state_equals(program, eager, f"{mode} after decode step {step}")

@@ -76,10 +76,9 @@ def _export(model, **options):
 
 
 def _cache_written_back(et, method="forward"):
-    """Bytes of ExecuTorch copy kernels writing a tensor of the cache's shape."""
-    plan = lu.execution_plan(et, method)
-    ids = set(lu.tensor_values_of_shape(plan, CACHE_SHAPE))
-    return [c for c in lu.kernel_calls(plan, "aten::copy_") if c.args[0] in ids]
+    """Bytes per call that ExecuTorch copies back into the ``cache`` buffer
+    (``executorch_trt.inspect``); 0 when the delegate updates it in place."""
+    return executorch_trt.inspect(et).method(method).buffer("cache").bytes_copied_per_call
 
 
 FORMS = [("index_copy", torch.float32), ("index_put", torch.float32),
@@ -114,7 +113,7 @@ class InPlacePlanTest(parameterized.TestCase):
                          "the delegate's output must be the cache's own value")
         self.assertEqual(plan.values[cache_in].val.extra_tensor_info.fully_qualified_name,
                          "cache")
-        self.assertEmpty(_cache_written_back(et))
+        self.assertEqual(_cache_written_back(et), 0)
         self.assertIn("executorch_trt::kv_cache_update.out",
                       lu.nested_operator_names(lu.blob_of(gm, call)))
 
@@ -238,14 +237,14 @@ class NotInPlaceTest(parameterized.TestCase):
         with self.assertWarnsRegex(NotInPlaceWarning,
                                    rf"method 'forward': buffer 'cache' .* \(256 bytes\).*{reason}"):
             et = _export(cls())
-        self.assertLen(_cache_written_back(et), 1)
+        self.assertEqual(_cache_written_back(et), 256)
         with self.assertRaisesRegex(NotInPlaceError, rf"buffer 'cache'.*{reason}"):
             _export(cls(), require_inplace=True)
         self._check_numerics(cls(), et)
 
     def test_read_that_feeds_the_write_is_in_place(self):
         et = _export(ReadFeedsWrite(), require_inplace=True)
-        self.assertEmpty(_cache_written_back(et))
+        self.assertEqual(_cache_written_back(et), 0)
         self._check_numerics(ReadFeedsWrite(), et)
 
     def test_functional_update_of_read_only_buffer_leaves_it_alone(self):
@@ -259,7 +258,7 @@ class NotInPlaceTest(parameterized.TestCase):
         with warnings.catch_warnings():
             warnings.simplefilter("error", NotInPlaceWarning)
             et = _export(CacheWriter("index_put"), kv_cache="copy_back")
-        self.assertLen(_cache_written_back(et), 1)
+        self.assertEqual(_cache_written_back(et), 256)
         with self.assertRaisesRegex(ValueError, "require_inplace=True contradicts "
                                                 "kv_cache='copy_back'"):
             _export(CacheWriter("index_put"), kv_cache="copy_back", require_inplace=True)
