@@ -23,13 +23,12 @@
 // times, and a tensor with a dynamic shape records its upper bound: `MethodCopies::exact` says
 // which.
 //
-// Reading. The pinned ExecuTorch wheel's C++ SDK ships neither the generated program schema
-// (`program_generated.h`) nor the flatbuffers headers, and `Program`/`Method` expose no
-// execution plan. So the plan is read here directly, by the field ids of ExecuTorch's schema
-// (`executorch/schema/program.fbs` in the same wheel, `executorch_flatbuffer` namespace) and
-// the flatbuffers binary format, with every offset, length and index checked against the
-// bytes read from the file: a corrupt or truncated file is an error, never a read past the
-// buffer.
+// Reading. `Program`/`Method` expose no execution plan, so it is read from the file with
+// FlatBuffers: C++ code that Debian's flatc generates at build time from the schema in the
+// pinned ExecuTorch wheel (`executorch/schema/program.fbs`, //examples:program_schema), used
+// only after `flatbuffers::Verifier` has checked the whole program flatbuffer (every offset,
+// length and alignment within the bytes read from the file): a corrupt or truncated file is an
+// error, never a read past the buffer.
 #pragma once
 
 #include <cstddef>
@@ -84,10 +83,12 @@ struct ProgramCopies {
 };
 
 // Reads the copies of every method from `data[0, size)`, the head of a .pte file (at least
-// the program flatbuffer; segments after it are not needed). `source` names the data in
-// messages (e.g. the file path). On failure returns Error::InvalidProgram and sets *error to a
-// message naming `source` and what is wrong (not an ExecuTorch program, an offset, length or
-// index out of range, an unknown scalar type, ...). Never reads outside `data[0, size)`.
+// the program flatbuffer; segments after it are not needed, and nothing past flatbuffers' 2 GiB
+// limit is looked at). `data` needs no particular alignment (an unaligned buffer is copied
+// first). `source` names the data in messages (e.g. the file path). On failure returns
+// Error::InvalidProgram and sets *error to a message naming `source` and what is wrong (not an
+// ExecuTorch program, a buffer that fails flatbuffers' verifier, a value or operator index out
+// of range, an unknown scalar type, ...). Never reads outside `data[0, size)`.
 executorch::runtime::Result<ProgramCopies> ParseProgramCopies(const uint8_t* data, size_t size,
                                                               const std::string& source,
                                                               std::string* error);

@@ -2,7 +2,8 @@
 
 The wheel is fetched with pip from the package index (pip's own cache makes re-fetches
 cheap), checked against EXECUTORCH_VERSION and EXECUTORCH_WHEEL_SHA256 in pins.bzl, and its
-`executorch/include` and `executorch/lib/*.so` are exposed as cc_library targets. Independent
+`executorch/include` and `executorch/lib/*.so` are exposed as cc_library targets, and its
+`executorch/schema/*.fbs` (the .pte format) as `:program_schema` for flatc. Independent
 of the Python environment: C++-only builds never create the venv.
 """
 

@@ -1,4 +1,5 @@
-"""A repository over files a Debian package installs (GoogleTest sources, nlohmann-json).
+"""A repository over files a Debian package installs (GoogleTest sources, nlohmann-json and
+FlatBuffers headers, the flatc compiler).
 
 Fails with a message naming the package to install (./bazelw installs it) when the path is
 missing, instead of Bazel's bare "path does not exist".
@@ -24,7 +25,8 @@ system_library = repository_rule(
         "path": attr.string(mandatory = True),
         "debian_package": attr.string(mandatory = True),
         "build_file": attr.label(mandatory = True, allow_single_file = True),
-        # Symlink `path` itself under this name (e.g. a header directory) instead of its children.
+        # Symlink `path` itself under this name (a header directory, or a single file such as a
+        # compiler) instead of its children.
         "mount_as": attr.string(),
     },
 )

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/runtime/executor/program.h>
 #include <gtest/gtest.h>
 
 #include "examples/reference.h"
@@ -188,6 +190,52 @@ TEST(PlanCopiesTest, CorruptBytesNeverCrash) {
     }
   }
   EXPECT_GT(rejected, 0u);
+}
+
+// A caller's buffer at an odd address: the same result (the parser copies it to aligned
+// memory before the verifier and the generated accessors load from it).
+TEST(PlanCopiesTest, UnalignedBufferGivesTheSameResult) {
+  const std::vector<uint8_t> pte = ReadAll(kCopyBack);
+  ASSERT_FALSE(pte.empty());
+  const size_t size = ProgramSize(pte);
+  std::vector<uint8_t> shifted(size + 1);
+  std::memcpy(shifted.data() + 1, pte.data(), size);
+  std::string error;
+  auto unaligned = ParseProgramCopies(shifted.data() + 1, size, "test.pte", &error);
+  ASSERT_TRUE(unaligned.ok()) << error;
+  EXPECT_TRUE(SameCopies(*unaligned, MustRead(kCopyBack)));
+}
+
+// The root offset pointing past the end: flatbuffers' verifier rejects it before any access.
+TEST(PlanCopiesTest, VerifierRejectsAnOffsetOutOfRange) {
+  std::vector<uint8_t> pte = ReadAll(kCopyBack);
+  ASSERT_FALSE(pte.empty());
+  const size_t size = ProgramSize(pte);
+  for (int i = 0; i < 4; ++i) pte[i] = static_cast<uint8_t>((size + 64) >> (8 * i));
+  std::string error;
+  auto copies = ParseCopyOf(pte.data(), size, &error);
+  ASSERT_FALSE(copies.ok());
+  EXPECT_EQ(copies.error(), Error::InvalidProgram);
+  EXPECT_NE(error.find("test.pte: cannot read the execution plan: the program flatbuffer (" + std::to_string(size) +
+                       " bytes) fails verification against ExecuTorch's schema"),
+            std::string::npos)
+      << error;
+}
+
+// plan_copies carries its own FlatBuffers (Debian's 2.0.8) and code generated from ExecuTorch's
+// schema; libexecutorch.so exports the same inline functions built from its own FlatBuffers
+// release. Linked into one binary (this test is linked statically, as the runner is), ours
+// must not replace ExecuTorch's: its verifier must still accept a good program. (With the
+// symbols exported, ExecuTorch's Program::Verify ran our 2.0.8 code on its own Verifier and
+// rejected every program.)
+TEST(PlanCopiesTest, ExecuTorchStillVerifiesPrograms) {
+  ASSERT_TRUE(MustRead(kInplace).Find("decode") != nullptr);  // our reader is linked and used
+  auto loader = executorch::extension::FileDataLoader::from(kInplace);
+  ASSERT_TRUE(loader.ok());
+  auto program =
+      executorch::runtime::Program::load(&loader.get(), executorch::runtime::Program::Verification::InternalConsistency);
+  EXPECT_TRUE(program.ok()) << "ExecuTorch's verifier rejects " << kInplace << ": error 0x" << std::hex
+                            << static_cast<uint32_t>(program.error());
 }
 
 TEST(PlanCopiesTest, NotAProgram) {
