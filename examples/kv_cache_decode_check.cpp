@@ -214,6 +214,20 @@ int ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
   return kExitPass;
 }
 
+// The names of `method`'s named mutable buffers (MethodMeta attributes), comma-separated,
+// or "none".
+std::string AttributeNames(const Method& method) {
+  const auto meta = method.method_meta();
+  std::string names;
+  for (size_t i = 0; i < meta.num_attributes(); ++i) {
+    auto info = meta.attribute_tensor_meta(i);
+    if (info.ok()) {
+      names += (names.empty() ? "'" : ", '") + std::string(info->name()) + "'";
+    }
+  }
+  return names.empty() ? "none" : names;
+}
+
 // One loaded program: its prefill and decode methods and their cache tensors.
 class LoadedProgram {
  public:
@@ -248,7 +262,10 @@ class LoadedProgram {
         auto t = m->get_attribute(spec.name);
         if (!t.ok()) {
           return Outcome::Invalid(path + ": no mutable buffer named '" + spec.name +
-                                  "' (export with emit_mutable_buffer_names=True)");
+                                  "'; the program's named buffers are: " +
+                                  AttributeNames(*m) +
+                                  " (none: export with emit_mutable_buffer_names=True; "
+                                  "else the reference belongs to another model)");
         }
         if (t->scalar_type() != ScalarType::Float || t->numel() != spec.numel()) {
           return Outcome::Invalid(path + ": buffer '" + spec.name + "' has " +

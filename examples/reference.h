@@ -5,7 +5,9 @@
 //   kv_cache: "inplace" | "copy_back"
 //   prompt:  [T token ids]
 //   caches:  [{name, shape, dtype:"float32"}]  the KV cache buffers by FQN
-//   steps:   [{step, token, logits:[V floats], cache_checksums:{name:[sum, weighted]}}]
+//   steps:   [{step, token, logits:[V floats] (last position; greedy token = argmax),
+//             cache_checksums:{name:[sum, weighted sum, sum |x|, weighted sum |x|]}}]
+//            (examples/decoder_model.py cache_checksum: weights 1 + flat index mod 1021)
 //            step 0 = after prefill, step k = after the k-th decode step.
 #pragma once
 

@@ -48,6 +48,11 @@ class ExportOptions:
     * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``).
     * ``init_mutable_buffers``: a fresh load starts from each buffer's exported value
       (``et_init_buffer``); ``False`` leaves them uninitialized (ExecuTorch's default).
+      ``None`` (default) = ``alloc_mutable_buffers``. With ``alloc_mutable_buffers=False`` it
+      must stay off: ExecuTorch 1.5.1 then points an unplanned buffer at its initial value
+      *inside the program data* (read-only when the .pte is memory-mapped: the first write
+      crashes; shared by every load otherwise) instead of leaving it for the application to
+      bind (verified: a segfault in the first KV write).
     * ``inplace``: remove the write-back ``copy_`` of every buffer the delegate updated in place
       (``InplaceMemoryPlanningPass``). ``False`` keeps ExecuTorch's write-back even in
       ``kv_cache="inplace"`` mode.
@@ -65,7 +70,7 @@ class ExportOptions:
     share_mutable_buffers: Optional[bool] = None
     alloc_mutable_buffers: bool = True
     emit_mutable_buffer_names: bool = False
-    init_mutable_buffers: bool = True
+    init_mutable_buffers: Optional[bool] = None
     inplace: bool = True
     require_inplace: bool = False
 
@@ -97,11 +102,22 @@ class ExportOptions:
                 "require_inplace=True contradicts "
                 + ("kv_cache='copy_back'" if self.kv_cache != "inplace" else "inplace=False")
                 + ", which asks ExecuTorch to copy the caches back; drop one of the two")
+        if self.init_mutable_buffers and not self.alloc_mutable_buffers:
+            raise ValueError(
+                "init_mutable_buffers=True needs alloc_mutable_buffers=True: an unplanned "
+                "buffer's memory comes from the application, which sets its initial value "
+                "(ExecuTorch would point it at read-only program data instead)")
         if not self.alloc_mutable_buffers and not self.emit_mutable_buffer_names:
             raise ValueError(
                 "alloc_mutable_buffers=False needs emit_mutable_buffer_names=True (the "
                 "application binds unplanned buffers by name)"
             )
+
+    @property
+    def initializes_mutable_buffers(self) -> bool:
+        if self.init_mutable_buffers is None:
+            return self.alloc_mutable_buffers
+        return self.init_mutable_buffers
 
     @property
     def shares_mutable_buffers(self) -> bool:
@@ -123,7 +139,7 @@ class ExportOptions:
 
 
 _STRING_OPTIONS = frozenset({"engine", "kv_cache"})
-_OPTIONAL_BOOL_OPTIONS = frozenset({"share_mutable_buffers"})
+_OPTIONAL_BOOL_OPTIONS = frozenset({"share_mutable_buffers", "init_mutable_buffers"})
 # Every other ExportOptions field is a plain bool (checked in __post_init__).
 
 
@@ -211,7 +227,7 @@ def _backend_config(opts: ExportOptions, method_names=None) -> ExecutorchBackend
         require_inplace=opts.require_inplace,
         method_names=method_names,
     )
-    passes = [InitializeMutableBuffersPass()] if opts.init_mutable_buffers else []
+    passes = [InitializeMutableBuffersPass()] if opts.initializes_mutable_buffers else []
     return ExecutorchBackendConfig(
         passes=passes,
         memory_planning_pass=planner,

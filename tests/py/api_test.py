@@ -99,7 +99,7 @@ class ArgumentErrorsTest(absltest.TestCase):
     def test_boolean_options_accept_only_bools(self):
         ep = dm.export_reordered_kv()
         for name in ("inplace", "alloc_mutable_buffers", "emit_mutable_buffer_names",
-                     "init_mutable_buffers"):
+                     "require_inplace"):
             for value in ("no", 0, 1, None):
                 with self.subTest(option=name, value=value):
                     with self.assertRaisesRegex(
@@ -108,14 +108,15 @@ class ArgumentErrorsTest(absltest.TestCase):
                         executorch_trt.export(ep, **{name: value})
                     with self.assertRaisesRegex(TypeError, f"option {name} must be True or False"):
                         executorch_trt.backend_config(**{name: value})
-        with self.assertRaisesRegex(TypeError, "share_mutable_buffers must be True, False or None, "
-                                               "got str 'yes'"):
-            executorch_trt.export(ep, share_mutable_buffers="yes")
+        for name in ("share_mutable_buffers", "init_mutable_buffers"):
+            with self.assertRaisesRegex(TypeError, f"{name} must be True, False or None, "
+                                                   "got str 'yes'"):
+                executorch_trt.export(ep, **{name: "yes"})
         with self.assertRaisesRegex(TypeError, "freeze_buffers must be True or False"):
             TensorRTPartitioner(freeze_buffers="no")
         # Real bools and None (where allowed) are still accepted.
         executorch_trt.backend_config(inplace=False, share_mutable_buffers=None,
-                                      init_mutable_buffers=False)
+                                      init_mutable_buffers=None)
 
     def test_string_options_accept_only_str(self):
         ep = dm.export_reordered_kv()

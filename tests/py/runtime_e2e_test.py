@@ -12,6 +12,7 @@ from absl.testing import absltest, parameterized
 from executorch.exir import to_edge_transform_and_lower
 
 import decoder_models as dm
+import lowering_utils as lu
 import executorch_trt
 from executorch_trt import runtime
 
@@ -221,6 +222,30 @@ class StateOutsidePartitionTest(parameterized.TestCase):
                 want = model(x)
             (got,) = method.execute([x])
             torch.testing.assert_close(got, want, msg=f"{kv_cache} step {step}")
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class UnplannedBufferTest(absltest.TestCase):
+    """``alloc_mutable_buffers=False``: the cache has no memory until the application binds
+    some. Unbound, ``execute`` fails cleanly naming the buffer (it once pointed at the
+    program's read-only initial value and crashed in the first KV write)."""
+
+    def test_unbound_cache_is_an_error_not_a_crash(self):
+        et = executorch_trt.export(dm.export_reordered_kv(), alloc_mutable_buffers=False,
+                                   emit_mutable_buffer_names=True)
+        plan = lu.execution_plan(et)
+        (cache,) = lu.tensor_values_of_shape(plan, [1, 6, 4])
+        self.assertIsNone(plan.values[cache].val.allocation_info)
+        self.assertEqual(plan.values[cache].val.data_buffer_idx, 0, "no data in the program")
+        method = runtime.load(et.buffer).load_method("forward")
+        with self.assertRaisesRegex(RuntimeError, "execute"):
+            method.execute(list(dm.ReorderedKV.example_inputs()))
+
+    def test_initial_value_needs_planned_buffers(self):
+        with self.assertRaisesRegex(ValueError, "init_mutable_buffers=True needs "
+                                                "alloc_mutable_buffers=True"):
+            executorch_trt.backend_config(alloc_mutable_buffers=False, init_mutable_buffers=True,
+                                          emit_mutable_buffer_names=True)
 
 
 class LibraryPathTest(absltest.TestCase):

@@ -39,6 +39,10 @@ def _write(form, cache, v, pos):
         cache[:, :, pos] = v[0, :1, 0].to(cache.dtype)
     elif form == "index_put_explicit":             # aten.index_put_ with leading None
         torch.ops.aten.index_put_(cache, [None, None, pos], v.to(cache.dtype))
+    elif form == "index_put_int32":                # an int32 index tensor
+        cache[:, :, pos.to(torch.int32)] = v.to(cache.dtype)
+    elif form == "index_put_2d_index":             # a [1, 1] index: rows replace dim 2
+        cache[:, :, pos.view(1, 1)] = v.view(1, H, 1, 1, D).to(cache.dtype)
     elif form == "slice":                          # static slice; casts like copy_
         cache[:, :, 3:4] = v * 3
     elif form == "slice_negative":
@@ -83,6 +87,7 @@ def _cache_written_back(et, method="forward"):
 
 FORMS = [("index_copy", torch.float32), ("index_put", torch.float32),
          ("index_put_broadcast", torch.float32), ("index_put_explicit", torch.float32),
+         ("index_put_int32", torch.float32), ("index_put_2d_index", torch.float32),
          ("slice", torch.float32), ("slice_negative", torch.float32),
          ("narrow_copy", torch.float32), ("select", torch.float32),
          ("select_negative", torch.float32),

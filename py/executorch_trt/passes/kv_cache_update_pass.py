@@ -18,7 +18,7 @@ functional ``copy``)::
 * ``index_put`` (``accumulate=False``, every index before ``dim`` a full slice, one index
   tensor of any rank, int64 or int32): ``v`` broadcasts to the indexed shape (size-1 or
   missing leading dimensions, as slice assignment produces), so ``v'`` is ``v`` expanded to it;
-  ``idx'`` is ``idx`` flattened with negative entries wrapped (``where(idx < 0, idx + size,
+  ``idx'`` is ``idx`` flattened, converted to int64, with negative entries wrapped (``where(idx < 0, idx + size,
   idx)``), as ``index_put`` does. Entries outside ``[-size, size)`` still fail at run time.
 * ``slice_scatter`` / ``select_scatter`` with static bounds: ``idx'`` is the ``arange`` of the
   slice (``start``/``end`` normalised and clamped as Python slicing does), ``v'`` the source
@@ -43,7 +43,7 @@ from executorch.exir.pass_base import PassBase, PassResult
 
 from executorch_trt import ops as _ops  # noqa: F401
 from executorch_trt.operator_support import schema_name
-from executorch_trt.passes.graph_edit import EDGE, insert_before, reshape_to, view_as
+from executorch_trt.passes.graph_edit import EDGE, cast_to, insert_before, reshape_to, view_as
 
 KV_CACHE_UPDATE = exir_ops.edge.executorch_trt.kv_cache_update.default
 
@@ -194,7 +194,8 @@ def _rewrite(write: KVWrite) -> None:
         value = reshape_to(node, value, _indexed_shape(c, dim, i))
         rows = [int(i.numel())]
         value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1:]))
-        idx = view_as(node, idx, rows)
+        # The op takes int64 indices (ops.py); index_put also accepts int32.
+        idx = cast_to(node, view_as(node, idx, rows), torch.int64)
         negative = insert_before(node, EDGE.aten.lt.Scalar, (idx, 0))
         wrapped = insert_before(node, EDGE.aten.add.Scalar, (idx, size))
         idx = insert_before(node, EDGE.aten.where.self, (negative, wrapped, idx))
