@@ -22,6 +22,7 @@ from executorch_trt.compile_options import BACKEND_ID, CompileOptions
 from executorch_trt.contract import (AliasDecision, BindingContract, binding_contract,
                                      decide_aliases)
 from executorch_trt.engines.portable import build_portable_engine
+from executorch_trt.inplace_diagnostics import report_view_copies
 from executorch_trt.engines.tensorrt import build_tensorrt_engine
 from executorch_trt.passes.functional_copy_pass import FunctionalCopyPass
 from executorch_trt.passes.kv_cache_update_pass import KVCacheUpdatePass
@@ -61,6 +62,8 @@ class TensorRTBackend(BackendDetails):
         """
         options = CompileOptions.from_compile_specs(compile_specs)
         contract, decision = analyse_partition(edge_program, options)
+        report_view_copies(decision.view_copies, dict(options.buffer_updates),
+                           options.require_inplace)
         payload = _ENGINE_BUILDERS[options.engine](edge_program, decision.aliases)
         metadata = DelegateMetadata(
             engine=options.engine,

@@ -32,6 +32,16 @@ The rule (issue 9, item 6), checked by ``check_buffer_sharing`` before lowering:
 The fixes the errors name: export every method from one module instance (to share on purpose);
 rename the buffer in one module (to keep them apart); or export the methods as separate
 programs. Buffers that no method mutates are constants, never shared state: not checked.
+
+The converse, *same storage under different names*, is checked too (always, whatever
+``share_by_name`` says): two methods whose buffers of different FQNs hold overlapping memory of
+one tensor storage, where at least one method mutates either name. Typically one model held by
+two export wrappers under different attribute names (the prefill wrapper stores it as
+``self.model``, the decode wrapper as ``self.m``: FQNs ``model.cache`` and ``m.cache``). Eager
+PyTorch shares the cache between the two; ExecuTorch, sharing by name only, would make them two
+separate buffers, so decode would never see what prefill wrote (wrong numbers, silently).
+``ValueError`` naming both FQNs and both methods; the fix: give the wrappers the same attribute
+name for the model (both ``self.model``) so the FQNs match.
 """
 
 from __future__ import annotations
@@ -122,6 +132,94 @@ def _fix(explicit_ok: bool) -> str:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _HeldBuffer:
+    """Buffer ``fqn`` of ``method``: its tensor and whether ``method`` mutates it."""
+
+    method: str
+    fqn: str
+    tensor: torch.Tensor
+    writes: bool
+
+
+def _storage_range(t: torch.Tensor) -> Optional[Tuple[object, int, int]]:
+    """``(storage key, first byte, end byte)`` of the memory ``t`` covers in its storage, or
+    ``None`` when it has none to compare (no elements, a meta/fake tensor, no data)."""
+    if t.device.type == "meta" or t.numel() == 0:
+        return None
+    try:
+        base = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # e.g. a tensor subclass without storage
+        return None
+    if base == 0:
+        return None
+    extent = 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
+    start = t.storage_offset() * t.element_size()
+    return ((t.device, base), start, start + extent * t.element_size())
+
+
+def _common_suffix(a: str, b: str) -> Tuple[str, str, str]:
+    """Splits two FQNs into (prefix of ``a``, prefix of ``b``, common dotted suffix)."""
+    parts_a, parts_b = a.split("."), b.split(".")
+    n = 0
+    while n < min(len(parts_a), len(parts_b)) and parts_a[-1 - n] == parts_b[-1 - n]:
+        n += 1
+    return (".".join(parts_a[:len(parts_a) - n]), ".".join(parts_b[:len(parts_b) - n]),
+            ".".join(parts_a[len(parts_a) - n:]))
+
+
+def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None:
+    """Raises ``ValueError`` when two methods hold overlapping memory of one tensor storage as
+    buffers of different FQNs and some method mutates either name (module docstring): ExecuTorch
+    would make them two buffers, so one method's writes would not reach the other."""
+    held: List[_HeldBuffer] = []
+    mutated = set()
+    for method, ep in programs.items():
+        writes = mutated_inputs(ep).buffers
+        mutated.update(writes)
+        for fqn in ep.graph_signature.buffers:
+            tensor = buffer_tensor(ep, fqn)
+            if isinstance(tensor, torch.Tensor):
+                held.append(_HeldBuffer(method, fqn, tensor, fqn in writes))
+    by_storage: Dict[object, List[Tuple[_HeldBuffer, int, int]]] = {}
+    for h in held:
+        where = _storage_range(h.tensor)
+        if where is not None:
+            by_storage.setdefault(where[0], []).append((h, where[1], where[2]))
+    conflicts = []
+    for entries in by_storage.values():
+        for i, (a, a_start, a_end) in enumerate(entries):
+            for b, b_start, b_end in entries[i + 1:]:
+                if a.method == b.method or a.fqn == b.fqn:
+                    continue
+                if a_start >= b_end or b_start >= a_end:  # disjoint parts of one storage
+                    continue
+                if a.fqn in mutated or b.fqn in mutated:
+                    conflicts.append((a, b))
+    if not conflicts:
+        return
+    # Report a pair where one of the two methods itself writes, if there is one.
+    a, b = min(conflicts, key=lambda pair: not (pair[0].writes or pair[1].writes))
+    if b.writes and not a.writes:
+        a, b = b, a
+    prefix_a, prefix_b, suffix = _common_suffix(a.fqn, b.fqn)
+    if prefix_a and prefix_b and suffix:
+        example = (f" (the wrappers hold the model as {prefix_a!r} and {prefix_b!r}: store it as "
+                   f"{prefix_a!r} in both, so both methods have {a.fqn!r})")
+    else:
+        example = ""
+    role = lambda h: "writes" if h.writes else "reads"  # noqa: E731
+    raise ValueError(
+        f"executorch_trt.export: methods {a.method!r} and {b.method!r} hold the same tensor "
+        f"under different names: buffer {a.fqn!r} in {a.method!r} (which {role(a)} it) and "
+        f"{b.fqn!r} in {b.method!r} (which {role(b)} it). ExecuTorch shares mutable buffers "
+        "across methods by name only, so the program would hold two separate buffers and what "
+        "one method writes the other would never see (eager PyTorch shares them). Give the "
+        "export wrappers the same attribute name for the model (e.g. both `self.model`), so "
+        f"the buffer has one FQN in every method{example}."
+    )
+
+
 def check_buffer_sharing(programs: Mapping[str, ExportedProgram], *,
                          share_by_name: bool = False) -> List[SharedBuffer]:
     """Checks that every buffer ``programs`` would share is one model's state (the rule in the
@@ -134,8 +232,12 @@ def check_buffer_sharing(programs: Mapping[str, ExportedProgram], *,
             module instances.
 
     Raises ``ValueError`` naming the buffer, both methods (which one writes it), what differs
-    (shapes, dtypes, initial values, or module instances) and how to fix it.
+    (shapes, dtypes, initial values, or module instances) and how to fix it; and, whatever
+    ``share_by_name`` says, naming both FQNs and both methods when two methods hold one
+    tensor's storage under different names and either name is mutated (one model held by two
+    wrappers under different attribute names: ExecuTorch would keep two separate buffers).
     """
+    _check_one_storage_one_name(programs)
     shared = shared_buffers(programs)
     for buffer in shared:
         ref_method = buffer.writers[0]

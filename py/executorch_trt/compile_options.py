@@ -16,6 +16,9 @@ them back. Keys are UTF-8 strings, values UTF-8 bytes.
   ``input`` carries (a ``BUFFER_MUTATION`` of the method). Only these outputs may be aliased:
   an output that is *not* a buffer's new value (e.g. a functional ``index_copy`` returned to
   the user) must leave its input untouched, as eager PyTorch does.
+* ``require_inplace``: ``preprocess`` raises ``NotInPlaceError`` instead of warning when an
+  in-place update still copies part of its buffer inside the engine (a write into a view of
+  the cache; ``contract.AliasDecision.view_copies``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class CompileOptions:
     kv_cache: str = "inplace"
     shared_inputs: Tuple[str, ...] = ()
     buffer_updates: Tuple[Tuple[str, str], ...] = ()
+    require_inplace: bool = False
 
     def __post_init__(self) -> None:
         for name in ("engine", "kv_cache"):
@@ -65,6 +69,7 @@ class CompileOptions:
             CompileSpec("shared_inputs", json.dumps(list(self.shared_inputs)).encode()),
             CompileSpec("buffer_updates",
                         json.dumps([list(p) for p in self.buffer_updates]).encode()),
+            CompileSpec("require_inplace", json.dumps(self.require_inplace).encode()),
         ]
 
     @staticmethod
@@ -78,6 +83,8 @@ class CompileOptions:
             values[spec.key] = bytes(spec.value).decode()
         if "shared_inputs" in values:
             values["shared_inputs"] = tuple(json.loads(values["shared_inputs"]))
+        if "require_inplace" in values:
+            values["require_inplace"] = bool(json.loads(values["require_inplace"]))
         if "buffer_updates" in values:
             values["buffer_updates"] = tuple(
                 (str(out), str(inp)) for out, inp in json.loads(values["buffer_updates"]))

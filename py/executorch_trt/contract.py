@@ -25,7 +25,8 @@ from torch.export.graph_signature import OutputKind
 from executorch_trt.blob import AliasedIO, Binding
 from executorch_trt.compile_options import CompileOptions
 from executorch_trt.operator_support import schema_name
-from executorch_trt.passes.kv_cache_update_pass import KV_CACHE_UPDATE, match_kv_write
+from executorch_trt.passes.kv_cache_update_pass import (KV_CACHE_UPDATE, VIEW_COPY_BYTES,
+                                                        match_kv_write)
 from executorch_trt.static_shapes import WHAT_TO_DO, describe_symbols, shape_text, symbols_of
 
 _DTYPE_NAMES: Dict[torch.dtype, str] = {
@@ -43,6 +44,15 @@ class BindingContract:
     outputs: Tuple[Binding, ...]
     input_nodes: Tuple[torch.fx.Node, ...]
     output_nodes: Tuple[torch.fx.Node, ...]
+
+
+def _contiguous(val: torch.Tensor) -> bool:
+    """Whether ``val`` is laid out in the default dim order (symbolic sizes count as yes: the
+    dynamic-shape check reports those)."""
+    try:
+        return bool(val.is_contiguous())
+    except Exception:  # noqa: BLE001 - unbacked symbolic strides
+        return True
 
 
 def _binding(name: str, node: torch.fx.Node) -> Binding:
@@ -67,6 +77,12 @@ def _binding(name: str, node: torch.fx.Node) -> Binding:
         )
     if val.dtype not in _DTYPE_NAMES:
         raise ValueError(f"TensorRTBackend: binding '{name}' has unsupported dtype {val.dtype}")
+    if not _contiguous(val):
+        raise ValueError(
+            f"TensorRTBackend: binding '{name}' is not contiguous (strides {list(val.stride())} "
+            f"for shape {list(val.shape)}, e.g. a channels_last buffer); the delegate binds "
+            "tensors in the default (contiguous) dim order only. Make it contiguous before "
+            "export, e.g. register_buffer(name, tensor.contiguous()).")
     shape = []
     others = [n.name for n in node.graph.nodes if n.op == "placeholder" and n is not node]
     for dim, d in enumerate(val.shape):
@@ -130,6 +146,10 @@ class AliasDecision:
 
     aliases: Tuple[AliasedIO, ...]
     not_in_place: Dict[str, str]
+    #: ``{output name: bytes}`` for aliased updates that write back a *view* of their buffer
+    #: (``KVCacheUpdatePass.VIEW_COPY_BYTES``): in place at the program level, but the engine
+    #: copies that view out and back on every call.
+    view_copies: Dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _memory_readers(node: torch.fx.Node) -> List[torch.fx.Node]:
@@ -202,6 +222,7 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
     shared = set(options.shared_inputs)
     aliases: List[AliasedIO] = []
     reasons: Dict[str, str] = {}
+    view_copies: Dict[str, int] = {}
     for out_name, in_name in options.buffer_updates:
         out, inp = outputs.get(out_name), inputs.get(in_name)
         if out is None or inp is None:
@@ -217,6 +238,8 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
             blocker = _kv_alias_blocker(out, inp)
             if blocker is None:
                 aliases.append(AliasedIO(out_name, in_name, "kv_cache_update", "caller"))
+                if out.meta.get(VIEW_COPY_BYTES):
+                    view_copies[out_name] = out.meta[VIEW_COPY_BYTES]
             else:
                 reasons[out_name] = blocker
             continue
@@ -226,14 +249,22 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
         reasons[out_name] = _not_a_write_reason(out, inp)
     order = {n.name: k for k, n in enumerate(contract.output_nodes)}
     aliases.sort(key=lambda a: order[a.output])
-    return AliasDecision(tuple(aliases), reasons)
+    return AliasDecision(tuple(aliases), reasons, view_copies)
 
 
 def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
+    """Why buffer update ``out`` of input ``inp`` is not in place (``decide_aliases``)."""
     match = match_kv_write(out) if out.op == "call_function" else None
     if isinstance(match, str):
         return match
     if out.op == "call_function" and out.target == KV_CACHE_UPDATE:
-        return "the update writes a different tensor than the buffer"
+        return ("the buffer is written more than once in this method (the last write updates "
+                f"the result of {_op_name(out.args[0])}, not the buffer); only a single write "
+                "per method is in place")
+    if inp not in _ancestors(out):
+        reader = next(iter(inp.users))
+        return (f"the old value is also read by {_op_name(reader)} ({reader.name}) inside the "
+                "delegate, which does not feed the new value, so writing the new value into "
+                "the buffer could change what it reads")
     return (f"its new value is computed from the old one by {_op_name(out)}, which is not a "
             "KV-cache write")

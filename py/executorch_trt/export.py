@@ -26,6 +26,7 @@ from executorch_trt.buffer_sharing import check_buffer_sharing
 from executorch_trt.compile_options import CompileOptions
 from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.partitioner import TensorRTPartitioner
+from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
 from executorch_trt.passes.initialize_mutable_buffers import InitializeMutableBuffersPass
 from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
 from executorch_trt.static_shapes import check_static_shapes
@@ -270,9 +271,12 @@ def export(
     _check_programs(programs)
     options = dict(options, engine=engine, kv_cache=kv_cache)
     opts = ExportOptions.from_kwargs(**options)
-    partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache)
+    partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache,
+                                      require_inplace=opts.require_inplace)
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
     _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)
     with torch.no_grad():
         edge = to_edge_transform_and_lower(programs, partitioner=[partitioner])
+        for name in edge.methods:
+            materialise_buffer_to_buffer_writes(edge.exported_program(name))
         return edge.to_executorch(_backend_config(opts, method_names))

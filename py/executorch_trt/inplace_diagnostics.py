@@ -17,7 +17,7 @@ import dataclasses
 import operator
 import types
 import warnings
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 from executorch.exir.delegate import executorch_call_delegate
@@ -25,6 +25,7 @@ from torch.export.exported_program import ExportGraphSignature
 
 from executorch_trt.compile_options import BACKEND_ID, CompileOptions
 from executorch_trt.operator_support import schema_name
+from executorch_trt.passes.buffer_to_buffer_writes import SNAPSHOT_OF
 from executorch_trt.passes.kv_cache_update_pass import SUPPORTED_FORMS
 
 FORMS = "; ".join(SUPPORTED_FORMS)
@@ -64,8 +65,9 @@ def _nbytes(node: torch.fx.Node) -> int:
 
 
 def _delegate_output_reason(graph_module: torch.fx.GraphModule, call: torch.fx.Node,
-                            index: int) -> tuple:
-    """(reason, requested) for delegate ``call``'s output ``index`` not being in place."""
+                            index: int, buffer: torch.fx.Node) -> tuple:
+    """(reason, requested) for delegate ``call``'s output ``index`` (the new value of
+    ``buffer``) not being in place."""
     lowered = getattr(graph_module, call.args[0].target, None)
     backend = getattr(lowered, "backend_id", "?")
     if backend != BACKEND_ID:
@@ -86,6 +88,13 @@ def _delegate_output_reason(graph_module: torch.fx.GraphModule, call: torch.fx.N
     name = contract.outputs[index].name
     if name in decision.not_in_place:
         return decision.not_in_place[name], False
+    readers = [u for u in buffer.users if u is not call and u.op != "output"
+               and u.target != torch.ops.aten.copy_.default]
+    if buffer not in call.args[1:] and readers:
+        reader = readers[0]
+        return (f"the old value is read outside this delegate call by "
+                f"{schema_name(reader) or reader.target} ({reader.name}), so the delegate "
+                "cannot write the new value into the buffer", False)
     return ("the partitioner did not record this delegate output as the buffer's new value "
             "(partition it with executorch_trt.TensorRTPartitioner)", False)
 
@@ -107,13 +116,21 @@ def explain_write_back(graph_module: torch.fx.GraphModule,
     requested = False
     if (src.op == "call_function" and src.target is operator.getitem
             and src.args[0].target is executorch_call_delegate):
-        reason, requested = _delegate_output_reason(graph_module, src.args[0], src.args[1])
+        reason, requested = _delegate_output_reason(graph_module, src.args[0], src.args[1],
+                                                    buffer)
+    elif src.op == "call_function" and SNAPSHOT_OF in src.meta:
+        reason = (f"it is assigned the value of {src.meta[SNAPSHOT_OF]!r} as it is (e.g. "
+                  f"buf.copy_({src.meta[SNAPSHOT_OF]})), which ExecuTorch copies")
     elif src.op == "call_function":
         op = schema_name(src) or str(src.target)
         reason = (f"it is written outside the delegate by {op}, which TensorRTBackend does not "
                   "take, so ExecuTorch computes the new value in a separate tensor")
     else:
-        reason = f"it is assigned from {src.op} {src.name}"
+        source = src.name
+        if graph_signature is not None:
+            source = graph_signature.inputs_to_buffers.get(src.name, src.name)
+        reason = (f"it is assigned the value of {source!r} as it is (e.g. "
+                  f"buf.copy_({source})), which ExecuTorch copies")
     return WriteBack(method, fqn, _nbytes(buffer), reason, requested)
 
 
@@ -133,3 +150,25 @@ def report_write_backs(write_backs: Sequence[WriteBack], require_inplace: bool) 
     for w in unrequested:
         warnings.warn(f"executorch_trt: {w.message()}. In-place forms: {FORMS}; "
                       "require_inplace=True makes this an error.", NotInPlaceWarning, stacklevel=2)
+
+
+def report_view_copies(view_copies: Dict[str, int], buffer_of: Dict[str, str],
+                       require_inplace: bool) -> None:
+    """Warns (``NotInPlaceWarning``) or, with ``require_inplace``, raises
+    ``NotInPlaceError`` for in-place updates that write back a *view* of their buffer
+    (``contract.AliasDecision.view_copies``: ``{output: bytes}``; ``buffer_of``: output ->
+    partition input). Called by ``preprocess``, which knows the partition's input names (the
+    buffer's placeholder, ``b_<fqn with dots as underscores>``) but not the method's."""
+    messages = [
+        f"buffer input {buffer_of.get(out, out)!r} is updated in place, but each call also "
+        f"copies {nbytes} bytes of it inside the delegate: the update writes into a view of the "
+        "cache (e.g. cache[layer].index_copy_(...) or cache[..., :k] = v), which is copied out, "
+        "updated and written back. Write the full cache directly (cache.index_copy_(dim, idx, v) "
+        "or cache[:, :, idx] = v with every leading dimension a full slice) to avoid the copy"
+        for out, nbytes in sorted(view_copies.items())]
+    if not messages:
+        return
+    if require_inplace:
+        raise NotInPlaceError("executorch_trt: require_inplace=True, but " + "; ".join(messages))
+    for message in messages:
+        warnings.warn(f"executorch_trt: {message}.", NotInPlaceWarning, stacklevel=2)

@@ -39,7 +39,7 @@ _ARITHMETIC = {"add", "sub", "mul", "div", "neg", "pow", "sqrt", "rsqrt", "exp",
                "clamp", "reciprocal", "remainder", "floor", "ceil", "round", "erf", "sign",
                "cumsum", "argmax", "argmin", "var", "rsub", "floor_divide", "fmod", "atan2",
                "_to_dim_order_copy"}
-_KV_WRITES = {"index_put", "index_copy", "slice_scatter", "select_scatter"}
+_KV_WRITES = {"index_put", "index_copy", "slice_scatter", "select_scatter", "index_fill"}
 
 #: Schema names (``namespace::name``) the delegate accepts.
 SUPPORTED_OPS: FrozenSet[str] = frozenset(

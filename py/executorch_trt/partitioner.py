@@ -114,6 +114,8 @@ class TensorRTPartitioner(Partitioner):
         engine: ``"portable"`` or ``"tensorrt"`` (``CompileOptions``).
         kv_cache: ``"inplace"`` or ``"copy_back"`` (``CompileOptions``).
         freeze_buffers: tag buffers that this method does not mutate into the delegate.
+        require_inplace: ``preprocess`` raises instead of warning when an in-place update
+            still copies a view of its buffer inside the engine (``CompileOptions``).
 
     Raises ``ValueError`` for an unknown ``engine``/``kv_cache`` value; from ``partition``,
     ``ValueError`` for a program that mutates a user input or passes a dynamic size into a
@@ -122,7 +124,8 @@ class TensorRTPartitioner(Partitioner):
     """
 
     def __init__(
-        self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False
+        self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False,
+        require_inplace: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(freeze_buffers, bool):
@@ -131,7 +134,13 @@ class TensorRTPartitioner(Partitioner):
                 f"{type(freeze_buffers).__name__} {freeze_buffers!r}"
             )
         self.freeze_buffers = freeze_buffers
-        self.options = CompileOptions(engine=engine, kv_cache=kv_cache)
+        if not isinstance(require_inplace, bool):
+            raise TypeError(
+                f"TensorRTPartitioner: require_inplace must be True or False, got "
+                f"{type(require_inplace).__name__} {require_inplace!r}"
+            )
+        self.options = CompileOptions(engine=engine, kv_cache=kv_cache,
+                                      require_inplace=require_inplace)
         self.operator_support = TensorRTOperatorSupport()
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
@@ -171,7 +180,10 @@ class TensorRTPartitioner(Partitioner):
         self, ep: ExportedProgram
     ) -> Tuple[List[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
         """Keeps the KV-write ops ``aten.index_copy.default`` (else decomposed into
-        ``index_put``) and ``aten.select_scatter.default`` (else decomposed into a ``where``
-        over the whole cache) intact; ``KVCacheUpdatePass`` recognises both."""
-        return ([torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default],
+        ``index_put``), ``aten.select_scatter.default`` (else decomposed into a ``where``
+        over the whole cache) and ``aten.index_fill`` (else decomposed into an ``index_copy``
+        that, unlike ``index_fill``, rejects negative indices) intact; ``KVCacheUpdatePass``
+        recognises all three."""
+        return ([torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
+                 torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor],
                 None)

@@ -34,7 +34,7 @@ of these holds; each report lists the rules that matched (``evidence``):
 
 * ``written_back``: an ExecuTorch copy kernel (``plan_accounting.COPY_KERNELS``:
   ``aten::copy_``, ``executorch_prim::et_copy_index``) writes it on every call;
-  ``bytes_copied_per_call`` is the copies' size.
+  ``bytes_copied_per_call`` counts the copies' size.
 * ``in_place_kernel``: an ExecuTorch kernel writes its storage directly (e.g. ``aten::index_put_``
   with ``self`` and ``out`` the same value).
 * ``in_place_delegate``: a delegate writes its storage: the same value is passed to a
@@ -47,6 +47,16 @@ of these holds; each report lists the rules that matched (``evidence``):
 ``functional_update_bytes_per_call`` counts out-of-place updates that read the buffer and
 materialise a complete updated copy (``aten::index_put.out`` etc.): not a write-back, but a
 full-size copy inside the kernel.
+
+**The delegate's reflect copy.** A ``TensorRTBackend`` blob whose ``aliased_io`` makes output
+``j`` the storage of input ``i`` updates input ``i`` in place; when ExecuTorch passes a
+*separate* value for output ``j`` (another value id on other memory: a program finalised
+without ``executorch_trt.backend_config()``, or with ``inplace=False``), the delegate then
+copies the updated input into that output on every call (``BindingPlan::Execute``, counted by
+``runtime.bytes_copied()``), typically before ExecuTorch writes the output back into the
+buffer. Those bytes count in the input buffer's ``bytes_copied_per_call`` (and its method's
+and the program's totals) next to any write-back; ``delegate_bytes_copied_per_call`` holds
+them alone, ``updated_by`` says "reflect copy" and the table adds a note.
 
 Byte counts are static: each instruction is counted once (both branches of a ``torch.cond``
 are counted; a copy inside a ``torch.map`` body runs once per iteration).
@@ -100,11 +110,13 @@ class StateReport:
     ``name``: the buffer's FQN when recorded, else ``"value 12 [1, 2, 8, 4] float32"``
     (``input 0 ...`` for a method input). ``value``: its value id in the plan. ``dtype``:
     torch's dtype name; ``shape``: static sizes; ``nbytes``: its size in bytes. ``update``: one
-    of ``UPDATE_MODES``; ``bytes_copied_per_call``: bytes ExecuTorch copy kernels write into it
-    per call; ``functional_update_bytes_per_call``: bytes of full updated copies made by
-    out-of-place update kernels reading it; ``updated_by``: every writer (copies, then kernels,
-    then delegates); ``evidence``: the rules that identified it as state (module docstring);
-    ``views``: value ids of views of it (same storage; their writers count as its own)."""
+    of ``UPDATE_MODES``; ``bytes_copied_per_call``: bytes copied per call because of it:
+    ExecuTorch copy kernels writing it plus the delegate's reflect copies of it
+    (``delegate_bytes_copied_per_call``, module docstring); ``functional_update_bytes_per_call``:
+    bytes of full updated copies made by out-of-place update kernels reading it; ``updated_by``:
+    every writer (copies, then kernels, then delegates, then reflect copies); ``evidence``: the
+    rules that identified it as state (module docstring); ``views``: value ids of views of it
+    (same storage; their writers count as its own)."""
 
     name: str
     fqn: Optional[str]
@@ -118,6 +130,7 @@ class StateReport:
     updated_by: Tuple[str, ...]
     evidence: Tuple[str, ...]
     views: Tuple[int, ...] = ()
+    delegate_bytes_copied_per_call: int = 0
 
     def to_json(self) -> Dict:
         d = dataclasses.asdict(self)
@@ -154,12 +167,14 @@ class MethodReport:
 
     @property
     def state_bytes_copied_per_call(self) -> int:
-        """Bytes ExecuTorch copies into mutable buffers per call (sum of write-backs)."""
+        """Bytes of state copied per call: ExecuTorch's write-backs into mutable buffers plus
+        the delegate's reflect copies of them."""
         return sum(s.bytes_copied_per_call for s in self.state)
 
     @property
     def input_bytes_copied_per_call(self) -> int:
-        """Bytes ExecuTorch copies back into method inputs per call."""
+        """Bytes copied per call for method inputs the program writes (write-backs and
+        reflect copies)."""
         return sum(s.bytes_copied_per_call for s in self.written_inputs)
 
     def buffer(self, name: str) -> StateReport:
@@ -189,7 +204,7 @@ class ProgramSummary:
     """Program-wide totals. ``state_buffers``/``state_bytes`` count each buffer once even when
     several methods share it (same FQN, or same slot of the shared arena);
     ``state_bytes_copied_per_call``: method -> bytes; ``zero_copy``: no method copies any state
-    or input back."""
+    or input back (no write-back and no delegate reflect copy)."""
 
     methods: int
     delegate_calls: Dict[str, int]
@@ -305,6 +320,8 @@ class _MethodAnalysis:
         self.operators: Dict[str, int] = collections.Counter()
         self.read_before_write: Set[int] = set()
         self.delegate_in_place: Dict[int, List[str]] = collections.defaultdict(list)
+        #: value -> [(bytes, description)] of the delegate's reflect copies of it per call.
+        self.delegate_copies: Dict[int, List[Tuple[int, str]]] = collections.defaultdict(list)
         self.kernel_writes: Dict[int, List[str]] = collections.defaultdict(list)
         self._walk()
 
@@ -338,6 +355,15 @@ class _MethodAnalysis:
                     self.delegate_in_place[ins[i]].append(
                         f"{who} (aliased_io: output '{alias.output}' is stored in input "
                         f"'{alias.input}', {alias.kind})")
+                if self._storage(outs[j]) != self._storage(ins[i]):
+                    # BindingPlan::Execute: the updated input is copied into the separate
+                    # output tensor ExecuTorch passed, on every call.
+                    out_tensor = pa.tensor_at(self.plan, outs[j])
+                    nbytes = pa.tensor_nbytes(out_tensor) if out_tensor is not None else 0
+                    self.delegate_copies[ins[i]].append((nbytes, (
+                        f"{who} reflect copy: it copies updated input '{alias.input}' into "
+                        f"output '{alias.output}' ({pa.describe_value(self.plan, outs[j])}, "
+                        f"a separate value), {nbytes} bytes")))
             return ins, outs
         counts = collections.Counter(args)
         twice = [v for v, n in counts.items() if n > 1]
@@ -408,6 +434,7 @@ class _MethodAnalysis:
         write_backs = [c for c in copies if c.destination in group]
         kernel_writers = [n for v in values for n in self.kernel_writes.get(v, [])]
         delegate_writers = [d for v in values for d in self.delegate_in_place.get(v, [])]
+        reflects = [r for v in values for r in self.delegate_copies.get(v, [])]
         if write_backs:
             update = WRITTEN_BACK
         elif kernel_writers:
@@ -417,14 +444,17 @@ class _MethodAnalysis:
         else:
             update = READ_ONLY
         writers = [f"{c.op} from {pa.describe_value(self.plan, c.source)}, {c.nbytes} bytes"
-                   for c in write_backs] + kernel_writers + delegate_writers
+                   for c in write_backs] + kernel_writers + delegate_writers + \
+            [text for _, text in reflects]
+        delegate_bytes = sum(n for n, _ in reflects)
         return StateReport(
             name=name, fqn=pa.tensor_fqn(tensor), value=values[0], dtype=pa.dtype_name(tensor),
             shape=pa.sizes(tensor), nbytes=pa.tensor_nbytes(tensor), update=update,
-            bytes_copied_per_call=sum(c.nbytes for c in write_backs),
+            bytes_copied_per_call=sum(c.nbytes for c in write_backs) + delegate_bytes,
             functional_update_bytes_per_call=sum(f.nbytes for f in functional
                                                  if f.source in group),
-            updated_by=tuple(writers), evidence=tuple(evidence), views=tuple(values[1:]))
+            updated_by=tuple(writers), evidence=tuple(evidence), views=tuple(values[1:]),
+            delegate_bytes_copied_per_call=delegate_bytes)
 
     def _base_first(self, values: Sequence[int]) -> List[int]:
         """The buffer itself first (named, else initialised, else the largest, else the first
@@ -534,6 +564,12 @@ def _state_table(entries: Sequence[StateReport], indent: str) -> List[str]:
                  for i, (c, w) in enumerate(zip(row, widths))]
         lines.append(indent + "  ".join(cells).rstrip())
     for s in entries:
+        if s.delegate_bytes_copied_per_call:
+            lines.append(f"{indent}note: {s.name}: {s.delegate_bytes_copied_per_call} of its "
+                         "bytes copied per call are the delegate's reflect copy (its aliased "
+                         "output is a separate value; finalise with "
+                         "executorch_trt.backend_config(), in-place planning on, to update it "
+                         "in place)")
         if s.functional_update_bytes_per_call:
             lines.append(f"{indent}note: {s.name}: out-of-place updates copy "
                          f"{s.functional_update_bytes_per_call} bytes per call inside kernels")
@@ -574,5 +610,5 @@ def _format_report(report: ProgramReport) -> str:
               f"{s.state_bytes} bytes",
               f"  state bytes copied per call: {copied or 'no methods'}",
               "  zero copy: " + ("yes" if s.zero_copy else
-                                 "no (ExecuTorch copies state back on some calls)")]
+                                 "no (state is copied on some calls)")]
     return "\n".join(lines)

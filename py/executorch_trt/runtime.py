@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 from typing import Any, BinaryIO, List, Optional, Sequence, Set, Union
 
+import torch
+
 LIBRARY_ENV = "EXECUTORCH_TRT_LIBRARY"
 RUNFILES_PATH = "executorch_trt/core/libexecutorch_trt.so"
 BACKEND_NAME = "TensorRTBackend"
@@ -115,14 +117,29 @@ def bytes_copied() -> int:
 class Method:
     """A loaded method. ``execute(inputs)`` takes tensors in the method's input order and
     returns its user outputs as a list of tensors (copies; mutable buffers persist inside the
-    loaded program across calls)."""
+    loaded program across calls). It keeps its ``Program`` alive: the stock method does not,
+    so ``load(pte).load_method(name)`` would otherwise run on a freed program."""
 
-    def __init__(self, method: Any, name: str) -> None:
+    def __init__(self, method: Any, name: str, program: Any = None) -> None:
         self._method = method
         self.name = name
+        self._program = program  # owns the ExecuTorch program the method runs in
 
     def execute(self, inputs: Sequence[Any]) -> List[Any]:
-        return list(self._method.execute(list(inputs)))
+        """Runs the method on ``inputs`` (in the method's input order) and returns its user
+        outputs.
+
+        Tensor inputs are passed in contiguous layout (the default dim order): a tensor that
+        is not contiguous (``channels_last``, a transpose, an ``expand``, a slice with a step)
+        is passed as ``t.contiguous()``, a copy, so its values are what the method sees. The
+        stock pybinding would take a ``channels_last`` tensor's memory as if it were in the
+        default order (wrong numbers, silently) and rejects other strided tensors. A
+        contiguous tensor is passed as it is (no copy). Other inputs (ints, floats, bools)
+        pass through unchanged.
+        """
+        return list(self._method.execute([
+            x.contiguous() if isinstance(x, torch.Tensor) and not x.is_contiguous() else x
+            for x in inputs]))
 
     @property
     def metadata(self) -> Any:
@@ -146,7 +163,7 @@ class Program:
         """Loads (or returns the already loaded) method ``name``; ``KeyError`` if unknown."""
         if name not in self._program.method_names:
             raise KeyError(f"program has no method {name!r} (has {sorted(self.method_names)})")
-        return Method(self._program.load_method(name), name)
+        return Method(self._program.load_method(name), name, self)
 
 
 def _program_source(program: Any) -> Any:

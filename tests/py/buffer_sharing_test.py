@@ -64,6 +64,41 @@ class TableReader(torch.nn.Module):
         return x * self.table
 
 
+class Wrapper(torch.nn.Module):
+    """An export wrapper that holds ``model`` under attribute ``attr`` (so its buffers' FQNs
+    are ``<attr>.<name>``) and calls it."""
+
+    def __init__(self, model, attr):
+        super().__init__()
+        setattr(self, attr, model)
+        self._attr = attr
+
+    def forward(self, *args):
+        return getattr(self, self._attr)(*args)
+
+
+class CacheWrapperReader(Wrapper):
+    """A wrapper that only reads its model's ``cache``."""
+
+    def forward(self, x, pos):
+        return getattr(self, self._attr).cache * 1 + x.sum()
+
+
+class SplitKV(torch.nn.Module):
+    """Buffers ``k`` and ``v`` are disjoint views of one storage (``big[0]``, ``big[1]``)."""
+
+    def __init__(self):
+        super().__init__()
+        big = torch.zeros(2, 1, 4, 4)
+        self.register_buffer("k", big[0])
+        self.register_buffer("v", big[1])
+
+    def forward(self, x, pos):
+        self.k.index_copy_(1, pos, x)
+        self.v.index_copy_(1, pos, 2 * x)
+        return self.k + self.v
+
+
 def _args(dtype=torch.float32):
     return torch.ones(1, 1, 4, dtype=dtype), torch.tensor([1])
 
@@ -142,6 +177,45 @@ class SharingRuleTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, "different module instances"):
             check_buffer_sharing(programs)
         self.assertLen(check_buffer_sharing(programs, share_by_name=True), 1)
+
+    def test_one_model_under_two_wrapper_attribute_names_raises(self):
+        # Prefill's wrapper holds the model as self.model, decode's as self.m: one cache tensor
+        # under FQNs 'model.cache' and 'm.cache', which ExecuTorch would keep as two buffers.
+        model = RowWriter()
+        programs = {"prefill": _export(Wrapper(model, "model")),
+                    "decode": _export(Wrapper(model, "m"))}
+        pattern = (r"methods 'prefill' and 'decode' hold the same tensor under different names: "
+                   r"buffer 'model\.cache' in 'prefill' \(which writes it\) and 'm\.cache' in "
+                   r"'decode' \(which writes it\).*by name only.*two separate buffers.*same "
+                   r"attribute name for the model \(e\.g\. both `self\.model`\).*'model' and "
+                   r"'m'")
+        with self.assertRaisesRegex(ValueError, pattern):
+            check_buffer_sharing(programs)
+        for explicit in (None, True):  # sharing by name cannot join two names
+            with self.assertRaisesRegex(ValueError, pattern):
+                executorch_trt.export(programs, share_mutable_buffers=explicit)
+
+    def test_one_model_under_two_names_read_by_one_method_raises(self):
+        model = RowWriter()
+        programs = {"write": _export(Wrapper(model, "model")),
+                    "read": _export(CacheWrapperReader(model, "reader"))}
+        with self.assertRaisesRegex(ValueError, r"buffer 'model\.cache' in 'write' \(which "
+                                                r"writes it\) and 'reader\.cache' in "
+                                                r"'read' \(which reads it\)"):
+            check_buffer_sharing(programs)
+
+    def test_one_model_under_two_names_never_written_is_constant(self):
+        model = TableReader(3.0)
+        programs = {"one": _export(Wrapper(model, "model"), (torch.ones(1, 4),)),
+                    "two": _export(Wrapper(model, "m"), (torch.ones(1, 4),))}
+        self.assertEqual(check_buffer_sharing(programs), [])
+
+    def test_disjoint_views_of_one_storage_are_separate_buffers(self):
+        # k and v share a storage but not memory: different names are right for them.
+        model = SplitKV()
+        args = (torch.ones(1, 1, 4), torch.tensor([1]))
+        programs = {"prefill": _export(model, args), "decode": _export(model, args)}
+        self.assertEqual([s.fqn for s in check_buffer_sharing(programs)], ["k", "v"])
 
     def test_not_checked_when_buffers_are_not_shared(self):
         programs = {"a": _export(RowWriter()), "c": _export(RowWriter(shape=(1, 8, 4)))}
@@ -228,6 +302,13 @@ class SharingRuntimeTest(absltest.TestCase):
         model = RowWriter()
         program = executorch_trt.export({"a": _export(model), "b": _export(model)}).buffer
         third = _run(program, _A_B_A)[2]
+        self._assert_rows(third, {0: 1.0, 1: 2.0, 2: 3.0})
+
+    def test_wrappers_with_the_same_attribute_name_share(self):
+        # The fix the different-names error gives: both wrappers hold the model as self.model.
+        model = RowWriter()
+        programs = {"a": _export(Wrapper(model, "model")), "b": _export(Wrapper(model, "model"))}
+        third = _run(executorch_trt.export(programs).buffer, _A_B_A)[2]
         self._assert_rows(third, {0: 1.0, 1: 2.0, 2: 3.0})
 
     def test_separate_programs_keep_the_modules_apart(self):

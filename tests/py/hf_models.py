@@ -361,12 +361,14 @@ def matrix_row(name: str, delegates: Dict[str, Sequence[str]],
                write_back_bytes: Dict[str, int], copied: Sequence[Tuple[str, int]],
                steps: Sequence[StepResult], export_s: float, run_s: float) -> Dict[str, object]:
     """A row as a dict (for JSON) with ``"markdown"`` the table row. State bytes copied per
-    step, per method = the method's ExecuTorch write-back bytes (from the plan) + the largest
-    delegate counter delta over its calls (``copied``: (method, bytes) per call)."""
+    step, per method = ``executorch_trt.inspect``'s state bytes copied per call (ExecuTorch's
+    write-backs plus the delegate's reflect copies, from the plan), or the delegate's largest
+    measured counter delta (``copied``: (method, bytes) per call) if that is larger: the
+    measurement can only add copies the plan does not show, never double-count them."""
     per_method = {}
     for method, nbytes in write_back_bytes.items():
         deltas = [n for m, n in copied if m == method]
-        per_method[method] = nbytes + max(deltas, default=0)
+        per_method[method] = max(nbytes, max(deltas, default=0))
     max_diff = max(s.max_abs_diff for s in steps)
     tol = min(1e-4 * s.scale for s in steps)
     tokens_equal = all(s.token == s.program_token for s in steps)

@@ -10,7 +10,7 @@ import warnings
 
 import torch
 from absl.testing import absltest
-from executorch.exir import ExecutorchBackendConfig, to_edge
+from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
 
 import decoder_models as dm
 import executorch_trt
@@ -121,15 +121,24 @@ class DelegateProgramsTest(absltest.TestCase):
         self.assertEqual(forward.state_bytes_copied_per_call, CACHE_BYTES)
         self.assertFalse(executorch_trt.inspect(self.copy_back).summary.zero_copy)
 
-    def test_aliased_output_with_write_back_counts_the_copy(self):
+    def test_aliased_output_with_write_back_counts_both_copies(self):
         # inplace=False: the blob still aliases the new cache to the cache input, but the
-        # delegate output is a separate value that ExecuTorch copies back.
+        # delegate output is a separate value: the delegate copies the updated cache into it
+        # (its reflect copy), then ExecuTorch copies it back.
         cache = executorch_trt.inspect(self.not_inplace).method("forward").buffer("k_cache")
         self.assertEqual(cache.update, "written_back")
-        self.assertEqual(cache.bytes_copied_per_call, CACHE_BYTES)
-        self.assertLen(cache.updated_by, 2)
+        self.assertEqual(cache.bytes_copied_per_call, 2 * CACHE_BYTES)
+        self.assertEqual(cache.delegate_bytes_copied_per_call, CACHE_BYTES)
+        self.assertLen(cache.updated_by, 3)
         self.assertStartsWith(cache.updated_by[0], "aten::copy_ from value ")
         self.assertIn("aliased_io", cache.updated_by[1])
+        self.assertRegex(cache.updated_by[2], rf"TensorRTBackend delegate 0 reflect copy: .* "
+                                              rf"{CACHE_BYTES} bytes$")
+
+    def test_in_place_delegate_makes_no_reflect_copy(self):
+        for program in (self.inplace, self.named, self.copy_back):
+            for s in executorch_trt.inspect(program).method("forward").state:
+                self.assertEqual(s.delegate_bytes_copied_per_call, 0, s.name)
 
     def test_decoder_caches_in_place_and_scalar_state_written_back(self):
         report = executorch_trt.inspect(self.tiny)
@@ -193,6 +202,45 @@ class DelegateProgramsTest(absltest.TestCase):
         self.assertEqual(text, report.format_table())
         self.assertRegex(text, r"k_cache\s+float32\s+\[1, 6, 4\]\s+96\s+written_back\s+96")
         self.assertIn(f"state bytes copied per call: {CACHE_BYTES}", text)
+
+
+class ComposableWithoutConfigTest(absltest.TestCase):
+    """``to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()]).to_executorch()``
+    without ``backend_config()``: the blob aliases the new cache to the cache input, ExecuTorch
+    passes a separate output value, so on every call the delegate copies the updated cache into
+    it (its reflect copy, ``runtime.bytes_copied()``) and ExecuTorch copies it back."""
+
+    @classmethod
+    def setUpClass(cls):
+        def lower():
+            edge = to_edge_transform_and_lower(
+                dm.export_reordered_kv(), partitioner=[executorch_trt.TensorRTPartitioner()])
+            return edge.to_executorch()
+        cls.report = executorch_trt.inspect(_quiet(lower))
+
+    def test_reflect_copy_and_write_back_are_both_counted(self):
+        forward = self.report.method("forward")
+        self.assertEqual(forward.operators, {"aten::copy_": 1})
+        (cache,) = forward.state
+        self.assertEqual(cache.update, "written_back")
+        self.assertEqual(cache.bytes_copied_per_call, 2 * CACHE_BYTES)
+        self.assertEqual(cache.delegate_bytes_copied_per_call, CACHE_BYTES)
+        self.assertTrue(any("reflect copy" in w for w in cache.updated_by), cache.updated_by)
+        self.assertEqual(forward.state_bytes_copied_per_call, 2 * CACHE_BYTES)
+        self.assertEqual(self.report.summary.state_bytes_copied_per_call,
+                         {"forward": 2 * CACHE_BYTES})
+        self.assertFalse(self.report.summary.zero_copy)
+
+    def test_json_and_table_show_the_reflect_copy(self):
+        data = json.loads(json.dumps(self.report.to_json()))
+        (state,) = data["methods"][0]["state"]
+        self.assertEqual((state["bytes_copied_per_call"], state["delegate_bytes_copied_per_call"]),
+                         (2 * CACHE_BYTES, CACHE_BYTES))
+        text = str(self.report)
+        self.assertRegex(text, rf"written_back\s+{2 * CACHE_BYTES}\n")
+        self.assertRegex(text, rf"note: value \d+ \[1, 6, 4\] float32: {CACHE_BYTES} of its bytes "
+                               r"copied per call are the delegate's reflect copy")
+        self.assertIn(f"state bytes copied per call: {2 * CACHE_BYTES}", text)
 
 
 class PlainExecuTorchTest(absltest.TestCase):

@@ -6,6 +6,7 @@ Reference numerics: eager PyTorch on the same weights (DESIGN.md "Tests").
 """
 
 import copy
+import gc
 
 import torch
 from absl.testing import absltest, parameterized
@@ -92,10 +93,12 @@ class DecoderEndToEndTest(parameterized.TestCase):
             copied = runtime.bytes_copied() - copied_before
             self.assertEqual(copied, kv_nbytes if mode == "write_back_planning" else 0,
                              f"{mode} step {step}: delegate bytes copied")
-            # ExecuTorch's own write-backs, read off the plan: the step counter and the
-            # recurrent state (8 + 128 B, ordinary ops) always; the KV caches unless in place.
+            # State bytes copied per call, read off the plan by inspect: ExecuTorch's own
+            # write-backs (the step counter and the recurrent state, 8 + 128 B, ordinary ops,
+            # always; the KV caches unless in place) plus the delegate's reflect copies, which
+            # must be exactly what the delegate's counter measured.
             self.assertEqual(self.written_back[mode],
-                             136 + (0 if mode == "inplace" else kv_nbytes), mode)
+                             136 + (0 if mode == "inplace" else kv_nbytes) + copied, mode)
             self._assert_logits_close(got, want, f"{mode} decode step {step}")
             self.assertEqual(int(got[0, -1].argmax()), int(want[0, -1].argmax()), f"step {step}")
             self._assert_state_equals(program, eager, f"{mode} after decode step {step}")
@@ -246,6 +249,73 @@ class UnplannedBufferTest(absltest.TestCase):
                                                 "alloc_mutable_buffers=True"):
             executorch_trt.backend_config(alloc_mutable_buffers=False, init_mutable_buffers=True,
                                           emit_mutable_buffer_names=True)
+
+
+class RowsIntoCache(torch.nn.Module):
+    """``forward(x[1, 2, 3, 4], pos[3]) -> cache * 1 + x.sum()`` after
+    ``cache.index_copy_(2, pos, x)``; ``cache`` is ``[1, 2, 8, 4]``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 2, 8, 4))
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(2, pos, x)
+        return self.cache * 1 + x.sum()
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class NonContiguousInputTest(parameterized.TestCase):
+    """``Method.execute`` passes tensor inputs in contiguous layout: the pybinding reads a
+    ``channels_last`` tensor's memory as if it were contiguous (wrong numbers) and rejects
+    other strided tensors."""
+
+    @parameterized.named_parameters(
+        ("channels_last", lambda t: t.contiguous(memory_format=torch.channels_last)),
+        ("transposed", lambda t: t.transpose(1, 3).contiguous().transpose(1, 3)),
+        ("strided_slice", lambda t: torch.cat([t, t], dim=3)[..., ::2]),
+    )
+    def test_matches_eager(self, layout):
+        with torch.no_grad():
+            ep = torch.export.export(RowsIntoCache(), (torch.randn(1, 2, 3, 4),
+                                                       torch.tensor([0, 1, 2])))
+        method = runtime.load(executorch_trt.export(ep).buffer).load_method("forward")
+        eager = RowsIntoCache()
+        for step in range(2):
+            x = layout(torch.arange(24.0).view(1, 2, 3, 4) + 100 * step)
+            self.assertFalse(x.is_contiguous())
+            strides = x.stride()
+            pos = torch.tensor([0, 1, 2]) + 3 * step
+            with torch.no_grad():
+                want = eager(x, pos)
+            (got,) = method.execute([x, pos])
+            torch.testing.assert_close(got, want, rtol=0, atol=0, msg=f"step {step}")
+            self.assertEqual(x.stride(), strides, "the caller's tensor is left as it was")
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class MethodLifetimeTest(absltest.TestCase):
+
+    def test_method_keeps_its_program_alive(self):
+        # README's pattern: runtime.load(pte).load_method(name) with no reference to the
+        # program kept. The stock method does not own its program (it once ran on a freed one:
+        # "Expected 0 inputs", then a segfault).
+        with torch.no_grad():
+            ep = torch.export.export(RowsIntoCache(), (torch.randn(1, 2, 3, 4),
+                                                       torch.tensor([0, 1, 2])))
+        pte = executorch_trt.export(ep).buffer
+        # From a bytearray the runtime makes its own bytes, which only the program holds.
+        method = runtime.load(bytearray(pte)).load_method("forward")
+        gc.collect()
+        garbage = [b"\xff" * len(pte) for _ in range(64)]  # would reuse a freed program's memory
+        eager = RowsIntoCache()
+        for step in range(2):
+            x, pos = torch.randn(1, 2, 3, 4), torch.tensor([0, 1, 2]) + 3 * step
+            with torch.no_grad():
+                want = eager(x, pos)
+            (got,) = method.execute([x, pos])
+            torch.testing.assert_close(got, want, msg=f"step {step}")
+        del garbage
 
 
 class LibraryPathTest(absltest.TestCase):

@@ -18,6 +18,7 @@ import warnings
 
 import torch
 from absl.testing import absltest, parameterized
+from executorch.exir import to_edge_transform_and_lower
 
 import lowering_utils as lu
 import executorch_trt
@@ -43,6 +44,10 @@ def _write(form, cache, v, pos):
         cache[:, :, pos.to(torch.int32)] = v.to(cache.dtype)
     elif form == "index_put_2d_index":             # a [1, 1] index: rows replace dim 2
         cache[:, :, pos.view(1, 1)] = v.view(1, H, 1, 1, D).to(cache.dtype)
+    elif form == "index_copy_0d":                  # a 0-d index tensor
+        cache.index_copy_(2, pos[0], v.to(cache.dtype))
+    elif form == "index_fill":                     # wraps negative indices like index_put
+        cache.index_fill_(2, pos, 2.5)
     elif form == "slice":                          # static slice; casts like copy_
         cache[:, :, 3:4] = v * 3
     elif form == "slice_negative":
@@ -88,6 +93,7 @@ def _cache_written_back(et, method="forward"):
 FORMS = [("index_copy", torch.float32), ("index_put", torch.float32),
          ("index_put_broadcast", torch.float32), ("index_put_explicit", torch.float32),
          ("index_put_int32", torch.float32), ("index_put_2d_index", torch.float32),
+         ("index_copy_0d", torch.float32), ("index_fill", torch.float32),
          ("slice", torch.float32), ("slice_negative", torch.float32),
          ("narrow_copy", torch.float32), ("select", torch.float32),
          ("select_negative", torch.float32),
@@ -157,10 +163,10 @@ class InPlaceNumericsTest(parameterized.TestCase):
     def test_matches_eager_every_step(self, form, dtype):
         model = CacheWriter(form, dtype)
         raised = self._run_against_eager(model, _export(model, require_inplace=True))
-        if form == "index_copy":
+        if form.startswith("index_copy"):
             self.assertEqual(raised, [-1, -8, 8, -9], "index_copy_ rejects negative indices")
-        elif form.startswith("index_put"):
-            self.assertEqual(raised, [8, -9], "index_put wraps [-8, 0) and rejects the rest")
+        elif form.startswith(("index_put", "index_fill")):
+            self.assertEqual(raised, [8, -9], f"{form} wraps [-8, 0) and rejects the rest")
         else:
             self.assertEqual(raised, [], "static forms ignore pos")
 
@@ -267,6 +273,178 @@ class NotInPlaceTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "require_inplace=True contradicts "
                                                 "kv_cache='copy_back'"):
             _export(CacheWriter("index_put"), kv_cache="copy_back", require_inplace=True)
+
+
+class Overwrites(torch.nn.Module):
+    """State that is only written, never read: ``buf.copy_(x * 2)`` and an HF-style step
+    counter ``counter.copy_(pos[0])``. ``ReadBack`` reads both in a second method."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(4))
+        self.register_buffer("counter", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x, pos):
+        self.buf.copy_(x * 2)
+        self.counter.copy_(pos[0])
+        return x + 1
+
+
+class Write(torch.nn.Module):
+    """``Overwrites`` as ``self.m`` (the same buffer FQNs as ``ReadBack``)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x, pos):
+        return self.m(x, pos)
+
+
+class ReadBack(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, scale):
+        return self.m.buf * scale, self.m.counter * 1
+
+
+class ZeroThenWrite(torch.nn.Module):
+    """``cache.zero_()`` then one row: the new cache does not depend on the old one."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.ones(8, 4))
+
+    def forward(self, x, pos):
+        self.cache.zero_()
+        self.cache.index_copy_(0, pos, x)
+        return self.cache + 0
+
+
+class Reset(torch.nn.Module):
+    """``state.copy_(init)``: a buffer assigned another buffer as it is (ExecuTorch 1.5.1
+    drops that write), and a shift register ``a.copy_(b); b.copy_(x)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.full((4,), 5.0))
+        self.register_buffer("init", torch.ones(4))
+        self.register_buffer("a", torch.zeros(4))
+        self.register_buffer("b", torch.ones(4))
+
+    def forward(self, x):
+        out = self.state + x + self.a * 10
+        self.state.copy_(self.init)
+        self.a.copy_(self.b)
+        self.b.copy_(x)
+        return out
+
+
+class LayerSlab(torch.nn.Module):
+    """A write into a view of the cache (one layer of a stacked cache)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(2, 8, 4))
+
+    def forward(self, x, pos):
+        self.cache[1].index_copy_(0, pos, x)
+        return self.cache + 0
+
+
+@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+class StateWritesTest(absltest.TestCase):
+
+    def _run(self, model, et, inputs):
+        method = runtime.load(et.buffer).load_method("forward")
+        for step, args in enumerate(inputs):
+            with torch.no_grad():
+                want = model(*args)
+            got = method.execute(list(args))
+            for g, w in zip(got, want if isinstance(want, tuple) else (want,)):
+                torch.testing.assert_close(g, w, msg=f"step {step}")
+
+    def test_overwrites_are_in_place(self):
+        model = Overwrites()
+        with torch.no_grad():
+            x, pos = torch.ones(4), torch.tensor([3])
+            et = executorch_trt.export(
+                {"forward": torch.export.export(Write(model), (x, pos)),
+                 "read": torch.export.export(ReadBack(model), (torch.ones(1),))},
+                emit_mutable_buffer_names=True, require_inplace=True)
+        report = executorch_trt.inspect(et).method("forward")
+        self.assertEqual([(b.name, b.update) for b in report.state],
+                         [("m.buf", "in_place_delegate"), ("m.counter", "in_place_delegate")])
+        program = runtime.load(et.buffer)
+        forward, read = program.load_method("forward"), program.load_method("read")
+        for step in range(3):
+            x, pos = torch.full((4,), float(step)), torch.tensor([step + 5])
+            forward.execute([x, pos])
+            buf, counter = read.execute([torch.ones(1)])
+            torch.testing.assert_close(buf, x * 2, msg=f"step {step}")
+            self.assertEqual(counter.item(), step + 5)
+
+    def test_zero_then_write_is_in_place(self):
+        et = executorch_trt.export(torch.export.export(
+            ZeroThenWrite(), (torch.ones(1, 4), torch.tensor([2]))), require_inplace=True)
+        self._run(ZeroThenWrite(), et,
+                  [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)])
+
+    def test_buffer_assigned_another_buffer_is_written(self):
+        with self.assertWarnsRegex(NotInPlaceWarning, r"buffer 'state' .* assigned the value "
+                                                      r"of 'init'"):
+            et = executorch_trt.export(torch.export.export(Reset(), (torch.zeros(4),)))
+        self._run(Reset(), et, [(torch.full((4,), float(i)),) for i in range(4)])
+
+    def test_composable_path_refuses_the_dropped_write(self):
+        with torch.no_grad():
+            edge = to_edge_transform_and_lower(torch.export.export(Reset(), (torch.zeros(4),)),
+                                               partitioner=[executorch_trt.TensorRTPartitioner()])
+        with self.assertRaisesRegex(ValueError, r"assigned another buffer as it is .*'init'.*"
+                                                r"drops that write"):
+            edge.to_executorch(executorch_trt.backend_config())
+
+    def test_write_into_a_view_warns_with_the_bytes_it_copies(self):
+        with torch.no_grad():
+            ep = torch.export.export(LayerSlab(), (torch.ones(1, 4), torch.tensor([2])))
+        with self.assertWarnsRegex(NotInPlaceWarning, r"'b_cache' is updated in place, but each "
+                                                      r"call also copies 128 bytes"):
+            et = executorch_trt.export(ep)
+        with self.assertRaisesRegex(NotInPlaceError, "copies 128 bytes of it inside"):
+            executorch_trt.export(ep, require_inplace=True)
+        self._run(LayerSlab(), et,
+                  [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)])
+
+    def test_two_writes_to_one_cache_say_so(self):
+        class TwoWrites(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("cache", torch.zeros(8, 4))
+
+            def forward(self, x, pos):
+                self.cache.index_copy_(0, pos, x)
+                self.cache.index_copy_(0, pos + 1, x * 2)
+                return self.cache + 0
+
+        with torch.no_grad():
+            ep = torch.export.export(TwoWrites(), (torch.ones(1, 4), torch.tensor([2])))
+        with self.assertWarnsRegex(NotInPlaceWarning, "written more than once in this method"):
+            et = executorch_trt.export(ep)
+        self._run(TwoWrites(), et,
+                  [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)])
+
+    def test_non_contiguous_cache_is_rejected_at_export(self):
+        class ChannelsLast(CacheWriter):
+            def __init__(self):
+                super().__init__("index_put")
+                self.cache = self.cache.to(memory_format=torch.channels_last)
+
+        with torch.no_grad():
+            ep = torch.export.export(ChannelsLast(), (torch.randn(1, 1, D), torch.tensor([3])))
+        with self.assertRaisesRegex(ValueError, "binding 'b_cache' is not contiguous"):
+            executorch_trt.export(ep)
 
 
 if __name__ == "__main__":

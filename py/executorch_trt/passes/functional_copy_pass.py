@@ -12,7 +12,14 @@ partition)::
   ->
     out = expand_copy(_to_dim_order_copy(src, dtype=target.dtype), target.shape)
 
-with the cast and the expand each omitted when not needed (``out`` becomes ``src`` itself
+and, for the same reason, a constant of a partition input's shape no longer reads the input
+(``cache.zero_()``, ``cache.fill_(v)``)::
+
+    out = aten.full_like(target, v)      # or zeros_like / ones_like
+  ->
+    out = aten.full(target.shape, v, dtype=target.dtype)
+
+For ``copy``, with the cast and the expand each omitted when not needed (``out`` becomes ``src`` itself
 when neither is). A copy that is a partition output keeps its node (its name is the output's
 binding name, which the program's signature and the partitioner's ``buffer_updates`` refer
 to): the node itself becomes the last op, a plain ``_to_dim_order_copy`` when nothing else is
@@ -34,6 +41,9 @@ class FunctionalCopyPass(PassBase):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         modified = False
         for node in list(graph_module.graph.nodes):
+            if node.op == "call_function" and schema_name(node) in _FILL_LIKE:
+                modified |= _fill_without_reading(node)
+                continue
             if node.op != "call_function" or schema_name(node) != "aten::copy":
                 continue
             target, src = node.args[0], node.args[1]
@@ -69,3 +79,25 @@ def _rewrite_in_place(node: torch.fx.Node, src: torch.fx.Node, target: torch.Ten
         node.target = EDGE.dim_order_ops._to_dim_order_copy.default
         node.args = (src,)
         node.kwargs = {"dtype": target.dtype, "dim_order": list(range(target.dim()))}
+
+
+#: ``*_like`` ops whose result depends only on the input's shape and dtype, with the fill
+#: value's position in their arguments (``None``: the value is implied).
+_FILL_LIKE = {"aten::full_like": 1, "aten::zeros_like": None, "aten::ones_like": None}
+_IMPLIED_FILL = {"aten::zeros_like": 0, "aten::ones_like": 1}
+
+
+def _fill_without_reading(node: torch.fx.Node) -> bool:
+    """Turns ``full_like(x, v)`` (or ``zeros_like``/``ones_like``) of a partition input ``x``
+    into ``full(x.shape, v, dtype=...)``, keeping the node; returns whether it did."""
+    name = schema_name(node)
+    source, val = node.args[0], node.meta.get("val")
+    if not isinstance(source, torch.fx.Node) or source.op != "placeholder" \
+            or not isinstance(val, torch.Tensor):
+        return False
+    position = _FILL_LIKE[name]
+    fill = node.args[position] if position is not None else _IMPLIED_FILL[name]
+    node.target = EDGE.aten.full.default
+    node.args = ([int(d) for d in val.shape], fill)
+    node.kwargs = {"dtype": val.dtype}
+    return True

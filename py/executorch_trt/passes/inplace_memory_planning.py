@@ -36,6 +36,7 @@ from torch.export.exported_program import ExportGraphSignature
 from executorch_trt.blob import read_blob
 from executorch_trt.compile_options import BACKEND_ID
 from executorch_trt.inplace_diagnostics import WriteBack, explain_write_back, report_write_backs
+from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
 
 
 def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict[int, int]:
@@ -51,7 +52,11 @@ def _aliased_write_back(
     graph_module: torch.fx.GraphModule, copy: torch.fx.Node
 ) -> Optional[torch.fx.Node]:
     """Returns the getitem of ``copy_(buffer, getitem)`` if the getitem is a TensorRTBackend
-    output that the blob aliases to the argument that *is* ``buffer``; else ``None``."""
+    output that the delegate writes into ``buffer``'s storage when the two are one value:
+    either the blob aliases it to the argument that *is* ``buffer``, or the blob aliases it to
+    nothing and nothing but this ``copy_`` uses ``buffer`` (a full overwrite of state nobody
+    reads, e.g. ``buf.copy_(x * 2)``: the engine then writes its output straight into the
+    buffer, and no reader can see the write early); else ``None``."""
     if copy.op != "call_function" or copy.target != torch.ops.aten.copy_.default:
         return None
     buffer, src = copy.args[0], copy.args[1]
@@ -62,10 +67,13 @@ def _aliased_write_back(
     call, j = src.args
     if call.op != "call_function" or call.target is not executorch_call_delegate:
         return None
-    i = _aliases_of(graph_module, call).get(j)
-    if i is None or call.args[1 + i] is not buffer:
+    lowered = getattr(graph_module, call.args[0].target, None)
+    if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return None
-    return src
+    aliases = _aliases_of(graph_module, call)
+    if j not in aliases:
+        return src if list(buffer.users) == [copy] else None
+    return src if call.args[1 + aliases[j]] is buffer else None
 
 
 def _replace_output_specs(old: torch.fx.Node, spec) -> None:
@@ -91,10 +99,12 @@ def share_aliased_buffer_specs(
 ) -> int:
     """Applies the rewrite in the module docstring; returns how many write-backs it removed."""
     removed = 0
+    rewritten = set()
     for node in list(graph_module.graph.nodes):
         item = _aliased_write_back(graph_module, node)
-        if item is None:
+        if item is None or item in rewritten:  # one output cannot be two buffers
             continue
+        rewritten.add(item)
         buffer_spec = node.args[0].meta["spec"]
         call, j = item.args
         item.meta["spec"] = buffer_spec
@@ -159,6 +169,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
         graph_module: torch.fx.GraphModule,
         graph_signature: Optional[ExportGraphSignature] = None,
     ) -> PassResult:
+        check_no_dropped_writes(graph_signature, self._method_name())
         if self.inplace:
             self.removed_write_backs = share_aliased_buffer_specs(graph_module, graph_signature)
             method = self._method_name()

@@ -49,11 +49,11 @@ KV_CACHE_UPDATE = exir_ops.edge.executorch_trt.kv_cache_update.default
 
 #: Schema names of the ops this pass recognises as KV writes.
 WRITE_OPS = ("aten::index_copy", "aten::index_put", "aten::slice_scatter",
-             "aten::select_scatter")
+             "aten::select_scatter", "aten::index_fill")
 #: How the README and warnings name the supported forms.
 SUPPORTED_FORMS = ("index_copy_ on any dimension", "index_put_ / cache[..., idx] = v with "
                    "leading full slices", "slice assignment / narrow().copy_() with static "
-                   "bounds", "cache[..., i] = v with a static int")
+                   "bounds", "cache[..., i] = v with a static int", "index_fill_")
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
@@ -96,6 +96,16 @@ def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
         return _match_index_copy(node, cache, c)
     if name == "aten::index_put":
         return _match_index_put(node, cache, c)
+    if name == "aten::index_fill":
+        _, dim, idx, fill = node.args[:4]
+        i = _val(idx)
+        if i is None or i.dim() > 1 or i.dtype not in _INDEX_DTYPES:
+            return "index_fill with an index that is not a 0-d or 1-D int64/int32 tensor"
+        if isinstance(fill, torch.fx.Node):
+            f = _val(fill)
+            if f is None or f.dim() != 0:
+                return "index_fill with a non-scalar fill value"
+        return KVWrite(node, cache, dim % c.dim(), name)
     if name == "aten::slice_scatter":
         _, src, dim, start, end, step = _slice_scatter_args(node)
         if not _static_ints(dim, start, end, step):
@@ -130,16 +140,42 @@ def _check_source(node, cache, c, src, dim, expected, name) -> Union[KVWrite, st
     return KVWrite(node, cache, dim, name)
 
 
+#: ``node.meta`` key a rewritten scatter carries when it writes back a view of its own cache
+#: (``VIEW_COPY_BYTES``: bytes of that view copied out and back per call).
+VIEW_COPY_BYTES = "executorch_trt_view_copy_bytes"
+_VIEWS = {"aten::select_scatter": "aten::select_copy", "aten::slice_scatter": "aten::slice_copy"}
+
+
+def _view_copy_bytes(node: torch.fx.Node, cache: torch.fx.Node, src: torch.fx.Node) -> int:
+    """Bytes of ``src`` when it is computed from the very view of ``cache`` that scatter
+    ``node`` writes back (``cache[0].index_copy_(1, pos, x)``, ``cache[..., :32] = v``:
+    functionalisation copies the view out, updates the copy and scatters it back), else 0."""
+    view_op = _VIEWS[schema_name(node)]
+    view_args = list(node.args[2:])
+    seen, stack = set(), [src]
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, torch.fx.Node) or n in seen:
+            continue
+        seen.add(n)
+        if (n.op == "call_function" and schema_name(n) == view_op and n.args[0] is cache
+                and list(n.args[1:]) == view_args[:len(n.args) - 1]):
+            s = _val(src)
+            return s.numel() * s.element_size()
+        stack.extend(n.all_input_nodes)
+    return 0
+
+
 def _match_index_copy(node, cache, c) -> Union[KVWrite, str]:
     _, dim, idx, value = node.args[:4]
     i, v = _val(idx), _val(value)
     if i is None or v is None:
         return "index_copy with a non-tensor index or value"
-    if i.dim() != 1 or i.dtype != torch.int64:
-        return f"index_copy with a {i.dim()}-D {i.dtype} index (1-D int64 expected)"
+    if i.dim() > 1 or i.dtype != torch.int64:
+        return f"index_copy with a {i.dim()}-D {i.dtype} index (0-d or 1-D int64 expected)"
     dim = dim % c.dim()
     expected = list(c.shape)
-    expected[dim] = i.shape[0]
+    expected[dim] = i.numel()
     if list(v.shape) != expected or v.dtype != c.dtype:
         return (f"index_copy of a {v.dtype} {list(v.shape)} value into a {c.dtype} "
                 f"{list(c.shape)} cache (expected {c.dtype} {expected})")
@@ -181,6 +217,15 @@ def _match_index_put(node, cache, c) -> Union[KVWrite, str]:
     return KVWrite(node, cache, dim, "aten::index_put")
 
 
+def _wrapped(anchor: torch.fx.Node, idx: torch.fx.Node, size: int) -> torch.fx.Node:
+    """``where(idx < 0, idx + size, idx)`` before ``anchor``: negative indices wrapped as
+    ``index_put`` / ``index_fill`` do (entries outside ``[-size, size)`` still fail in the
+    kernel, as eager raises)."""
+    negative = insert_before(anchor, EDGE.aten.lt.Scalar, (idx, 0))
+    shifted = insert_before(anchor, EDGE.aten.add.Scalar, (idx, size))
+    return insert_before(anchor, EDGE.aten.where.self, (negative, shifted, idx))
+
+
 def _rewrite(write: KVWrite) -> None:
     """Turns ``write.node`` into ``kv_cache_update(cache, value, indices, dim)`` (module
     docstring), inserting the value/index adjustments before it."""
@@ -188,6 +233,16 @@ def _rewrite(write: KVWrite) -> None:
     size = int(c.shape[dim])
     if write.form == "aten::index_copy":
         _, _, idx, value = node.args[:4]
+        idx = view_as(node, idx, [int(idx.meta["val"].numel())])
+    elif write.form == "aten::index_fill":
+        _, _, idx, fill = node.args[:4]
+        rows = [int(idx.meta["val"].numel())]
+        shape = list(c.shape[:dim]) + rows + list(c.shape[dim + 1:])
+        if isinstance(fill, torch.fx.Node):   # a 0-d tensor: broadcast it to the rows
+            value = reshape_to(node, cast_to(node, fill, c.dtype), shape)
+        else:
+            value = insert_before(node, EDGE.aten.full.default, (shape, fill), {"dtype": c.dtype})
+        idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
     elif write.form == "aten::index_put":
         idx, value = node.args[1][dim], node.args[2]
         i = idx.meta["val"]
@@ -195,10 +250,7 @@ def _rewrite(write: KVWrite) -> None:
         rows = [int(i.numel())]
         value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1:]))
         # The op takes int64 indices (ops.py); index_put also accepts int32.
-        idx = cast_to(node, view_as(node, idx, rows), torch.int64)
-        negative = insert_before(node, EDGE.aten.lt.Scalar, (idx, 0))
-        wrapped = insert_before(node, EDGE.aten.add.Scalar, (idx, size))
-        idx = insert_before(node, EDGE.aten.where.self, (negative, wrapped, idx))
+        idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
     elif write.form == "aten::slice_scatter":
         _, value, _, start, end, step = _slice_scatter_args(node)
         start, end, step = slice(start, end, step).indices(size)
@@ -212,9 +264,24 @@ def _rewrite(write: KVWrite) -> None:
         value = view_as(node, value, shape)
         idx = insert_before(node, EDGE.aten.arange.start_step, (index, index + 1, 1),
                             {"dtype": torch.int64})
+    if write.form in _VIEWS:
+        node.meta[VIEW_COPY_BYTES] = _view_copy_bytes(node, write.cache, node.args[1])
     node.target = KV_CACHE_UPDATE
     node.args = (write.cache, value, idx, dim)
     node.kwargs = {}
+
+
+def _as_index_put(node: torch.fx.Node) -> bool:
+    """``index_copy(x, dim, idx, v)`` that is not a supported write, as PyTorch decomposes it:
+    ``index_put(x, [None] * dim + [idx], v)``. ExecuTorch ships no ``index_copy`` kernel, and
+    the partitioner keeps the op from being decomposed (to recognise KV writes), so an
+    unrecognised one must not reach the nested program as it is."""
+    x, dim, idx, value = node.args[:4]
+    rank = x.meta["val"].dim()
+    node.target = EDGE.aten.index_put.default
+    node.args = (x, [None] * (dim % rank) + [idx], value)
+    node.kwargs = {}
+    return True
 
 
 class KVCacheUpdatePass(PassBase):
@@ -229,6 +296,8 @@ class KVCacheUpdatePass(PassBase):
             if isinstance(write, KVWrite):
                 _rewrite(write)
                 modified = True
+            elif isinstance(write, str) and schema_name(node) == "aten::index_copy":
+                modified |= _as_index_put(node)
         if modified:
             graph_module.graph.lint()
             graph_module.recompile()
