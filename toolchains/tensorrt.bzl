@@ -1,10 +1,11 @@
 """Detects TensorRT and CUDA on the host; generates @tensorrt_config.
 
-`@tensorrt_config//:defs.bzl` defines HAS_TENSORRT (True only when both NvInfer.h and
-cuda_runtime_api.h and their libraries are found) and `@tensorrt_config//:tensorrt`, a
-cc_library over them (empty otherwise). The `tensorrt` engine is compiled only when
-HAS_TENSORRT; elsewhere the portable engine runs everything. Search roots: $TENSORRT_ROOT,
-$CUDA_HOME, /usr/local/cuda, /usr (Debian/Ubuntu multiarch layouts).
+`@tensorrt_config//:tensorrt` is a cc_library over TensorRT and the CUDA runtime, defining
+EXECUTORCH_TRT_HAS_TENSORRT, when NvInfer.h, cuda_runtime_api.h and their libraries are all
+found, and an empty cc_library otherwise (the first line of the generated BUILD file says which
+and what is missing). The `tensorrt` engine is compiled only with the define; elsewhere the
+portable engine runs everything. Search roots: $TENSORRT_ROOT, $CUDA_HOME, /usr/local/cuda, /usr
+(Debian/Ubuntu multiarch layouts).
 """
 
 def _find(rctx, roots, rel_paths):
@@ -29,7 +30,6 @@ def _tensorrt_config_impl(rctx):
         for what, found in [("NvInfer.h", trt_hdr), ("cuda_runtime_api.h", cuda_hdr), ("libnvinfer.so", trt_lib), ("libcudart.so", cuda_lib)]
         if found == None
     ])
-    rctx.file("defs.bzl", "HAS_TENSORRT = {}\nTENSORRT_STATUS = {}\n".format(has, repr(reason)))
     if has:
         rctx.symlink(trt_root + "/" + trt_hdr.rsplit("/", 1)[0], "trt_include")
         rctx.symlink(cuda_root + "/" + cuda_hdr.rsplit("/", 1)[0], "cuda_include")
@@ -48,7 +48,7 @@ cc_library(
         body = """
 cc_library(name = "tensorrt")
 """
-    rctx.file("BUILD.bazel", 'load("@rules_cc//cc:defs.bzl", "cc_library")\npackage(default_visibility = ["//visibility:public"])\nexports_files(["defs.bzl"])\n' + body)
+    rctx.file("BUILD.bazel", "# TensorRT + CUDA: " + reason + "\n" + 'load("@rules_cc//cc:defs.bzl", "cc_library")\npackage(default_visibility = ["//visibility:public"])\n' + body)
 
 tensorrt_config = repository_rule(
     implementation = _tensorrt_config_impl,

@@ -155,7 +155,6 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
     index_by_name_.emplace(b.name, bindings_.size());
     bindings_.push_back(std::move(b));
   }
-  aliases_ = payload->aliases;
 
   // Memory: planned buffers sized per MethodMeta, malloc for method-lifetime data.
   for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
@@ -231,14 +230,11 @@ Result<std::vector<int64_t>> PortableEngine::TensorShape(const std::string& name
 }
 
 AliasReport PortableEngine::AliasedInput(const std::string& name) const {
+  // A nested ExecuTorch program has no notion of aliased I/O: whether an output updates an
+  // input in place depends on how the caller binds them, which the blob metadata decides.
   AliasReport report;
-  auto it = aliases_.find(name);
-  if (it == aliases_.end()) {
-    report.status = AliasReport::Status::kNotAliased;
-  } else {
-    report.status = AliasReport::Status::kAliased;
-    report.input = it->second;
-  }
+  report.status = IOMode(name) == TensorIOMode::kOutput ? AliasReport::Status::kUnknown
+                                                        : AliasReport::Status::kNotAliased;
   return report;
 }
 

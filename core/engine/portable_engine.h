@@ -9,7 +9,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -28,7 +27,7 @@ namespace executorch_trt {
 
 // An Engine over a portable payload (core/engine/PORTABLE_FORMAT.md).
 //
-// Binding names and aliases come from the payload descriptor; dtypes and shapes from the
+// Binding names come from the payload descriptor; dtypes and shapes from the
 // nested method's MethodMeta. The nested program must be exported with
 // alloc_graph_input=False and alloc_graph_output=False: inputs are then bound with
 // Method::set_input, which shares the caller's pointer for an unplanned input (no copy),
@@ -66,7 +65,8 @@ class PortableEngine final : public Engine {
       const std::string& name) const override;
   executorch::runtime::Result<std::vector<int64_t>> TensorShape(
       const std::string& name) const override;
-  // Always known for a portable engine: kAliased per the descriptor, else kNotAliased.
+  // kUnknown for every output (the blob metadata's `aliased_io` decides, as for a
+  // TensorRT engine older than 10.15), kNotAliased for any other name.
   AliasReport AliasedInput(const std::string& name) const override;
   executorch::runtime::Error SetInputShape(const std::string& name,
                                            const std::vector<int64_t>& shape) override;
@@ -113,7 +113,6 @@ class PortableEngine final : public Engine {
 
   std::vector<Binding> bindings_;  // engine order: inputs, then outputs
   std::unordered_map<std::string, size_t> index_by_name_;
-  std::map<std::string, std::string> aliases_;
 };
 
 }  // namespace executorch_trt

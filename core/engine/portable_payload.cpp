@@ -99,6 +99,13 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
   if (root.is_discarded() || !root.is_object()) {
     return Fail("descriptor is not a JSON object.");
   }
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (it.key() != "inputs" && it.key() != "outputs") {
+      // Version 1 carried "aliases" here; version 2 keeps them only in the blob metadata.
+      return Fail("descriptor has unknown key '" + it.key() +
+                  "'; version 2 has only 'inputs' and 'outputs'.");
+    }
+  }
   PortablePayload payload;
   std::set<std::string> seen;
   Error err = ParseNames(root, "inputs", &payload.inputs, &seen);
@@ -107,25 +114,6 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
   }
   if (err != Error::Ok) {
     return err;
-  }
-  auto aliases = root.find("aliases");
-  if (aliases != root.end()) {
-    if (!aliases->is_object()) {
-      return Fail("descriptor 'aliases' must be an object {output: input}.");
-    }
-    const std::set<std::string> ins(payload.inputs.begin(), payload.inputs.end());
-    const std::set<std::string> outs(payload.outputs.begin(), payload.outputs.end());
-    for (auto it = aliases->begin(); it != aliases->end(); ++it) {
-      if (!it.value().is_string()) {
-        return Fail("alias of '" + it.key() + "' must be a string.");
-      }
-      const std::string& input = it.value().get_ref<const std::string&>();
-      if (outs.count(it.key()) == 0 || ins.count(input) == 0) {
-        return Fail("alias '" + it.key() + "' -> '" + input +
-                    "' does not name an engine output and an engine input.");
-      }
-      payload.aliases.emplace(it.key(), input);
-    }
   }
   payload.program = data + program_offset;
   payload.program_size = static_cast<size_t>(program_size);

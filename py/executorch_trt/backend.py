@@ -5,7 +5,7 @@
 1. ``analyse_partition``: ``FunctionalCopyPass`` and ``KVCacheUpdatePass`` canonicalise buffer
    writes, ``binding_contract`` orders the bindings (delegate argument order, asserted) and
    ``decide_aliases`` decides the in-place aliases;
-2. the engine builder (``portable`` / ``tensorrt``) produces the payload;
+2. the selected engine (``engines.get_engine``) builds the payload;
 3. ``write_blob`` serialises metadata and payload.
 """
 
@@ -18,16 +18,14 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
 from executorch_trt.blob import DelegateMetadata, write_blob
-from executorch_trt.compile_options import BACKEND_ID, CompileOptions
 from executorch_trt.contract import (AliasDecision, BindingContract, binding_contract,
                                      decide_aliases)
-from executorch_trt.engines.portable import build_portable_engine
+from executorch_trt.engines import get_engine
 from executorch_trt.inplace_diagnostics import report_view_copies
-from executorch_trt.engines.tensorrt import build_tensorrt_engine
+from executorch_trt.options import CompileOptions
 from executorch_trt.passes.functional_copy_pass import FunctionalCopyPass
 from executorch_trt.passes.kv_cache_update_pass import KVCacheUpdatePass
-
-_ENGINE_BUILDERS = {"portable": build_portable_engine, "tensorrt": build_tensorrt_engine}
+from executorch_trt.wire import BACKEND_ID
 
 
 def analyse_partition(
@@ -54,19 +52,22 @@ class TensorRTBackend(BackendDetails):
 
         Args:
             edge_program: the partition (edge dialect; ExecuTorch passes a private copy).
-            compile_specs: ``CompileOptions.to_compile_specs()`` output.
+            compile_specs: ``options.CompileOptions.to_compile_specs()`` output (the
+                partitioner's), decoded without re-validating the options.
 
-        Returns ``PreprocessResult(processed_bytes=blob)``. Raises ``ValueError`` for bad
-        options, order mismatches or unsupported bindings, ``RuntimeError`` when the requested
-        engine cannot be built here (``engine="tensorrt"`` without TensorRT).
+        Returns ``PreprocessResult(processed_bytes=blob)``. Raises ``ValueError`` for malformed
+        compile specs, an unknown engine, order mismatches or unsupported bindings,
+        ``RuntimeError`` when the requested engine cannot be built here (``engine="tensorrt"``
+        without TensorRT).
         """
         options = CompileOptions.from_compile_specs(compile_specs)
+        engine = get_engine(options.engine)
         contract, decision = analyse_partition(edge_program, options)
         report_view_copies(decision.view_copies, dict(options.buffer_updates),
                            options.require_inplace)
-        payload = _ENGINE_BUILDERS[options.engine](edge_program, decision.aliases)
+        payload = engine.build(edge_program, decision.aliases)
         metadata = DelegateMetadata(
-            engine=options.engine,
+            engine=engine.name,
             inputs=contract.inputs,
             outputs=contract.outputs,
             aliased_io=decision.aliases,

@@ -7,54 +7,44 @@ receives::
 
 Header (little-endian): magic ``b"ETRT"``, ``header_size`` u32 (64), ``format_version`` u32
 (1), reserved u32, ``required_features`` u64, ``metadata_offset``/``metadata_size`` u64,
-``payload_offset`` (16-byte aligned)/``payload_size`` u64, ``checksum`` u64.
+``payload_offset`` (16-byte aligned)/``payload_size`` u64, ``checksum`` u64. The constants are
+in ``executorch_trt.wire``.
 
 The writer always sets the ``CHECKSUM`` feature: ``checksum`` is the BLAKE2b-64 (RFC 7693,
 8-byte digest, read little-endian) of every byte from ``metadata_offset`` to the end of the
 payload. Readers verify it when the bit is set; blobs of older writers (bit clear, field 0)
 still read.
 
-Every reader check mirrors the C++ reader: a blob this module rejects, the runtime rejects too
-(version skew fails closed, FORMAT.md "A reader fails closed").
+The C++ runtime is the reference reader; this one follows it stage by stage, with the same
+checks in the same order, so a blob this module rejects the runtime rejects too, and the
+reverse (version skew fails closed, FORMAT.md "A reader fails closed"):
+
+* ``read_header``: ``BlobHeader::Parse`` (``core/blob/blob_header.cpp``);
+* ``parse_metadata``: ``DelegateMetadata::Parse`` (``core/blob/delegate_metadata.cpp``);
+* ``check_bindings``: the rules of ``BindingPlan::Create`` (``core/binding/binding_plan.cpp``)
+  that do not need the engine: binding names unique over inputs and outputs together, an alias
+  names an output and an input, one alias per output and per input, same dtype and shape.
+
+The writer runs ``parse_metadata`` and ``check_bindings`` on the JSON it is about to write, so
+it never produces a blob the reader would reject.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import json
 import struct
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Tuple
 
-MAGIC = b"ETRT"
-HEADER_SIZE = 64
-FORMAT_VERSION = 1
-PAYLOAD_ALIGNMENT = 16
+from executorch_trt.wire import (ALIAS_KINDS, ALIAS_KV_CACHE_UPDATE, BLOB_CHECKSUM_OFFSET,
+                                 BLOB_FORMAT_VERSION, BLOB_HEADER_SIZE, BLOB_MAGIC,
+                                 BLOB_PAYLOAD_ALIGNMENT, DTYPES, ENGINES, KNOWN_FEATURES,
+                                 MAX_DIMENSION, OWNERSHIP_CALLER, OWNERSHIPS, Feature)
 
 _HEADER = struct.Struct("<4sIIIQQQQQQ")
-assert _HEADER.size == HEADER_SIZE
-
-#: dtype names allowed in bindings (FORMAT.md "dtypes").
-DTYPES = (
-    "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64",
-    "bool",
-)
-ENGINES = ("portable", "tensorrt")
-ALIAS_KINDS = ("kv_cache_update", "user")
-OWNERSHIPS = ("caller",)
-
-
-class Feature(enum.IntFlag):
-    """``required_features`` bits (FORMAT.md "Required features")."""
-
-    ALIASED_IO = 1 << 0
-    OWNERSHIP = 1 << 1
-    CHECKSUM = 1 << 2
-
-
-KNOWN_FEATURES = Feature.ALIASED_IO | Feature.OWNERSHIP | Feature.CHECKSUM
-CHECKSUM_OFFSET = 56
+assert _HEADER.size == BLOB_HEADER_SIZE
+assert struct.calcsize("<4sIIIQQQQQ") == BLOB_CHECKSUM_OFFSET
 
 
 def checksum(data: bytes) -> int:
@@ -73,14 +63,14 @@ class BlobHeader:
     metadata_size: int
     payload_offset: int
     payload_size: int
-    header_size: int = HEADER_SIZE
+    header_size: int = BLOB_HEADER_SIZE
     #: BLAKE2b-64 of the metadata, padding and payload when ``required_features`` has
     #: ``CHECKSUM``; else 0.
     checksum: int = 0
 
     def pack(self) -> bytes:
         return _HEADER.pack(
-            MAGIC, self.header_size, self.format_version, 0, self.required_features,
+            BLOB_MAGIC, self.header_size, self.format_version, 0, self.required_features,
             self.metadata_offset, self.metadata_size, self.payload_offset, self.payload_size,
             self.checksum,
         )
@@ -88,8 +78,8 @@ class BlobHeader:
 
 @dataclasses.dataclass(frozen=True)
 class Binding:
-    """One engine I/O binding: ``name`` (engine binding name), ``dtype`` (one of ``DTYPES``),
-    ``shape`` (static sizes, one int per dimension)."""
+    """One engine I/O binding: ``name`` (engine binding name), ``dtype`` (a ``wire.DTYPES``
+    name), ``shape`` (static sizes, one int in ``[0, 2^31)`` per dimension)."""
 
     name: str
     dtype: str
@@ -110,8 +100,8 @@ class AliasedIO:
 
     output: str
     input: str
-    kind: str = "kv_cache_update"
-    ownership: str = "caller"
+    kind: str = ALIAS_KV_CACHE_UPDATE
+    ownership: str = OWNERSHIP_CALLER
 
     def to_json(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -167,18 +157,20 @@ def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
     """Serialises ``metadata`` and ``payload`` into a version-1 blob with the ``CHECKSUM``
     feature (the header's ``checksum`` covers metadata, padding and payload).
 
-    The metadata is validated first (``validate_metadata``), so the writer never produces a blob
-    the reader would reject. Raises ``ValueError`` naming the offending field.
+    The metadata JSON is checked by the reader's own ``parse_metadata`` and ``check_bindings``
+    first, so the writer never produces a blob the reader would reject. Raises ``ValueError``
+    naming the offending field.
     """
-    validate_metadata(metadata)
     meta_bytes = json.dumps(metadata.to_json(), separators=(",", ":")).encode("utf-8")
-    metadata_offset = HEADER_SIZE
-    payload_offset = _align(metadata_offset + len(meta_bytes), PAYLOAD_ALIGNMENT)
+    features = metadata.required_features() | int(Feature.CHECKSUM)
+    check_bindings(parse_metadata(meta_bytes, features))
+    metadata_offset = BLOB_HEADER_SIZE
+    payload_offset = _align(metadata_offset + len(meta_bytes), BLOB_PAYLOAD_ALIGNMENT)
     padding = b"\0" * (payload_offset - metadata_offset - len(meta_bytes))
     body = meta_bytes + padding + bytes(payload)
     header = BlobHeader(
-        format_version=FORMAT_VERSION,
-        required_features=metadata.required_features() | int(Feature.CHECKSUM),
+        format_version=BLOB_FORMAT_VERSION,
+        required_features=features,
         metadata_offset=metadata_offset,
         metadata_size=len(meta_bytes),
         payload_offset=payload_offset,
@@ -188,31 +180,42 @@ def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
     return header.pack() + body
 
 
-def _check_range(name: str, offset: int, size: int, total: int) -> None:
-    end = offset + size
-    if end > (1 << 64) - 1 or end > total:
+# --- header: BlobHeader::Parse --------------------------------------------------------------
+
+def _check_section(name: str, offset: int, size: int, header_size: int, total: int) -> None:
+    """``[offset, offset + size)`` lies after the header and inside the blob (C++
+    ``SectionFits``)."""
+    if offset < header_size:
+        raise ValueError(
+            f"delegate blob: {name}_offset {offset} overlaps the {header_size}-byte header; "
+            "the blob is corrupt, re-export it"
+        )
+    if offset + size > total:
         raise ValueError(
             f"delegate blob: {name} [offset {offset}, size {size}] lies past the end of the "
             f"{total}-byte blob"
         )
 
 
-def read_header(data: bytes) -> BlobHeader:
-    """Parses and validates the header. Raises ``ValueError`` naming the problem: short blob,
-    wrong magic, unsupported version, unknown required feature, bad ``header_size``, a
-    section outside the blob, or (``CHECKSUM``) a checksum that does not match the bytes."""
-    data = bytes(data)
-    if len(data) < HEADER_SIZE:
+def read_header(data: bytes, *, verify_checksum: bool = True) -> BlobHeader:
+    """Parses and validates the header, in ``BlobHeader::Parse``'s order. Raises ``ValueError``
+    naming the problem: short blob, wrong magic, unsupported version, unknown required feature,
+    non-zero reserved field, ``header_size`` below 64 or past the end, a section that overlaps
+    the header or lies outside the blob, a misaligned payload, or (``verify_checksum``) a
+    checksum that does not match the bytes. ``verify_checksum=False`` skips the integrity
+    check (and its reading of the whole payload)."""
+    data = memoryview(data)
+    if len(data) < BLOB_HEADER_SIZE:
         raise ValueError(f"delegate blob: {len(data)} bytes is shorter than the 64-byte header")
     (magic, header_size, version, reserved, features, m_off, m_size, p_off, p_size, stored) = (
         _HEADER.unpack_from(data, 0)
     )
-    if magic != MAGIC:
-        raise ValueError(f"delegate blob: wrong magic {magic!r}, expected {MAGIC!r}")
-    if version != FORMAT_VERSION:
+    if magic != BLOB_MAGIC:
+        raise ValueError(f"delegate blob: wrong magic {magic!r}, expected {BLOB_MAGIC!r}")
+    if version != BLOB_FORMAT_VERSION:
         raise ValueError(
             f"delegate blob: format_version {version} is not supported (this reader supports "
-            f"{FORMAT_VERSION}); re-export the model with a matching executorch_trt"
+            f"{BLOB_FORMAT_VERSION}); re-export the model with a matching executorch_trt"
         )
     unknown = features & ~int(KNOWN_FEATURES)
     if unknown:
@@ -225,103 +228,179 @@ def read_header(data: bytes) -> BlobHeader:
             f"delegate blob: reserved field at offset 12 is 0x{reserved:08x}, expected 0; the blob "
             "is corrupted; re-export"
         )
-    if header_size < HEADER_SIZE:
-        raise ValueError(f"delegate blob: header_size {header_size} < {HEADER_SIZE}")
-    _check_range("header", 0, header_size, len(data))
-    _check_range("metadata", m_off, m_size, len(data))
-    _check_range("payload", p_off, p_size, len(data))
-    if p_off % PAYLOAD_ALIGNMENT:
-        raise ValueError(f"delegate blob: payload_offset {p_off} is not 16-byte aligned")
-    _verify_checksum(data, features, m_off, m_size, p_off, p_size, stored)
-    return BlobHeader(version, features, m_off, m_size, p_off, p_size, header_size, stored)
+    if header_size < BLOB_HEADER_SIZE or header_size > len(data):
+        raise ValueError(
+            f"delegate blob: header_size {header_size} is not in [{BLOB_HEADER_SIZE}, "
+            f"{len(data)}] (the header must fit the {len(data)}-byte blob)"
+        )
+    _check_section("metadata", m_off, m_size, header_size, len(data))
+    _check_section("payload", p_off, p_size, header_size, len(data))
+    if p_off % BLOB_PAYLOAD_ALIGNMENT:
+        raise ValueError(
+            f"delegate blob: payload_offset {p_off} is not {BLOB_PAYLOAD_ALIGNMENT}-byte aligned")
+    header = BlobHeader(version, features, m_off, m_size, p_off, p_size, header_size, stored)
+    if verify_checksum:
+        _verify_checksum(data, header)
+    return header
 
 
-def _verify_checksum(data: bytes, features: int, m_off: int, m_size: int, p_off: int,
-                     p_size: int, stored: int) -> None:
-    """FORMAT.md "Integrity" (mirrors the C++ reader)."""
-    if not features & Feature.CHECKSUM:
-        if stored != 0:
+def _verify_checksum(data: memoryview, h: BlobHeader) -> None:
+    """FORMAT.md "Integrity" (C++ ``VerifyChecksum``)."""
+    if not h.required_features & Feature.CHECKSUM:
+        if h.checksum != 0:
             raise ValueError(
-                f"delegate blob: checksum field is 0x{stored:016x} but required_features "
-                f"0x{features:x} lacks the CHECKSUM bit (the field is 0 without it); the blob "
-                "is corrupted; re-export"
+                f"delegate blob: checksum field is 0x{h.checksum:016x} but required_features "
+                f"0x{h.required_features:x} lacks the CHECKSUM bit (the field is 0 without it); "
+                "the blob is corrupted; re-export"
             )
         return  # an older writer: nothing to verify
-    if m_off + m_size > p_off:
+    if h.metadata_offset + h.metadata_size > h.payload_offset:
         raise ValueError(
-            f"delegate blob: metadata [offset {m_off}, size {m_size}] does not end before the "
-            f"payload at offset {p_off}; the blob is corrupted; re-export"
+            f"delegate blob: metadata [offset {h.metadata_offset}, size {h.metadata_size}] does "
+            f"not end before the payload at offset {h.payload_offset}; the blob is corrupted; "
+            "re-export"
         )
-    end = p_off + p_size
-    actual = checksum(memoryview(data)[m_off:end])
-    if actual != stored:
+    end = h.payload_offset + h.payload_size
+    actual = checksum(data[h.metadata_offset:end])
+    if actual != h.checksum:
         raise ValueError(
-            f"delegate blob: checksum mismatch over bytes [{m_off}, {end}): expected "
-            f"0x{stored:016x} (stored in the header), actual 0x{actual:016x}; the blob is "
+            f"delegate blob: checksum mismatch over bytes [{h.metadata_offset}, {end}): expected "
+            f"0x{h.checksum:016x} (stored in the header), actual 0x{actual:016x}; the blob is "
             "corrupted; re-export"
         )
+
+
+# --- metadata: DelegateMetadata::Parse ------------------------------------------------------
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python extensions nlohmann rejects
+
+
+def parse_json(text: bytes) -> Any:
+    """Parses ``text`` as the C++ runtime's ``nlohmann::json::parse`` does (strict RFC 8259):
+    a leading UTF-8 BOM is skipped; ``NaN``/``Infinity``, unpaired surrogate escapes, invalid
+    UTF-8 and trailing bytes are rejected. Raises ``ValueError`` saying why."""
+    try:
+        obj = json.loads(bytes(text).decode("utf-8-sig"), parse_constant=_reject_constant)
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")  # unpaired surrogates raise here
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    return obj
+
+
+def _string(obj: Dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if key not in obj:
+        raise ValueError(f"delegate blob: {where} has no '{key}'")
+    if not isinstance(value, str):
+        raise ValueError(f"delegate blob: {where} field '{key}' must be a string, got "
+                         f"{type(value).__name__}")
+    return value
 
 
 def _parse_binding(entry: Any, where: str) -> Binding:
     if not isinstance(entry, dict):
         raise ValueError(f"delegate blob: {where} is not an object")
-    name, dtype, shape = entry.get("name"), entry.get("dtype"), entry.get("shape")
-    if not isinstance(name, str) or not name:
+    name = _string(entry, "name", where)
+    if not name:
         raise ValueError(f"delegate blob: {where} has no name")
+    dtype = _string(entry, "dtype", f"binding '{name}'")
     if dtype not in DTYPES:
         raise ValueError(f"delegate blob: binding '{name}' has unknown dtype {dtype!r}")
+    shape = entry.get("shape")
     if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIMENSION
+        for d in shape
     ):
-        raise ValueError(f"delegate blob: binding '{name}' has invalid shape {shape!r}")
+        raise ValueError(
+            f"delegate blob: binding '{name}' has invalid shape {shape!r}; dimensions must be "
+            "integers in [0, 2^31) (dynamic dimensions are not supported by format version 1)"
+        )
     return Binding(name, dtype, tuple(shape))
+
+
+def _parse_bindings(obj: Dict[str, Any], key: str) -> Tuple[Binding, ...]:
+    entries = obj.get(key)
+    if key not in obj:
+        raise ValueError(f"delegate blob: metadata has no '{key}'")
+    if not isinstance(entries, list):
+        raise ValueError("delegate blob: 'inputs' and 'outputs' must be lists")
+    return tuple(_parse_binding(e, f"{key}[{i}]") for i, e in enumerate(entries))
 
 
 def _parse_alias(entry: Any, index: int, required_features: int) -> AliasedIO:
     if not isinstance(entry, dict):
         raise ValueError(f"delegate blob: aliased_io[{index}] is not an object")
-    output, input_ = entry.get("output"), entry.get("input")
-    if not isinstance(output, str) or not isinstance(input_, str):
-        raise ValueError(f"delegate blob: aliased_io[{index}] needs string 'output' and 'input'")
+    output = _string(entry, "output", f"aliased_io[{index}]")
+    input_ = _string(entry, "input", f"aliased_io[{index}]")
+    named = f"aliased output '{output}'"
     # A missing kind (older writer) means kv_cache_update (FORMAT.md).
-    kind = entry.get("kind", "kv_cache_update")
+    kind = _string(entry, "kind", named) if "kind" in entry else ALIAS_KV_CACHE_UPDATE
+    if kind not in ALIAS_KINDS:
+        raise ValueError(f"delegate blob: {named} has unknown kind {kind!r} "
+                         f"(known: {', '.join(ALIAS_KINDS)})")
     # A missing ownership is "caller" unless the blob declares the OWNERSHIP feature.
     if "ownership" not in entry:
         if required_features & Feature.OWNERSHIP:
-            raise ValueError(
-                f"delegate blob: aliased output '{output}' has no 'ownership' although the blob "
-                "requires the OWNERSHIP feature"
-            )
-        return AliasedIO(output, input_, kind, "caller")
-    return AliasedIO(output, input_, kind, entry["ownership"])
+            raise ValueError(f"delegate blob: {named} has no 'ownership' although the blob "
+                             "requires the OWNERSHIP feature")
+        return AliasedIO(output, input_, kind, OWNERSHIP_CALLER)
+    ownership = _string(entry, "ownership", named)
+    if ownership not in OWNERSHIPS:
+        raise ValueError(f"delegate blob: {named} has unknown ownership {ownership!r} "
+                         f"(known: {', '.join(OWNERSHIPS)})")
+    return AliasedIO(output, input_, kind, ownership)
 
 
-def validate_metadata(metadata: DelegateMetadata) -> None:
-    """Checks the cross-field rules of FORMAT.md; raises ``ValueError`` naming the binding."""
-    if metadata.engine not in ENGINES:
-        raise ValueError(f"delegate blob: unknown engine {metadata.engine!r}")
-    for group, bindings in (("input", metadata.inputs), ("output", metadata.outputs)):
-        seen = set()
-        for b in bindings:
-            if b.name in seen:
-                raise ValueError(f"delegate blob: duplicate {group} binding '{b.name}'")
-            seen.add(b.name)
-            if b.dtype not in DTYPES:
-                raise ValueError(f"delegate blob: binding '{b.name}' has unknown dtype {b.dtype!r}")
+def parse_metadata(text: bytes, required_features: int) -> DelegateMetadata:
+    """Parses the metadata JSON of a blob whose header requires ``required_features``, in
+    ``DelegateMetadata::Parse``'s order: a UTF-8 JSON object; ``engine`` (a ``wire.ENGINES``
+    name); ``inputs`` and ``outputs`` (each binding an object with a non-empty ``name``, a
+    ``wire.DTYPES`` ``dtype`` and a ``shape`` of integers in ``[0, 2^31)``); ``aliased_io``
+    (optional; strings ``output``/``input``, ``kind`` and ``ownership`` known when present,
+    ``ownership`` required under ``OWNERSHIP``); entries require the ``ALIASED_IO`` bit. Raises
+    ``ValueError`` naming the problem. Cross-binding rules are ``check_bindings``'."""
+    try:
+        obj = parse_json(text)
+    except ValueError as e:  # UnicodeError and json.JSONDecodeError are ValueErrors
+        raise ValueError(f"delegate blob: metadata is not UTF-8 JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise ValueError("delegate blob: metadata is not a JSON object")
+    engine = _string(obj, "engine", "metadata")
+    if engine not in ENGINES:
+        raise ValueError(f"delegate blob: unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    inputs = _parse_bindings(obj, "inputs")
+    outputs = _parse_bindings(obj, "outputs")
+    aliases_raw = obj.get("aliased_io", [])
+    if not isinstance(aliases_raw, list):
+        raise ValueError("delegate blob: 'aliased_io' must be a list")
+    aliases = tuple(_parse_alias(e, i, required_features) for i, e in enumerate(aliases_raw))
+    if aliases and not required_features & Feature.ALIASED_IO:
+        raise ValueError(
+            "delegate blob: metadata has aliased_io entries but required_features lacks "
+            "ALIASED_IO (a reader that ignored them would bind the wrong storage)"
+        )
+    return DelegateMetadata(engine, inputs, outputs, aliases)
+
+
+# --- bindings: BindingPlan::Create, without the engine --------------------------------------
+
+def check_bindings(metadata: DelegateMetadata) -> None:
+    """The rules the runtime's binding plan checks before it consults the engine
+    (``BindingPlan::Create``): binding names are unique over inputs and outputs together; each
+    ``aliased_io`` entry names an output binding and an input binding; an output is aliased
+    once and an input by one output at most; an output has its input's dtype and shape.
+    Raises ``ValueError`` naming the binding."""
+    seen = set()
+    for b in metadata.inputs + metadata.outputs:
+        if b.name in seen:
+            raise ValueError(f"delegate blob: duplicate binding name '{b.name}' (names are "
+                             "unique over inputs and outputs)")
+        seen.add(b.name)
     inputs = {b.name: b for b in metadata.inputs}
     outputs = {b.name: b for b in metadata.outputs}
-    aliased_outputs = set()
+    aliased_outputs, aliased_inputs = set(), set()
     for a in metadata.aliased_io:
-        if a.kind not in ALIAS_KINDS:
-            raise ValueError(
-                f"delegate blob: aliased output '{a.output}' has unknown kind {a.kind!r} "
-                f"(known: {', '.join(ALIAS_KINDS)})"
-            )
-        if a.ownership not in OWNERSHIPS:
-            raise ValueError(
-                f"delegate blob: aliased output '{a.output}' has unknown ownership "
-                f"{a.ownership!r} (known: {', '.join(OWNERSHIPS)})"
-            )
         if a.output not in outputs:
             raise ValueError(f"delegate blob: aliased output '{a.output}' is not an output binding")
         if a.input not in inputs:
@@ -331,7 +410,11 @@ def validate_metadata(metadata: DelegateMetadata) -> None:
             )
         if a.output in aliased_outputs:
             raise ValueError(f"delegate blob: output '{a.output}' is aliased twice")
+        if a.input in aliased_inputs:
+            raise ValueError(f"delegate blob: input '{a.input}' is aliased by two outputs; two "
+                             "outputs cannot update one input in place")
         aliased_outputs.add(a.output)
+        aliased_inputs.add(a.input)
         i, o = inputs[a.input], outputs[a.output]
         if (i.dtype, i.shape) != (o.dtype, o.shape):
             raise ValueError(
@@ -340,51 +423,33 @@ def validate_metadata(metadata: DelegateMetadata) -> None:
             )
 
 
+# --- whole blobs -----------------------------------------------------------------------------
+
+def _metadata_of(data: memoryview, header: BlobHeader) -> DelegateMetadata:
+    start = header.metadata_offset
+    metadata = parse_metadata(data[start:start + header.metadata_size], header.required_features)
+    check_bindings(metadata)
+    return metadata
+
+
+def read_metadata(data: bytes) -> DelegateMetadata:
+    """The validated metadata of a blob: ``read_header`` without the checksum (which reads
+    the whole payload), ``parse_metadata`` and ``check_bindings``. For a blob this process
+    just wrote (the in-place planning pass reads the alias decision of each delegate); use
+    ``read_blob`` for bytes from elsewhere. Raises ``ValueError``."""
+    data = memoryview(data)
+    return _metadata_of(data, read_header(data, verify_checksum=False))
+
+
 def read_blob(data: bytes) -> DelegateBlob:
     """Parses a blob written by ``write_blob`` (or the same format from another writer).
 
-    Fails closed: any header problem (``read_header``), metadata that is not a UTF-8 JSON object,
-    a missing ``inputs``/``outputs``, an unknown engine/dtype/alias kind/ownership, an alias that
-    names a non-binding, or ``ALIASED_IO`` entries without the ``ALIASED_IO`` feature bit raise
-    ``ValueError`` naming the problem.
+    Fails closed: any problem ``read_header`` (checksum included), ``parse_metadata`` or
+    ``check_bindings`` finds raises ``ValueError`` naming it.
     """
-    data = bytes(data)
+    data = memoryview(bytes(data))
     header = read_header(data)
-    raw = data[header.metadata_offset : header.metadata_offset + header.metadata_size]
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"delegate blob: metadata is not UTF-8 JSON: {e}") from None
-    if not isinstance(obj, dict):
-        raise ValueError("delegate blob: metadata is not a JSON object")
-    for key in ("engine", "inputs", "outputs"):
-        if key not in obj:
-            raise ValueError(f"delegate blob: metadata has no '{key}'")
-    if not isinstance(obj["inputs"], list) or not isinstance(obj["outputs"], list):
-        raise ValueError("delegate blob: 'inputs' and 'outputs' must be lists")
-    aliases_raw = obj.get("aliased_io", [])
-    if not isinstance(aliases_raw, list):
-        raise ValueError("delegate blob: 'aliased_io' must be a list")
-    metadata = DelegateMetadata(
-        engine=obj["engine"],
-        inputs=tuple(_parse_binding(e, f"inputs[{i}]") for i, e in enumerate(obj["inputs"])),
-        outputs=tuple(_parse_binding(e, f"outputs[{i}]") for i, e in enumerate(obj["outputs"])),
-        aliased_io=tuple(
-            _parse_alias(e, i, header.required_features) for i, e in enumerate(aliases_raw)
-        ),
-    )
-    validate_metadata(metadata)
-    if metadata.aliased_io and not header.required_features & Feature.ALIASED_IO:
-        raise ValueError(
-            "delegate blob: metadata has aliased_io entries but required_features lacks "
-            "ALIASED_IO (a reader that ignored them would bind the wrong storage)"
-        )
-    payload = data[header.payload_offset : header.payload_offset + header.payload_size]
+    metadata = _metadata_of(data, header)
+    payload = bytes(data[header.payload_offset:header.payload_offset + header.payload_size])
     return DelegateBlob(header, metadata, payload)
 
-
-def bindings_from(
-    names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Sequence[int]]
-) -> List[Binding]:
-    """Zips parallel lists into ``Binding`` objects (convenience for tests and writers)."""
-    return [Binding(n, d, tuple(int(x) for x in s)) for n, d, s in zip(names, dtypes, shapes)]

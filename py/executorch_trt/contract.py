@@ -23,17 +23,13 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
 from executorch_trt.blob import AliasedIO, Binding
-from executorch_trt.compile_options import CompileOptions
-from executorch_trt.operator_support import schema_name
+from executorch_trt.operator_support import op_name, schema_name
+from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.kv_cache_update_pass import (KV_CACHE_UPDATE, VIEW_COPY_BYTES,
                                                         match_kv_write)
-from executorch_trt.static_shapes import WHAT_TO_DO, describe_symbols, shape_text, symbols_of
-
-_DTYPE_NAMES: Dict[torch.dtype, str] = {
-    torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
-    torch.float64: "float64", torch.int8: "int8", torch.uint8: "uint8", torch.int16: "int16",
-    torch.int32: "int32", torch.int64: "int64", torch.bool: "bool",
-}
+from executorch_trt.static_shapes import (SYMBOLIC_KINDS, WHAT_TO_DO, describe_symbols,
+                                          shape_text, symbols_of)
+from executorch_trt.wire import ALIAS_KV_CACHE_UPDATE, ALIAS_USER, OWNERSHIP_CALLER, dtype_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,10 +60,9 @@ def _binding(name: str, node: torch.fx.Node) -> Binding:
     (``static_shapes.WHAT_TO_DO``); ``executorch_trt.export`` and ``TensorRTPartitioner``
     reject these earlier, naming the method input."""
     val = node.meta.get("val")
-    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        kind = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}[type(val)]
+    if isinstance(val, tuple(SYMBOLIC_KINDS)):
         raise ValueError(
-            f"TensorRTBackend: binding '{name}' is a symbolic {kind} "
+            f"TensorRTBackend: binding '{name}' is a symbolic {SYMBOLIC_KINDS[type(val)]} "
             f"({describe_symbols(symbols_of(val), node.graph)}), i.e. a dynamic size "
             f"passed into the delegate. {WHAT_TO_DO}"
         )
@@ -75,7 +70,8 @@ def _binding(name: str, node: torch.fx.Node) -> Binding:
         raise ValueError(
             f"TensorRTBackend: binding '{name}' is not a tensor ({type(val).__name__})"
         )
-    if val.dtype not in _DTYPE_NAMES:
+    dtype = dtype_name(val.dtype)
+    if dtype is None:
         raise ValueError(f"TensorRTBackend: binding '{name}' has unsupported dtype {val.dtype}")
     if not _contiguous(val):
         raise ValueError(
@@ -93,7 +89,7 @@ def _binding(name: str, node: torch.fx.Node) -> Binding:
                 f"{shape_text(val.shape)}. {WHAT_TO_DO}"
             )
         shape.append(d)
-    return Binding(name, _DTYPE_NAMES[val.dtype], tuple(shape))
+    return Binding(name, dtype, tuple(shape))
 
 
 def binding_contract(ep: ExportedProgram) -> BindingContract:
@@ -174,10 +170,6 @@ def _ancestors(node: torch.fx.Node) -> Set[torch.fx.Node]:
     return seen
 
 
-def _op_name(node: torch.fx.Node) -> str:
-    return schema_name(node) or str(node.target)
-
-
 def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> Optional[str]:
     """Why ``out = kv_cache_update(cache, ...)`` cannot write ``cache`` in place, or ``None``.
 
@@ -192,7 +184,7 @@ def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> Optional[str]
         if reader.op == "output":
             return "the old cache is also returned by the partition"
         if reader not in before:
-            return (f"the old cache is also read by {_op_name(reader)} ({reader.name}) inside "
+            return (f"the old cache is also read by {op_name(reader)} ({reader.name}) inside "
                     "the delegate, which does not feed the update, so an in-place write could "
                     "change what it reads")
     return None
@@ -227,7 +219,7 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
         out, inp = outputs.get(out_name), inputs.get(in_name)
         if out is None or inp is None:
             continue  # not this partition's binding (cannot happen for a partitioner's specs)
-        if options.kv_cache != "inplace":
+        if options.kv_cache != KV_CACHE_INPLACE:
             reasons[out_name] = f"kv_cache={options.kv_cache!r} was requested"
             continue
         if in_name in shared:
@@ -237,14 +229,14 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
         if out.op == "call_function" and out.target == KV_CACHE_UPDATE and out.args[0] is inp:
             blocker = _kv_alias_blocker(out, inp)
             if blocker is None:
-                aliases.append(AliasedIO(out_name, in_name, "kv_cache_update", "caller"))
+                aliases.append(AliasedIO(out_name, in_name, ALIAS_KV_CACHE_UPDATE, OWNERSHIP_CALLER))
                 if out.meta.get(VIEW_COPY_BYTES):
                     view_copies[out_name] = out.meta[VIEW_COPY_BYTES]
             else:
                 reasons[out_name] = blocker
             continue
         if not inp.users and out.op == "call_function":
-            aliases.append(AliasedIO(out_name, in_name, "user", "caller"))
+            aliases.append(AliasedIO(out_name, in_name, ALIAS_USER, OWNERSHIP_CALLER))
             continue
         reasons[out_name] = _not_a_write_reason(out, inp)
     order = {n.name: k for k, n in enumerate(contract.output_nodes)}
@@ -259,12 +251,12 @@ def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
         return match
     if out.op == "call_function" and out.target == KV_CACHE_UPDATE:
         return ("the buffer is written more than once in this method (the last write updates "
-                f"the result of {_op_name(out.args[0])}, not the buffer); only a single write "
+                f"the result of {op_name(out.args[0])}, not the buffer); only a single write "
                 "per method is in place")
     if inp not in _ancestors(out):
         reader = next(iter(inp.users))
-        return (f"the old value is also read by {_op_name(reader)} ({reader.name}) inside the "
+        return (f"the old value is also read by {op_name(reader)} ({reader.name}) inside the "
                 "delegate, which does not feed the new value, so writing the new value into "
                 "the buffer could change what it reads")
-    return (f"its new value is computed from the old one by {_op_name(out)}, which is not a "
+    return (f"its new value is computed from the old one by {op_name(out)}, which is not a "
             "KV-cache write")

@@ -11,8 +11,7 @@ cache back); ``backend_config()`` adds the in-place planning and buffer initiali
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from executorch.exir import (
@@ -23,125 +22,13 @@ from executorch.exir import (
 from torch.export import ExportedProgram
 
 from executorch_trt.buffer_sharing import check_buffer_sharing
-from executorch_trt.compile_options import CompileOptions
 from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
+from executorch_trt.options import ExportOptions
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
 from executorch_trt.passes.initialize_mutable_buffers import InitializeMutableBuffersPass
 from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
 from executorch_trt.static_shapes import check_static_shapes
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportOptions:
-    """Options of ``export`` / ``backend_config``.
-
-    * ``engine``, ``kv_cache``: delegate options (``CompileOptions``).
-    * ``share_mutable_buffers``: methods exported together share one copy of each mutable buffer
-      (``MemoryPlanningPass(share_mutable_buffers=True)``; required for prefill/decode sharing and
-      for the Python runtime, whose methods share memory arenas). ``None`` = ``True`` when
-      ``alloc_mutable_buffers`` is true (ExecuTorch cannot share unplanned buffers).
-      ``export`` shares a buffer only when every method has the same tensor (one module
-      instance); ``True`` given explicitly also shares equal buffers (same shape, dtype and
-      initial value) of different module instances by name (``buffer_sharing``).
-    * ``alloc_mutable_buffers``: plan mutable buffers in the program's arenas. ``False`` lets an
-      application bind its own cache memory by name (needs ``emit_mutable_buffer_names=True``).
-    * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``).
-    * ``init_mutable_buffers``: a fresh load starts from each buffer's exported value
-      (``et_init_buffer``); ``False`` leaves them uninitialized (ExecuTorch's default).
-      ``None`` (default) = ``alloc_mutable_buffers``. With ``alloc_mutable_buffers=False`` it
-      must stay off: ExecuTorch 1.5.1 then points an unplanned buffer at its initial value
-      *inside the program data* (read-only when the .pte is memory-mapped: the first write
-      crashes; shared by every load otherwise) instead of leaving it for the application to
-      bind (verified: a segfault in the first KV write).
-    * ``inplace``: remove the write-back ``copy_`` of every buffer the delegate updated in place
-      (``InplaceMemoryPlanningPass``). ``False`` keeps ExecuTorch's write-back even in
-      ``kv_cache="inplace"`` mode.
-    * ``require_inplace``: a buffer update that would still be copied back on every call raises
-      ``NotInPlaceError`` (naming the method, the buffer, the bytes and why) instead of a
-      ``NotInPlaceWarning``. Needs ``kv_cache="inplace"`` and ``inplace=True``.
-
-    Raises ``TypeError`` for a value of the wrong type (the boolean options accept only
-    ``True``/``False``, not truthy strings or numbers; ``engine``/``kv_cache`` are strings) and
-    ``ValueError`` for unknown ``engine``/``kv_cache`` values or inconsistent options.
-    """
-
-    engine: str = "portable"
-    kv_cache: str = "inplace"
-    share_mutable_buffers: Optional[bool] = None
-    alloc_mutable_buffers: bool = True
-    emit_mutable_buffer_names: bool = False
-    init_mutable_buffers: Optional[bool] = None
-    inplace: bool = True
-    require_inplace: bool = False
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name in _STRING_OPTIONS:
-                if not isinstance(value, str):
-                    raise TypeError(
-                        f"executorch_trt: option {field.name} must be a str, got "
-                        f"{type(value).__name__} {value!r}"
-                    )
-            elif field.name in _OPTIONAL_BOOL_OPTIONS:
-                if value is not None and not isinstance(value, bool):
-                    raise TypeError(
-                        f"executorch_trt: option {field.name} must be True, False or None, got "
-                        f"{type(value).__name__} {value!r}"
-                    )
-            elif not isinstance(value, bool):
-                raise TypeError(
-                    f"executorch_trt: option {field.name} must be True or False, got "
-                    f"{type(value).__name__} {value!r}"
-                )
-        CompileOptions(engine=self.engine, kv_cache=self.kv_cache)
-        if self.share_mutable_buffers and not self.alloc_mutable_buffers:
-            raise ValueError("share_mutable_buffers=True needs alloc_mutable_buffers=True")
-        if self.require_inplace and (self.kv_cache != "inplace" or not self.inplace):
-            raise ValueError(
-                "require_inplace=True contradicts "
-                + ("kv_cache='copy_back'" if self.kv_cache != "inplace" else "inplace=False")
-                + ", which asks ExecuTorch to copy the caches back; drop one of the two")
-        if self.init_mutable_buffers and not self.alloc_mutable_buffers:
-            raise ValueError(
-                "init_mutable_buffers=True needs alloc_mutable_buffers=True: an unplanned "
-                "buffer's memory comes from the application, which sets its initial value "
-                "(ExecuTorch would point it at read-only program data instead)")
-        if not self.alloc_mutable_buffers and not self.emit_mutable_buffer_names:
-            raise ValueError(
-                "alloc_mutable_buffers=False needs emit_mutable_buffer_names=True (the "
-                "application binds unplanned buffers by name)"
-            )
-
-    @property
-    def initializes_mutable_buffers(self) -> bool:
-        if self.init_mutable_buffers is None:
-            return self.alloc_mutable_buffers
-        return self.init_mutable_buffers
-
-    @property
-    def shares_mutable_buffers(self) -> bool:
-        if self.share_mutable_buffers is None:
-            return self.alloc_mutable_buffers
-        return self.share_mutable_buffers
-
-    @staticmethod
-    def from_kwargs(**options) -> "ExportOptions":
-        """Builds options; unknown names raise ``TypeError`` listing them."""
-        known = {f.name for f in dataclasses.fields(ExportOptions)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise TypeError(
-                f"executorch_trt: unknown option(s) {', '.join(unknown)}; known options: "
-                f"{', '.join(sorted(known))}"
-            )
-        return ExportOptions(**options)
-
-
-_STRING_OPTIONS = frozenset({"engine", "kv_cache"})
-_OPTIONAL_BOOL_OPTIONS = frozenset({"share_mutable_buffers", "init_mutable_buffers"})
-# Every other ExportOptions field is a plain bool (checked in __post_init__).
 
 
 def _check_programs(programs: Any) -> None:
@@ -220,7 +107,10 @@ def backend_config(**options) -> ExecutorchBackendConfig:
     return _backend_config(ExportOptions.from_kwargs(**options))
 
 
-def _backend_config(opts: ExportOptions, method_names=None) -> ExecutorchBackendConfig:
+def _backend_config(opts: ExportOptions, method_names: Optional[Sequence[str]] = None
+                    ) -> ExecutorchBackendConfig:
+    """``backend_config`` for options already validated; ``method_names`` in planning order
+    (for messages)."""
     planner = InplaceMemoryPlanningPass(
         alloc_mutable_buffers=opts.alloc_mutable_buffers,
         share_mutable_buffers=opts.shares_mutable_buffers,
@@ -269,10 +159,8 @@ def export(
     with a ``NotInPlaceWarning`` naming the method, the buffer, the bytes per call and why.
     """
     _check_programs(programs)
-    options = dict(options, engine=engine, kv_cache=kv_cache)
-    opts = ExportOptions.from_kwargs(**options)
-    partitioner = TensorRTPartitioner(engine=opts.engine, kv_cache=opts.kv_cache,
-                                      require_inplace=opts.require_inplace)
+    opts = ExportOptions.from_kwargs(**dict(options, engine=engine, kv_cache=kv_cache))
+    partitioner = TensorRTPartitioner.from_options(opts)
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
     _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)
     with torch.no_grad():

@@ -23,10 +23,11 @@ import torch
 from executorch.exir.delegate import executorch_call_delegate
 from torch.export.exported_program import ExportGraphSignature
 
-from executorch_trt.compile_options import BACKEND_ID, CompileOptions
-from executorch_trt.operator_support import schema_name
+from executorch_trt.operator_support import op_name
+from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.buffer_to_buffer_writes import SNAPSHOT_OF
 from executorch_trt.passes.kv_cache_update_pass import SUPPORTED_FORMS
+from executorch_trt.wire import BACKEND_ID
 
 FORMS = "; ".join(SUPPORTED_FORMS)
 
@@ -74,7 +75,7 @@ def _delegate_output_reason(graph_module: torch.fx.GraphModule, call: torch.fx.N
         return (f"it is updated inside the {backend} delegate, which returns the new value as a "
                 "separate output", False)
     options = CompileOptions.from_compile_specs(lowered.compile_specs)
-    if options.kv_cache != "inplace":
+    if options.kv_cache != KV_CACHE_INPLACE:
         return f"kv_cache={options.kv_cache!r} was requested", True
     # Re-derive the blob's decision on a copy of the original partition (same function as
     # preprocess, so the reason is the decision's own). Imported here: backend imports engines.
@@ -93,7 +94,7 @@ def _delegate_output_reason(graph_module: torch.fx.GraphModule, call: torch.fx.N
     if buffer not in call.args[1:] and readers:
         reader = readers[0]
         return (f"the old value is read outside this delegate call by "
-                f"{schema_name(reader) or reader.target} ({reader.name}), so the delegate "
+                f"{op_name(reader)} ({reader.name}), so the delegate "
                 "cannot write the new value into the buffer", False)
     return ("the partitioner did not record this delegate output as the buffer's new value "
             "(partition it with executorch_trt.TensorRTPartitioner)", False)
@@ -122,8 +123,7 @@ def explain_write_back(graph_module: torch.fx.GraphModule,
         reason = (f"it is assigned the value of {src.meta[SNAPSHOT_OF]!r} as it is (e.g. "
                   f"buf.copy_({src.meta[SNAPSHOT_OF]})), which ExecuTorch copies")
     elif src.op == "call_function":
-        op = schema_name(src) or str(src.target)
-        reason = (f"it is written outside the delegate by {op}, which TensorRTBackend does not "
+        reason = (f"it is written outside the delegate by {op_name(src)}, which TensorRTBackend does not "
                   "take, so ExecuTorch computes the new value in a separate tensor")
     else:
         source = src.name

@@ -2,7 +2,8 @@
 
 Rules (DESIGN.md contract 1, "Ownership"):
 
-* Operators are chosen by ``TensorRTOperatorSupport`` and grouped by
+* Operators are the selected engine's (``Engine.supported_ops``), under the rules every engine
+  shares (``operator_support.DelegateOperatorSupport``), grouped by
   ``CapabilityBasedPartitioner``.
 * Weights and constants used only inside a partition are tagged with ``tag_constant_data``
   (they move into the delegate). ``tag_constant_data`` skips buffers that are
@@ -34,7 +35,6 @@ Rules (DESIGN.md contract 1, "Ownership"):
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable, List, Optional, Tuple
 
 import torch
@@ -44,10 +44,12 @@ from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
-from executorch_trt.compile_options import BACKEND_ID, CompileOptions
+from executorch_trt.engines import get_engine
 from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
-from executorch_trt.operator_support import TensorRTOperatorSupport
+from executorch_trt.operator_support import DelegateOperatorSupport
+from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.static_shapes import check_partition_boundary
+from executorch_trt.wire import BACKEND_ID
 
 LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
 
@@ -75,7 +77,7 @@ def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
 def buffer_updates(ep: ExportedProgram, tag: str) -> Tuple[Tuple[str, str], ...]:
     """``(output node, buffer placeholder)`` name pairs of partition ``tag``: each output node
     inside the partition that is the method's ``BUFFER_MUTATION`` of a buffer whose placeholder
-    feeds the same partition (``CompileOptions.buffer_updates``)."""
+    feeds the same partition (``options.CompileOptions.buffer_updates``)."""
     sig = ep.graph_signature
     placeholder_of = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
     nodes = {n.name: n for n in ep.graph.nodes}
@@ -111,37 +113,40 @@ class TensorRTPartitioner(Partitioner):
     """Partitions an edge program for ``TensorRTBackend``.
 
     Args:
-        engine: ``"portable"`` or ``"tensorrt"`` (``CompileOptions``).
-        kv_cache: ``"inplace"`` or ``"copy_back"`` (``CompileOptions``).
+        engine: ``"portable"`` or ``"tensorrt"`` (``ExportOptions``); the partitions hold only
+            operators this engine takes.
+        kv_cache: ``"inplace"`` or ``"copy_back"`` (``ExportOptions``).
         freeze_buffers: tag buffers that this method does not mutate into the delegate.
         require_inplace: ``preprocess`` raises instead of warning when an in-place update
-            still copies a view of its buffer inside the engine (``CompileOptions``).
+            still copies a view of its buffer inside the engine (``ExportOptions``).
 
-    Raises ``ValueError`` for an unknown ``engine``/``kv_cache`` value; from ``partition``,
-    ``ValueError`` for a program that mutates a user input or passes a dynamic size into a
-    partition (both name the input and say what to do); ``AssertionError`` (internal) if a
-    mutated buffer would end up inside a partition.
+    Raises ``TypeError``/``ValueError`` for bad options, as ``ExportOptions`` does; from
+    ``partition``, ``ValueError`` for a program that mutates a user input or passes a dynamic
+    size into a partition (both name the input and say what to do); ``AssertionError``
+    (internal) if a mutated buffer would end up inside a partition.
     """
 
     def __init__(
         self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False,
         require_inplace: bool = False,
     ) -> None:
+        check_bool("TensorRTPartitioner: freeze_buffers", freeze_buffers)
+        self._init(ExportOptions(engine=engine, kv_cache=kv_cache,
+                                 require_inplace=require_inplace), freeze_buffers)
+
+    @classmethod
+    def from_options(cls, options: ExportOptions,
+                     freeze_buffers: bool = False) -> "TensorRTPartitioner":
+        """A partitioner for options already validated (``executorch_trt.export``'s)."""
+        partitioner = cls.__new__(cls)
+        partitioner._init(options, freeze_buffers)
+        return partitioner
+
+    def _init(self, options: ExportOptions, freeze_buffers: bool) -> None:
         super().__init__()
-        if not isinstance(freeze_buffers, bool):
-            raise TypeError(
-                f"TensorRTPartitioner: freeze_buffers must be True or False, got "
-                f"{type(freeze_buffers).__name__} {freeze_buffers!r}"
-            )
+        self.options = options
         self.freeze_buffers = freeze_buffers
-        if not isinstance(require_inplace, bool):
-            raise TypeError(
-                f"TensorRTPartitioner: require_inplace must be True or False, got "
-                f"{type(require_inplace).__name__} {require_inplace!r}"
-            )
-        self.options = CompileOptions(engine=engine, kv_cache=kv_cache,
-                                      require_inplace=require_inplace)
-        self.operator_support = TensorRTOperatorSupport()
+        self.operator_support = DelegateOperatorSupport(get_engine(options.engine).supported_ops)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
@@ -170,8 +175,8 @@ class TensorRTPartitioner(Partitioner):
             check_partition_boundary(
                 exported_program,
                 [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag])
-            options = dataclasses.replace(
-                self.options, shared_inputs=shared_inputs(exported_program.graph, tag),
+            options = self.options.compile_options(
+                shared_inputs=shared_inputs(exported_program.graph, tag),
                 buffer_updates=buffer_updates(exported_program, tag))
             tags[tag] = DelegationSpec(BACKEND_ID, options.to_compile_specs())
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)

@@ -72,7 +72,7 @@ from executorch.exir import schema
 
 from executorch_trt import plan_accounting as pa
 from executorch_trt.blob import DelegateMetadata, read_blob
-from executorch_trt.compile_options import BACKEND_ID
+from executorch_trt.wire import BACKEND_ID
 
 FORMAT = "executorch_trt.inspect/1"
 

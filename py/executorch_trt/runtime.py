@@ -27,9 +27,10 @@ from typing import Any, BinaryIO, List, Optional, Sequence, Set, Union
 
 import torch
 
+from executorch_trt.wire import BACKEND_ID
+
 LIBRARY_ENV = "EXECUTORCH_TRT_LIBRARY"
 RUNFILES_PATH = "executorch_trt/core/libexecutorch_trt.so"
-BACKEND_NAME = "TensorRTBackend"
 
 _lock = threading.Lock()
 _loaded_library: Optional[ctypes.CDLL] = None
@@ -74,7 +75,7 @@ def library_path() -> str:
 
 def library_unavailable_reason() -> Optional[str]:
     """``None`` when ``library_path()`` finds the delegate library, else why not (for a test's
-    skip reason: tests that need the library skip with it instead of passing vacuously)."""
+    skip or failure reason: tests that need the library never pass vacuously)."""
     try:
         library_path()
         return None
@@ -94,9 +95,9 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
 
         runtime = Runtime.get()  # loads libexecutorch.so first, so the library registers there
         lib = ctypes.CDLL(path or library_path(), mode=ctypes.RTLD_GLOBAL)
-        if not runtime.backend_registry.is_available(BACKEND_NAME):
+        if not runtime.backend_registry.is_available(BACKEND_ID):
             raise RuntimeError(
-                f"{BACKEND_NAME} is not registered after loading {lib._name}; the library must "
+                f"{BACKEND_ID} is not registered after loading {lib._name}; the library must "
                 "link the same libexecutorch.so as the Python runtime"
             )
         _loaded_library = lib

@@ -35,7 +35,8 @@ WHAT_TO_DO = (
 )
 
 
-_KIND = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
+#: The symbolic scalar types and how messages name them.
+SYMBOLIC_KINDS = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
 
 
 def shape_text(shape) -> str:
@@ -119,7 +120,7 @@ def _dynamic_description(value) -> Optional[List[str]]:
             if not isinstance(size, int):
                 symbols.update(symbols_of(size))
         return sorted(symbols) if symbols else None
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+    if isinstance(value, tuple(SYMBOLIC_KINDS)):
         return symbols_of(value)
     return None
 
@@ -141,9 +142,10 @@ def check_static_shapes(ep: ExportedProgram, method: str) -> None:
                                               ep.range_constraints)
                     problems.append(f"input {node.name!r} has a dynamic dimension {dim} "
                                     f"({symbol}) in shape {shape_text(val.shape)}")
-        elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        elif isinstance(val, tuple(SYMBOLIC_KINDS)):
             symbol = describe_symbols(symbols_of(val), ep.graph, (), ep.range_constraints)
-            problems.append(f"input {node.name!r} is a symbolic {_KIND[type(val)]} ({symbol})")
+            problems.append(
+                f"input {node.name!r} is a symbolic {SYMBOLIC_KINDS[type(val)]} ({symbol})")
     if problems:
         raise ValueError(f"executorch_trt.export: method {method!r}: {'; '.join(problems)}. "
                          f"{WHAT_TO_DO}")
@@ -173,7 +175,7 @@ def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]
             continue
         val = node.meta["val"]
         what = (f"a tensor of shape {shape_text(val.shape)}"
-                if isinstance(val, torch.Tensor) else f"a symbolic {_KIND[type(val)]}")
+                if isinstance(val, torch.Tensor) else f"a symbolic {SYMBOLIC_KINDS[type(val)]}")
         problems.append(f"delegate {role} {node.name!r} is {what} "
                         f"({_describe(ep, symbols)})")
     if problems:

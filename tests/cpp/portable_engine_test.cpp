@@ -19,8 +19,7 @@ using executorch::aten::ScalarType;
 using executorch::runtime::Error;
 
 const char kDescriptor[] =
-    R"({"inputs": ["x", "pos", "k_cache"], "outputs": ["y", "k_cache_out"],
-        "aliases": {"k_cache_out": "k_cache"}})";
+    R"({"inputs": ["x", "pos", "k_cache"], "outputs": ["y", "k_cache_out"]})";
 
 class PortableEngineTest : public ::testing::Test {
  protected:
@@ -46,9 +45,10 @@ TEST_F(PortableEngineTest, DescribesBindingsFromTheNestedMethod) {
   EXPECT_EQ(e.TensorDType("pos").get(), ScalarType::Long);
   EXPECT_EQ(e.TensorShape("k_cache").get(), (std::vector<int64_t>{1, 8, 4}));
   EXPECT_EQ(e.TensorShape("nope").error(), Error::NotFound);
-  EXPECT_EQ(e.AliasedInput("k_cache_out").status, AliasReport::Status::kAliased);
-  EXPECT_EQ(e.AliasedInput("k_cache_out").input, "k_cache");
-  EXPECT_EQ(e.AliasedInput("y").status, AliasReport::Status::kNotAliased);
+  // The blob metadata decides aliasing; the nested program cannot say.
+  EXPECT_EQ(e.AliasedInput("k_cache_out").status, AliasReport::Status::kUnknown);
+  EXPECT_EQ(e.AliasedInput("y").status, AliasReport::Status::kUnknown);
+  EXPECT_EQ(e.AliasedInput("k_cache").status, AliasReport::Status::kNotAliased);
 }
 
 TEST_F(PortableEngineTest, UpdatesTheBoundCacheInPlace) {
@@ -94,8 +94,9 @@ TEST_F(PortableEngineTest, RejectsBadBindings) {
 TEST_F(PortableEngineTest, RejectsDescriptorsThatDisagreeWithTheProgram) {
   for (const char* descriptor :
        {R"({"inputs": ["x", "pos"], "outputs": ["y", "k_cache_out"]})",
+        // Version 1's "aliases" (now only in the blob metadata) and any other extra key.
         R"({"inputs": ["x", "pos", "k_cache"], "outputs": ["y", "k_cache_out"],
-            "aliases": {"k_cache_out": "nope"}})",
+            "aliases": {"k_cache_out": "k_cache"}})",
         R"({"inputs": ["x", "x", "k_cache"], "outputs": ["y", "k_cache_out"]})",
         R"({"inputs": "x", "outputs": []})", "not json"}) {
     std::vector<uint8_t> payload = testing::MakePortablePayload(descriptor, program_);
@@ -109,7 +110,7 @@ TEST_F(PortableEngineTest, RejectsCorruptPayloads) {
   EXPECT_EQ(PortableEngine::Create(payload.data(), payload.size() - 1).error(),
             Error::InvalidProgram);
   std::vector<uint8_t> bad_version = payload;
-  bad_version[4] = 2;
+  bad_version[4] = 1;  // version 1 (descriptor aliases) is no longer read
   EXPECT_EQ(PortableEngine::Create(bad_version.data(), bad_version.size()).error(),
             Error::DelegateInvalidCompatibility);
   std::vector<uint8_t> garbage = testing::MakePortablePayload(

@@ -69,13 +69,13 @@ inline std::vector<uint8_t> MakeBlob(const std::string& metadata,
   return blob;
 }
 
-// Writes a version-1 portable engine payload around `program` (.pte bytes).
+// Writes a version-2 portable engine payload around `program` (.pte bytes).
 inline std::vector<uint8_t> MakePortablePayload(const std::string& descriptor,
                                                 const std::vector<uint8_t>& program) {
   const size_t program_offset = Align16(32 + descriptor.size());
   std::vector<uint8_t> out(program_offset + program.size(), 0);
   std::memcpy(out.data(), "ETPE", 4);
-  PutU32(&out, 4, 1);
+  PutU32(&out, 4, 2);
   PutU64(&out, 8, descriptor.size());
   PutU64(&out, 16, program_offset);
   PutU64(&out, 24, program.size());

@@ -6,7 +6,8 @@ import struct
 from absl.testing import absltest
 
 from executorch_trt import blob as B
-from executorch_trt import portable_payload as P
+from executorch_trt import wire as W
+from executorch_trt.engines.portable import payload as P
 
 
 def _metadata(**overrides):
@@ -26,7 +27,7 @@ def _raw_blob(meta_obj, payload=b"PAYLOAD", *, features=3, version=1, magic=b"ET
     meta = meta_obj if isinstance(meta_obj, bytes) else json.dumps(meta_obj).encode()
     p_off = (64 + len(meta) + 15) // 16 * 16
     body = meta + b"\0" * (p_off - 64 - len(meta)) + payload
-    checksum = B.checksum(body) if features & B.Feature.CHECKSUM else 0
+    checksum = B.checksum(body) if features & W.Feature.CHECKSUM else 0
     header = struct.pack("<4sIIIQQQQQQ", magic, header_size, version, reserved, features, 64,
                          len(meta), p_off, len(payload), checksum)
     return header + body
@@ -36,7 +37,7 @@ def _reseal(data):
     """Recomputes the checksum of a blob laid out as ``write_blob`` does (metadata at 64,
     payload last)."""
     data = bytearray(data)
-    struct.pack_into("<Q", data, B.CHECKSUM_OFFSET, B.checksum(bytes(data[64:])))
+    struct.pack_into("<Q", data, W.BLOB_CHECKSUM_OFFSET, B.checksum(bytes(data[64:])))
     return bytes(data)
 
 
@@ -50,7 +51,7 @@ class BlobRoundTripTest(absltest.TestCase):
         self.assertEqual(parsed.payload, b"\x01\x02payload")
         self.assertEqual(
             parsed.header.required_features,
-            int(B.Feature.ALIASED_IO | B.Feature.OWNERSHIP | B.Feature.CHECKSUM),
+            int(W.Feature.ALIASED_IO | W.Feature.OWNERSHIP | W.Feature.CHECKSUM),
         )
         self.assertEqual(parsed.header.checksum, B.checksum(data[64:]))
         self.assertEqual(struct.unpack_from("<Q", data, 56)[0], parsed.header.checksum)
@@ -60,7 +61,7 @@ class BlobRoundTripTest(absltest.TestCase):
 
     def test_no_aliases_only_checksum_feature(self):
         data = B.write_blob(_metadata(aliased_io=()), b"")
-        self.assertEqual(B.read_blob(data).header.required_features, int(B.Feature.CHECKSUM))
+        self.assertEqual(B.read_blob(data).header.required_features, int(W.Feature.CHECKSUM))
 
     def test_alias_positions(self):
         self.assertEqual(_metadata().aliased_output_to_input(), {0: 1})
@@ -144,7 +145,7 @@ class BlobFailClosedTest(absltest.TestCase):
         obj = _metadata().to_json()
         del obj["aliased_io"][0]["ownership"]
         self.assertRejected(_raw_blob(obj), "no 'ownership' although the blob requires")
-        parsed = B.read_blob(_raw_blob(obj, features=int(B.Feature.ALIASED_IO)))
+        parsed = B.read_blob(_raw_blob(obj, features=int(W.Feature.ALIASED_IO)))
         self.assertEqual(parsed.metadata.aliased_io[0].ownership, "caller")
 
     def test_aliases_without_feature_bit(self):
@@ -157,6 +158,58 @@ class BlobFailClosedTest(absltest.TestCase):
         obj = _metadata().to_json()
         obj["engine"] = "cuda"
         self.assertRejected(_raw_blob(obj), "unknown engine 'cuda'")
+
+    def test_section_overlapping_the_header(self):
+        # C++ SectionFits: sections start at or after header_size.
+        self.assertRejected(_raw_blob(_metadata().to_json(), header_size=80),
+                            "metadata_offset 64 overlaps the 80-byte header")
+        data = bytearray(B.write_blob(_metadata(), b"payload"))
+        struct.pack_into("<Q", data, 40, 48)
+        self.assertRejected(bytes(data), "payload_offset 48 overlaps the 64-byte header")
+
+    def test_header_size_past_the_end(self):
+        self.assertRejected(_raw_blob(_metadata().to_json(), header_size=1 << 20),
+                            "header_size 1048576 is not in")
+
+    def test_dimension_cap(self):
+        # C++ DelegateMetadata::Parse: dimensions are integers in [0, 2^31).
+        obj = _metadata(aliased_io=()).to_json()
+        obj["inputs"][0]["shape"] = [1, (1 << 31) - 1]
+        self.assertEqual(B.read_blob(_raw_blob(obj)).metadata.inputs[0].shape, (1, (1 << 31) - 1))
+        for bad in (1 << 31, -1, 2.0, True):
+            obj["inputs"][0]["shape"] = [1, bad]
+            with self.subTest(dim=bad):
+                self.assertRejected(_raw_blob(obj), r"invalid shape .*\[0, 2\^31\)")
+
+    def test_binding_names_unique_over_inputs_and_outputs(self):
+        # C++ BindingPlan::Create: one name space for all delegate arguments.
+        obj = _metadata(aliased_io=()).to_json()
+        obj["outputs"][1]["name"] = "x"
+        self.assertRejected(_raw_blob(obj), "duplicate binding name 'x'")
+
+    def test_one_input_aliased_by_two_outputs(self):
+        obj = _metadata().to_json()
+        obj["outputs"][1] = {"name": "y", "dtype": "float32", "shape": [1, 8, 4]}
+        obj["aliased_io"].append({"output": "y", "input": "k_cache", "kind": "user",
+                                  "ownership": "caller"})
+        self.assertRejected(_raw_blob(obj), "input 'k_cache' is aliased by two outputs")
+
+    def test_json_as_the_runtime_parses_it(self):
+        # nlohmann::json: no NaN/Infinity, no unpaired surrogates; a leading BOM is skipped.
+        meta = json.dumps(_metadata().to_json()).encode()
+        self.assertEqual(B.read_blob(_raw_blob(b"\xef\xbb\xbf" + meta)).metadata, _metadata())
+        self.assertRejected(_raw_blob(meta[:-1] + b',"extra":NaN}'), "not UTF-8 JSON")
+        self.assertRejected(_raw_blob(meta.replace(b'"x"', b'"\\ud800"')), "not UTF-8 JSON")
+        self.assertRejected(_raw_blob(meta + b"\0"), "not UTF-8 JSON")
+
+    def test_read_metadata_skips_only_the_checksum(self):
+        data = bytearray(B.write_blob(_metadata(), b"payload"))
+        data[-1] ^= 0x01
+        self.assertEqual(B.read_metadata(bytes(data)), _metadata())
+        with self.assertRaisesRegex(ValueError, "checksum mismatch"):
+            B.read_blob(bytes(data))
+        with self.assertRaisesRegex(ValueError, "wrong magic"):
+            B.read_metadata(b"XXXX" + bytes(data[4:]))
 
     def test_writer_refuses_invalid_metadata(self):
         bad = _metadata(aliased_io=(B.AliasedIO("k_cache_out", "k_cache", "magic", "caller"),))
@@ -204,7 +257,7 @@ class BlobChecksumTest(absltest.TestCase):
 
     def test_clearing_the_bit_does_not_disable_the_check(self):
         data = bytearray(B.write_blob(_metadata(), b"payload"))
-        struct.pack_into("<Q", data, 16, int(B.Feature.ALIASED_IO | B.Feature.OWNERSHIP))
+        struct.pack_into("<Q", data, 16, int(W.Feature.ALIASED_IO | W.Feature.OWNERSHIP))
         with self.assertRaisesRegex(ValueError, "lacks the CHECKSUM bit"):
             B.read_blob(bytes(data))
 
@@ -231,7 +284,7 @@ class BlobChecksumTest(absltest.TestCase):
 class PortablePayloadTest(absltest.TestCase):
 
     def _descriptor(self):
-        return P.PortableDescriptor(("x", "k_cache"), ("k_cache_out", "y"), {"k_cache_out": "k_cache"})
+        return P.PortableDescriptor(("x", "k_cache"), ("k_cache_out", "y"))
 
     def test_round_trip(self):
         data = P.write_portable_payload(self._descriptor(), b"PTE-BYTES")
@@ -247,14 +300,14 @@ class PortablePayloadTest(absltest.TestCase):
         data = P.write_portable_payload(self._descriptor(), b"PTE-BYTES")
         with self.assertRaisesRegex(ValueError, "wrong magic"):
             P.read_portable_payload(b"XXXX" + data[4:])
-        with self.assertRaisesRegex(ValueError, "version 2"):
-            P.read_portable_payload(data[:4] + struct.pack("<I", 2) + data[8:])
+        with self.assertRaisesRegex(ValueError, "version 1 is not supported"):
+            P.read_portable_payload(data[:4] + struct.pack("<I", 1) + data[8:])
         with self.assertRaisesRegex(ValueError, "program lies past the end"):
             P.read_portable_payload(data[:-1])
         with self.assertRaisesRegex(ValueError, "shorter than the header"):
             P.read_portable_payload(data[:8])
-        bad = P.PortableDescriptor(("x",), ("y",), {"y": "k_cache"})
-        with self.assertRaisesRegex(ValueError, "not an engine input"):
+        bad = P.PortableDescriptor(("x",), ("x",))
+        with self.assertRaisesRegex(ValueError, "names binding 'x' twice"):
             P.write_portable_payload(bad, b"")
 
 

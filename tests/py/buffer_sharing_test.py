@@ -13,11 +13,10 @@ import copy
 import torch
 from absl.testing import absltest
 
+import delegate_library
 import executorch_trt
 from executorch_trt import runtime
 from executorch_trt.buffer_sharing import check_buffer_sharing
-
-_SKIP = runtime.library_unavailable_reason()
 
 
 class RowWriter(torch.nn.Module):
@@ -280,7 +279,7 @@ _A_B_A = [("a", torch.full((1, 1, 4), 1.0), 0), ("b", torch.full((1, 1, 4), 2.0)
           ("a", torch.full((1, 1, 4), 3.0), 2)]
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class SharingRuntimeTest(absltest.TestCase):
     """A, B, A on a loaded program: the third call shows whether A sees B's row."""
 

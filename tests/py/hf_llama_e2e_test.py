@@ -13,6 +13,7 @@ import os
 import torch
 from absl.testing import absltest, parameterized
 
+import delegate_library
 import executorch_trt
 from decoder_model import build_model, cache_buffers, exportable_decoder
 from executorch_trt import runtime
@@ -22,9 +23,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 MAX_SEQ_LEN = 64
 PROMPT_LEN = 5
 DECODE_STEPS = 8
-
-
-_SKIP = runtime.library_unavailable_reason()
 
 
 class ReadCaches(torch.nn.Module):
@@ -42,7 +40,7 @@ class ReadCaches(torch.nn.Module):
         return (x + 0,) + tuple(getattr(self, n) + 0 for n in self.names)
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class HuggingFaceLlamaTest(parameterized.TestCase):
 
     @classmethod

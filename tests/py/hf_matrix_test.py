@@ -36,10 +36,10 @@ import torch  # noqa: E402
 from absl.testing import absltest  # noqa: E402
 
 import executorch_trt  # noqa: E402
+import delegate_library  # noqa: E402
 import hf_models as hm  # noqa: E402
-from executorch_trt import runtime  # noqa: E402
+from executorch_trt.wire import BACKEND_ID  # noqa: E402
 
-_SKIP = runtime.library_unavailable_reason()
 _ROWS = []
 
 
@@ -66,7 +66,7 @@ class _MatrixMixin:
         cls.delegates = {m: hm.delegate_backends(cls.et, m) for m in cls.family.methods}
         cls.write_backs = {m: hm.state_write_backs(cls.et, m) for m in cls.family.methods}
         cls.steps = cls.extra = None
-        if _SKIP is None:
+        if delegate_library.available():
             start = time.monotonic()
             cls.steps, cls.extra = hm.greedy_decode(cls.family, cls.model, cls.et.buffer)
             run_s = time.monotonic() - start
@@ -77,14 +77,14 @@ class _MatrixMixin:
 
     def _need_run(self):
         if self.steps is None:
-            self.skipTest(f"delegate library unavailable: {_SKIP}")
+            delegate_library.require()  # fails under Bazel, skips outside it
 
     # --- the plan -------------------------------------------------------------------------
 
     def test_one_tensorrt_delegate_per_method_nothing_outside(self):
         for method in self.family.methods:
             with self.subTest(method=method):
-                self.assertEqual(self.delegates[method], [runtime.BACKEND_NAME],
+                self.assertEqual(self.delegates[method], [BACKEND_ID],
                                  f"{self.FAMILY}.{method}: delegate calls")
                 self.assertEqual(hm.operators_outside(self.et, method), [],
                                  f"{self.FAMILY}.{method}: operators left outside the delegate")

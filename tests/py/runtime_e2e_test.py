@@ -1,7 +1,8 @@
 """End to end on the portable engine: export -> load -> execute with the real delegate library.
 
-Skips (with the reason) only when ``libexecutorch_trt.so`` cannot be found
-(``executorch_trt.runtime.library_path``: ``$EXECUTORCH_TRT_LIBRARY`` or Bazel runfiles).
+When ``libexecutorch_trt.so`` cannot be found (``executorch_trt.runtime.library_path``:
+``$EXECUTORCH_TRT_LIBRARY`` or Bazel runfiles) the tests fail under Bazel and skip, with the
+reason, outside it (``delegate_library``).
 Reference numerics: eager PyTorch on the same weights (DESIGN.md "Tests").
 """
 
@@ -13,15 +14,13 @@ from absl.testing import absltest, parameterized
 from executorch.exir import to_edge_transform_and_lower
 
 import decoder_models as dm
+import delegate_library
 import lowering_utils as lu
 import executorch_trt
 from executorch_trt import runtime
 
 PROMPT_LEN = 4
 DECODE_STEPS = 5
-
-
-_SKIP = runtime.library_unavailable_reason()
 
 
 def _export_program(decoder, finalise="export", **options):
@@ -35,7 +34,7 @@ def _export_program(decoder, finalise="export", **options):
         return edge.to_executorch(executorch_trt.backend_config(inplace=False)).buffer
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class DecoderEndToEndTest(parameterized.TestCase):
 
     @classmethod
@@ -136,7 +135,7 @@ class DecoderEndToEndTest(parameterized.TestCase):
         self._assert_state_equals(program, eager, "after three decode calls")
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class SeamModelEndToEndTest(parameterized.TestCase):
     """The reordered-argument model: outputs land in the right place in both modes."""
 
@@ -204,7 +203,7 @@ class StateOutsidePartition(torch.nn.Module):
         return self.b(self.state) * self.counter.to(torch.float32)
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class StateOutsidePartitionTest(parameterized.TestCase):
 
     @parameterized.parameters("inplace", "copy_back")
@@ -227,7 +226,7 @@ class StateOutsidePartitionTest(parameterized.TestCase):
             torch.testing.assert_close(got, want, msg=f"{kv_cache} step {step}")
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class UnplannedBufferTest(absltest.TestCase):
     """``alloc_mutable_buffers=False``: the cache has no memory until the application binds
     some. Unbound, ``execute`` fails cleanly naming the buffer (it once pointed at the
@@ -264,7 +263,7 @@ class RowsIntoCache(torch.nn.Module):
         return self.cache * 1 + x.sum()
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class NonContiguousInputTest(parameterized.TestCase):
     """``Method.execute`` passes tensor inputs in contiguous layout: the pybinding reads a
     ``channels_last`` tensor's memory as if it were contiguous (wrong numbers) and rejects
@@ -293,7 +292,7 @@ class NonContiguousInputTest(parameterized.TestCase):
             self.assertEqual(x.stride(), strides, "the caller's tensor is left as it was")
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class MethodLifetimeTest(absltest.TestCase):
 
     def test_method_keeps_its_program_alive(self):

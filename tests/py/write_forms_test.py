@@ -20,6 +20,7 @@ import torch
 from absl.testing import absltest, parameterized
 from executorch.exir import to_edge_transform_and_lower
 
+import delegate_library
 import lowering_utils as lu
 import executorch_trt
 from executorch_trt import runtime
@@ -27,7 +28,6 @@ from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarnin
 
 H, S, D = 2, 8, 4
 CACHE_SHAPE = [1, H, S, D]
-_SKIP = runtime.library_unavailable_reason()
 
 
 def _write(form, cache, v, pos):
@@ -129,7 +129,7 @@ class InPlacePlanTest(parameterized.TestCase):
                       lu.nested_operator_names(lu.blob_of(gm, call)))
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class InPlaceNumericsTest(parameterized.TestCase):
 
     def _run_against_eager(self, model, et):
@@ -224,7 +224,7 @@ class ReadOnlyTable(torch.nn.Module):
         return self.table.index_copy(0, pos, x.view(1, D))
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class NotInPlaceTest(parameterized.TestCase):
 
     def _check_numerics(self, model, et, steps=4):
@@ -354,7 +354,7 @@ class LayerSlab(torch.nn.Module):
         return self.cache + 0
 
 
-@absltest.skipIf(_SKIP is not None, f"delegate library unavailable: {_SKIP}")
+@delegate_library.needs_library
 class StateWritesTest(absltest.TestCase):
 
     def _run(self, model, et, inputs):

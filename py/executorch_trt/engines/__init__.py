@@ -1,5 +1,24 @@
-"""Engine builders. Each turns a partition program into an engine payload:
+"""The engines, one package each, behind one ``Engine`` interface (``base.py``):
 
-* ``portable.build_portable_engine``: a nested ExecuTorch program (``PORTABLE_FORMAT.md``);
-* ``tensorrt.build_tensorrt_engine``: a serialized TensorRT plan (needs TensorRT).
+* ``portable``: a nested ExecuTorch program run on the CPU (``PORTABLE_FORMAT.md``);
+* ``tensorrt``: a serialized TensorRT plan (needs TensorRT).
+
+``get_engine(name)`` is how the partitioner and ``preprocess`` reach the selected one.
 """
+
+from __future__ import annotations
+
+from executorch_trt.engines import portable, tensorrt
+from executorch_trt.engines.base import Engine
+from executorch_trt.wire import ENGINES
+
+_BY_NAME = {e.name: e for e in (portable.ENGINE, tensorrt.ENGINE)}
+assert tuple(_BY_NAME) == ENGINES, "every wire.ENGINES name has one engine package"
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called ``name`` (a ``wire.ENGINES`` name); ``ValueError`` for any other."""
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown engine {name!r}; expected one of {ENGINES}") from None

@@ -13,9 +13,9 @@ Graph shape rewritten (top-level program, just before memory planning)::
 
 The emitter then gives ``new`` and ``b_cache`` one value id: the ``DelegateCall`` passes the
 same EValue as input and output, no write-back ``copy_`` runs and no extra tensor is planned.
-The alias decision is read from the blob (``blob.read_blob``), never re-derived. A write-back
-whose output is not an alias of that buffer (copy-back mode, ordinary ops, another backend) is
-left in place, because ExecuTorch's write-back keeps it correct, but never silently: each one is
+The alias decision is read from the blob's metadata (``blob.read_metadata``: header and metadata
+only), never re-derived. A write-back whose output is not an alias of that buffer (copy-back
+mode, ordinary ops, another backend) is left in place, because ExecuTorch's write-back keeps it correct, but never silently: each one is
 explained and warned about, or rejected with ``require_inplace=True``
 (``executorch_trt.inplace_diagnostics``).
 """
@@ -33,10 +33,10 @@ from executorch.exir.passes.memory_planning_pass import _MemoryPlanningState
 from executorch.exir.pass_base import PassResult
 from torch.export.exported_program import ExportGraphSignature
 
-from executorch_trt.blob import read_blob
-from executorch_trt.compile_options import BACKEND_ID
+from executorch_trt.blob import read_metadata
 from executorch_trt.inplace_diagnostics import WriteBack, explain_write_back, report_write_backs
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
+from executorch_trt.wire import BACKEND_ID
 
 
 def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict[int, int]:
@@ -45,7 +45,7 @@ def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict
     lowered = getattr(graph_module, lowered_node.target, None)
     if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return {}
-    return read_blob(lowered.processed_bytes).metadata.aliased_output_to_input()
+    return read_metadata(lowered.processed_bytes).aliased_output_to_input()
 
 
 def _aliased_write_back(
@@ -171,7 +171,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     ) -> PassResult:
         check_no_dropped_writes(graph_signature, self._method_name())
         if self.inplace:
-            self.removed_write_backs = share_aliased_buffer_specs(graph_module, graph_signature)
+            share_aliased_buffer_specs(graph_module, graph_signature)
             method = self._method_name()
             for node in graph_module.graph.nodes:
                 write_back = explain_write_back(graph_module, graph_signature, node, method)
@@ -190,7 +190,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
             # A new program starts from scratch (ExecuTorch keeps these per instance).
             self.state = _MemoryPlanningState()
             self._runs = 0
-            self.last_write_backs, self.write_backs = self.write_backs, []
+            self.write_backs = []
 
 
 def _check_shared_buffer_specs(mutable: Dict[str, set], maybe_mutable: Dict[str, set]) -> None:

@@ -113,7 +113,7 @@ def _align(n, a=16):
 def make_portable_payload(pte: bytes, descriptor: dict) -> bytes:
     desc = json.dumps(descriptor).encode()
     program_offset = _align(32 + len(desc))
-    head = b"ETPE" + struct.pack("<IQQQ", 1, len(desc), program_offset, len(pte))
+    head = b"ETPE" + struct.pack("<IQQQ", 2, len(desc), program_offset, len(pte))
     body = head + desc
     return body + b"\0" * (program_offset - len(body)) + pte
 
@@ -154,7 +154,6 @@ METADATA = {
 DESCRIPTOR = {
     "inputs": ["x", "pos", "k_cache"],
     "outputs": ["y", "k_cache_out"],
-    "aliases": {"k_cache_out": "k_cache"},
 }
 
 _BLOB = {}

@@ -1,15 +1,20 @@
 """Writer and fail-closed reader for the portable engine payload
-(``core/engine/PORTABLE_FORMAT.md``, version 1).
+(``core/engine/PORTABLE_FORMAT.md``, version 2).
 
 Layout (little-endian)::
 
-    0  magic "ETPE" | 4 version u32 (1) | 8 descriptor_size u64 |
+    0  magic "ETPE" | 4 version u32 (2) | 8 descriptor_size u64 |
     16 program_offset u64 (16-byte aligned) | 24 program_size u64 |
     32 descriptor JSON | pad to 16 | nested .pte (method "forward")
 
 The descriptor is the engine's own description of its I/O, independent of the delegate
-metadata: ``{"inputs": [...], "outputs": [...], "aliases": {output: input}}`` with names in the
-nested method's input/output order (engine binding order).
+metadata: ``{"inputs": [...], "outputs": [...]}``, the binding names in the nested method's
+input/output order (engine binding order). Version 2 is version 1 without the descriptor's
+``"aliases"``: the alias decision is stored once, in the blob metadata's ``aliased_io``, and the
+portable engine takes its aliases from there. Version 1 payloads are rejected (re-export).
+
+The reader follows the C++ one (``PortablePayload::Parse``, ``core/engine/portable_payload.cpp``)
+check for check: names are non-empty strings, unique over inputs and outputs together.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
+
+from executorch_trt.blob import parse_json
 
 MAGIC = b"ETPE"
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 32
 PROGRAM_ALIGNMENT = 16
 _HEADER = struct.Struct("<4sIQQQ")
@@ -29,15 +36,13 @@ assert _HEADER.size == HEADER_SIZE
 
 @dataclasses.dataclass(frozen=True)
 class PortableDescriptor:
-    """Engine binding names in nested-method order and the engine's in-place aliases."""
+    """Engine binding names in nested-method order."""
 
     inputs: Tuple[str, ...]
     outputs: Tuple[str, ...]
-    aliases: Dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def to_json(self) -> Dict:
-        return {"inputs": list(self.inputs), "outputs": list(self.outputs),
-                "aliases": dict(self.aliases)}
+    def to_json(self) -> Dict[str, Any]:
+        return {"inputs": list(self.inputs), "outputs": list(self.outputs)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,21 +52,22 @@ class PortablePayload:
 
 
 def _validate(descriptor: PortableDescriptor) -> None:
-    for group, names in (("input", descriptor.inputs), ("output", descriptor.outputs)):
-        if len(set(names)) != len(names):
-            raise ValueError(f"portable payload: duplicate {group} names {list(names)}")
-    for out, inp in descriptor.aliases.items():
-        if out not in descriptor.outputs:
-            raise ValueError(f"portable payload: alias output '{out}' is not an engine output")
-        if inp not in descriptor.inputs:
-            raise ValueError(
-                f"portable payload: alias of '{out}' names '{inp}', which is not an engine input"
-            )
+    """Names are non-empty strings, unique over inputs and outputs together."""
+    seen = set()
+    for group, names in (("inputs", descriptor.inputs), ("outputs", descriptor.outputs)):
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"portable payload: descriptor '{group}' has entry {name!r}; "
+                                 "names must be non-empty strings")
+            if name in seen:
+                raise ValueError(f"portable payload: descriptor names binding '{name}' twice; "
+                                 "names must be unique")
+            seen.add(name)
 
 
 def write_portable_payload(descriptor: PortableDescriptor, program: bytes) -> bytes:
     """Serialises the descriptor and nested ``.pte``; raises ``ValueError`` if the descriptor
-    is inconsistent (duplicate names, alias naming a non-binding)."""
+    is inconsistent (an empty or repeated name)."""
     _validate(descriptor)
     desc = json.dumps(descriptor.to_json(), separators=(",", ":")).encode("utf-8")
     program_offset = -(-(HEADER_SIZE + len(desc)) // PROGRAM_ALIGNMENT) * PROGRAM_ALIGNMENT
@@ -80,24 +86,30 @@ def read_portable_payload(data: bytes) -> PortablePayload:
     if magic != MAGIC:
         raise ValueError(f"portable payload: wrong magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
-        raise ValueError(f"portable payload: version {version} is not supported ({VERSION})")
+        raise ValueError(f"portable payload: version {version} is not supported ({VERSION}); "
+                         "re-export with a matching version")
     if HEADER_SIZE + desc_size > len(data):
         raise ValueError("portable payload: descriptor lies past the end of the payload")
-    if prog_off % PROGRAM_ALIGNMENT or prog_off < HEADER_SIZE + desc_size:
-        raise ValueError(f"portable payload: bad program_offset {prog_off}")
+    if prog_off < HEADER_SIZE + desc_size:
+        raise ValueError(f"portable payload: bad program_offset {prog_off}: the program "
+                         "overlaps the descriptor")
     if prog_off + prog_size > len(data):
         raise ValueError("portable payload: program lies past the end of the payload")
+    if prog_off % PROGRAM_ALIGNMENT:
+        raise ValueError(f"portable payload: program_offset {prog_off} is not 16-byte aligned")
     try:
-        obj = json.loads(data[HEADER_SIZE : HEADER_SIZE + desc_size].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        obj = parse_json(data[HEADER_SIZE : HEADER_SIZE + desc_size])
+    except ValueError as e:
         raise ValueError(f"portable payload: descriptor is not UTF-8 JSON: {e}") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("inputs"), list) or not isinstance(
         obj.get("outputs"), list
     ):
         raise ValueError("portable payload: descriptor needs 'inputs' and 'outputs' lists")
-    aliases = obj.get("aliases", {})
-    if not isinstance(aliases, dict):
-        raise ValueError("portable payload: 'aliases' must be an object")
-    descriptor = PortableDescriptor(tuple(obj["inputs"]), tuple(obj["outputs"]), dict(aliases))
+    unknown = sorted(set(obj) - {"inputs", "outputs"})
+    if unknown:
+        # Version 1 carried "aliases" here; version 2 keeps them only in the blob metadata.
+        raise ValueError(f"portable payload: descriptor has unknown key '{unknown[0]}'; "
+                         "version 2 has only 'inputs' and 'outputs'")
+    descriptor = PortableDescriptor(tuple(obj["inputs"]), tuple(obj["outputs"]))
     _validate(descriptor)
     return PortablePayload(descriptor, data[prog_off : prog_off + prog_size])

@@ -4,8 +4,8 @@ The partition program (edge dialect, KV writes already rewritten) is finalised w
 ``to_executorch(ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
 alloc_graph_input=False, alloc_graph_output=False)))`` so every input and output of the nested
 method ``forward`` is unplanned and bound to the delegate's (caller's) storage at execute time.
-The payload descriptor lists the engine's binding names in nested-method order and the engine's
-own aliases (output name -> input name), which the runtime cross-checks against the blob.
+The payload descriptor lists the engine's binding names in nested-method order
+(``payload.py``); which outputs alias which inputs is the blob metadata's alone.
 """
 
 from __future__ import annotations
@@ -18,21 +18,25 @@ from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 
 from executorch_trt.blob import AliasedIO
-from executorch_trt.portable_payload import PortableDescriptor, write_portable_payload
+from executorch_trt.engines.portable.payload import PortableDescriptor, write_portable_payload
 
 METHOD_NAME = "forward"
 
 
-def build_portable_engine(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
+def build(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
     """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
 
     Args:
         ep: the partition program, edge dialect, no mutation outputs.
-        aliases: the alias decision for this partition (``contract.decide_aliases``).
+        aliases: the alias decision for this partition (``contract.decide_aliases``). Not
+            needed to build: the nested program's ``kv_cache_update.out`` writes in place
+            whenever the binding plan gives an output its input's storage, as the blob's
+            ``aliased_io`` says.
 
     Returns the payload bytes (``PORTABLE_FORMAT.md``). Raises ``ValueError`` if the nested
     method's input/output names or counts disagree with ``ep``'s signature.
     """
+    del aliases  # the blob metadata carries them (module docstring)
     input_names = list(ep.graph_signature.user_inputs)
     output_names = list(ep.graph_signature.user_outputs)
     manager = EdgeProgramManager(
@@ -59,11 +63,5 @@ def build_portable_engine(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> 
         )
     # to_executorch keeps the output order (the partition has no mutation outputs), so the
     # engine's output binding j is the partition's output j.
-    descriptor = PortableDescriptor(
-        inputs=tuple(input_names),
-        outputs=tuple(output_names),
-        # The engine reports only the aliases it performs itself (kv_cache_update); a "user"
-        # alias is the binding plan's alone (FORMAT.md "kind").
-        aliases={a.output: a.input for a in aliases if a.kind == "kv_cache_update"},
-    )
+    descriptor = PortableDescriptor(inputs=tuple(input_names), outputs=tuple(output_names))
     return write_portable_payload(descriptor, et.buffer)

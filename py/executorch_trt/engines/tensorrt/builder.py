@@ -15,8 +15,9 @@ def tensorrt_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("tensorrt", "torch_tensorrt"))
 
 
-def build_tensorrt_engine(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
-    """Builds a serialized TensorRT plan for ``ep``.
+def build(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
+    """Builds a serialized TensorRT plan for ``ep``; ``aliases`` (``contract.decide_aliases``)
+    says which outputs the plan must write into their input's storage (KV-cache update layer).
 
     Raises ``RuntimeError`` when TensorRT/torch_tensorrt is not available (this build has no
     TensorRT converter path yet either); use ``engine="portable"`` instead.

@@ -1,0 +1,173 @@
+// Copyright (c) executorch-trt authors.
+//
+// prefill_decode_program.h: a loaded prefill/decode program whose KV caches the caller can
+// own. This is the part of kv_cache_decode_check to copy into an application; it depends
+// only on ExecuTorch.
+//
+// The program (a .pte) has two methods that share their KV caches:
+//   prefill(input_ids int64 [1, T], cache_position int64 [T])  -> logits float32 [1, T, V]
+//   decode(input_ids int64 [1, 1], cache_position int64 [1])   -> logits float32 [1, 1, V]
+// exported with `emit_mutable_buffer_names=True` (each cache can be found by its name) and
+// `MemoryPlanningPass(share_mutable_buffers=True)` (both methods place a cache at the same
+// offset of one arena).
+//
+// Load() uses ExecuTorch's Program and Method directly (not Module, which keeps its Methods
+// to itself). It loads both methods into shared memory arenas the way
+// `Module(path, ..., share_memory_arenas=true)` does: planned buffers 0 and 1 (mem_id 1,
+// activations; mem_id 2, mutable buffers) are sized to the largest method and shared, any
+// other planned buffer is the method's own, all zeroed. So prefill and decode see one cache,
+// and after a fresh load every cache is zero (unless the program gives it an initial value).
+// It then looks up every cache by name in both methods with `Method::get_attribute`.
+//
+// Who holds the caches:
+//   - ExecuTorch, by default: each cache lives in the shared arena and prefill and decode
+//     update it in place; one conversation per loaded program.
+//   - The caller, after BindCaches(): every cache tensor of both methods points at memory
+//     the caller owns (`executorch::runtime::internal::set_tensor_data`) and the delegate
+//     updates that memory in place. Binding another conversation's memory before its next
+//     call gives any number of isolated conversations on one loaded program. (Export with
+//     `alloc_mutable_buffers=False` as well if ExecuTorch should not allocate the caches at
+//     all; then bind before the first call.)
+//
+// Both methods are loaded by Load(), before anything runs: loading a method re-initialises
+// the program's shared mutable buffers, so a method loaded later would reset the caches.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/exec_aten/exec_aten.h>
+#include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/core/result.h>
+#include <executorch/runtime/core/span.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/method_meta.h>
+#include <executorch/runtime/executor/program.h>
+
+namespace executorch_trt::examples {
+
+// One of the program's two methods.
+enum class Phase {
+  kPrefill,  // method "prefill": the prompt, from an empty cache
+  kDecode,   // method "decode": one token at a time
+};
+
+// The method's name: "prefill" or "decode".
+const char* PhaseName(Phase phase);
+
+// A cache the program must hold: a float32 mutable buffer of `numel` elements.
+struct CacheBuffer {
+  std::string name;  // the buffer's name in the program, e.g. "key_cache_0"
+  int64_t numel = 0;
+};
+
+// A .pte loaded with its prefill and decode methods and their cache tensors.
+//
+// Ownership: the object owns the file's data loader, the Program, the memory arenas and both
+// Methods. The tensors cache() returns belong to it and stay valid for its lifetime. Memory
+// bound with BindCaches() stays the caller's: the object never frees it, and it must outlive
+// every Prefill()/Decode() until other memory is bound or the object is destroyed. Logits
+// are copied out to the caller.
+//
+// Thread-safety: none. Use one object from one thread at a time: its methods share arenas,
+// so even prefill on one thread and decode on another would race. Separate objects share
+// nothing and may run concurrently.
+class PrefillDecodeProgram {
+ public:
+  // Loads the program at `path` with full flatbuffer verification (a corrupted file is
+  // rejected, never executed), both methods into shared arenas, and the tensor of each of
+  // `caches` in both methods (cache() index = position in `caches`).
+  //
+  // On failure returns the ExecuTorch error and sets *error to a message naming `path`:
+  //   - the file does not open or is not an ExecuTorch program (FileDataLoader or
+  //     Program::load error);
+  //   - a method that is missing or does not load, e.g. a delegate rejects its blob (the
+  //     Program::load_method error; ExecuTorch has logged the reason);
+  //   - a cache name that is not a named mutable buffer of a method (the message lists the
+  //     names it has; none means the program was exported without
+  //     emit_mutable_buffer_names=True);
+  //   - a cache that is not float32 with `numel` elements (Error::InvalidProgram).
+  static executorch::runtime::Result<std::unique_ptr<PrefillDecodeProgram>> Load(
+      const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error);
+
+  PrefillDecodeProgram(const PrefillDecodeProgram&) = delete;
+  PrefillDecodeProgram& operator=(const PrefillDecodeProgram&) = delete;
+  ~PrefillDecodeProgram();
+
+  size_t num_caches() const { return caches_.size(); }
+
+  // Cache `index` (< num_caches()) as the `phase` method sees it. Its data pointer is the
+  // arena's storage until BindCaches(), then the memory last bound.
+  const executorch::aten::Tensor& cache(Phase phase, size_t index) const;
+
+  // The `phase` method's metadata (input and output shapes, planned memory).
+  executorch::runtime::MethodMeta method_meta(Phase phase) const;
+
+  // Points cache i of both methods at (*memory)[i], for every i: the caller owns the memory
+  // and the delegate updates it in place. The memory's contents are used as they are (zero
+  // them for a new conversation).
+  //
+  // Errors (*error says which cache): `memory` does not hold num_caches() buffers of each
+  // cache's numel (Error::InvalidArgument, nothing bound); set_tensor_data's error. After an
+  // error some caches may be bound and others not: bind again before the next call.
+  executorch::runtime::Error BindCaches(std::vector<std::vector<float>>* memory,
+                                        std::string* error);
+
+  // Runs prefill on `prompt` (positions 0 .. T-1) and copies the last position's logits into
+  // *logits (V floats).
+  //
+  // Errors (with *error): the method's own (Method::set_input or Method::execute, e.g. a
+  // prompt whose length is not the exported T); Error::InvalidProgram if the method returns
+  // no logits tensor or one that is not float32 [1, T, V].
+  executorch::runtime::Error Prefill(const std::vector<int64_t>& prompt,
+                                     std::vector<float>* logits, std::string* error);
+
+  // Runs decode on `token` at cache position `position` and copies its logits into *logits.
+  // Errors as Prefill (logits must be float32 [1, 1, V]).
+  executorch::runtime::Error Decode(int64_t token, int64_t position, std::vector<float>* logits,
+                                    std::string* error);
+
+ private:
+  // One loaded method and the memory it was loaded into.
+  struct LoadedMethod {
+    std::vector<std::vector<uint8_t>> own_buffers;  // planned buffers not shared
+    std::vector<executorch::runtime::Span<uint8_t>> planned_spans;
+    std::unique_ptr<executorch::runtime::HierarchicalAllocator> planned_memory;
+    std::unique_ptr<executorch::runtime::MemoryManager> memory_manager;
+    std::unique_ptr<executorch::runtime::Method> method;
+    std::vector<executorch::aten::Tensor> caches;  // in Load's `caches` order
+  };
+
+  PrefillDecodeProgram() = default;
+
+  // Sizes and allocates shared_arenas_ from every method's planned buffers.
+  executorch::runtime::Error AllocateSharedArenas();
+  // Loads method `phase` into shared_arenas_ (allocated on first use).
+  executorch::runtime::Error LoadIntoSharedArenas(Phase phase);
+  // LoadIntoSharedArenas, then finds `caches` in the method; *error says what failed.
+  executorch::runtime::Error LoadMethod(Phase phase, const std::string& path,
+                                        const std::vector<CacheBuffer>& caches,
+                                        std::string* error);
+  executorch::runtime::Error Run(Phase phase, const std::vector<int64_t>& tokens, int64_t start,
+                                 std::vector<float>* logits, std::string* error);
+
+  // Declaration order is destruction order in reverse: the Methods go first, then the
+  // memory they were loaded into, then the Program and its data.
+  std::unique_ptr<executorch::extension::FileDataLoader> loader_;
+  std::unique_ptr<executorch::runtime::Program> program_;
+  executorch::extension::MallocMemoryAllocator method_allocator_;
+  executorch::extension::MallocMemoryAllocator temp_allocator_;
+  std::vector<std::vector<uint8_t>> shared_arenas_;
+  std::vector<CacheBuffer> caches_;
+  LoadedMethod methods_[2];  // indexed by Phase
+};
+
+}  // namespace executorch_trt::examples

@@ -1,0 +1,52 @@
+// Copyright (c) executorch-trt authors.
+//
+// runner_checks.h: kv_cache_decode_check's three checks of a prefill/decode program against
+// its eager-PyTorch reference (examples/reference.h). Each loads the program afresh with
+// PrefillDecodeProgram (examples/prefill_decode_program.h) and returns an Outcome; none
+// throws or exits. Progress lines go to stdout unless flags.quiet.
+
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "examples/plan_copies.h"
+#include "examples/reference.h"
+#include "examples/runner_flags.h"
+#include "examples/runner_report.h"
+
+namespace executorch_trt::examples {
+
+// The result of a check: pass, a failed check (exit 1), or an input the check cannot use
+// (exit 2: the program does not load or does not match the reference). `message` says
+// what and where.
+struct Outcome {
+  int exit_code = kExitPass;
+  std::string message;
+
+  static Outcome Pass() { return {}; }
+  static Outcome Fail(std::string m) { return {kExitFail, std::move(m)}; }
+  static Outcome Invalid(std::string m) { return {kExitUsage, std::move(m)}; }
+  bool ok() const { return exit_code == kExitPass; }
+};
+
+// Check 1, run: a fresh load starts from the known state (every cache all zeros, and each
+// cache one storage shared by prefill and decode); prefill, then `steps` greedy decode steps,
+// each against the reference: the token, the last-position logits within flags.tol, every
+// cache's checksum within flags.checksum_tol, every cache's storage unmoved by execute; and
+// no state copied (the delegate's copy counter plus `plan_copies`' write-backs of the
+// method) unless flags.allow_state_copies. Appends a row per step executed to *rows.
+Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
+                 const ProgramCopies& plan_copies, std::vector<StepRow>* rows);
+
+// Check 2, reload: a second fresh load reproduces step 0 as the reference says.
+Outcome CheckReload(const Flags& flags, const Reference& ref);
+
+// Check 3, sessions: flags.sessions conversations with different prompts on one loaded
+// program, each with its own cache memory bound by name before every execute, give exactly
+// the same tokens and logits interleaved step by step as alone; conversation 0 (the
+// reference prompt) gives the reference's tokens.
+Outcome CheckSessions(const Flags& flags, const Reference& ref, int steps);
+
+}  // namespace executorch_trt::examples

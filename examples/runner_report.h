@@ -1,0 +1,49 @@
+// Copyright (c) executorch-trt authors.
+//
+// runner_report.h: what kv_cache_decode_check prints (progress lines, the per-step table, the
+// write-backs of each method) and its message for a step that copied state.
+
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "examples/plan_copies.h"
+#include "examples/reference.h"
+
+namespace executorch_trt::examples {
+
+// One checked step of the run check: a row of the table.
+struct StepRow {
+  int step = 0;
+  int64_t token = 0;
+  int64_t ref_token = 0;
+  double max_dlogit = 0;
+  double max_dchecksum = 0;  // relative to the cache's scale
+  uint64_t delegate_copied = 0;  // the delegate's copy counter across this execute
+  uint64_t written_back = 0;     // ExecuTorch's write-backs per call of the method (its plan)
+  double ms = 0;
+  // Every byte of state this step copied.
+  uint64_t state_copied() const { return delegate_copied + written_back; }
+};
+
+// One line per method: what ExecuTorch writes back per call, from the plan. `plan_copies`
+// must have methods "prefill" and "decode".
+void PrintWriteBacks(const ProgramCopies& plan_copies);
+
+// The progress line of one step of the run check; `where` names the step.
+void PrintStepLine(const std::string& where, const StepRow& row);
+
+// The sessions check's summary: `sessions` conversations of `steps_each` steps agreed.
+void PrintSessionsLine(int sessions, int steps_each);
+
+// The per-step table and the state-copies summary line.
+void PrintTable(const std::vector<StepRow>& rows, bool allow_state_copies);
+
+// The in-place check's failure: what `method` copied in one call (`delegate_bytes` by the
+// delegate, `write_backs` by ExecuTorch) and what to do about it.
+std::string StateCopiesMessage(const std::string& method, uint64_t delegate_bytes,
+                               const MethodCopies& write_backs, const Reference& ref);
+
+}  // namespace executorch_trt::examples

@@ -1,0 +1,29 @@
+"""``Engine``: what the exporter needs from an engine."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, FrozenSet, Sequence
+
+from torch.export import ExportedProgram
+
+from executorch_trt.blob import AliasedIO
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """One engine of the delegate, export side.
+
+    * ``name``: its ``wire.ENGINES`` name, written into the blob metadata (``"engine"``).
+    * ``supported_ops``: the schema names (``"aten::mm"``) it implements; the partitioner takes
+      only these (``operator_support.DelegateOperatorSupport`` adds the rules every engine
+      shares).
+    * ``build(partition, aliases)``: the engine payload for one partition program (edge
+      dialect, KV writes rewritten, no mutation outputs) and its alias decision
+      (``contract.decide_aliases``). Raises ``RuntimeError`` when the engine cannot be built
+      here, ``ValueError`` when the partition does not fit it.
+    """
+
+    name: str
+    supported_ops: FrozenSet[str] = dataclasses.field(repr=False)
+    build: Callable[[ExportedProgram, Sequence[AliasedIO]], bytes] = dataclasses.field(repr=False)

@@ -1,0 +1,237 @@
+"""The delegate's options: validated once, then carried.
+
+* ``ExportOptions``: every option a user gives ``executorch_trt.export``, ``backend_config`` or
+  ``TensorRTPartitioner``, validated once, at construction (``from_kwargs`` for keyword
+  arguments). ``export`` hands the one object to the partitioner and to ``backend_config``.
+* ``CompileOptions``: what ``TensorRTBackend.preprocess`` receives for one partition, through the
+  ``DelegationSpec``'s compile specs (ExecuTorch serialises those): the delegate options of the
+  ``ExportOptions`` plus what the partitioner found about the partition. Decoding checks the
+  format only; the values were validated in the ``ExportOptions`` they came from.
+
+Compile spec keys are UTF-8 strings, values UTF-8 bytes:
+
+* ``engine``: ``"portable"`` (nested ExecuTorch program run on CPU) or ``"tensorrt"``
+  (serialized TensorRT plan; needs TensorRT at export time).
+* ``kv_cache``: ``"inplace"`` (a KV write becomes ``executorch_trt::kv_cache_update`` and its
+  output is recorded as an alias of the cache input, ownership ``caller``) or ``"copy_back"``
+  (no alias; the new cache is an ordinary output that ExecuTorch copies back).
+* ``require_inplace`` (JSON bool): ``preprocess`` raises ``NotInPlaceError`` instead of warning
+  when an in-place update still copies part of its buffer inside the engine (a write into a view
+  of the cache; ``contract.AliasDecision.view_copies``).
+* ``shared_inputs`` (JSON list of names): set by the partitioner per partition: names of
+  partition inputs that are also read outside the partition. The engine must not update those in
+  place (another reader would see the new value), so they are never aliased.
+* ``buffer_updates`` (JSON list of ``[output, input]``): set by the partitioner per partition:
+  pairs where partition output ``output`` is the new value of the mutable buffer that partition
+  input ``input`` carries (a ``BUFFER_MUTATION`` of the method). Only these outputs may be
+  aliased: an output that is *not* a buffer's new value (e.g. a functional ``index_copy``
+  returned to the user) must leave its input untouched, as eager PyTorch does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import List, Optional, Sequence, Tuple
+
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+from executorch_trt.engines import get_engine
+
+KV_CACHE_INPLACE = "inplace"
+KV_CACHE_COPY_BACK = "copy_back"
+KV_CACHE_MODES = (KV_CACHE_INPLACE, KV_CACHE_COPY_BACK)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """Options of ``export`` / ``backend_config`` / ``TensorRTPartitioner``.
+
+    * ``engine``: ``"portable"`` or ``"tensorrt"`` (``engines.get_engine``).
+    * ``kv_cache``: ``"inplace"`` or ``"copy_back"`` (module docstring).
+    * ``share_mutable_buffers``: methods exported together share one copy of each mutable buffer
+      (``MemoryPlanningPass(share_mutable_buffers=True)``; required for prefill/decode sharing and
+      for the Python runtime, whose methods share memory arenas). ``None`` = ``True`` when
+      ``alloc_mutable_buffers`` is true (ExecuTorch cannot share unplanned buffers).
+      ``export`` shares a buffer only when every method has the same tensor (one module
+      instance); ``True`` given explicitly also shares equal buffers (same shape, dtype and
+      initial value) of different module instances by name (``buffer_sharing``).
+    * ``alloc_mutable_buffers``: plan mutable buffers in the program's arenas. ``False`` lets an
+      application bind its own cache memory by name (needs ``emit_mutable_buffer_names=True``).
+    * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``).
+    * ``init_mutable_buffers``: a fresh load starts from each buffer's exported value
+      (``et_init_buffer``); ``False`` leaves them uninitialized (ExecuTorch's default).
+      ``None`` (default) = ``alloc_mutable_buffers``. With ``alloc_mutable_buffers=False`` it
+      must stay off: ExecuTorch 1.5.1 then points an unplanned buffer at its initial value
+      *inside the program data* (read-only when the .pte is memory-mapped: the first write
+      crashes; shared by every load otherwise) instead of leaving it for the application to
+      bind (verified: a segfault in the first KV write).
+    * ``inplace``: remove the write-back ``copy_`` of every buffer the delegate updated in place
+      (``InplaceMemoryPlanningPass``). ``False`` keeps ExecuTorch's write-back even in
+      ``kv_cache="inplace"`` mode.
+    * ``require_inplace``: a buffer update that would still be copied back on every call raises
+      ``NotInPlaceError`` (naming the method, the buffer, the bytes and why) instead of a
+      ``NotInPlaceWarning``. Needs ``kv_cache="inplace"`` and ``inplace=True``.
+
+    Raises ``TypeError`` for a value of the wrong type (the boolean options accept only
+    ``True``/``False``, not truthy strings or numbers; ``engine``/``kv_cache`` are strings) and
+    ``ValueError`` for unknown ``engine``/``kv_cache`` values or inconsistent options.
+    """
+
+    engine: str = "portable"
+    kv_cache: str = KV_CACHE_INPLACE
+    share_mutable_buffers: Optional[bool] = None
+    alloc_mutable_buffers: bool = True
+    emit_mutable_buffer_names: bool = False
+    init_mutable_buffers: Optional[bool] = None
+    inplace: bool = True
+    require_inplace: bool = False
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            _check_type(field.name, getattr(self, field.name))
+        get_engine(self.engine)  # ValueError naming the engines
+        if self.kv_cache not in KV_CACHE_MODES:
+            raise ValueError(
+                f"unknown kv_cache mode {self.kv_cache!r}; expected one of {KV_CACHE_MODES}"
+            )
+        if self.share_mutable_buffers and not self.alloc_mutable_buffers:
+            raise ValueError("share_mutable_buffers=True needs alloc_mutable_buffers=True")
+        if self.require_inplace and (self.kv_cache != KV_CACHE_INPLACE or not self.inplace):
+            raise ValueError(
+                "require_inplace=True contradicts "
+                + ("kv_cache='copy_back'" if self.kv_cache != KV_CACHE_INPLACE
+                   else "inplace=False")
+                + ", which asks ExecuTorch to copy the caches back; drop one of the two")
+        if self.init_mutable_buffers and not self.alloc_mutable_buffers:
+            raise ValueError(
+                "init_mutable_buffers=True needs alloc_mutable_buffers=True: an unplanned "
+                "buffer's memory comes from the application, which sets its initial value "
+                "(ExecuTorch would point it at read-only program data instead)")
+        if not self.alloc_mutable_buffers and not self.emit_mutable_buffer_names:
+            raise ValueError(
+                "alloc_mutable_buffers=False needs emit_mutable_buffer_names=True (the "
+                "application binds unplanned buffers by name)"
+            )
+
+    @property
+    def initializes_mutable_buffers(self) -> bool:
+        if self.init_mutable_buffers is None:
+            return self.alloc_mutable_buffers
+        return self.init_mutable_buffers
+
+    @property
+    def shares_mutable_buffers(self) -> bool:
+        if self.share_mutable_buffers is None:
+            return self.alloc_mutable_buffers
+        return self.share_mutable_buffers
+
+    @staticmethod
+    def from_kwargs(**options) -> "ExportOptions":
+        """Builds options; unknown names raise ``TypeError`` listing them."""
+        known = {f.name for f in dataclasses.fields(ExportOptions)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(
+                f"executorch_trt: unknown option(s) {', '.join(unknown)}; known options: "
+                f"{', '.join(sorted(known))}"
+            )
+        return ExportOptions(**options)
+
+    def compile_options(self, shared_inputs: Sequence[str] = (),
+                        buffer_updates: Sequence[Tuple[str, str]] = ()) -> "CompileOptions":
+        """The ``CompileOptions`` of one partition (the partitioner's findings)."""
+        return CompileOptions(self.engine, self.kv_cache, self.require_inplace,
+                              tuple(shared_inputs), tuple(buffer_updates))
+
+
+_STRING_OPTIONS = frozenset({"engine", "kv_cache"})
+_OPTIONAL_BOOL_OPTIONS = frozenset({"share_mutable_buffers", "init_mutable_buffers"})
+# Every other ExportOptions field is a plain bool.
+
+
+def _check_type(name: str, value) -> None:
+    """``TypeError`` unless option ``name`` has the type ``ExportOptions`` documents."""
+    if name in _STRING_OPTIONS:
+        if not isinstance(value, str):
+            raise TypeError(f"executorch_trt: option {name} must be a str, got "
+                            f"{type(value).__name__} {value!r}")
+    elif name in _OPTIONAL_BOOL_OPTIONS:
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"executorch_trt: option {name} must be True, False or None, got "
+                            f"{type(value).__name__} {value!r}")
+    else:
+        check_bool(f"executorch_trt: option {name}", value)
+
+
+def check_bool(what: str, value) -> None:
+    """``TypeError`` naming ``what`` unless ``value`` is ``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be True or False, got {type(value).__name__} {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """One partition's compile options (module docstring): built by
+    ``ExportOptions.compile_options``, carried as compile specs. A spec left out takes the
+    default below (as for ``to_backend("TensorRTBackend", program, [])``)."""
+
+    engine: str = "portable"
+    kv_cache: str = KV_CACHE_INPLACE
+    require_inplace: bool = False
+    shared_inputs: Tuple[str, ...] = ()
+    buffer_updates: Tuple[Tuple[str, str], ...] = ()
+
+    def to_compile_specs(self) -> List[CompileSpec]:
+        return [
+            CompileSpec("engine", self.engine.encode()),
+            CompileSpec("kv_cache", self.kv_cache.encode()),
+            CompileSpec("require_inplace", json.dumps(self.require_inplace).encode()),
+            CompileSpec("shared_inputs", json.dumps(list(self.shared_inputs)).encode()),
+            CompileSpec("buffer_updates",
+                        json.dumps([list(p) for p in self.buffer_updates]).encode()),
+        ]
+
+    @staticmethod
+    def from_compile_specs(specs: Sequence[CompileSpec]) -> "CompileOptions":
+        """Decodes specs written by ``to_compile_specs``. Checks the format only (known keys,
+        values of the types above); raises ``ValueError`` naming the spec otherwise."""
+        values = {}
+        for spec in specs:
+            decode = _SPEC_DECODERS.get(spec.key)
+            if decode is None:
+                raise ValueError(f"TensorRTBackend: unknown compile spec {spec.key!r}")
+            text = bytes(spec.value).decode()
+            try:
+                values[spec.key] = decode(text)
+            except ValueError:  # json.JSONDecodeError too
+                raise ValueError(f"TensorRTBackend: compile spec {spec.key!r} has a malformed "
+                                 f"value {text!r}") from None
+        return CompileOptions(**values)
+
+
+def _flag(text: str) -> bool:
+    value = json.loads(text)
+    if not isinstance(value, bool):
+        raise ValueError(text)
+    return value
+
+
+def _names(text: str) -> Tuple[str, ...]:
+    value = json.loads(text)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(text)
+    return tuple(value)
+
+
+def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
+    value = json.loads(text)
+    if not isinstance(value, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p)
+            for p in value):
+        raise ValueError(text)
+    return tuple((out, inp) for out, inp in value)
+
+
+_SPEC_DECODERS = {"engine": str, "kv_cache": str, "require_inplace": _flag,
+                  "shared_inputs": _names, "buffer_updates": _name_pairs}

@@ -1,0 +1,72 @@
+"""The wire vocabulary: every name and number the exporter and the C++ runtime must agree on.
+
+Each value here is written once on the Python side; everything else imports it. The C++
+runtime states the same values in ``core/`` (cited next to each), and the format documents in
+``core/blob/FORMAT.md`` are the contract both follow. An engine's *payload* format is owned by
+its engine (``executorch_trt.engines.portable.payload``), not by this module.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Dict, Optional
+
+import torch
+
+#: The backend id: ``TensorRTBackend.__name__`` (ExecuTorch finds a Python backend by class
+#: name), the ``DelegationSpec`` id the partitioner writes, and the name the C++ runtime
+#: registers (``core/backend/tensorrt_backend.h``, ``executorch::runtime::register_backend``).
+BACKEND_ID = "TensorRTBackend"
+
+#: Engine names: the metadata's ``"engine"`` (FORMAT.md "Metadata"; C++ ``EngineKind``).
+ENGINE_PORTABLE = "portable"
+ENGINE_TENSORRT = "tensorrt"
+ENGINES = (ENGINE_PORTABLE, ENGINE_TENSORRT)
+
+#: Binding dtype names and the torch dtype each describes (FORMAT.md "dtypes";
+#: C++ ``core/blob/dtype_name.cpp``), in the order FORMAT.md lists them.
+DTYPES: Dict[str, torch.dtype] = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16,
+    "int32": torch.int32, "int64": torch.int64, "bool": torch.bool,
+}
+_DTYPE_NAMES: Dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
+
+
+def dtype_name(dtype: torch.dtype) -> Optional[str]:
+    """The wire name of ``dtype`` (``torch.float32`` -> ``"float32"``), or ``None`` when a
+    blob cannot describe it (e.g. ``torch.complex64``)."""
+    return _DTYPE_NAMES.get(dtype)
+
+
+#: Largest static dimension a binding may have (C++ ``DelegateMetadata::Parse``: dimensions are
+#: integers in ``[0, 2^31)``).
+MAX_DIMENSION = (1 << 31) - 1
+
+#: ``aliased_io`` kinds: who enforces the alias (FORMAT.md "kind"; C++ ``AliasKind``).
+ALIAS_KV_CACHE_UPDATE = "kv_cache_update"
+ALIAS_USER = "user"
+ALIAS_KINDS = (ALIAS_KV_CACHE_UPDATE, ALIAS_USER)
+#: ``aliased_io`` ownerships: who owns the storage (FORMAT.md "ownership"; C++ ``Ownership``).
+OWNERSHIP_CALLER = "caller"
+OWNERSHIPS = (OWNERSHIP_CALLER,)
+
+#: Blob header constants (FORMAT.md; C++ ``core/blob/blob_header.h``).
+BLOB_MAGIC = b"ETRT"
+BLOB_HEADER_SIZE = 64
+BLOB_FORMAT_VERSION = 1
+BLOB_PAYLOAD_ALIGNMENT = 16
+#: Byte offset of the header's ``checksum`` u64.
+BLOB_CHECKSUM_OFFSET = 56
+
+
+class Feature(enum.IntFlag):
+    """``required_features`` bits (FORMAT.md "Required features"; C++ ``kBlobFeature*``)."""
+
+    ALIASED_IO = 1 << 0
+    OWNERSHIP = 1 << 1
+    CHECKSUM = 1 << 2
+
+
+#: Every bit this version reads; a blob requiring any other bit is rejected.
+KNOWN_FEATURES = Feature.ALIASED_IO | Feature.OWNERSHIP | Feature.CHECKSUM

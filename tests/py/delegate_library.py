@@ -1,0 +1,54 @@
+"""The delegate library in tests: a missing one skips outside Bazel and fails under Bazel.
+
+Tests that load programs need ``libexecutorch_trt.so`` (``executorch_trt.runtime.library_path``:
+``$EXECUTORCH_TRT_LIBRARY``, then Bazel runfiles). Under ``bazel test`` the library is a
+declared data dependency of the test, so not finding it means a broken lookup or BUILD file:
+the test *fails*, naming why, instead of turning into a green run of skipped tests. Outside
+Bazel (a test file run directly with the venv python) the tests that need it skip with the
+reason. Every test that needs the library goes through ``require`` (or ``needs_library``).
+"""
+
+from __future__ import annotations
+
+import os
+import unittest
+
+from executorch_trt import runtime
+
+
+def under_bazel() -> bool:
+    """Whether this process runs under Bazel: ``bazel test`` sets ``TEST_SRCDIR``, ``bazel run``
+    sets ``RUNFILES_DIR``."""
+    return bool(os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR"))
+
+
+def available() -> bool:
+    """Whether ``runtime.library_path()`` finds the delegate library."""
+    return runtime.library_unavailable_reason() is None
+
+
+def require() -> None:
+    """Returns when the library is found. Otherwise raises ``AssertionError`` (a failure) under
+    Bazel and ``unittest.SkipTest`` outside it, with the reason either way. Call it from a test
+    or from ``setUpClass`` (``needs_library``)."""
+    reason = runtime.library_unavailable_reason()
+    if reason is None:
+        return
+    if under_bazel():
+        raise AssertionError(
+            "delegate library not found under Bazel, where it is a declared data dependency of "
+            f"this test (add //core:libexecutorch_trt.so to its data): {reason}")
+    raise unittest.SkipTest(f"delegate library unavailable: {reason}")
+
+
+def needs_library(cls):
+    """Class decorator: ``require()`` before the class's ``setUpClass`` (so a missing library
+    skips or fails every test of the class, and the class's setup does not run)."""
+    setup = cls.setUpClass.__func__
+
+    def setUpClass(klass):  # noqa: N802 (unittest's name)
+        require()
+        setup(klass)
+
+    cls.setUpClass = classmethod(setUpClass)
+    return cls
