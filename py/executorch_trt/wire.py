@@ -56,8 +56,16 @@ BLOB_MAGIC = b"ETRT"
 BLOB_HEADER_SIZE = 64
 BLOB_FORMAT_VERSION = 1
 BLOB_PAYLOAD_ALIGNMENT = 16
+#: Byte offset of each header field (FORMAT.md "Header"; C++ ``kBlobOffset*`` in
+#: ``core/blob/blob_header.h``). Fields are little-endian; ``magic`` is 4 bytes, the next four
+#: u32, the rest u64.
+BLOB_HEADER_OFFSETS: Dict[str, int] = {
+    "magic": 0, "header_size": 4, "format_version": 8, "reserved": 12,
+    "required_features": 16, "metadata_offset": 24, "metadata_size": 32,
+    "payload_offset": 40, "payload_size": 48, "checksum": 56,
+}
 #: Byte offset of the header's ``checksum`` u64.
-BLOB_CHECKSUM_OFFSET = 56
+BLOB_CHECKSUM_OFFSET = BLOB_HEADER_OFFSETS["checksum"]
 
 
 class Feature(enum.IntFlag):

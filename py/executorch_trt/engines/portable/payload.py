@@ -29,6 +29,10 @@ from executorch_trt.blob import parse_json
 MAGIC = b"ETPE"
 VERSION = 2
 HEADER_SIZE = 32
+#: Byte offset of each header field (C++ ``kPortablePayloadOffset*`` in
+#: ``core/engine/portable_payload.h``): 4-byte magic, u32 version, then u64s.
+HEADER_OFFSETS = {"magic": 0, "version": 4, "descriptor_size": 8, "program_offset": 16,
+                  "program_size": 24}
 PROGRAM_ALIGNMENT = 16
 _HEADER = struct.Struct("<4sIQQQ")
 assert _HEADER.size == HEADER_SIZE
