@@ -1,0 +1,47 @@
+"""The project's external repositories, declared once for WORKSPACE and for MODULE.bazel.
+
+WORKSPACE (Bazel 4.2.3, the path CI exercises) calls `executorch_trt_repositories()`;
+MODULE.bazel (Bazel 7+) gets the same repositories through the module extension in
+toolchains/extensions.bzl, which calls the same function.
+"""
+
+load("//toolchains:executorch_sdk.bzl", "executorch_sdk")
+load("//toolchains:python_env.bzl", "pip_venv", "python_env")
+load("//toolchains:system_library.bzl", "system_library")
+load("//toolchains:tensorrt.bzl", "tensorrt_config")
+
+# Debian packages ./bazelw installs: (repository, Debian package, path, name it is mounted as).
+_SYSTEM_LIBRARIES = [
+    ("googletest", "googletest", "/usr/src/googletest", None),
+    ("nlohmann_json", "nlohmann-json3-dev", "/usr/include/nlohmann", "nlohmann"),
+    ("flatbuffers", "libflatbuffers-dev", "/usr/include/flatbuffers", "flatbuffers"),
+    ("flatc", "flatbuffers-compiler", "/usr/bin/flatc", "flatc"),
+]
+
+def executorch_trt_repositories():
+    """Declares the pinned Python environment, the ExecuTorch C++ SDK from the pinned wheel,
+    TensorRT + CUDA detection and the Debian-package libraries."""
+    pip_venv(
+        name = "pip_venv",
+        lock = "//:requirements_lock.txt",
+        requirements = "//:requirements.txt",
+    )
+    python_env(
+        name = "python_env",
+        freeze = "@pip_venv//:freeze.txt",
+    )
+    executorch_sdk(
+        name = "executorch_sdk",
+        lock = "//:requirements_lock.txt",
+        requirements = "//:requirements.txt",
+    )
+    tensorrt_config(name = "tensorrt_config")
+    for name, package, path, mount_as in _SYSTEM_LIBRARIES:
+        kwargs = {"mount_as": mount_as} if mount_as else {}
+        system_library(
+            name = name,
+            build_file = "//third_party:%s.BUILD" % name,
+            debian_package = package,
+            path = path,
+            **kwargs
+        )
