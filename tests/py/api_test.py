@@ -5,7 +5,7 @@ import copy
 
 import torch
 from absl.testing import absltest
-from executorch.exir import to_edge, to_edge_transform_and_lower
+from executorch.exir import to_edge
 
 import decoder_models as dm
 import lowering_utils as lu
@@ -194,11 +194,7 @@ class _DecomposingPartitioner(TensorRTPartitioner):
 class KVPassTest(absltest.TestCase):
 
     def test_index_put_form_is_aliased_too(self):
-        with torch.no_grad():
-            edge = to_edge_transform_and_lower(dm.export_reordered_kv(),
-                                               partitioner=[_DecomposingPartitioner()])
-        gm = edge.exported_program().graph_module
-        (call,) = lu.delegate_calls(gm)
+        gm, call = lu.lower_single_delegate(dm.export_reordered_kv(), _DecomposingPartitioner())
         lowered = lu.lowered_module(gm, call)
         self.assertIn("index_put", str(lowered.original_module.graph))
         blob = lu.blob_of(gm, call)
@@ -216,22 +212,15 @@ class KVPassTest(absltest.TestCase):
                 self.cache.index_copy_(0, idx, v)
                 return self.cache.sum() - old
 
-        with torch.no_grad():
-            ep = torch.export.export(ReadsOldCache(), (torch.tensor([1]), torch.ones(1, 2)))
-            edge = to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
-        gm = edge.exported_program().graph_module
-        (call,) = lu.delegate_calls(gm)
+        ep = torch.export.export(ReadsOldCache(), (torch.tensor([1]), torch.ones(1, 2)))
+        gm, call = lu.lower_single_delegate(ep)
         self.assertEqual(lu.blob_of(gm, call).metadata.aliased_io, ())
 
 
 class SharedInputTest(absltest.TestCase):
 
     def test_cache_read_outside_partition_not_aliased(self):
-        with torch.no_grad():
-            edge = to_edge_transform_and_lower(dm.export_cache_read_outside(),
-                                               partitioner=[TensorRTPartitioner()])
-        gm = edge.exported_program().graph_module
-        (call,) = lu.delegate_calls(gm)
+        gm, call = lu.lower_single_delegate(dm.export_cache_read_outside())
         specs = {s.key: bytes(s.value) for s in lu.lowered_module(gm, call).compile_specs}
         self.assertEqual(specs["shared_inputs"], b'["b_cache"]')
         self.assertEqual(lu.blob_of(gm, call).metadata.aliased_io, ())

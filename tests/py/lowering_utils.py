@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 import torch
+from executorch.exir import to_edge_transform_and_lower
 from executorch.exir._serialize._program import deserialize_pte_binary
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.tensor import (calculate_aligned_num_bytes, get_scalar_type,
@@ -17,6 +18,21 @@ from executorch_trt.engines.portable.payload import read_portable_payload
 def delegate_calls(graph_module: torch.fx.GraphModule) -> List[torch.fx.Node]:
     return [n for n in graph_module.graph.nodes
             if n.op == "call_function" and n.target is executorch_call_delegate]
+
+
+def lower_single_delegate(ep: torch.export.ExportedProgram, partitioner=None
+                          ) -> Tuple[torch.fx.GraphModule, torch.fx.Node]:
+    """Lowers ``ep`` (to_edge_transform_and_lower, no grad) with ``partitioner`` (default
+    ``TensorRTPartitioner()``) and returns the edge graph module and its one delegate call;
+    fails unless there is exactly one."""
+    from executorch_trt import TensorRTPartitioner
+
+    with torch.no_grad():
+        edge = to_edge_transform_and_lower(ep, partitioner=[partitioner or TensorRTPartitioner()])
+    gm = edge.exported_program().graph_module
+    calls = delegate_calls(gm)
+    assert len(calls) == 1, f"expected one delegate call, got {len(calls)}"
+    return gm, calls[0]
 
 
 def lowered_module(graph_module: torch.fx.GraphModule, call: torch.fx.Node):
