@@ -3,8 +3,8 @@
 // tensorrt_backend.h: the ExecuTorch BackendInterface of the delegate, registered under
 // the id "TensorRTBackend" by a static initializer in tensorrt_backend.cpp.
 //
-// Data flows one way: blob -> BlobHeader -> DelegateMetadata -> Engine -> BindingPlan
-// (all at init), then BindingPlan::Execute on every call.
+// Data flows one way: blob -> BlobHeader -> DelegateMetadata -> Engine (CreateEngine) ->
+// BindingPlan (all at init), then BindingPlan::Execute on every call.
 
 #pragma once
 
