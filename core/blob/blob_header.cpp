@@ -8,21 +8,13 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "core/blob/checksum.h"
+#include "core/common/little_endian.h"
 
 namespace executorch_trt {
 namespace {
 
 using executorch::runtime::Error;
 using executorch::runtime::Result;
-
-uint32_t ReadU32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
-         (uint32_t{p[3]} << 24);
-}
-
-uint64_t ReadU64(const uint8_t* p) {
-  return uint64_t{ReadU32(p)} | (uint64_t{ReadU32(p + 4)} << 32);
-}
 
 // Checks that [offset, offset + size) lies inside [min_offset, blob_size) without
 // overflow. Logs and returns false otherwise.

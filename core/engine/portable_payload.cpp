@@ -10,25 +10,14 @@
 #include <executorch/runtime/platform/log.h>
 #include <nlohmann/json.hpp>
 
+#include "core/common/little_endian.h"
+
 namespace executorch_trt {
 namespace {
 
 using executorch::runtime::Error;
 using executorch::runtime::Result;
 using json = nlohmann::json;
-
-uint64_t ReadU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) {
-    v = (v << 8) | p[i];
-  }
-  return v;
-}
-
-uint32_t ReadU32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
-         (uint32_t{p[3]} << 24);
-}
 
 Error Fail(const std::string& message) {
   ET_LOG(Error, "executorch_trt: portable engine payload: %s", message.c_str());
