@@ -51,11 +51,12 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
     return Fail("payload is " + std::to_string(size) + " bytes, shorter than its " +
                 std::to_string(kPortablePayloadHeaderSize) + "-byte header.");
   }
-  if (std::memcmp(data, kPortablePayloadMagic, 4) != 0) {
+  if (std::memcmp(data + kPortablePayloadOffsetMagic, kPortablePayloadMagic,
+                  sizeof(kPortablePayloadMagic)) != 0) {
     return Fail("magic is not 'ETPE'; the blob says engine 'portable' but carries "
                 "something else.");
   }
-  const uint32_t version = ReadU32(data + 4);
+  const uint32_t version = ReadU32(data + kPortablePayloadOffsetVersion);
   if (version != kPortablePayloadVersion) {
     ET_LOG(Error,
            "executorch_trt: portable engine payload version %" PRIu32
@@ -63,9 +64,9 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
            version, kPortablePayloadVersion);
     return Error::DelegateInvalidCompatibility;
   }
-  const uint64_t descriptor_size = ReadU64(data + 8);
-  const uint64_t program_offset = ReadU64(data + 16);
-  const uint64_t program_size = ReadU64(data + 24);
+  const uint64_t descriptor_size = ReadU64(data + kPortablePayloadOffsetDescriptorSize);
+  const uint64_t program_offset = ReadU64(data + kPortablePayloadOffsetProgramOffset);
+  const uint64_t program_size = ReadU64(data + kPortablePayloadOffsetProgramSize);
   const uint64_t avail = size - kPortablePayloadHeaderSize;
   if (descriptor_size > avail) {
     return Fail("descriptor_size " + std::to_string(descriptor_size) +
