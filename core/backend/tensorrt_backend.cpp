@@ -121,9 +121,3 @@ const Error kRegistration = [] {
 
 }  // namespace
 }  // namespace executorch_trt
-
-extern "C" __attribute__((visibility("default"))) int executorch_trt_backend_registered(void) {
-  return executorch::runtime::get_backend_class(executorch_trt::kTensorRTBackendId) != nullptr
-             ? 1
-             : 0;
-}

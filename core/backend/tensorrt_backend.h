@@ -48,7 +48,3 @@ class TensorRTBackend final : public executorch::runtime::BackendInterface {
 };
 
 }  // namespace executorch_trt
-
-// C entry point for ctypes: 1 if "TensorRTBackend" is registered in the ExecuTorch
-// backend registry this library links, else 0.
-extern "C" int executorch_trt_backend_registered(void);
