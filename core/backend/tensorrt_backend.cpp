@@ -13,8 +13,7 @@
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
 #include "core/engine/engine.h"
-#include "core/engine/portable_engine.h"
-#include "core/engine/tensorrt_engine.h"
+#include "core/engine/engine_factory.h"
 
 namespace executorch_trt {
 namespace {
@@ -69,27 +68,12 @@ Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
   if (!metadata.ok()) {
     return metadata.error();
   }
-  const uint8_t* payload = header->Payload(blob);
-  const size_t payload_size = static_cast<size_t>(header->payload_size);
-  switch (metadata->engine) {
-    case EngineKind::kPortable: {
-      Result<std::unique_ptr<PortableEngine>> engine =
-          PortableEngine::Create(payload, payload_size);
-      if (!engine.ok()) {
-        return engine.error();
-      }
-      state->engine = std::move(engine.get());
-      break;
-    }
-    case EngineKind::kTensorRT: {
-      Result<std::unique_ptr<Engine>> engine = CreateTensorRTEngine(payload, payload_size);
-      if (!engine.ok()) {
-        return engine.error();
-      }
-      state->engine = std::move(engine.get());
-      break;
-    }
+  Result<std::unique_ptr<Engine>> engine = CreateEngine(
+      metadata->engine, header->Payload(blob), static_cast<size_t>(header->payload_size));
+  if (!engine.ok()) {
+    return engine.error();
   }
+  state->engine = std::move(engine.get());
   Result<BindingPlan> plan = BindingPlan::Create(metadata.get(), *state->engine);
   if (!plan.ok()) {
     return plan.error();
@@ -137,9 +121,3 @@ const Error kRegistration = [] {
 
 }  // namespace
 }  // namespace executorch_trt
-
-extern "C" __attribute__((visibility("default"))) int executorch_trt_backend_registered(void) {
-  return executorch::runtime::get_backend_class(executorch_trt::kTensorRTBackendId) != nullptr
-             ? 1
-             : 0;
-}

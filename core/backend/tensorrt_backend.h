@@ -3,8 +3,8 @@
 // tensorrt_backend.h: the ExecuTorch BackendInterface of the delegate, registered under
 // the id "TensorRTBackend" by a static initializer in tensorrt_backend.cpp.
 //
-// Data flows one way: blob -> BlobHeader -> DelegateMetadata -> Engine -> BindingPlan
-// (all at init), then BindingPlan::Execute on every call.
+// Data flows one way: blob -> BlobHeader -> DelegateMetadata -> Engine (CreateEngine) ->
+// BindingPlan (all at init), then BindingPlan::Execute on every call.
 
 #pragma once
 
@@ -48,7 +48,3 @@ class TensorRTBackend final : public executorch::runtime::BackendInterface {
 };
 
 }  // namespace executorch_trt
-
-// C entry point for ctypes: 1 if "TensorRTBackend" is registered in the ExecuTorch
-// backend registry this library links, else 0.
-extern "C" int executorch_trt_backend_registered(void);

@@ -11,6 +11,7 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "core/blob/dtype_name.h"
+#include "core/common/shape_string.h"
 
 namespace executorch_trt {
 namespace {
@@ -18,14 +19,6 @@ namespace {
 using executorch::aten::ScalarType;
 using executorch::runtime::Error;
 using executorch::runtime::Result;
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 Error Reject(const std::string& message) {
   ET_LOG(Error, "executorch_trt: binding plan: %s", message.c_str());

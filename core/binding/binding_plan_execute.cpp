@@ -10,6 +10,7 @@
 #include "core/binding/binding_plan.h"
 #include "core/binding/copy_counter.h"
 #include "core/blob/dtype_name.h"
+#include "core/common/shape_string.h"
 
 namespace executorch_trt {
 namespace {
@@ -23,14 +24,6 @@ std::string SizesString(const Tensor& t) {
   std::string s = "[";
   for (ssize_t i = 0; i < t.dim(); ++i) {
     s += (i ? ", " : "") + std::to_string(t.size(i));
-  }
-  return s + "]";
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(shape[i]);
   }
   return s + "]";
 }

@@ -20,18 +20,8 @@ void AddBytesCopied(uint64_t nbytes) {
 
 uint64_t BytesCopied() { return Counter().load(std::memory_order_relaxed); }
 
-void ResetBytesCopied() { Counter().store(0, std::memory_order_relaxed); }
-
 }  // namespace executorch_trt
 
-extern "C" {
-
-__attribute__((visibility("default"))) uint64_t executorch_trt_bytes_copied(void) {
+extern "C" __attribute__((visibility("default"))) uint64_t executorch_trt_bytes_copied(void) {
   return executorch_trt::BytesCopied();
 }
-
-__attribute__((visibility("default"))) void executorch_trt_reset_bytes_copied(void) {
-  executorch_trt::ResetBytesCopied();
-}
-
-}  // extern "C"

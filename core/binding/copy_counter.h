@@ -17,17 +17,10 @@ namespace executorch_trt {
 // Adds `nbytes` to the counter. Thread-safe (relaxed atomic).
 void AddBytesCopied(uint64_t nbytes);
 
-// Returns the bytes counted since process start or the last ResetBytesCopied().
-// Thread-safe.
+// Returns the bytes counted since process start (callers take deltas). Thread-safe.
 uint64_t BytesCopied();
-
-// Sets the counter to zero. Thread-safe.
-void ResetBytesCopied();
 
 }  // namespace executorch_trt
 
-// C entry points for ctypes (Python) and other languages. Same semantics as above.
-extern "C" {
-uint64_t executorch_trt_bytes_copied(void);
-void executorch_trt_reset_bytes_copied(void);
-}
+// C entry point for ctypes (Python) and other languages: BytesCopied().
+extern "C" uint64_t executorch_trt_bytes_copied(void);

@@ -8,21 +8,13 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "core/blob/checksum.h"
+#include "core/common/little_endian.h"
 
 namespace executorch_trt {
 namespace {
 
 using executorch::runtime::Error;
 using executorch::runtime::Result;
-
-uint32_t ReadU32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
-         (uint32_t{p[3]} << 24);
-}
-
-uint64_t ReadU64(const uint8_t* p) {
-  return uint64_t{ReadU32(p)} | (uint64_t{ReadU32(p + 4)} << 32);
-}
 
 // Checks that [offset, offset + size) lies inside [min_offset, blob_size) without
 // overflow. Logs and returns false otherwise.
@@ -99,7 +91,7 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
     return Error::InvalidProgram;
   }
   const auto* bytes = static_cast<const uint8_t*>(data);
-  if (std::memcmp(bytes, kBlobMagic, sizeof(kBlobMagic)) != 0) {
+  if (std::memcmp(bytes + kBlobOffsetMagic, kBlobMagic, sizeof(kBlobMagic)) != 0) {
     ET_LOG(Error,
            "executorch_trt: delegate blob magic is %02x %02x %02x %02x, expected 'ETRT'; "
            "this is not an executorch-trt blob (or it was written by an older format).",
@@ -107,14 +99,14 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
     return Error::InvalidProgram;
   }
   BlobHeader h;
-  h.header_size = ReadU32(bytes + 4);
-  h.format_version = ReadU32(bytes + 8);
-  h.required_features = ReadU64(bytes + 16);
-  h.metadata_offset = ReadU64(bytes + 24);
-  h.metadata_size = ReadU64(bytes + 32);
-  h.payload_offset = ReadU64(bytes + 40);
-  h.payload_size = ReadU64(bytes + 48);
-  h.checksum = ReadU64(bytes + kBlobChecksumOffset);
+  h.header_size = ReadU32(bytes + kBlobOffsetHeaderSize);
+  h.format_version = ReadU32(bytes + kBlobOffsetFormatVersion);
+  h.required_features = ReadU64(bytes + kBlobOffsetRequiredFeatures);
+  h.metadata_offset = ReadU64(bytes + kBlobOffsetMetadataOffset);
+  h.metadata_size = ReadU64(bytes + kBlobOffsetMetadataSize);
+  h.payload_offset = ReadU64(bytes + kBlobOffsetPayloadOffset);
+  h.payload_size = ReadU64(bytes + kBlobOffsetPayloadSize);
+  h.checksum = ReadU64(bytes + kBlobOffsetChecksum);
 
   if (h.format_version != kBlobFormatVersion) {
     ET_LOG(Error,
@@ -132,7 +124,7 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
            unknown, kBlobKnownFeatures);
     return Error::DelegateInvalidCompatibility;
   }
-  const uint32_t reserved = ReadU32(bytes + 12);
+  const uint32_t reserved = ReadU32(bytes + kBlobOffsetReserved);
   if (reserved != 0) {
     ET_LOG(Error,
            "executorch_trt: blob reserved field at offset 12 is 0x%08" PRIx32

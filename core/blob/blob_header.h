@@ -46,8 +46,17 @@ enum BlobFeature : uint64_t {
 inline constexpr uint64_t kBlobKnownFeatures =
     kBlobFeatureAliasedIo | kBlobFeatureOwnership | kBlobFeatureChecksum;
 
-// Byte offset of the u64 `checksum` field in the header.
-inline constexpr size_t kBlobChecksumOffset = 56;
+// Byte offsets of the header fields (the table in core/blob/FORMAT.md), all little-endian.
+inline constexpr size_t kBlobOffsetMagic = 0;              // char[4] "ETRT"
+inline constexpr size_t kBlobOffsetHeaderSize = 4;         // u32
+inline constexpr size_t kBlobOffsetFormatVersion = 8;      // u32
+inline constexpr size_t kBlobOffsetReserved = 12;          // u32, 0
+inline constexpr size_t kBlobOffsetRequiredFeatures = 16;  // u64
+inline constexpr size_t kBlobOffsetMetadataOffset = 24;    // u64
+inline constexpr size_t kBlobOffsetMetadataSize = 32;      // u64
+inline constexpr size_t kBlobOffsetPayloadOffset = 40;     // u64
+inline constexpr size_t kBlobOffsetPayloadSize = 48;       // u64
+inline constexpr size_t kBlobOffsetChecksum = 56;          // u64
 
 // The decoded, validated header of a delegate blob.
 //

@@ -230,22 +230,4 @@ const char* AliasKindName(AliasKind kind) {
   return "?";
 }
 
-const char* OwnershipName(Ownership ownership) {
-  switch (ownership) {
-    case Ownership::kCaller:
-      return "caller";
-  }
-  return "?";
-}
-
-const char* EngineKindName(EngineKind engine) {
-  switch (engine) {
-    case EngineKind::kPortable:
-      return "portable";
-    case EngineKind::kTensorRT:
-      return "tensorrt";
-  }
-  return "?";
-}
-
 }  // namespace executorch_trt

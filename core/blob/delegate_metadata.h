@@ -85,9 +85,8 @@ struct DelegateMetadata {
                                                              uint64_t required_features);
 };
 
-// Names for log lines: "kv_cache_update", "user", "caller", "portable", "tensorrt".
+// Name of `kind` for log lines: "kv_cache_update" or "user" ("?" for a value outside
+// the enum). Never fails.
 const char* AliasKindName(AliasKind kind);
-const char* OwnershipName(Ownership ownership);
-const char* EngineKindName(EngineKind engine);
 
 }  // namespace executorch_trt

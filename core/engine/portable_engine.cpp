@@ -11,6 +11,7 @@
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "core/common/shape_string.h"
 #include "core/engine/portable_payload.h"
 
 namespace executorch_trt {
@@ -26,14 +27,6 @@ using executorch::runtime::Tag;
 using executorch::runtime::TensorInfo;
 
 constexpr const char* kMethodName = "forward";
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 void ContiguousStrides(const std::vector<int32_t>& sizes, std::vector<int32_t>* strides) {
   strides->assign(sizes.size(), 1);

@@ -10,25 +10,14 @@
 #include <executorch/runtime/platform/log.h>
 #include <nlohmann/json.hpp>
 
+#include "core/common/little_endian.h"
+
 namespace executorch_trt {
 namespace {
 
 using executorch::runtime::Error;
 using executorch::runtime::Result;
 using json = nlohmann::json;
-
-uint64_t ReadU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) {
-    v = (v << 8) | p[i];
-  }
-  return v;
-}
-
-uint32_t ReadU32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
-         (uint32_t{p[3]} << 24);
-}
 
 Error Fail(const std::string& message) {
   ET_LOG(Error, "executorch_trt: portable engine payload: %s", message.c_str());
@@ -62,11 +51,12 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
     return Fail("payload is " + std::to_string(size) + " bytes, shorter than its " +
                 std::to_string(kPortablePayloadHeaderSize) + "-byte header.");
   }
-  if (std::memcmp(data, kPortablePayloadMagic, 4) != 0) {
+  if (std::memcmp(data + kPortablePayloadOffsetMagic, kPortablePayloadMagic,
+                  sizeof(kPortablePayloadMagic)) != 0) {
     return Fail("magic is not 'ETPE'; the blob says engine 'portable' but carries "
                 "something else.");
   }
-  const uint32_t version = ReadU32(data + 4);
+  const uint32_t version = ReadU32(data + kPortablePayloadOffsetVersion);
   if (version != kPortablePayloadVersion) {
     ET_LOG(Error,
            "executorch_trt: portable engine payload version %" PRIu32
@@ -74,9 +64,9 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
            version, kPortablePayloadVersion);
     return Error::DelegateInvalidCompatibility;
   }
-  const uint64_t descriptor_size = ReadU64(data + 8);
-  const uint64_t program_offset = ReadU64(data + 16);
-  const uint64_t program_size = ReadU64(data + 24);
+  const uint64_t descriptor_size = ReadU64(data + kPortablePayloadOffsetDescriptorSize);
+  const uint64_t program_offset = ReadU64(data + kPortablePayloadOffsetProgramOffset);
+  const uint64_t program_size = ReadU64(data + kPortablePayloadOffsetProgramSize);
   const uint64_t avail = size - kPortablePayloadHeaderSize;
   if (descriptor_size > avail) {
     return Fail("descriptor_size " + std::to_string(descriptor_size) +

@@ -22,6 +22,14 @@ inline constexpr char kPortablePayloadMagic[4] = {'E', 'T', 'P', 'E'};
 inline constexpr uint32_t kPortablePayloadVersion = 2;
 inline constexpr size_t kPortablePayloadHeaderSize = 32;
 
+// Byte offsets of the payload header fields (the table in core/engine/PORTABLE_FORMAT.md),
+// all little-endian.
+inline constexpr size_t kPortablePayloadOffsetMagic = 0;           // char[4] "ETPE"
+inline constexpr size_t kPortablePayloadOffsetVersion = 4;         // u32
+inline constexpr size_t kPortablePayloadOffsetDescriptorSize = 8;  // u64
+inline constexpr size_t kPortablePayloadOffsetProgramOffset = 16;  // u64
+inline constexpr size_t kPortablePayloadOffsetProgramSize = 24;    // u64
+
 // The decoded payload. `program` borrows the payload bytes it was parsed from.
 struct PortablePayload {
   // Binding names in the nested method's input / output order.

@@ -11,8 +11,6 @@ using executorch::runtime::Result;
 
 #ifndef EXECUTORCH_TRT_HAS_TENSORRT
 
-bool TensorRTEngineAvailable() { return false; }
-
 Result<std::unique_ptr<Engine>> CreateTensorRTEngine(const uint8_t* plan, size_t size) {
   (void)plan;
   ET_LOG(Error,
@@ -24,8 +22,6 @@ Result<std::unique_ptr<Engine>> CreateTensorRTEngine(const uint8_t* plan, size_t
 }
 
 #else  // EXECUTORCH_TRT_HAS_TENSORRT
-
-bool TensorRTEngineAvailable() { return true; }
 
 Result<std::unique_ptr<Engine>> CreateTensorRTEngine(const uint8_t* plan, size_t size) {
   (void)plan;

@@ -18,9 +18,6 @@
 
 namespace executorch_trt {
 
-// True if this build links TensorRT.
-bool TensorRTEngineAvailable();
-
 // Deserializes `size` bytes of TensorRT plan at `plan` into an Engine.
 //
 // Without TensorRT in the build: returns Error::NotSupported and logs "built without

@@ -20,6 +20,8 @@
 
 #include "core/binding/copy_counter.h"
 #include "core/blob/blob_header.h"
+#include "core/common/little_endian.h"
+#include "core/engine/portable_payload.h"
 #include "tests/cpp/test_util.h"
 
 namespace executorch_trt {
@@ -77,13 +79,14 @@ class BackendTest : public ::testing::Test {
   }
 
   std::vector<uint8_t> Payload() const {
-    const uint64_t payload_offset = blob_[40] | (uint64_t{blob_[41]} << 8);
+    const uint64_t payload_offset = ReadU64(blob_.data() + kBlobOffsetPayloadOffset);
     return std::vector<uint8_t>(blob_.begin() + payload_offset, blob_.end());
   }
 
   std::string MetadataText() const {
-    const uint64_t size = blob_[32] | (uint64_t{blob_[33]} << 8);
-    return std::string(blob_.begin() + 64, blob_.begin() + 64 + size);
+    const uint64_t offset = ReadU64(blob_.data() + kBlobOffsetMetadataOffset);
+    const uint64_t size = ReadU64(blob_.data() + kBlobOffsetMetadataSize);
+    return std::string(blob_.begin() + offset, blob_.begin() + offset + size);
   }
 
   // Runs one decode step (x = 1 2 3 4 at pos 3 into a zero cache) and checks the result.
@@ -197,7 +200,7 @@ TEST_F(BackendTest, InitRejectsInconsistentOrIncompatibleBlobs) {
             Error::InvalidProgram);
   // Future format version.
   std::vector<uint8_t> future = blob_;
-  future[8] = 2;
+  testing::PutU32(&future, kBlobOffsetFormatVersion, kBlobFormatVersion + 1);
   EXPECT_EQ(Init(future).error(), Error::DelegateInvalidCompatibility);
   // Truncated.
   std::vector<uint8_t> truncated(blob_.begin(), blob_.end() - 100);
@@ -285,7 +288,7 @@ TEST_F(BackendTest, NestedProgramIsVerifiedWithoutAChecksum) {
   // Without the checksum, the nested program is still loaded with InternalConsistency
   // verification: a flatbuffer offset pointing outside the program is rejected at init.
   std::vector<uint8_t> payload = Payload();
-  const uint64_t program_offset = payload[16] | (uint64_t{payload[17]} << 8);
+  const uint64_t program_offset = ReadU64(payload.data() + kPortablePayloadOffsetProgramOffset);
   ASSERT_EQ(std::memcmp(payload.data() + program_offset + 4, "ET", 2), 0);
   // The flatbuffer root offset (first 4 bytes of the program): point it past the end.
   testing::PutU32(&payload, program_offset, 0x7ffffff0u);

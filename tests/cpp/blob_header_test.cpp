@@ -45,7 +45,7 @@ TEST(BlobHeaderTest, RejectsBadMagic) {
 TEST(BlobHeaderTest, RejectsFutureAndPastVersions) {
   for (uint32_t version : {0u, 2u, 0xffffffffu}) {
     std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload);
-    PutU32(&blob, testing::kFormatVersion, version);
+    PutU32(&blob, kBlobOffsetFormatVersion, version);
     EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(),
               Error::DelegateInvalidCompatibility)
         << "version " << version;
@@ -78,28 +78,28 @@ TEST(BlobHeaderTest, RejectsTruncatedBlobs) {
 
 TEST(BlobHeaderTest, RejectsANonZeroReservedField) {
   std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload);
-  PutU32(&blob, 12, 0x100);
+  PutU32(&blob, kBlobOffsetReserved, 0x100);
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
 }
 
 TEST(BlobHeaderTest, RejectsSmallHeaderSize) {
   std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload);
-  PutU32(&blob, testing::kHeaderSize, 32);
+  PutU32(&blob, kBlobOffsetHeaderSize, 32);
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
-  PutU32(&blob, testing::kHeaderSize, static_cast<uint32_t>(blob.size() + 1));
+  PutU32(&blob, kBlobOffsetHeaderSize, static_cast<uint32_t>(blob.size() + 1));
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
 }
 
 TEST(BlobHeaderTest, RejectsOverrunningSections) {
   const uint64_t kMax = std::numeric_limits<uint64_t>::max();
   struct Case {
-    testing::BlobField field;
+    size_t field;
     uint64_t value;
   };
-  for (Case c : {Case{testing::kMetadataSize, 1u << 20}, Case{testing::kMetadataOffset, kMax},
-                 Case{testing::kMetadataSize, kMax}, Case{testing::kPayloadSize, kMax},
-                 Case{testing::kPayloadOffset, kMax - 15},  // aligned, overflows + size
-                 Case{testing::kPayloadSize, 49}, Case{testing::kMetadataOffset, 8}}) {
+  for (Case c : {Case{kBlobOffsetMetadataSize, 1u << 20}, Case{kBlobOffsetMetadataOffset, kMax},
+                 Case{kBlobOffsetMetadataSize, kMax}, Case{kBlobOffsetPayloadSize, kMax},
+                 Case{kBlobOffsetPayloadOffset, kMax - 15},  // aligned, overflows + size
+                 Case{kBlobOffsetPayloadSize, 49}, Case{kBlobOffsetMetadataOffset, 8}}) {
     std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload);
     PutU64(&blob, c.field, c.value);
     EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram)
@@ -109,8 +109,8 @@ TEST(BlobHeaderTest, RejectsOverrunningSections) {
 
 TEST(BlobHeaderTest, RejectsMisalignedPayload) {
   std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload);
-  PutU64(&blob, testing::kPayloadOffset, blob.size() - kPayload.size() - 8);
-  PutU64(&blob, testing::kPayloadSize, 8);
+  PutU64(&blob, kBlobOffsetPayloadOffset, blob.size() - kPayload.size() - 8);
+  PutU64(&blob, kBlobOffsetPayloadSize, 8);
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
 }
 
@@ -159,7 +159,7 @@ TEST(BlobChecksumTest, RejectsEveryChangedMetadataPaddingOrPayloadByte) {
 }
 
 TEST(BlobChecksumTest, RejectsAChangedChecksumField) {
-  for (size_t at = testing::kChecksum; at < 64; ++at) {
+  for (size_t at = kBlobOffsetChecksum; at < 64; ++at) {
     std::vector<uint8_t> bad = MakeBlob(kMeta, kPayload, kAllFeatures);
     bad[at] ^= 0x10;
     EXPECT_EQ(BlobHeader::Parse(bad.data(), bad.size()).error(), Error::InvalidProgram)
@@ -169,7 +169,7 @@ TEST(BlobChecksumTest, RejectsAChangedChecksumField) {
 
 TEST(BlobChecksumTest, ClearingTheFeatureBitDoesNotDisableTheCheck) {
   std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, kAllFeatures);
-  PutU64(&blob, testing::kRequiredFeatures, 0b11);  // checksum field left non-zero
+  PutU64(&blob, kBlobOffsetRequiredFeatures, 0b11);  // checksum field left non-zero
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
 }
 
@@ -181,17 +181,17 @@ TEST(BlobChecksumTest, OlderBlobsWithoutTheBitStillParse) {
   ASSERT_TRUE(header.ok());
   EXPECT_EQ(header->checksum, 0u);
   // But the reserved field must then be 0.
-  PutU64(&blob, testing::kChecksum, 1);
+  PutU64(&blob, kBlobOffsetChecksum, 1);
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
 }
 
 TEST(BlobChecksumTest, RejectsMetadataThatRunsIntoThePayload) {
   std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, kAllFeatures);
   const uint64_t payload_offset = blob.size() - kPayload.size();
-  PutU64(&blob, testing::kMetadataSize, payload_offset - 64 + 1);
+  PutU64(&blob, kBlobOffsetMetadataSize, payload_offset - 64 + 1);
   testing::ResealBlob(&blob);  // even with a checksum that matches the bytes
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
-  PutU64(&blob, testing::kMetadataSize, payload_offset - 64);  // exactly up to it: fine
+  PutU64(&blob, kBlobOffsetMetadataSize, payload_offset - 64);  // exactly up to it: fine
   EXPECT_TRUE(BlobHeader::Parse(blob.data(), blob.size()).ok());
 }
 

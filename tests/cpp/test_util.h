@@ -23,6 +23,7 @@
 #include "core/blob/blob_header.h"
 #include "core/blob/checksum.h"
 #include "core/engine/engine.h"
+#include "core/engine/portable_payload.h"
 
 namespace executorch_trt {
 namespace testing {
@@ -35,16 +36,11 @@ inline void PutU64(std::vector<uint8_t>* out, size_t at, uint64_t v) {
 }
 inline size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
 
-// Header offsets of core/blob/FORMAT.md.
-enum BlobField : size_t {
-  kHeaderSize = 4, kFormatVersion = 8, kRequiredFeatures = 16, kMetadataOffset = 24,
-  kMetadataSize = 32, kPayloadOffset = 40, kPayloadSize = 48, kChecksum = 56,
-};
-
 // Recomputes the checksum field of `blob` (written by MakeBlob: metadata at 64, payload
 // last) over [64, end).
 inline void ResealBlob(std::vector<uint8_t>* blob) {
-  PutU64(blob, kChecksum, Blake2b64(blob->data() + 64, blob->size() - 64));
+  PutU64(blob, kBlobOffsetChecksum,
+         Blake2b64(blob->data() + kBlobMinHeaderSize, blob->size() - kBlobMinHeaderSize));
 }
 
 // Writes a version-1 blob: 64-byte header, metadata at 64, payload 16-aligned after it.
@@ -53,33 +49,34 @@ inline void ResealBlob(std::vector<uint8_t>* blob) {
 inline std::vector<uint8_t> MakeBlob(const std::string& metadata,
                                      const std::vector<uint8_t>& payload,
                                      uint64_t features = 0b11) {
-  const size_t payload_offset = Align16(64 + metadata.size());
+  const size_t payload_offset = Align16(kBlobMinHeaderSize + metadata.size());
   std::vector<uint8_t> blob(payload_offset + payload.size(), 0);
-  std::memcpy(blob.data(), "ETRT", 4);
-  PutU32(&blob, kHeaderSize, 64);
-  PutU32(&blob, kFormatVersion, 1);
-  PutU64(&blob, kRequiredFeatures, features);
-  PutU64(&blob, kMetadataOffset, 64);
-  PutU64(&blob, kMetadataSize, metadata.size());
-  PutU64(&blob, kPayloadOffset, payload_offset);
-  PutU64(&blob, kPayloadSize, payload.size());
-  std::memcpy(blob.data() + 64, metadata.data(), metadata.size());
+  std::memcpy(blob.data() + kBlobOffsetMagic, kBlobMagic, sizeof(kBlobMagic));
+  PutU32(&blob, kBlobOffsetHeaderSize, kBlobMinHeaderSize);
+  PutU32(&blob, kBlobOffsetFormatVersion, kBlobFormatVersion);
+  PutU64(&blob, kBlobOffsetRequiredFeatures, features);
+  PutU64(&blob, kBlobOffsetMetadataOffset, kBlobMinHeaderSize);
+  PutU64(&blob, kBlobOffsetMetadataSize, metadata.size());
+  PutU64(&blob, kBlobOffsetPayloadOffset, payload_offset);
+  PutU64(&blob, kBlobOffsetPayloadSize, payload.size());
+  std::memcpy(blob.data() + kBlobMinHeaderSize, metadata.data(), metadata.size());
   if (!payload.empty()) std::memcpy(blob.data() + payload_offset, payload.data(), payload.size());
   if ((features & kBlobFeatureChecksum) != 0) ResealBlob(&blob);
   return blob;
 }
 
-// Writes a version-2 portable engine payload around `program` (.pte bytes).
+// Writes a version-kPortablePayloadVersion (2) portable engine payload around `program` (.pte bytes).
 inline std::vector<uint8_t> MakePortablePayload(const std::string& descriptor,
                                                 const std::vector<uint8_t>& program) {
-  const size_t program_offset = Align16(32 + descriptor.size());
+  const size_t program_offset = Align16(kPortablePayloadHeaderSize + descriptor.size());
   std::vector<uint8_t> out(program_offset + program.size(), 0);
-  std::memcpy(out.data(), "ETPE", 4);
-  PutU32(&out, 4, 2);
-  PutU64(&out, 8, descriptor.size());
-  PutU64(&out, 16, program_offset);
-  PutU64(&out, 24, program.size());
-  std::memcpy(out.data() + 32, descriptor.data(), descriptor.size());
+  std::memcpy(out.data() + kPortablePayloadOffsetMagic, kPortablePayloadMagic,
+              sizeof(kPortablePayloadMagic));
+  PutU32(&out, kPortablePayloadOffsetVersion, kPortablePayloadVersion);
+  PutU64(&out, kPortablePayloadOffsetDescriptorSize, descriptor.size());
+  PutU64(&out, kPortablePayloadOffsetProgramOffset, program_offset);
+  PutU64(&out, kPortablePayloadOffsetProgramSize, program.size());
+  std::memcpy(out.data() + kPortablePayloadHeaderSize, descriptor.data(), descriptor.size());
   std::memcpy(out.data() + program_offset, program.data(), program.size());
   return out;
 }
