@@ -18,6 +18,60 @@ using executorch::runtime::Error;
 using executorch::runtime::Result;
 using json = nlohmann::json;
 
+// The metadata's names for each enum, written once: Parse reads them, the *Name functions
+// print them, and the error messages list them (FORMAT.md "Metadata";
+// Python: executorch_trt.wire).
+template <typename Enum>
+struct WireName {
+  const char* name;
+  Enum value;
+};
+
+constexpr WireName<EngineKind> kEngineNames[] = {
+    {"portable", EngineKind::kPortable},
+    {"tensorrt", EngineKind::kTensorRT},
+};
+constexpr WireName<AliasKind> kAliasKindNames[] = {
+    {"kv_cache_update", AliasKind::kKvCacheUpdate},
+    {"user", AliasKind::kUser},
+};
+constexpr WireName<Ownership> kOwnershipNames[] = {
+    {"caller", Ownership::kCaller},
+};
+
+// The value called `name` in `table`, or false.
+template <typename Enum, size_t N>
+bool FindValue(const WireName<Enum> (&table)[N], const std::string& name, Enum* value) {
+  for (const WireName<Enum>& entry : table) {
+    if (name == entry.name) {
+      *value = entry.value;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The name of `value` in `table`, or "?" for a value outside the enum.
+template <typename Enum, size_t N>
+const char* FindName(const WireName<Enum> (&table)[N], Enum value) {
+  for (const WireName<Enum>& entry : table) {
+    if (entry.value == value) {
+      return entry.name;
+    }
+  }
+  return "?";
+}
+
+// "'a', 'b'": the names of `table`, for error messages.
+template <typename Enum, size_t N>
+std::string KnownNames(const WireName<Enum> (&table)[N]) {
+  std::string out;
+  for (const WireName<Enum>& entry : table) {
+    out += std::string(out.empty() ? "'" : ", '") + entry.name + "'";
+  }
+  return out;
+}
+
 // All accessors below use only non-throwing nlohmann calls (is_*/find/get_ref on a
 // checked type), so no exception can escape even though the library supports them.
 
@@ -132,14 +186,13 @@ Result<AliasedIo> ParseAlias(const json& entry, size_t index, uint64_t required_
   if (!GetString(entry, "kind", named, &kind, &kind_missing)) {
     return Error::InvalidProgram;
   }
-  if (kind_missing || kind == "kv_cache_update") {
+  if (kind_missing) {
     alias.kind = AliasKind::kKvCacheUpdate;  // older writers omit `kind`
-  } else if (kind == "user") {
-    alias.kind = AliasKind::kUser;
-  } else {
-    return Fail(named + " has unknown kind '" + kind +
-                "'; this runtime knows 'kv_cache_update' and 'user'. The blob comes from "
-                "a newer or broken exporter: re-export with a matching version.");
+  } else if (!FindValue(kAliasKindNames, kind, &alias.kind)) {
+    return Fail(named + " has unknown kind '" + kind + "'; this runtime knows " +
+                KnownNames(kAliasKindNames) +
+                ". The blob comes from a newer or broken exporter: re-export with a "
+                "matching version.");
   }
   std::string ownership;
   bool ownership_missing = false;
@@ -152,12 +205,10 @@ Result<AliasedIo> ParseAlias(const json& entry, size_t index, uint64_t required_
                           "feature; the blob is corrupt, re-export it.");
     }
     alias.ownership = Ownership::kCaller;
-  } else if (ownership == "caller") {
-    alias.ownership = Ownership::kCaller;
-  } else {
+  } else if (!FindValue(kOwnershipNames, ownership, &alias.ownership)) {
     return Fail(named + " has unknown ownership '" + ownership +
-                "'; this runtime supports only 'caller' (storage owned above the "
-                "delegate). Re-export with caller-owned state.");
+                "'; this runtime supports " + KnownNames(kOwnershipNames) +
+                " (storage owned above the delegate). Re-export with caller-owned state.");
   }
   return alias;
 }
@@ -180,12 +231,9 @@ Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
   if (!GetString(root, "engine", "metadata", &engine)) {
     return Error::InvalidProgram;
   }
-  if (engine == "portable") {
-    metadata.engine = EngineKind::kPortable;
-  } else if (engine == "tensorrt") {
-    metadata.engine = EngineKind::kTensorRT;
-  } else {
-    return Fail("unknown engine '" + engine + "'; expected 'portable' or 'tensorrt'.");
+  if (!FindValue(kEngineNames, engine, &metadata.engine)) {
+    return Fail("unknown engine '" + engine + "'; expected one of " +
+                KnownNames(kEngineNames) + ".");
   }
   Error err = ParseBindings(root, "inputs", &metadata.inputs);
   if (err != Error::Ok) {
@@ -220,14 +268,10 @@ Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
   return metadata;
 }
 
-const char* AliasKindName(AliasKind kind) {
-  switch (kind) {
-    case AliasKind::kKvCacheUpdate:
-      return "kv_cache_update";
-    case AliasKind::kUser:
-      return "user";
-  }
-  return "?";
-}
+const char* AliasKindName(AliasKind kind) { return FindName(kAliasKindNames, kind); }
+
+const char* OwnershipName(Ownership ownership) { return FindName(kOwnershipNames, ownership); }
+
+const char* EngineKindName(EngineKind engine) { return FindName(kEngineNames, engine); }
 
 }  // namespace executorch_trt

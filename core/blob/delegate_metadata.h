@@ -85,8 +85,11 @@ struct DelegateMetadata {
                                                              uint64_t required_features);
 };
 
-// Name of `kind` for log lines: "kv_cache_update" or "user" ("?" for a value outside
-// the enum). Never fails.
+// The metadata's name of each value ("kv_cache_update", "user"; "caller"; "portable",
+// "tensorrt"), from the same tables Parse reads; "?" for a value outside the enum. Never
+// fails.
 const char* AliasKindName(AliasKind kind);
+const char* OwnershipName(Ownership ownership);
+const char* EngineKindName(EngineKind engine);
 
 }  // namespace executorch_trt

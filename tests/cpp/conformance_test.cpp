@@ -82,9 +82,10 @@ Error ReadBlob(const std::vector<uint8_t>& bytes, json* summary) {
   }
   json aliases = json::array();
   for (const AliasedIo& a : metadata->aliased_io) {
-    aliases.push_back({a.output, a.input, AliasKindName(a.kind), OwnershipName(a.ownership)});
+    aliases.push_back(json::array(
+        {a.output, a.input, AliasKindName(a.kind), OwnershipName(a.ownership)}));
   }
-  *summary = {{"engine", metadata->engine == EngineKind::kPortable ? "portable" : "tensorrt"},
+  *summary = {{"engine", EngineKindName(metadata->engine)},
               {"inputs", Bindings(metadata->inputs)},
               {"outputs", Bindings(metadata->outputs)},
               {"aliased_io", aliases}};
@@ -115,7 +116,8 @@ TEST(ConformanceTest, CppReadersReachTheExpectedOutcome) {
   const json& vectors = doc.at("vectors");
   ASSERT_GT(vectors.size(), 50u);
   for (const json& v : vectors) {
-    const std::string name = v.at("reader").get<std::string>() + "/" + v.at("name").get<std::string>();
+    const std::string name =
+        v.at("reader").get<std::string>() + "/" + v.at("name").get<std::string>();
     SCOPED_TRACE(name);
     const std::vector<uint8_t> bytes = FromHex(v.at("hex").get<std::string>());
     json summary;
