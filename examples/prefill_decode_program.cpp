@@ -13,13 +13,10 @@
 namespace executorch_trt::examples {
 namespace {
 
-using executorch::aten::ScalarType;
 using executorch::aten::Tensor;
 using executorch::runtime::Error;
-using executorch::runtime::EValue;
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Result;
-using executorch::runtime::Span;
 
 // Planned buffers shared between methods, as Module(share_memory_arenas=true) shares them:
 // mem_id 1 (activations) and mem_id 2 (mutable buffers shared with share_mutable_buffers).
@@ -138,7 +135,8 @@ Error PrefillDecodeProgram::LoadIntoSharedArenas(Phase phase) {
     }
   }
   m.planned_memory = std::make_unique<executorch::runtime::HierarchicalAllocator>(
-      Span<Span<uint8_t>>(m.planned_spans.data(), m.planned_spans.size()));
+      executorch::runtime::Span<executorch::runtime::Span<uint8_t>>(m.planned_spans.data(),
+                                                                    m.planned_spans.size()));
   m.memory_manager = std::make_unique<executorch::runtime::MemoryManager>(
       &method_allocator_, m.planned_memory.get(), &temp_allocator_);
   Result<executorch::runtime::Method> method = program_->load_method(name, m.memory_manager.get());
@@ -169,7 +167,7 @@ Error PrefillDecodeProgram::LoadMethod(Phase phase, const std::string& path,
                "to another model)";
       return t.error();
     }
-    if (t->scalar_type() != ScalarType::Float || t->numel() != cache.numel) {
+    if (t->scalar_type() != executorch::aten::ScalarType::Float || t->numel() != cache.numel) {
       *error = path + ": buffer '" + cache.name + "' has " + std::to_string(t->numel()) +
                " elements of dtype " + executorch::runtime::toString(t->scalar_type()) +
                ", expected " + std::to_string(cache.numel) + " float32";
@@ -237,9 +235,9 @@ Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens,
   }
   auto ids = executorch::extension::make_tensor_ptr({1, n}, std::vector<int64_t>(tokens));
   auto pos = executorch::extension::make_tensor_ptr({n}, std::move(positions));
-  Error err = method.set_input(EValue(*ids), 0);
+  Error err = method.set_input(executorch::runtime::EValue(*ids), 0);
   if (err == Error::Ok) {
-    err = method.set_input(EValue(*pos), 1);
+    err = method.set_input(executorch::runtime::EValue(*pos), 1);
   }
   if (err == Error::Ok) {
     err = method.execute();
@@ -253,7 +251,8 @@ Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens,
     return Error::InvalidProgram;
   }
   const Tensor out = method.get_output(0).toTensor();
-  if (out.scalar_type() != ScalarType::Float || out.dim() != 3 || out.size(1) != n) {
+  if (out.scalar_type() != executorch::aten::ScalarType::Float || out.dim() != 3 ||
+      out.size(1) != n) {
     *error = "logits must be float32 [1, " + std::to_string(n) + ", V]";
     return Error::InvalidProgram;
   }

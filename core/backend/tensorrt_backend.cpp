@@ -14,20 +14,13 @@
 #include "core/blob/delegate_metadata.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_factory.h"
+#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
 
-using executorch::runtime::ArrayRef;
-using executorch::runtime::BackendExecutionContext;
-using executorch::runtime::BackendInitContext;
-using executorch::runtime::CompileSpec;
 using executorch::runtime::DelegateHandle;
-using executorch::runtime::Error;
-using executorch::runtime::EValue;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
-using executorch::runtime::Span;
 
 // Everything one initialized delegate owns. Members are destroyed in reverse order:
 // plan, engine (which borrows the blob), then the blob.
@@ -42,11 +35,9 @@ struct DelegateState {
 
 bool TensorRTBackend::is_available() const { return true; }
 
-Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
-                                              FreeableBuffer* processed,
-                                              ArrayRef<CompileSpec> compile_specs) const {
-  (void)context;
-  (void)compile_specs;
+Result<DelegateHandle*> TensorRTBackend::init(
+    executorch::runtime::BackendInitContext& /*context*/, FreeableBuffer* processed,
+    executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> /*compile_specs*/) const {
   if (processed == nullptr) {
     ET_LOG(Error, "executorch_trt: init called without a delegate blob.");
     return Error::InvalidArgument;
@@ -85,9 +76,8 @@ Result<DelegateHandle*> TensorRTBackend::init(BackendInitContext& context,
   return static_cast<DelegateHandle*>(state.release());
 }
 
-Error TensorRTBackend::execute(BackendExecutionContext& context, DelegateHandle* handle,
-                               Span<EValue*> args) const {
-  (void)context;
+Error TensorRTBackend::execute(executorch::runtime::BackendExecutionContext& /*context*/,
+                               DelegateHandle* handle, Span<EValue*> args) const {
   if (handle == nullptr) {
     ET_LOG(Error, "executorch_trt: execute called with a null handle.");
     return Error::InvalidState;

@@ -11,14 +11,11 @@
 #include "core/binding/copy_counter.h"
 #include "core/blob/dtype_name.h"
 #include "core/common/shape_string.h"
+#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::Tensor;
-using executorch::runtime::Error;
-using executorch::runtime::EValue;
-using executorch::runtime::Span;
 
 std::string SizesString(const Tensor& t) {
   std::string s = "[";

@@ -13,16 +13,12 @@
 
 #include "core/common/shape_string.h"
 #include "core/engine/portable_payload.h"
+#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::runtime::Error;
-using executorch::runtime::EValue;
 using executorch::runtime::MethodMeta;
-using executorch::runtime::Result;
-using executorch::runtime::Span;
 using executorch::runtime::Tag;
 using executorch::runtime::TensorInfo;
 

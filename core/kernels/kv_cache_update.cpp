@@ -1,6 +1,7 @@
 // Copyright (c) executorch-trt authors.
 
 #include "core/kernels/kv_cache_update.h"
+#include "core/common/runtime_types.h"
 
 #include <cinttypes>
 #include <cstring>
@@ -13,9 +14,6 @@
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::aten::Tensor;
-using executorch::runtime::Error;
 using executorch::runtime::KernelRuntimeContext;
 
 bool IsContiguous(const Tensor& t) {

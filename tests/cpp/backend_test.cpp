@@ -23,20 +23,14 @@
 #include "core/common/little_endian.h"
 #include "core/engine/portable_payload.h"
 #include "tests/cpp/test_util.h"
+#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::runtime::BackendExecutionContext;
-using executorch::runtime::BackendInitContext;
 using executorch::runtime::BackendInterface;
 using executorch::runtime::DelegateHandle;
-using executorch::runtime::Error;
-using executorch::runtime::EValue;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
-using executorch::runtime::Span;
 using testing::OwnedTensor;
 
 constexpr int kRows = 8;
@@ -63,12 +57,12 @@ class BackendTest : public ::testing::Test {
 
   Result<DelegateHandle*> Init(const std::vector<uint8_t>& blob) {
     FreeableBuffer processed(blob.data(), blob.size(), nullptr);
-    BackendInitContext context(nullptr);
+    executorch::runtime::BackendInitContext context(nullptr);
     return backend_->init(context, &processed, {});
   }
 
   Error Execute(DelegateHandle* handle, std::vector<EValue*> args) {
-    BackendExecutionContext context;
+    executorch::runtime::BackendExecutionContext context;
     return backend_->execute(context, handle, Span<EValue*>(args.data(), args.size()));
   }
 

@@ -15,13 +15,11 @@
 #include <executorch/runtime/platform/runtime.h>
 
 #include "tests/cpp/test_util.h"
+#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::runtime::Error;
-using executorch::runtime::EValue;
 using executorch::runtime::KernelRuntimeContext;
 using testing::OwnedTensor;
 

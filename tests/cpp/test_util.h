@@ -65,7 +65,8 @@ inline std::vector<uint8_t> MakeBlob(const std::string& metadata,
   return blob;
 }
 
-// Writes a version-kPortablePayloadVersion (2) portable engine payload around `program` (.pte bytes).
+// Writes a portable engine payload of version kPortablePayloadVersion around `program`
+// (.pte bytes).
 inline std::vector<uint8_t> MakePortablePayload(const std::string& descriptor,
                                                 const std::vector<uint8_t>& program) {
   const size_t program_offset = Align16(kPortablePayloadHeaderSize + descriptor.size());
