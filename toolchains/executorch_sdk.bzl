@@ -7,7 +7,7 @@ cheap), checked against EXECUTORCH_VERSION and EXECUTORCH_WHEEL_SHA256 in pins.b
 of the Python environment: C++-only builds never create the venv.
 """
 
-load(":pin_checks.bzl", "fail_on_executorch_drift")
+load(":pin_checks.bzl", "PIN_FILE_ATTRS", "fail_on_executorch_drift")
 load(":pins.bzl", "EXECUTORCH_VERSION", "EXECUTORCH_WHEEL_SHA256", "EXECUTORCH_WHEEL_TAG", "PYTHON_INTERPRETER")
 
 def _executorch_sdk_impl(rctx):
@@ -44,11 +44,9 @@ def _executorch_sdk_impl(rctx):
 
 executorch_sdk = repository_rule(
     implementation = _executorch_sdk_impl,
-    attrs = {
-        "requirements": attr.label(mandatory = True, allow_single_file = True),
-        "lock": attr.label(mandatory = True, allow_single_file = True),
+    attrs = dict(PIN_FILE_ATTRS, **{
         "_unpack": attr.label(default = "//toolchains:unpack_executorch_sdk.py", allow_single_file = True),
         "_build": attr.label(default = "//third_party:executorch_sdk.BUILD", allow_single_file = True),
-    },
+    }),
     doc = "cc_library targets over the pinned ExecuTorch wheel's C++ SDK.",
 )

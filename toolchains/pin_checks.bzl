@@ -21,6 +21,13 @@ def _check_text(label, text):
         EXECUTORCH_VERSION,
     ))
 
+# The attributes of a repository rule that reads the pins: the two requirements files
+# fail_on_executorch_drift checks (pip_venv and executorch_sdk both take them).
+PIN_FILE_ATTRS = {
+    "requirements": attr.label(mandatory = True, allow_single_file = True),
+    "lock": attr.label(mandatory = True, allow_single_file = True),
+}
+
 def fail_on_executorch_drift(rctx, requirements, lock):
     """Fails the repository rule, naming both versions, when `requirements` or `lock` (labels
     of requirements.txt / requirements_lock.txt) pin executorch to anything but

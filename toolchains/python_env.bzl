@@ -10,7 +10,7 @@ so editing the template never re-installs packages. It is fetched only when a Py
 is analysed: C++-only builds never create the venv.
 """
 
-load(":pin_checks.bzl", "fail_on_executorch_drift")
+load(":pin_checks.bzl", "PIN_FILE_ATTRS", "fail_on_executorch_drift")
 load(":pins.bzl", "EXECUTORCH_VERSION", "PYTHON_INTERPRETER", "PYTHON_VERSION")
 
 def _run(rctx, args, what, timeout = 1800):
@@ -72,11 +72,9 @@ filegroup(
 
 pip_venv = repository_rule(
     implementation = _pip_venv_impl,
-    attrs = {
-        "requirements": attr.label(mandatory = True, allow_single_file = True),
-        "lock": attr.label(mandatory = True, allow_single_file = True),
+    attrs = dict(PIN_FILE_ATTRS, **{
         "_verify": attr.label(default = "//toolchains:verify_lock.py", allow_single_file = True),
-    },
+    }),
     doc = "A virtual environment installed from the lock and verified against it.",
 )
 

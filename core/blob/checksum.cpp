@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "core/common/little_endian.h"
+
 namespace executorch_trt {
 namespace {
 
@@ -15,7 +17,8 @@ constexpr uint64_t kIv[8] = {
     0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
 };
 
-constexpr uint8_t kSigma[12][16] = {
+// SIGMA of RFC 7693 section 2.7: 10 permutations; round r (of 12) uses kSigma[r % 10].
+constexpr uint8_t kSigma[10][16] = {
     {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
     {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
     {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
@@ -26,20 +29,13 @@ constexpr uint8_t kSigma[12][16] = {
     {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
     {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
     {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
 };
+constexpr int kRounds = 12;
 
 constexpr size_t kBlockSize = 128;
 constexpr uint64_t kDigestSize = 8;
 
 inline uint64_t Rotr(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
-
-inline uint64_t Load64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 inline void G(uint64_t* v, int a, int b, int c, int d, uint64_t x, uint64_t y) {
   v[a] = v[a] + v[b] + x;
@@ -64,8 +60,9 @@ void Compress(uint64_t h[8], const uint8_t block[kBlockSize], uint64_t counter, 
   }
   v[12] ^= counter;
   if (last) v[14] = ~v[14];
-  for (int i = 0; i < 16; ++i) m[i] = Load64(block + 8 * i);
-  for (const uint8_t* s : kSigma) {
+  for (int i = 0; i < 16; ++i) m[i] = ReadU64(block + 8 * i);
+  for (int round = 0; round < kRounds; ++round) {
+    const uint8_t* s = kSigma[round % 10];
     G(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
     G(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
     G(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
