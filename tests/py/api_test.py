@@ -202,10 +202,8 @@ class KVPassTest(absltest.TestCase):
         self.assertIn("executorch_trt::kv_cache_update.out", lu.nested_operator_names(blob))
 
     def test_cache_with_other_reader_not_aliased(self):
-        class ReadsOldCache(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.register_buffer("cache", torch.zeros(4, 2))
+        class ReadsOldCache(dm.CacheModule):
+            SHAPE = (4, 2)
 
             def forward(self, idx, v):
                 old = self.cache.sum()

@@ -20,6 +20,20 @@ import torch
 import torch.nn.functional as F
 
 
+class CacheModule(torch.nn.Module):
+    """A test module with one mutable buffer ``cache``: ``initial()`` (zeros of ``SHAPE``
+    unless a subclass says otherwise). Subclasses write ``forward``."""
+
+    SHAPE: Tuple[int, ...] = (8, 4)
+
+    def initial(self) -> torch.Tensor:
+        return torch.zeros(self.SHAPE)
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", self.initial())
+
+
 class RMSNorm(torch.nn.Module):
     def __init__(self, dim: int, eps: float = 1e-5) -> None:
         super().__init__()

@@ -20,6 +20,7 @@ import torch
 from absl.testing import absltest, parameterized
 from executorch.exir import to_edge_transform_and_lower
 
+import decoder_models as dm
 import delegate_library
 import lowering_utils as lu
 import executorch_trt
@@ -171,12 +172,10 @@ class InPlaceNumericsTest(parameterized.TestCase):
             self.assertEqual(raised, [], "static forms ignore pos")
 
 
-class Accumulate(torch.nn.Module):
+class Accumulate(dm.CacheModule):
     """``index_put_(..., accumulate=True)``: an add into the cache, not a write."""
 
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.zeros(CACHE_SHAPE))
+    SHAPE = CACHE_SHAPE
 
     def forward(self, x, pos):
         torch.ops.aten.index_put_(self.cache, [None, None, pos],
@@ -184,13 +183,11 @@ class Accumulate(torch.nn.Module):
         return self.cache + 0
 
 
-class ReadBeforeWrite(torch.nn.Module):
+class ReadBeforeWrite(dm.CacheModule):
     """The old cache is read by an op that does not feed the write: the write cannot be in
     place (it could land before the read)."""
 
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.zeros(CACHE_SHAPE))
+    SHAPE = CACHE_SHAPE
 
     def forward(self, x, pos):
         old = self.cache.sum(2)
@@ -198,13 +195,14 @@ class ReadBeforeWrite(torch.nn.Module):
         return old, self.cache + 0
 
 
-class ReadFeedsWrite(torch.nn.Module):
+class ReadFeedsWrite(dm.CacheModule):
     """The old cache feeds the value being written: it is read before the write on every
     engine, so the write is in place."""
 
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.ones(CACHE_SHAPE))
+    SHAPE = CACHE_SHAPE
+
+    def initial(self):
+        return torch.ones(self.SHAPE)
 
     def forward(self, x, pos):
         v = self.cache[:, :, 0:1] * 2 + x.view(1, 1, 1, D)
@@ -310,12 +308,11 @@ class ReadBack(torch.nn.Module):
         return self.m.buf * scale, self.m.counter * 1
 
 
-class ZeroThenWrite(torch.nn.Module):
+class ZeroThenWrite(dm.CacheModule):
     """``cache.zero_()`` then one row: the new cache does not depend on the old one."""
 
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.ones(8, 4))
+    def initial(self):
+        return torch.ones(self.SHAPE)
 
     def forward(self, x, pos):
         self.cache.zero_()
@@ -342,12 +339,10 @@ class Reset(torch.nn.Module):
         return out
 
 
-class LayerSlab(torch.nn.Module):
+class LayerSlab(dm.CacheModule):
     """A write into a view of the cache (one layer of a stacked cache)."""
 
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.zeros(2, 8, 4))
+    SHAPE = (2, 8, 4)
 
     def forward(self, x, pos):
         self.cache[1].index_copy_(0, pos, x)
@@ -418,11 +413,7 @@ class StateWritesTest(absltest.TestCase):
                   [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)])
 
     def test_two_writes_to_one_cache_say_so(self):
-        class TwoWrites(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.register_buffer("cache", torch.zeros(8, 4))
-
+        class TwoWrites(dm.CacheModule):
             def forward(self, x, pos):
                 self.cache.index_copy_(0, pos, x)
                 self.cache.index_copy_(0, pos + 1, x * 2)
