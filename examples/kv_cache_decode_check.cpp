@@ -98,8 +98,8 @@ int Main(int argc, char** argv) {
   }
   for (const char* method : {"prefill", "decode"}) {
     if (plan_copies->Find(method) == nullptr) {
-      return Invalid(flags.model + ": the program has no method '" + method + "' (it has: " +
-                     plan_copies->MethodNames() + ")");
+      return Invalid(flags.model + ": the program has no method '" + method +
+                     "' (it has: " + plan_copies->MethodNames() + ")");
     }
   }
   executorch::runtime::runtime_init();
@@ -118,8 +118,7 @@ int Main(int argc, char** argv) {
   }
   if (outcome.ok() && flags.sessions > 0) {
     check = "sessions";
-    std::printf("[3/3] %d interleaved sessions, each with its own cache memory\n",
-                flags.sessions);
+    std::printf("[3/3] %d interleaved sessions, each with its own cache memory\n", flags.sessions);
     outcome = CheckSessions(flags, ref, steps);
   }
   if (!rows.empty()) {

@@ -91,8 +91,8 @@ struct TensorFacts {
 // *problem.
 bool ReadTensor(const Values* values, int32_t index, TensorFacts* out, std::string* problem) {
   if (index < 0 || static_cast<uint32_t>(index) >= Size(values)) {
-    *problem = "value index " + std::to_string(index) + " outside the plan's " + std::to_string(Size(values)) +
-               " values";
+    *problem = "value index " + std::to_string(index) + " outside the plan's " +
+               std::to_string(Size(values)) + " values";
     return false;
   }
   const fb::EValue* value = values->Get(static_cast<uint32_t>(index));
@@ -112,20 +112,22 @@ bool ReadTensor(const Values* values, int32_t index, TensorFacts* out, std::stri
   for (uint32_t d = 0; d < Size(sizes); ++d) {
     const int32_t size = sizes->Get(d);
     if (size < 0 || __builtin_mul_overflow(nbytes, static_cast<uint64_t>(size), &nbytes)) {
-      *problem = "value #" + std::to_string(index) + " has an invalid size " + std::to_string(size) + " in dim " +
-                 std::to_string(d);
+      *problem = "value #" + std::to_string(index) + " has an invalid size " +
+                 std::to_string(size) + " in dim " + std::to_string(d);
       return false;
     }
   }
   out->nbytes = nbytes;
   out->static_shape = tensor->shape_dynamism() == fb::TensorShapeDynamism::STATIC;
-  out->name = tensor->extra_tensor_info() == nullptr ? std::string()
-                                                      : Str(tensor->extra_tensor_info()->fully_qualified_name());
+  out->name = tensor->extra_tensor_info() == nullptr
+                  ? std::string()
+                  : Str(tensor->extra_tensor_info()->fully_qualified_name());
   return true;
 }
 
 // The copies one method's plan makes. On failure returns false and sets *problem and *where.
-bool ReadMethod(const fb::ExecutionPlan& plan, MethodCopies* method, std::string* problem, std::string* where) {
+bool ReadMethod(const fb::ExecutionPlan& plan, MethodCopies* method, std::string* problem,
+                std::string* where) {
   method->method = Str(plan.name());
   const Values* values = plan.values();
   const auto* operators = plan.operators();
@@ -133,9 +135,11 @@ bool ReadMethod(const fb::ExecutionPlan& plan, MethodCopies* method, std::string
   for (uint32_t c = 0; c < Size(chains); ++c) {
     const auto* instructions = chains->Get(c)->instructions();
     for (uint32_t i = 0; i < Size(instructions); ++i) {
-      *where = "method '" + method->method + "', chain " + std::to_string(c) + ", instruction " + std::to_string(i);
+      *where = "method '" + method->method + "', chain " + std::to_string(c) + ", instruction " +
+               std::to_string(i);
       const fb::Instruction* instruction = instructions->Get(i);
-      if (instruction->instr_args_type() == fb::InstructionArguments::JumpFalseCall) method->exact = false;
+      if (instruction->instr_args_type() == fb::InstructionArguments::JumpFalseCall)
+        method->exact = false;
       if (instruction->instr_args_type() != fb::InstructionArguments::KernelCall) continue;
       const fb::KernelCall* call = instruction->instr_args_as_KernelCall();
       if (call == nullptr) {
@@ -222,15 +226,17 @@ std::string ProgramCopies::MethodNames() const {
   return names;
 }
 
-Result<ProgramCopies> ParseProgramCopies(const uint8_t* data, size_t size, const std::string& source,
-                                         std::string* error) {
+Result<ProgramCopies> ParseProgramCopies(const uint8_t* data, size_t size,
+                                         const std::string& source, std::string* error) {
   const std::string prefix = source + ": cannot read the execution plan: ";
   if (size < 8) {
-    *error = prefix + "only " + std::to_string(size) + " bytes, too short for an ExecuTorch program";
+    *error =
+        prefix + "only " + std::to_string(size) + " bytes, too short for an ExecuTorch program";
     return Error::InvalidProgram;
   }
   if (!flatbuffers::BufferHasIdentifier(data, fb::ProgramIdentifier())) {
-    *error = prefix + "file identifier '" + Printable(data + 4, 4) + "', expected '" + fb::ProgramIdentifier() +
+    *error = prefix + "file identifier '" + Printable(data + 4, 4) + "', expected '" +
+             fb::ProgramIdentifier() +
              "' (not an ExecuTorch program, or one of another schema version)";
     return Error::InvalidProgram;
   }
@@ -241,15 +247,18 @@ Result<ProgramCopies> ParseProgramCopies(const uint8_t* data, size_t size, const
   // least as aligned as the builder's (a caller's unaligned buffer is copied).
   std::unique_ptr<std::max_align_t[]> aligned;
   if (reinterpret_cast<uintptr_t>(data) % alignof(std::max_align_t) != 0) {
-    aligned.reset(new std::max_align_t[(size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)]);
+    aligned.reset(
+        new std::max_align_t[(size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)]);
     std::memcpy(aligned.get(), data, size);
     data = reinterpret_cast<const uint8_t*>(aligned.get());
   }
   flatbuffers::Verifier verifier(data, size);
   if (!fb::VerifyProgramBuffer(verifier)) {
     *error = prefix + "the program flatbuffer (" + std::to_string(size) +
-             " bytes) fails verification against ExecuTorch's schema: an offset, length or alignment out of "
-             "range, or more nesting or tables than flatbuffers' verifier allows (the file is corrupt or "
+             " bytes) fails verification against ExecuTorch's schema: an offset, length or "
+             "alignment out of "
+             "range, or more nesting or tables than flatbuffers' verifier allows (the file is "
+             "corrupt or "
              "truncated: re-export it)";
     return Error::InvalidProgram;
   }
@@ -304,8 +313,8 @@ Result<ProgramCopies> ReadProgramCopies(const std::string& path, std::string* er
     if (header_length < kExtendedHeaderMinLength || program_size < 8 || program_size > file_size) {
       std::fclose(f);
       *error = path + ": cannot read the execution plan: corrupt extended header (length " +
-               std::to_string(header_length) + ", program size " + std::to_string(program_size) + ", file " +
-               std::to_string(file_size) + " bytes)";
+               std::to_string(header_length) + ", program size " + std::to_string(program_size) +
+               ", file " + std::to_string(file_size) + " bytes)";
       return Error::InvalidProgram;
     }
   }

@@ -97,6 +97,7 @@ executorch::runtime::Result<ProgramCopies> ParseProgramCopies(const uint8_t* dat
 // or the whole file if it has none) and parses it with ParseProgramCopies. On failure returns
 // Error::AccessFailed (cannot open or read the file) or Error::InvalidProgram, and sets *error
 // to a message naming `path` and the problem.
-executorch::runtime::Result<ProgramCopies> ReadProgramCopies(const std::string& path, std::string* error);
+executorch::runtime::Result<ProgramCopies> ReadProgramCopies(const std::string& path,
+                                                             std::string* error);
 
 }  // namespace executorch_trt::examples

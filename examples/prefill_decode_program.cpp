@@ -52,8 +52,7 @@ Result<std::unique_ptr<PrefillDecodeProgram>> PrefillDecodeProgram::Load(
       executorch::extension::FileDataLoader::from(path.c_str());
   Error err = loader.error();
   if (loader.ok()) {
-    p->loader_ =
-        std::make_unique<executorch::extension::FileDataLoader>(std::move(loader.get()));
+    p->loader_ = std::make_unique<executorch::extension::FileDataLoader>(std::move(loader.get()));
     Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
         p->loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
     err = program.error();
@@ -62,8 +61,8 @@ Result<std::unique_ptr<PrefillDecodeProgram>> PrefillDecodeProgram::Load(
     }
   }
   if (err != Error::Ok) {
-    *error = path + ": not a loadable ExecuTorch program (error " + ErrorCode(err) +
-             "); re-export it";
+    *error =
+        path + ": not a loadable ExecuTorch program (error " + ErrorCode(err) + "); re-export it";
     return err;
   }
   p->caches_ = caches;
@@ -148,8 +147,7 @@ Error PrefillDecodeProgram::LoadIntoSharedArenas(Phase phase) {
 }
 
 Error PrefillDecodeProgram::LoadMethod(Phase phase, const std::string& path,
-                                       const std::vector<CacheBuffer>& caches,
-                                       std::string* error) {
+                                       const std::vector<CacheBuffer>& caches, std::string* error) {
   const Error err = LoadIntoSharedArenas(phase);
   if (err != Error::Ok) {
     *error = path + ": cannot load method '" + PhaseName(phase) + "' (error " + ErrorCode(err) +
@@ -195,9 +193,8 @@ Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
   }
   for (size_t i = 0; i < caches_.size(); ++i) {
     if (static_cast<int64_t>((*memory)[i].size()) != caches_[i].numel) {
-      *error = "binding memory: " + std::to_string((*memory)[i].size()) +
-               " floats for cache '" + caches_[i].name + "' of " +
-               std::to_string(caches_[i].numel);
+      *error = "binding memory: " + std::to_string((*memory)[i].size()) + " floats for cache '" +
+               caches_[i].name + "' of " + std::to_string(caches_[i].numel);
       return Error::InvalidArgument;
     }
   }
@@ -215,8 +212,8 @@ Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
   return Error::Ok;
 }
 
-Error PrefillDecodeProgram::Prefill(const std::vector<int64_t>& prompt,
-                                    std::vector<float>* logits, std::string* error) {
+Error PrefillDecodeProgram::Prefill(const std::vector<int64_t>& prompt, std::vector<float>* logits,
+                                    std::string* error) {
   return Run(Phase::kPrefill, prompt, 0, logits, error);
 }
 

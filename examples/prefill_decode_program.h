@@ -127,8 +127,8 @@ class PrefillDecodeProgram {
   // Errors (with *error): the method's own (Method::set_input or Method::execute, e.g. a
   // prompt whose length is not the exported T); Error::InvalidProgram if the method returns
   // no logits tensor or one that is not float32 [1, T, V].
-  executorch::runtime::Error Prefill(const std::vector<int64_t>& prompt,
-                                     std::vector<float>* logits, std::string* error);
+  executorch::runtime::Error Prefill(const std::vector<int64_t>& prompt, std::vector<float>* logits,
+                                     std::string* error);
 
   // Runs decode on `token` at cache position `position` and copies its logits into *logits.
   // Errors as Prefill (logits must be float32 [1, 1, V]).
@@ -154,8 +154,7 @@ class PrefillDecodeProgram {
   executorch::runtime::Error LoadIntoSharedArenas(Phase phase);
   // LoadIntoSharedArenas, then finds `caches` in the method; *error says what failed.
   executorch::runtime::Error LoadMethod(Phase phase, const std::string& path,
-                                        const std::vector<CacheBuffer>& caches,
-                                        std::string* error);
+                                        const std::vector<CacheBuffer>& caches, std::string* error);
   executorch::runtime::Error Run(Phase phase, const std::vector<int64_t>& tokens, int64_t start,
                                  std::vector<float>* logits, std::string* error);
 

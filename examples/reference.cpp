@@ -56,8 +56,9 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
   buf << in.rdbuf();
   const json j = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return Fail(error, path, "not valid JSON or not a JSON object (NaN/Infinity are not JSON); is this "
-                             "the reference written by export_kv_cache_decode.py?");
+    return Fail(error, path,
+                "not valid JSON or not a JSON object (NaN/Infinity are not JSON); is this "
+                "the reference written by export_kv_cache_decode.py?");
   }
   if (!j.contains("format") || j["format"] != kFormat) {
     return Fail(error, path, std::string("\"format\" must be \"") + kFormat + "\"");
@@ -75,16 +76,18 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
   }
   for (const auto& c : j["caches"]) {
     CacheSpec spec;
-    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() ||
-        !c.contains("shape") || !ReadInts(c["shape"], &spec.shape) || spec.shape.empty() ||
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("shape") ||
+        !ReadInts(c["shape"], &spec.shape) || spec.shape.empty() ||
         c.value("dtype", "") != "float32") {
       return Fail(error, path, "each cache needs \"name\", \"shape\" and dtype \"float32\"");
     }
     int64_t numel = 1;
     for (int64_t d : spec.shape) {
-      if (d <= 0 || d > (int64_t{1} << 31)) return Fail(error, path, "cache shape has a bad dimension");
+      if (d <= 0 || d > (int64_t{1} << 31))
+        return Fail(error, path, "cache shape has a bad dimension");
       numel *= d;
-      if (numel > (int64_t{1} << 34)) return Fail(error, path, "cache " + c["name"].get<std::string>() + " is implausibly large");
+      if (numel > (int64_t{1} << 34))
+        return Fail(error, path, "cache " + c["name"].get<std::string>() + " is implausibly large");
     }
     spec.name = c["name"].get<std::string>();
     out->caches.push_back(std::move(spec));
@@ -98,7 +101,8 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
         !s.contains("token") || !s["token"].is_number_integer() || !s.contains("logits") ||
         !s["logits"].is_array() || !s.contains("cache_checksums") ||
         !s["cache_checksums"].is_object()) {
-      return Fail(error, path, "each step needs \"step\", \"token\", \"logits\", \"cache_checksums\"");
+      return Fail(error, path,
+                  "each step needs \"step\", \"token\", \"logits\", \"cache_checksums\"");
     }
     step.step = s["step"].get<int>();
     step.token = s["token"].get<int64_t>();
@@ -106,7 +110,9 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
       if (!v.is_number()) return Fail(error, path, "logits must be numbers");
       const double x = v.get<double>();
       if (!std::isfinite(static_cast<float>(x))) {
-        return Fail(error, path, "step " + std::to_string(out->steps.size()) + " has a logit that is not a finite float32");
+        return Fail(error, path,
+                    "step " + std::to_string(out->steps.size()) +
+                        " has a logit that is not a finite float32");
       }
       step.logits.push_back(static_cast<float>(x));
     }
@@ -118,12 +124,15 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
       return Fail(error, path, "every step must have the same, non-zero number of logits");
     }
     if (step.token < 0 || step.token >= out->vocab_size) {
-      return Fail(error, path, "step " + std::to_string(step.step) + " token is out of the vocabulary");
+      return Fail(error, path,
+                  "step " + std::to_string(step.step) + " token is out of the vocabulary");
     }
     for (const auto& spec : out->caches) {
       const auto it = s["cache_checksums"].find(spec.name);
       if (it == s["cache_checksums"].end() || !it->is_array() || it->size() != 4) {
-        return Fail(error, path, "step " + std::to_string(step.step) + " has no 4-value checksum for cache " + spec.name);
+        return Fail(error, path,
+                    "step " + std::to_string(step.step) + " has no 4-value checksum for cache " +
+                        spec.name);
       }
       Checksum checksum;
       for (const auto& v : *it) {
@@ -138,8 +147,9 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
   }
   for (int64_t tok : out->prompt) {
     if (tok < 0 || tok >= out->vocab_size) {
-      return Fail(error, path, "prompt token " + std::to_string(tok) + " is outside the vocabulary [0, " +
-                                   std::to_string(out->vocab_size) + ")");
+      return Fail(error, path,
+                  "prompt token " + std::to_string(tok) + " is outside the vocabulary [0, " +
+                      std::to_string(out->vocab_size) + ")");
     }
   }
   return true;

@@ -19,8 +19,8 @@
 namespace executorch_trt::examples {
 
 struct CacheSpec {
-  std::string name;              // buffer FQN, e.g. "inner.key_cache_0"
-  std::vector<int64_t> shape;    // [batch, kv_heads, max_seq_len, head_dim]
+  std::string name;            // buffer FQN, e.g. "inner.key_cache_0"
+  std::vector<int64_t> shape;  // [batch, kv_heads, max_seq_len, head_dim]
   int64_t numel() const;
 };
 
@@ -32,8 +32,8 @@ Checksum CacheChecksum(const float* data, int64_t numel);
 
 struct ReferenceStep {
   int step = 0;
-  int64_t token = 0;           // greedy argmax of `logits`
-  std::vector<float> logits;   // last-position logits, [vocab_size]
+  int64_t token = 0;          // greedy argmax of `logits`
+  std::vector<float> logits;  // last-position logits, [vocab_size]
   std::map<std::string, Checksum> cache_checksums;
 };
 

@@ -48,8 +48,7 @@ bool LogitsWithin(double max_dlogit, const std::vector<float>& want, double tol)
 }
 
 std::string StepName(int step) {
-  return step == 0 ? std::string("step 0 (prefill)")
-                   : "step " + std::to_string(step) + " (decode)";
+  return step == 0 ? std::string("step 0 (prefill)") : "step " + std::to_string(step) + " (decode)";
 }
 
 Phase PhaseOfStep(int step) { return step == 0 ? Phase::kPrefill : Phase::kDecode; }
@@ -71,8 +70,7 @@ Outcome LoadProgram(const std::string& path, const Reference& ref,
   if (!meta.ok() || meta->sizes().size() != 2 ||
       meta->sizes()[1] != static_cast<int64_t>(ref.prompt.size())) {
     return Outcome::Invalid(path + ": prefill's input_ids must be [1, " +
-                            std::to_string(ref.prompt.size()) +
-                            "] (the reference prompt length)");
+                            std::to_string(ref.prompt.size()) + "] (the reference prompt length)");
   }
   *out = std::move(p.get());
   return Outcome::Pass();
@@ -229,8 +227,8 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
     row.ms = std::chrono::duration<double, std::milli>(elapsed).count();
     if (static_cast<int64_t>(logits.size()) != ref.vocab_size) {
       return Outcome::Fail("logits have " + std::to_string(logits.size()) +
-                           " entries, the reference " + std::to_string(ref.vocab_size) +
-                           ", at " + where);
+                           " entries, the reference " + std::to_string(ref.vocab_size) + ", at " +
+                           where);
     }
     row.max_dlogit = MaxAbsDiff(logits, want.logits);
     o = CheckStepCaches(*p, ref, before, flags.checksum_tol, where, &row, rows);
@@ -243,17 +241,16 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
     }
     if (!flags.allow_state_copies && row.state_copied() != 0) {
       return Outcome::Fail(
-          StateCopiesMessage(PhaseName(phase), row.delegate_copied, write_backs, ref) +
-          ", at " + where);
+          StateCopiesMessage(PhaseName(phase), row.delegate_copied, write_backs, ref) + ", at " +
+          where);
     }
     if (row.token != want.token) {
       return Outcome::Fail("token " + std::to_string(row.token) + " != reference " +
                            std::to_string(want.token) + ", at " + where);
     }
     if (!LogitsWithin(row.max_dlogit, want.logits, flags.tol)) {
-      return Outcome::Fail("logits differ by " + std::to_string(row.max_dlogit) +
-                           " (tolerance " + std::to_string(flags.tol) + " x scale), at " +
-                           where);
+      return Outcome::Fail("logits differ by " + std::to_string(row.max_dlogit) + " (tolerance " +
+                           std::to_string(flags.tol) + " x scale), at " + where);
     }
     token = row.token;
   }

@@ -51,8 +51,8 @@ bool SetValueFlag(const std::string& arg, const std::string& value, Flags* flags
     const double limit = arg == "--steps" ? kMaxSteps : kMaxSessions;
     if (!ParseNumber(value, &number) || number < 0 || number != std::floor(number) ||
         number > limit) {
-      *error = arg + " must be an integer in [0, " +
-               std::to_string(static_cast<long>(limit)) + "], got '" + value + "'";
+      *error = arg + " must be an integer in [0, " + std::to_string(static_cast<long>(limit)) +
+               "], got '" + value + "'";
       return false;
     }
     (arg == "--steps" ? flags->steps : flags->sessions) = static_cast<int>(number);
@@ -149,8 +149,7 @@ ParseStatus ParseFlags(int argc, char** argv, Flags* flags, std::string* error) 
     }
   }
   if (flags->model.empty() != flags->reference.empty()) {
-    *error =
-        "give --model and --reference together (a program and the reference written for it)";
+    *error = "give --model and --reference together (a program and the reference written for it)";
     return ParseStatus::kUsage;
   }
   if (flags->model.empty()) {

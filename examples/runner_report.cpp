@@ -36,8 +36,8 @@ void PrintWriteBacks(const ProgramCopies& plan_copies) {
     const MethodCopies& m = *plan_copies.Find(method);
     const bool any = !m.copies.empty();
     std::printf("  %s: ExecuTorch writes back %llu bytes per call%s%s%s%s\n", method,
-                Ull(m.BytesPerCall()), any ? " (" : "", ListWriteBacks(m).c_str(),
-                any ? ")" : "", ExactnessNote(m).c_str());
+                Ull(m.BytesPerCall()), any ? " (" : "", ListWriteBacks(m).c_str(), any ? ")" : "",
+                ExactnessNote(m).c_str());
   }
 }
 
@@ -62,10 +62,10 @@ void PrintTable(const std::vector<StepRow>& rows, bool allow_state_copies) {
   uint64_t delegate = 0;
   uint64_t written_back = 0;
   for (const auto& r : rows) {
-    std::printf("  %4d  %5lld  %5lld  %11.2e  %17.2e  %18llu  (%8llu + %10llu)  %10.2f\n",
-                r.step, static_cast<long long>(r.token), static_cast<long long>(r.ref_token),
-                r.max_dlogit, r.max_dchecksum, Ull(r.state_copied()), Ull(r.delegate_copied),
-                Ull(r.written_back), r.ms);
+    std::printf("  %4d  %5lld  %5lld  %11.2e  %17.2e  %18llu  (%8llu + %10llu)  %10.2f\n", r.step,
+                static_cast<long long>(r.token), static_cast<long long>(r.ref_token), r.max_dlogit,
+                r.max_dchecksum, Ull(r.state_copied()), Ull(r.delegate_copied), Ull(r.written_back),
+                r.ms);
     delegate += r.delegate_copied;
     written_back += r.written_back;
   }

@@ -20,7 +20,7 @@ struct StepRow {
   int64_t token = 0;
   int64_t ref_token = 0;
   double max_dlogit = 0;
-  double max_dchecksum = 0;  // relative to the cache's scale
+  double max_dchecksum = 0;      // relative to the cache's scale
   uint64_t delegate_copied = 0;  // the delegate's copy counter across this execute
   uint64_t written_back = 0;     // ExecuTorch's write-backs per call of the method (its plan)
   double ms = 0;

@@ -12,9 +12,9 @@
 #include "core/binding/binding_plan.h"
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
+#include "core/common/runtime_types.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_factory.h"
-#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
@@ -42,8 +42,7 @@ Result<DelegateHandle*> TensorRTBackend::init(
     ET_LOG(Error, "executorch_trt: init called without a delegate blob.");
     return Error::InvalidArgument;
   }
-  std::unique_ptr<DelegateState> state(new (std::nothrow)
-                                           DelegateState(std::move(*processed)));
+  std::unique_ptr<DelegateState> state(new (std::nothrow) DelegateState(std::move(*processed)));
   if (state == nullptr) {
     return Error::MemoryAllocationFailed;
   }
@@ -59,8 +58,8 @@ Result<DelegateHandle*> TensorRTBackend::init(
   if (!metadata.ok()) {
     return metadata.error();
   }
-  Result<std::unique_ptr<Engine>> engine = CreateEngine(
-      metadata->engine, header->Payload(blob), static_cast<size_t>(header->payload_size));
+  Result<std::unique_ptr<Engine>> engine = CreateEngine(metadata->engine, header->Payload(blob),
+                                                        static_cast<size_t>(header->payload_size));
   if (!engine.ok()) {
     return engine.error();
   }
@@ -102,7 +101,8 @@ const Error kRegistration = [] {
       executorch::runtime::Backend{kTensorRTBackendId, &BackendInstance()});
   if (err != Error::Ok) {
     ET_LOG(Error,
-           "executorch_trt: registering backend '%s' failed (error 0x%" PRIx32 "); is the "
+           "executorch_trt: registering backend '%s' failed (error 0x%" PRIx32
+           "); is the "
            "library loaded twice (statically and as libexecutorch_trt.so)?",
            kTensorRTBackendId, static_cast<uint32_t>(err));
   }

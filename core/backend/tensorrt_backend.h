@@ -34,8 +34,7 @@ class TensorRTBackend final : public executorch::runtime::BackendInterface {
   executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
       executorch::runtime::BackendInitContext& context,
       executorch::runtime::FreeableBuffer* processed,
-      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs)
-      const override;
+      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs) const override;
 
   // Runs BindingPlan::Execute on `args` (inputs, then outputs, per the blob metadata).
   executorch::runtime::Error execute(

@@ -35,8 +35,7 @@ size_t NumBytes(ScalarType dtype, const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
-                                        const Engine& engine) {
+Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata, const Engine& engine) {
   // Counts first: a count mismatch explains every later name mismatch.
   size_t engine_inputs = 0;
   size_t engine_outputs = 0;
@@ -48,8 +47,8 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
   if (metadata.inputs.size() != engine_inputs || metadata.outputs.size() != engine_outputs) {
     return Reject("the blob metadata lists " + std::to_string(metadata.inputs.size()) +
                   " inputs and " + std::to_string(metadata.outputs.size()) +
-                  " outputs, the engine has " + std::to_string(engine_inputs) +
-                  " inputs and " + std::to_string(engine_outputs) +
+                  " outputs, the engine has " + std::to_string(engine_inputs) + " inputs and " +
+                  std::to_string(engine_outputs) +
                   " outputs; the blob and its engine disagree, re-export the model.");
   }
 
@@ -70,8 +69,9 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
     }
     const TensorIOMode mode = engine.IOMode(meta.name);
     if (mode == TensorIOMode::kNone) {
-      return Reject(what + " is not a binding of the engine; the blob metadata and the "
-                           "engine disagree, re-export the model.");
+      return Reject(what +
+                    " is not a binding of the engine; the blob metadata and the "
+                    "engine disagree, re-export the model.");
     }
     if (mode != want) {
       return Reject(what + " is an engine " + TensorIOModeName(mode) +
@@ -102,8 +102,8 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
   std::set<std::string> aliased_inputs;
   for (const AliasedIo& alias : metadata.aliased_io) {
     const std::string what = std::string("aliased_io entry (output '") + alias.output +
-                             "' -> input '" + alias.input + "', kind " +
-                             AliasKindName(alias.kind) + ")";
+                             "' -> input '" + alias.input + "', kind " + AliasKindName(alias.kind) +
+                             ")";
     auto out_it = arg_by_name.find(alias.output);
     auto in_it = arg_by_name.find(alias.input);
     if (out_it == arg_by_name.end() || out_it->second < plan.num_inputs_) {
@@ -137,9 +137,8 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
           return Reject(what + ": the engine says output '" + alias.output +
                         "' aliases no input; the blob and the engine disagree, re-export.");
         } else if (report.input != alias.input) {
-          return Reject(what + ": the engine says output '" + alias.output +
-                        "' aliases input '" + report.input +
-                        "'; the blob and the engine disagree, re-export.");
+          return Reject(what + ": the engine says output '" + alias.output + "' aliases input '" +
+                        report.input + "'; the blob and the engine disagree, re-export.");
         }
         break;
       }
@@ -150,9 +149,8 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
     // kv_cache_update the engine agrees with the alias, so a mismatch means a corrupt
     // engine; for user it is the only check there is.
     if (in.dtype != out.dtype || in.shape != out.shape) {
-      return Reject(what + ": input is " + DTypeName(in.dtype) + " " +
-                    ShapeString(in.shape) + " but output is " + DTypeName(out.dtype) + " " +
-                    ShapeString(out.shape) +
+      return Reject(what + ": input is " + DTypeName(in.dtype) + " " + ShapeString(in.shape) +
+                    " but output is " + DTypeName(out.dtype) + " " + ShapeString(out.shape) +
                     "; an output can only alias an input of the same dtype and shape. Fix "
                     "the alias declaration and re-export.");
     }
@@ -168,7 +166,8 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata,
     const AliasReport report = engine.AliasedInput(out.name);
     if (report.status == AliasReport::Status::kAliased && !out.aliased) {
       return Reject("the engine updates input '" + report.input + "' in place through " +
-                    "output '" + out.name + "' but the blob declares no such alias; "
+                    "output '" + out.name +
+                    "' but the blob declares no such alias; "
                     "re-export so aliased_io records it.");
     }
   }

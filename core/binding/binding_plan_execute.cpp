@@ -10,12 +10,11 @@
 #include "core/binding/binding_plan.h"
 #include "core/binding/copy_counter.h"
 #include "core/blob/dtype_name.h"
-#include "core/common/shape_string.h"
 #include "core/common/runtime_types.h"
+#include "core/common/shape_string.h"
 
 namespace executorch_trt {
 namespace {
-
 
 std::string SizesString(const Tensor& t) {
   std::string s = "[";
@@ -82,14 +81,12 @@ Error BindingPlan::Execute(Engine& engine, Span<EValue*> args) const {
     if (b.mode == TensorIOMode::kInput) {
       err = engine.SetInputShape(b.name, b.shape);
       if (err == Error::Ok) {
-        err = engine.SetTensorAddress(b.name, args[i]->toTensor().mutable_data_ptr(),
-                                      b.nbytes);
+        err = engine.SetTensorAddress(b.name, args[i]->toTensor().mutable_data_ptr(), b.nbytes);
       }
     } else {
       // An aliased output writes into its input's storage: the caller's state.
       const size_t source = b.aliased ? b.alias_input_arg : i;
-      err = engine.SetTensorAddress(b.name, args[source]->toTensor().mutable_data_ptr(),
-                                    b.nbytes);
+      err = engine.SetTensorAddress(b.name, args[source]->toTensor().mutable_data_ptr(), b.nbytes);
     }
     if (err != Error::Ok) {
       ET_LOG(Error, "executorch_trt: binding %s '%s' (delegate argument %zu) failed.",

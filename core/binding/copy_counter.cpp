@@ -14,9 +14,7 @@ std::atomic<uint64_t>& Counter() {
 
 }  // namespace
 
-void AddBytesCopied(uint64_t nbytes) {
-  Counter().fetch_add(nbytes, std::memory_order_relaxed);
-}
+void AddBytesCopied(uint64_t nbytes) { Counter().fetch_add(nbytes, std::memory_order_relaxed); }
 
 uint64_t BytesCopied() { return Counter().load(std::memory_order_relaxed); }
 

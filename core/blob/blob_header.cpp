@@ -44,8 +44,10 @@ Error VerifyChecksum(const BlobHeader& h, const uint8_t* bytes) {
   if ((h.required_features & kBlobFeatureChecksum) == 0) {
     if (h.checksum != 0) {
       ET_LOG(Error,
-             "executorch_trt: blob checksum field is 0x%016" PRIx64 " but required_features "
-             "0x%" PRIx64 " lacks the CHECKSUM bit (the field is reserved, 0, without it); "
+             "executorch_trt: blob checksum field is 0x%016" PRIx64
+             " but required_features "
+             "0x%" PRIx64
+             " lacks the CHECKSUM bit (the field is reserved, 0, without it); "
              "the blob is corrupted; re-export.",
              h.checksum, h.required_features);
       return Error::InvalidProgram;
@@ -63,8 +65,8 @@ Error VerifyChecksum(const BlobHeader& h, const uint8_t* bytes) {
     return Error::InvalidProgram;
   }
   const uint64_t end = h.payload_offset + h.payload_size;
-  const uint64_t actual = Blake2b64(bytes + h.metadata_offset,
-                                    static_cast<size_t>(end - h.metadata_offset));
+  const uint64_t actual =
+      Blake2b64(bytes + h.metadata_offset, static_cast<size_t>(end - h.metadata_offset));
   if (actual != h.checksum) {
     ET_LOG(Error,
            "executorch_trt: blob checksum mismatch over bytes [%" PRIu64 ", %" PRIu64
@@ -110,8 +112,10 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
 
   if (h.format_version != kBlobFormatVersion) {
     ET_LOG(Error,
-           "executorch_trt: blob format_version is %" PRIu32 ", this runtime reads only "
-           "version %" PRIu32 "; re-export the model with a matching executorch-trt, or "
+           "executorch_trt: blob format_version is %" PRIu32
+           ", this runtime reads only "
+           "version %" PRIu32
+           "; re-export the model with a matching executorch-trt, or "
            "update the runtime.",
            h.format_version, kBlobFormatVersion);
     return Error::DelegateInvalidCompatibility;
@@ -119,7 +123,8 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
   const uint64_t unknown = h.required_features & ~kBlobKnownFeatures;
   if (unknown != 0) {
     ET_LOG(Error,
-           "executorch_trt: blob requires feature bits 0x%" PRIx64 " that this runtime "
+           "executorch_trt: blob requires feature bits 0x%" PRIx64
+           " that this runtime "
            "does not know (known: 0x%" PRIx64 "); update the runtime or re-export.",
            unknown, kBlobKnownFeatures);
     return Error::DelegateInvalidCompatibility;

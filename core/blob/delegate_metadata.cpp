@@ -82,8 +82,8 @@ Error Fail(const std::string& message) {
 
 // Returns the string member `key` of `obj` in `*out`; false (and logs) if missing or
 // not a string.
-bool GetString(const json& obj, const char* key, const std::string& where,
-               std::string* out, bool* missing = nullptr) {
+bool GetString(const json& obj, const char* key, const std::string& where, std::string* out,
+               bool* missing = nullptr) {
   auto it = obj.find(key);
   if (it == obj.end()) {
     if (missing != nullptr) {
@@ -158,8 +158,7 @@ Error ParseBindings(const json& root, const char* key, std::vector<TensorBinding
   const std::string singular = std::string(key).substr(0, std::string(key).size() - 1);
   size_t index = 0;
   for (const json& entry : *list) {
-    Result<TensorBinding> binding =
-        ParseBinding(entry, singular + " " + std::to_string(index));
+    Result<TensorBinding> binding = ParseBinding(entry, singular + " " + std::to_string(index));
     if (!binding.ok()) {
       return binding.error();
     }
@@ -179,8 +178,8 @@ Result<AliasedIo> ParseAlias(const json& entry, size_t index, uint64_t required_
       !GetString(entry, "input", where, &alias.input)) {
     return Error::InvalidProgram;
   }
-  const std::string named = where + " (output '" + alias.output + "' -> input '" +
-                            alias.input + "')";
+  const std::string named =
+      where + " (output '" + alias.output + "' -> input '" + alias.input + "')";
   std::string kind;
   bool kind_missing = false;
   if (!GetString(entry, "kind", named, &kind, &kind_missing)) {
@@ -201,13 +200,14 @@ Result<AliasedIo> ParseAlias(const json& entry, size_t index, uint64_t required_
   }
   if (ownership_missing) {
     if ((required_features & kBlobFeatureOwnership) != 0) {
-      return Fail(named + " has no 'ownership' although the blob requires the OWNERSHIP "
-                          "feature; the blob is corrupt, re-export it.");
+      return Fail(named +
+                  " has no 'ownership' although the blob requires the OWNERSHIP "
+                  "feature; the blob is corrupt, re-export it.");
     }
     alias.ownership = Ownership::kCaller;
   } else if (!FindValue(kOwnershipNames, ownership, &alias.ownership)) {
-    return Fail(named + " has unknown ownership '" + ownership +
-                "'; this runtime supports " + KnownNames(kOwnershipNames) +
+    return Fail(named + " has unknown ownership '" + ownership + "'; this runtime supports " +
+                KnownNames(kOwnershipNames) +
                 " (storage owned above the delegate). Re-export with caller-owned state.");
   }
   return alias;
@@ -232,8 +232,8 @@ Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
     return Error::InvalidProgram;
   }
   if (!FindValue(kEngineNames, engine, &metadata.engine)) {
-    return Fail("unknown engine '" + engine + "'; expected one of " +
-                KnownNames(kEngineNames) + ".");
+    return Fail("unknown engine '" + engine + "'; expected one of " + KnownNames(kEngineNames) +
+                ".");
   }
   Error err = ParseBindings(root, "inputs", &metadata.inputs);
   if (err != Error::Ok) {
@@ -246,8 +246,7 @@ Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
   auto aliases = root.find("aliased_io");
   if (aliases != root.end()) {
     if (!aliases->is_array()) {
-      return Fail(std::string("'aliased_io' must be an array, got ") +
-                  aliases->type_name() + ".");
+      return Fail(std::string("'aliased_io' must be an array, got ") + aliases->type_name() + ".");
     }
     size_t index = 0;
     for (const json& entry : *aliases) {

@@ -18,11 +18,11 @@ struct DTypeEntry {
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {"float32", ScalarType::Float}, {"float16", ScalarType::Half},
+    {"float32", ScalarType::Float},     {"float16", ScalarType::Half},
     {"bfloat16", ScalarType::BFloat16}, {"float64", ScalarType::Double},
-    {"int8", ScalarType::Char},     {"uint8", ScalarType::Byte},
-    {"int16", ScalarType::Short},   {"int32", ScalarType::Int},
-    {"int64", ScalarType::Long},    {"bool", ScalarType::Bool},
+    {"int8", ScalarType::Char},         {"uint8", ScalarType::Byte},
+    {"int16", ScalarType::Short},       {"int32", ScalarType::Int},
+    {"int64", ScalarType::Long},        {"bool", ScalarType::Bool},
 };
 
 }  // namespace

@@ -22,8 +22,8 @@ namespace executorch_trt {
 // and the accepted names) for any other string. `context` is prepended to the log line
 // (e.g. "input 'x'") so the reader knows which binding carried the bad name.
 // Thread-safe; no allocation beyond the log line.
-executorch::runtime::Result<executorch::aten::ScalarType> ParseDTypeName(
-    std::string_view name, std::string_view context);
+executorch::runtime::Result<executorch::aten::ScalarType> ParseDTypeName(std::string_view name,
+                                                                         std::string_view context);
 
 // Returns the blob name of `type` ("float32", ...), or the ExecuTorch name of the type
 // followed by " (not a blob dtype)" for types the blob cannot express. Never fails.

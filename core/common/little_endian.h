@@ -15,8 +15,7 @@ namespace executorch_trt {
 // Bounds are the caller's job: `p` must point to at least 4 readable bytes (callers check
 // the header size before reading any field). Never fails.
 inline uint32_t ReadU32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
-         (uint32_t{p[3]} << 24);
+  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
 }
 
 // The u64 stored little-endian at `p[0..7]`.

@@ -101,8 +101,8 @@ class Engine {
   // may be bound to the same address as an input (in-place update).
   // Errors: Error::NotFound (no such tensor), Error::InvalidArgument (null data for a
   // non-empty tensor, or `nbytes` smaller than the tensor needs).
-  virtual executorch::runtime::Error SetTensorAddress(const std::string& name,
-                                                      void* data, size_t nbytes) = 0;
+  virtual executorch::runtime::Error SetTensorAddress(const std::string& name, void* data,
+                                                      size_t nbytes) = 0;
 
   // Runs the engine on the bound tensors and returns when the outputs are written
   // (synchronous from the caller's point of view). Errors: Error::InvalidState (a

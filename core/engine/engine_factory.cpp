@@ -14,8 +14,7 @@ namespace executorch_trt {
 using executorch::runtime::Error;
 using executorch::runtime::Result;
 
-Result<std::unique_ptr<Engine>> CreateEngine(EngineKind kind, const uint8_t* payload,
-                                             size_t size) {
+Result<std::unique_ptr<Engine>> CreateEngine(EngineKind kind, const uint8_t* payload, size_t size) {
   switch (kind) {
     case EngineKind::kPortable: {
       Result<std::unique_ptr<PortableEngine>> engine = PortableEngine::Create(payload, size);

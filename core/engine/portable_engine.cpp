@@ -11,9 +11,9 @@
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "core/common/runtime_types.h"
 #include "core/common/shape_string.h"
 #include "core/engine/portable_payload.h"
-#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
@@ -59,8 +59,8 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
     owned_program_.assign(program_data, program_data + payload->program_size);
     program_data = owned_program_.data();
   }
-  loader_ = std::make_unique<executorch::extension::BufferDataLoader>(
-      program_data, payload->program_size);
+  loader_ = std::make_unique<executorch::extension::BufferDataLoader>(program_data,
+                                                                      payload->program_size);
   // InternalConsistency runs the flatbuffer verifier over the whole nested program, so a
   // corrupted program (offsets, vector lengths, tables) is rejected here instead of
   // crashing at load_method or execute. The blob checksum (core/blob/FORMAT.md) catches
@@ -70,7 +70,8 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
   if (!program.ok()) {
     ET_LOG(Error,
            "executorch_trt: portable engine: the nested program (%zu bytes) does not load "
-           "(error 0x%" PRIx32 "); the blob is corrupt or from an incompatible "
+           "(error 0x%" PRIx32
+           "); the blob is corrupt or from an incompatible "
            "ExecuTorch.",
            payload->program_size, static_cast<uint32_t>(program.error()));
     return program.error();
@@ -168,7 +169,8 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
   if (!method.ok()) {
     ET_LOG(Error,
            "executorch_trt: portable engine: loading the nested method failed (error "
-           "0x%" PRIx32 "); if it is OperatorMissing, link the kernels the partition uses "
+           "0x%" PRIx32
+           "); if it is OperatorMissing, link the kernels the partition uses "
            "(libexecutorch_kernels_optimized.so and libexecutorch_trt.so).",
            static_cast<uint32_t>(method.error()));
     return method.error();
@@ -186,9 +188,7 @@ PortableEngine::Binding* PortableEngine::Find(const std::string& name) {
   return const_cast<Binding*>(static_cast<const PortableEngine*>(this)->Find(name));
 }
 
-int32_t PortableEngine::NumIOTensors() const {
-  return static_cast<int32_t>(bindings_.size());
-}
+int32_t PortableEngine::NumIOTensors() const { return static_cast<int32_t>(bindings_.size()); }
 
 std::string PortableEngine::IOTensorName(int32_t index) const {
   if (index < 0 || static_cast<size_t>(index) >= bindings_.size()) {
@@ -227,8 +227,7 @@ AliasReport PortableEngine::AliasedInput(const std::string& name) const {
   return report;
 }
 
-Error PortableEngine::SetInputShape(const std::string& name,
-                                    const std::vector<int64_t>& shape) {
+Error PortableEngine::SetInputShape(const std::string& name, const std::vector<int64_t>& shape) {
   Binding* b = Find(name);
   if (b == nullptr || b->mode != TensorIOMode::kInput) {
     ET_LOG(Error, "executorch_trt: portable engine: SetInputShape: no input named '%s'.",
@@ -247,8 +246,7 @@ Error PortableEngine::SetInputShape(const std::string& name,
   return Error::Ok;
 }
 
-Error PortableEngine::SetTensorAddress(const std::string& name, void* data,
-                                       size_t nbytes) {
+Error PortableEngine::SetTensorAddress(const std::string& name, void* data, size_t nbytes) {
   Binding* b = Find(name);
   if (b == nullptr) {
     ET_LOG(Error, "executorch_trt: portable engine: SetTensorAddress: no tensor named '%s'.",
@@ -287,8 +285,8 @@ Error PortableEngine::Execute() {
       // The nested input is not memory-planned, so set_input points the method's input
       // tensor at `address` (no copy) after checking dtype and shape.
       executorch::runtime::etensor::TensorImpl impl(
-          b.dtype, static_cast<ssize_t>(b.runtime_sizes.size()), b.runtime_sizes.data(),
-          b.address, b.dim_order.data(), b.strides.data());
+          b.dtype, static_cast<ssize_t>(b.runtime_sizes.size()), b.runtime_sizes.data(), b.address,
+          b.dim_order.data(), b.strides.data());
       err = method_->set_input(EValue(executorch::aten::Tensor(&impl)), b.method_index);
     } else {
       err = method_->set_output_data_ptr(b.address, b.bound_nbytes, b.method_index);
@@ -305,8 +303,7 @@ Error PortableEngine::Execute() {
     err = method_->execute();
     if (err != Error::Ok) {
       ET_LOG(Error,
-             "executorch_trt: portable engine: the nested method failed (error 0x%" PRIx32
-             ").",
+             "executorch_trt: portable engine: the nested method failed (error 0x%" PRIx32 ").",
              static_cast<uint32_t>(err));
     }
   }

@@ -51,8 +51,8 @@ class PortableEngine final : public Engine {
   // input/output; a memory-planned input/output (Error::InvalidProgram: re-export with
   // alloc_graph_input=False, alloc_graph_output=False); a non-contiguous dim order;
   // Method load failure (e.g. a missing kernel: Error::OperatorMissing).
-  static executorch::runtime::Result<std::unique_ptr<PortableEngine>> Create(
-      const uint8_t* payload, size_t size);
+  static executorch::runtime::Result<std::unique_ptr<PortableEngine>> Create(const uint8_t* payload,
+                                                                             size_t size);
 
   ~PortableEngine() override;
   PortableEngine(const PortableEngine&) = delete;
@@ -83,11 +83,11 @@ class PortableEngine final : public Engine {
     TensorIOMode mode = TensorIOMode::kNone;
     size_t method_index = 0;  // index among the method's inputs or outputs
     executorch::aten::ScalarType dtype = executorch::aten::ScalarType::Float;
-    std::vector<int64_t> shape;            // static shape from MethodMeta
-    std::vector<int32_t> runtime_sizes;    // shape for the next Execute() (inputs)
-    std::vector<int32_t> strides;          // contiguous strides of runtime_sizes
-    std::vector<uint8_t> dim_order;        // identity
-    size_t nbytes = 0;                     // bytes of the static shape
+    std::vector<int64_t> shape;          // static shape from MethodMeta
+    std::vector<int32_t> runtime_sizes;  // shape for the next Execute() (inputs)
+    std::vector<int32_t> strides;        // contiguous strides of runtime_sizes
+    std::vector<uint8_t> dim_order;      // identity
+    size_t nbytes = 0;                   // bytes of the static shape
     void* address = nullptr;
     size_t bound_nbytes = 0;
     bool bound = false;

@@ -53,8 +53,9 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
   }
   if (std::memcmp(data + kPortablePayloadOffsetMagic, kPortablePayloadMagic,
                   sizeof(kPortablePayloadMagic)) != 0) {
-    return Fail("magic is not 'ETPE'; the blob says engine 'portable' but carries "
-                "something else.");
+    return Fail(
+        "magic is not 'ETPE'; the blob says engine 'portable' but carries "
+        "something else.");
   }
   const uint32_t version = ReadU32(data + kPortablePayloadOffsetVersion);
   if (version != kPortablePayloadVersion) {
@@ -77,12 +78,11 @@ Result<PortablePayload> PortablePayload::Parse(const uint8_t* data, size_t size)
       program_size > size - program_offset) {
     return Fail("program [offset " + std::to_string(program_offset) + ", size " +
                 std::to_string(program_size) + ") overlaps the descriptor (ends at " +
-                std::to_string(descriptor_end) + ") or runs past the " +
-                std::to_string(size) + "-byte payload.");
+                std::to_string(descriptor_end) + ") or runs past the " + std::to_string(size) +
+                "-byte payload.");
   }
   if (program_offset % 16 != 0) {
-    return Fail("program_offset " + std::to_string(program_offset) +
-                " is not 16-byte aligned.");
+    return Fail("program_offset " + std::to_string(program_offset) + " is not 16-byte aligned.");
   }
   const char* text = reinterpret_cast<const char*>(data + kPortablePayloadHeaderSize);
   json root = json::parse(text, text + descriptor_size, nullptr, /*allow_exceptions=*/false);

@@ -47,8 +47,7 @@ struct PortablePayload {
   // or not 16-byte aligned, descriptor not a JSON object with exactly the keys
   // "inputs" and "outputs", names not unique non-empty strings.
   // Never reads outside [data, data + size). Never throws. Thread-safe.
-  static executorch::runtime::Result<PortablePayload> Parse(const uint8_t* data,
-                                                            size_t size);
+  static executorch::runtime::Result<PortablePayload> Parse(const uint8_t* data, size_t size);
 };
 
 }  // namespace executorch_trt

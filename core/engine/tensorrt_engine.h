@@ -25,7 +25,7 @@ namespace executorch_trt {
 // errors are Error::InvalidProgram (the plan does not deserialize) or
 // Error::NotImplemented (the adapter is not written yet).
 // Thread-safe.
-executorch::runtime::Result<std::unique_ptr<Engine>> CreateTensorRTEngine(
-    const uint8_t* plan, size_t size);
+executorch::runtime::Result<std::unique_ptr<Engine>> CreateTensorRTEngine(const uint8_t* plan,
+                                                                          size_t size);
 
 }  // namespace executorch_trt

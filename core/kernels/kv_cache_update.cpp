@@ -27,24 +27,26 @@ bool IsContiguous(const Tensor& t) {
 }
 
 // Validates everything; logs and returns false on the first problem.
-bool Validate(const Tensor& cache, const Tensor& value, const Tensor& indices,
-              int64_t* dim, const Tensor& out) {
+bool Validate(const Tensor& cache, const Tensor& value, const Tensor& indices, int64_t* dim,
+              const Tensor& out) {
   const int64_t rank = cache.dim();
   if (rank < 1) {
     ET_LOG(Error, "kv_cache_update: cache must have rank >= 1, got rank 0.");
     return false;
   }
   if (*dim < -rank || *dim >= rank) {
-    ET_LOG(Error, "kv_cache_update: dim %" PRId64 " is out of range for a rank-%" PRId64
-           " cache.", *dim, rank);
+    ET_LOG(Error, "kv_cache_update: dim %" PRId64 " is out of range for a rank-%" PRId64 " cache.",
+           *dim, rank);
     return false;
   }
   if (*dim < 0) {
     *dim += rank;
   }
   if (value.scalar_type() != cache.scalar_type() || out.scalar_type() != cache.scalar_type()) {
-    ET_LOG(Error, "kv_cache_update: dtypes differ: cache %s, value %s, out %s; all three "
-           "must match.", executorch::runtime::toString(cache.scalar_type()),
+    ET_LOG(Error,
+           "kv_cache_update: dtypes differ: cache %s, value %s, out %s; all three "
+           "must match.",
+           executorch::runtime::toString(cache.scalar_type()),
            executorch::runtime::toString(value.scalar_type()),
            executorch::runtime::toString(out.scalar_type()));
     return false;
@@ -56,10 +58,10 @@ bool Validate(const Tensor& cache, const Tensor& value, const Tensor& indices,
   }
   for (int64_t d = 0; d < rank; ++d) {
     if (d != *dim && value.size(d) != cache.size(d)) {
-      ET_LOG(Error, "kv_cache_update: value.size(%" PRId64 ") is %zd but cache.size(%" PRId64
-             ") is %zd; they must match except at dim %" PRId64 ".", d,
-             static_cast<ssize_t>(value.size(d)), d, static_cast<ssize_t>(cache.size(d)),
-             *dim);
+      ET_LOG(Error,
+             "kv_cache_update: value.size(%" PRId64 ") is %zd but cache.size(%" PRId64
+             ") is %zd; they must match except at dim %" PRId64 ".",
+             d, static_cast<ssize_t>(value.size(d)), d, static_cast<ssize_t>(cache.size(d)), *dim);
       return false;
     }
   }
@@ -69,9 +71,11 @@ bool Validate(const Tensor& cache, const Tensor& value, const Tensor& indices,
     return false;
   }
   if (indices.dim() != 1 || indices.size(0) != value.size(*dim)) {
-    ET_LOG(Error, "kv_cache_update: indices must be 1-D with value.size(dim) = %zd entries, "
-           "got rank %zd with %zd entries.", static_cast<ssize_t>(value.size(*dim)),
-           static_cast<ssize_t>(indices.dim()), static_cast<ssize_t>(indices.numel()));
+    ET_LOG(Error,
+           "kv_cache_update: indices must be 1-D with value.size(dim) = %zd entries, "
+           "got rank %zd with %zd entries.",
+           static_cast<ssize_t>(value.size(*dim)), static_cast<ssize_t>(indices.dim()),
+           static_cast<ssize_t>(indices.numel()));
     return false;
   }
   if (!IsContiguous(cache) || !IsContiguous(value) || !IsContiguous(out) ||
@@ -85,8 +89,10 @@ bool Validate(const Tensor& cache, const Tensor& value, const Tensor& indices,
                               ? indices.const_data_ptr<int64_t>()[i]
                               : indices.const_data_ptr<int32_t>()[i];
     if (index < 0 || index >= limit) {
-      ET_LOG(Error, "kv_cache_update: indices[%zd] = %" PRId64 " is outside [0, %" PRId64
-             ") (cache.size(%" PRId64 ")).", static_cast<ssize_t>(i), index, limit, *dim);
+      ET_LOG(Error,
+             "kv_cache_update: indices[%zd] = %" PRId64 " is outside [0, %" PRId64
+             ") (cache.size(%" PRId64 ")).",
+             static_cast<ssize_t>(i), index, limit, *dim);
       return false;
     }
   }
@@ -102,7 +108,8 @@ Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const T
     return out;
   }
   if (executorch::runtime::resize_tensor(out, cache.sizes()) != Error::Ok) {
-    ET_LOG(Error, "kv_cache_update: out cannot be resized to the cache's shape; bind an "
+    ET_LOG(Error,
+           "kv_cache_update: out cannot be resized to the cache's shape; bind an "
            "output of the cache's shape.");
     ctx.fail(Error::InvalidArgument);
     return out;
@@ -110,11 +117,13 @@ Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const T
   // After a successful resize out.nbytes() == cache.nbytes(); check anyway so a
   // surprise can never turn into an out-of-bounds write.
   if (out.nbytes() != cache.nbytes() ||
-      (cache.nbytes() > 0 && (out.mutable_data_ptr() == nullptr ||
-                              cache.const_data_ptr() == nullptr)) ||
+      (cache.nbytes() > 0 &&
+       (out.mutable_data_ptr() == nullptr || cache.const_data_ptr() == nullptr)) ||
       (value.nbytes() > 0 && value.const_data_ptr() == nullptr)) {
-    ET_LOG(Error, "kv_cache_update: out (%zu bytes) does not match cache (%zu bytes) or a "
-           "tensor has no storage.", out.nbytes(), cache.nbytes());
+    ET_LOG(Error,
+           "kv_cache_update: out (%zu bytes) does not match cache (%zu bytes) or a "
+           "tensor has no storage.",
+           out.nbytes(), cache.nbytes());
     ctx.fail(Error::InvalidArgument);
     return out;
   }
@@ -136,9 +145,9 @@ Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const T
   const size_t value_rows = static_cast<size_t>(value.size(dim));
   const auto* src_value = static_cast<const uint8_t*>(value.const_data_ptr());
   for (size_t i = 0; i < value_rows; ++i) {
-    const size_t row = static_cast<size_t>(
-        indices.scalar_type() == ScalarType::Long ? indices.const_data_ptr<int64_t>()[i]
-                                                  : indices.const_data_ptr<int32_t>()[i]);
+    const size_t row = static_cast<size_t>(indices.scalar_type() == ScalarType::Long
+                                               ? indices.const_data_ptr<int64_t>()[i]
+                                               : indices.const_data_ptr<int32_t>()[i]);
     for (size_t o = 0; o < outer; ++o) {
       std::memcpy(dst + (o * cache_rows + row) * row_bytes,
                   src_value + (o * value_rows + i) * row_bytes, row_bytes);
@@ -149,9 +158,8 @@ Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const T
 
 namespace {
 
-Tensor& KvCacheUpdateOutBoxable(KernelRuntimeContext& ctx, const Tensor& cache,
-                                const Tensor& value, const Tensor& indices, int64_t dim,
-                                Tensor& out) {
+Tensor& KvCacheUpdateOutBoxable(KernelRuntimeContext& ctx, const Tensor& cache, const Tensor& value,
+                                const Tensor& indices, int64_t dim, Tensor& out) {
   return KvCacheUpdateOut(ctx, cache, value, indices, dim, out);
 }
 

@@ -36,8 +36,8 @@ namespace executorch_trt {
 executorch::aten::Tensor& KvCacheUpdateOut(executorch::runtime::KernelRuntimeContext& ctx,
                                            const executorch::aten::Tensor& cache,
                                            const executorch::aten::Tensor& value,
-                                           const executorch::aten::Tensor& indices,
-                                           int64_t dim, executorch::aten::Tensor& out);
+                                           const executorch::aten::Tensor& indices, int64_t dim,
+                                           executorch::aten::Tensor& out);
 
 // The fully qualified operator name the kernel is registered under.
 inline constexpr const char kKvCacheUpdateOutOpName[] = "executorch_trt::kv_cache_update.out";

@@ -21,9 +21,9 @@
 #include "core/binding/copy_counter.h"
 #include "core/blob/blob_header.h"
 #include "core/common/little_endian.h"
+#include "core/common/runtime_types.h"
 #include "core/engine/portable_payload.h"
 #include "tests/cpp/test_util.h"
-#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
@@ -211,8 +211,8 @@ TEST_F(BackendTest, RunsThroughModuleWithTheCopyBackPath) {
   executorch::extension::Module module(testing::TestDataPath("outer_kv.pte"));
   std::vector<float> expected_cache(kRows * kDim, 0.0f), expected_y;
   OwnedTensor<float> cache(ScalarType::Float, {1, kRows, kDim});
-  for (const auto& [xv, p] : std::vector<std::pair<std::vector<float>, int64_t>>{
-           {{1, 2, 3, 4}, 0}, {{5, 6, 7, 8}, 6}}) {
+  for (const auto& [xv, p] :
+       std::vector<std::pair<std::vector<float>, int64_t>>{{{1, 2, 3, 4}, 0}, {{5, 6, 7, 8}, 6}}) {
     OwnedTensor<float> x(ScalarType::Float, {1, kDim}, xv);
     OwnedTensor<int64_t> pos(ScalarType::Long, {1}, {p});
     const uint64_t before = BytesCopied();
@@ -286,8 +286,7 @@ TEST_F(BackendTest, NestedProgramIsVerifiedWithoutAChecksum) {
   ASSERT_EQ(std::memcmp(payload.data() + program_offset + 4, "ET", 2), 0);
   // The flatbuffer root offset (first 4 bytes of the program): point it past the end.
   testing::PutU32(&payload, program_offset, 0x7ffffff0u);
-  EXPECT_EQ(Init(testing::MakeBlob(MetadataText(), payload, 0b11)).error(),
-            Error::InvalidProgram);
+  EXPECT_EQ(Init(testing::MakeBlob(MetadataText(), payload, 0b11)).error(), Error::InvalidProgram);
 }
 
 // The same through ExecuTorch's Module: outer_kv.pte with a byte of its embedded delegate

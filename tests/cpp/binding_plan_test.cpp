@@ -23,12 +23,11 @@ const std::vector<int64_t> kCache = {1, 8, 4};
 // Engine order: x, k_cache | y, k_cache_out; k_cache_out aliases k_cache.
 DescribedEngine MakeEngine(AliasReport report = {Status::kAliased, "k_cache"},
                            std::vector<int64_t> out_shape = kCache) {
-  return DescribedEngine(
-      {{"x", TensorIOMode::kInput, ScalarType::Float, {1, 4}},
-       {"k_cache", TensorIOMode::kInput, ScalarType::Float, kCache},
-       {"y", TensorIOMode::kOutput, ScalarType::Float, {1, 4}},
-       {"k_cache_out", TensorIOMode::kOutput, ScalarType::Float, out_shape}},
-      {{"k_cache_out", report}});
+  return DescribedEngine({{"x", TensorIOMode::kInput, ScalarType::Float, {1, 4}},
+                          {"k_cache", TensorIOMode::kInput, ScalarType::Float, kCache},
+                          {"y", TensorIOMode::kOutput, ScalarType::Float, {1, 4}},
+                          {"k_cache_out", TensorIOMode::kOutput, ScalarType::Float, out_shape}},
+                         {{"k_cache_out", report}});
 }
 
 // Delegate order differs from engine order: k_cache, x | k_cache_out, y.
@@ -118,8 +117,8 @@ TEST(BindingPlanTest, TrustsKvAliasWhenTheEngineCannotTell) {
 }
 
 TEST(BindingPlanTest, AcceptsUserAliasTheEngineCannotSee) {
-  auto plan = BindingPlan::Create(MakeMetadata(AliasKind::kUser),
-                                  MakeEngine({Status::kNotAliased, ""}));
+  auto plan =
+      BindingPlan::Create(MakeMetadata(AliasKind::kUser), MakeEngine({Status::kNotAliased, ""}));
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->arg(2).alias_kind, AliasKind::kUser);
 }
@@ -135,15 +134,13 @@ TEST(BindingPlanTest, RejectsUserAliasShapeMismatch) {
 TEST(BindingPlanTest, RejectsUserAliasDtypeMismatch) {
   DelegateMetadata m = MakeMetadata(AliasKind::kUser);
   m.aliased_io[0] = {"y", "x", AliasKind::kUser, Ownership::kCaller};
-  m.aliased_io.push_back({"k_cache_out", "k_cache", AliasKind::kKvCacheUpdate,
-                          Ownership::kCaller});
+  m.aliased_io.push_back({"k_cache_out", "k_cache", AliasKind::kKvCacheUpdate, Ownership::kCaller});
   EXPECT_TRUE(BindingPlan::Create(m, MakeEngine()).ok());  // same dtype and shape
-  DescribedEngine engine(
-      {{"x", TensorIOMode::kInput, ScalarType::Float, {1, 4}},
-       {"k_cache", TensorIOMode::kInput, ScalarType::Float, kCache},
-       {"y", TensorIOMode::kOutput, ScalarType::Int, {1, 4}},
-       {"k_cache_out", TensorIOMode::kOutput, ScalarType::Float, kCache}},
-      {{"k_cache_out", {Status::kAliased, "k_cache"}}});
+  DescribedEngine engine({{"x", TensorIOMode::kInput, ScalarType::Float, {1, 4}},
+                          {"k_cache", TensorIOMode::kInput, ScalarType::Float, kCache},
+                          {"y", TensorIOMode::kOutput, ScalarType::Int, {1, 4}},
+                          {"k_cache_out", TensorIOMode::kOutput, ScalarType::Float, kCache}},
+                         {{"k_cache_out", {Status::kAliased, "k_cache"}}});
   m.outputs[1].dtype = ScalarType::Int;
   EXPECT_EQ(BindingPlan::Create(m, engine).error(), Error::InvalidProgram);
 }

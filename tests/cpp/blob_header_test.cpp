@@ -149,9 +149,9 @@ TEST(BlobChecksumTest, RejectsEveryChangedMetadataPaddingOrPayloadByte) {
     for (uint8_t flip : {0x01, 0x80, 0xff}) {
       std::vector<uint8_t> bad = blob;
       bad[at] ^= flip;
-      const char* where = at < 64 + kMeta.size()     ? "metadata"
-                          : at < payload_offset ? "padding"
-                                                : "payload";
+      const char* where = at < 64 + kMeta.size() ? "metadata"
+                          : at < payload_offset  ? "padding"
+                                                 : "payload";
       EXPECT_EQ(BlobHeader::Parse(bad.data(), bad.size()).error(), Error::InvalidProgram)
           << where << " byte " << at << " ^ " << int(flip);
     }

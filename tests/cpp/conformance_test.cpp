@@ -82,8 +82,8 @@ Error ReadBlob(const std::vector<uint8_t>& bytes, json* summary) {
   }
   json aliases = json::array();
   for (const AliasedIo& a : metadata->aliased_io) {
-    aliases.push_back(json::array(
-        {a.output, a.input, AliasKindName(a.kind), OwnershipName(a.ownership)}));
+    aliases.push_back(
+        json::array({a.output, a.input, AliasKindName(a.kind), OwnershipName(a.ownership)}));
   }
   *summary = {{"engine", EngineKindName(metadata->engine)},
               {"inputs", Bindings(metadata->inputs)},
@@ -121,8 +121,8 @@ TEST(ConformanceTest, CppReadersReachTheExpectedOutcome) {
     SCOPED_TRACE(name);
     const std::vector<uint8_t> bytes = FromHex(v.at("hex").get<std::string>());
     json summary;
-    const Error err = v.at("reader") == "blob" ? ReadBlob(bytes, &summary)
-                                               : ReadPayload(bytes, &summary);
+    const Error err =
+        v.at("reader") == "blob" ? ReadBlob(bytes, &summary) : ReadPayload(bytes, &summary);
     EXPECT_EQ(static_cast<int>(err), static_cast<int>(Expected(v.at("expect"))));
     if (err == Error::Ok && v.at("expect") == "ok") {
       EXPECT_EQ(summary, v.at("summary")) << summary.dump();

@@ -22,14 +22,15 @@ std::string Meta(const std::string& aliased_io) {
                {"name": "k_cache", "dtype": "float16", "shape": [1, 8, 4]}],
     "outputs": [{"name": "y", "dtype": "int64", "shape": []},
                 {"name": "k_cache_out", "dtype": "float16", "shape": [1, 8, 4]}],
-    "aliased_io": )" + aliased_io + "}";
+    "aliased_io": )" +
+         aliased_io + "}";
 }
 
 TEST(DelegateMetadataTest, ParsesBindingsAndAliases) {
-  auto m = DelegateMetadata::Parse(
-      Meta(R"([{"output": "k_cache_out", "input": "k_cache", "kind": "user",
+  auto m =
+      DelegateMetadata::Parse(Meta(R"([{"output": "k_cache_out", "input": "k_cache", "kind": "user",
                 "ownership": "caller"}])"),
-      kAll);
+                              kAll);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->engine, EngineKind::kPortable);
   ASSERT_EQ(m->inputs.size(), 2u);
@@ -53,10 +54,9 @@ TEST(DelegateMetadataTest, MissingKindMeansKvCacheUpdate) {
 }
 
 TEST(DelegateMetadataTest, RejectsUnknownKind) {
-  EXPECT_EQ(DelegateMetadata::Parse(
-                Meta(R"([{"output": "k_cache_out", "input": "k_cache",
+  EXPECT_EQ(DelegateMetadata::Parse(Meta(R"([{"output": "k_cache_out", "input": "k_cache",
                           "kind": "kv_cache_updat", "ownership": "caller"}])"),
-                kAll)
+                                    kAll)
                 .error(),
             Error::InvalidProgram);
   EXPECT_EQ(DelegateMetadata::Parse(Meta(R"([{"output": "k_cache_out", "input": "k_cache",
@@ -86,14 +86,12 @@ TEST(DelegateMetadataTest, AliasesRequireTheAliasedIoFeature) {
   const std::string meta = Meta(R"([{"output": "k_cache_out", "input": "k_cache",
                                      "ownership": "caller"}])");
   EXPECT_EQ(DelegateMetadata::Parse(meta, 0).error(), Error::InvalidProgram);
-  EXPECT_EQ(DelegateMetadata::Parse(meta, kBlobFeatureOwnership).error(),
-            Error::InvalidProgram);
+  EXPECT_EQ(DelegateMetadata::Parse(meta, kBlobFeatureOwnership).error(), Error::InvalidProgram);
   EXPECT_TRUE(DelegateMetadata::Parse(Meta("[]"), 0).ok());
 }
 
 TEST(DelegateMetadataTest, MissingAliasedIoIsEmpty) {
-  auto m = DelegateMetadata::Parse(
-      R"({"engine": "tensorrt", "inputs": [], "outputs": []})", 0);
+  auto m = DelegateMetadata::Parse(R"({"engine": "tensorrt", "inputs": [], "outputs": []})", 0);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->engine, EngineKind::kTensorRT);
   EXPECT_TRUE(m->aliased_io.empty());
@@ -101,11 +99,13 @@ TEST(DelegateMetadataTest, MissingAliasedIoIsEmpty) {
 
 TEST(DelegateMetadataTest, RejectsUnknownDtypeAndEngine) {
   EXPECT_EQ(DelegateMetadata::Parse(R"({"engine": "portable", "outputs": [],
-      "inputs": [{"name": "x", "dtype": "float8", "shape": [1]}]})", kAll).error(),
+      "inputs": [{"name": "x", "dtype": "float8", "shape": [1]}]})",
+                                    kAll)
+                .error(),
             Error::InvalidProgram);
-  EXPECT_EQ(DelegateMetadata::Parse(
-                R"({"engine": "onnx", "inputs": [], "outputs": []})", kAll).error(),
-            Error::InvalidProgram);
+  EXPECT_EQ(
+      DelegateMetadata::Parse(R"({"engine": "onnx", "inputs": [], "outputs": []})", kAll).error(),
+      Error::InvalidProgram);
 }
 
 TEST(DelegateMetadataTest, RejectsMalformedJsonWithoutThrowing) {

@@ -14,8 +14,8 @@
 #include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/runtime.h>
 
-#include "tests/cpp/test_util.h"
 #include "core/common/runtime_types.h"
+#include "tests/cpp/test_util.h"
 
 namespace executorch_trt {
 namespace {

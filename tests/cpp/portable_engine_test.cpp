@@ -113,8 +113,8 @@ TEST_F(PortableEngineTest, RejectsCorruptPayloads) {
   bad_version[4] = 1;  // version 1 (descriptor aliases) is no longer read
   EXPECT_EQ(PortableEngine::Create(bad_version.data(), bad_version.size()).error(),
             Error::DelegateInvalidCompatibility);
-  std::vector<uint8_t> garbage = testing::MakePortablePayload(
-      kDescriptor, std::vector<uint8_t>(program_.size(), 0xab));
+  std::vector<uint8_t> garbage =
+      testing::MakePortablePayload(kDescriptor, std::vector<uint8_t>(program_.size(), 0xab));
   EXPECT_FALSE(PortableEngine::Create(garbage.data(), garbage.size()).ok());
 }
 

@@ -109,8 +109,8 @@ class OwnedTensor {
     for (size_t i = sizes_.size(); i > 1; --i) strides_[i - 2] = strides_[i - 1] * sizes_[i - 1];
     for (size_t i = 0; i < sizes_.size(); ++i) dim_order_.push_back(static_cast<uint8_t>(i));
     impl_ = std::make_unique<executorch::runtime::etensor::TensorImpl>(
-        dtype, static_cast<ssize_t>(sizes_.size()), sizes_.data(), data_.data(),
-        dim_order_.data(), strides_.data());
+        dtype, static_cast<ssize_t>(sizes_.size()), sizes_.data(), data_.data(), dim_order_.data(),
+        strides_.data());
   }
   executorch::aten::Tensor tensor() { return executorch::aten::Tensor(impl_.get()); }
   std::vector<T>& data() { return data_; }
@@ -169,9 +169,7 @@ class DescribedEngine final : public Engine {
   executorch::runtime::Error SetTensorAddress(const std::string&, void*, size_t) override {
     return executorch::runtime::Error::NotSupported;
   }
-  executorch::runtime::Error Execute() override {
-    return executorch::runtime::Error::NotSupported;
-  }
+  executorch::runtime::Error Execute() override { return executorch::runtime::Error::NotSupported; }
 
  private:
   const Tensor* Find(const std::string& name) const {

@@ -33,7 +33,8 @@ std::vector<uint8_t> ReadAll(const std::string& path) {
   if (f == nullptr) return bytes;
   uint8_t chunk[65536];
   size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
+    bytes.insert(bytes.end(), chunk, chunk + n);
   std::fclose(f);
   return bytes;
 }
@@ -56,7 +57,8 @@ ProgramCopies MustRead(const std::string& path) {
 }
 
 // Parses an exact-size heap copy of `data[0, n)` so that any read past it is caught by ASan.
-executorch::runtime::Result<ProgramCopies> ParseCopyOf(const uint8_t* data, size_t n, std::string* error) {
+executorch::runtime::Result<ProgramCopies> ParseCopyOf(const uint8_t* data, size_t n,
+                                                       std::string* error) {
   std::vector<uint8_t> exact(data, data + n);
   return ParseProgramCopies(exact.data(), exact.size(), "test.pte", error);
 }
@@ -66,10 +68,13 @@ bool SameCopies(const ProgramCopies& a, const ProgramCopies& b) {
   for (size_t m = 0; m < a.methods.size(); ++m) {
     const auto& x = a.methods[m];
     const auto& y = b.methods[m];
-    if (x.method != y.method || x.exact != y.exact || x.copies.size() != y.copies.size()) return false;
+    if (x.method != y.method || x.exact != y.exact || x.copies.size() != y.copies.size())
+      return false;
     for (size_t c = 0; c < x.copies.size(); ++c) {
-      if (x.copies[c].op != y.copies[c].op || x.copies[c].destination_name != y.copies[c].destination_name ||
-          x.copies[c].destination_value != y.copies[c].destination_value || x.copies[c].bytes != y.copies[c].bytes) {
+      if (x.copies[c].op != y.copies[c].op ||
+          x.copies[c].destination_name != y.copies[c].destination_name ||
+          x.copies[c].destination_value != y.copies[c].destination_value ||
+          x.copies[c].bytes != y.copies[c].bytes) {
         return false;
       }
     }
@@ -84,8 +89,9 @@ TEST(PlanCopiesTest, InPlaceExampleWritesNothingBack) {
     const MethodCopies* m = copies.Find(method);
     ASSERT_NE(m, nullptr) << method;
     EXPECT_TRUE(m->exact) << method;
-    EXPECT_EQ(m->BytesPerCall(), 0u) << method << " writes back " << m->copies.size() << " buffers, e.g. "
-                                     << (m->copies.empty() ? "" : m->copies[0].DestinationLabel());
+    EXPECT_EQ(m->BytesPerCall(), 0u)
+        << method << " writes back " << m->copies.size() << " buffers, e.g. "
+        << (m->copies.empty() ? "" : m->copies[0].DestinationLabel());
   }
   EXPECT_EQ(copies.Find("forward"), nullptr);
 }
@@ -115,14 +121,19 @@ void ExpectEveryCacheWrittenBack(const char* program) {
       cache_bytes += static_cast<uint64_t>(cache.numel()) * sizeof(float);
     }
     // The rest is the HF wrapper's 8-byte cumulative_length_<layer> counters.
-    EXPECT_EQ(m->BytesPerCall(), cache_bytes + 8 * (ref.caches.size() / 2)) << program << " " << method;
+    EXPECT_EQ(m->BytesPerCall(), cache_bytes + 8 * (ref.caches.size() / 2))
+        << program << " " << method;
     for (const auto& copy : m->copies) EXPECT_FALSE(copy.destination_name.empty());
   }
 }
 
-TEST(PlanCopiesTest, CopyBackProgramWritesEveryCacheBack) { ExpectEveryCacheWrittenBack(kCopyBack); }
+TEST(PlanCopiesTest, CopyBackProgramWritesEveryCacheBack) {
+  ExpectEveryCacheWrittenBack(kCopyBack);
+}
 
-TEST(PlanCopiesTest, InPlaceWithoutPlanningWritesEveryCacheBack) { ExpectEveryCacheWrittenBack(kUnplanned); }
+TEST(PlanCopiesTest, InPlaceWithoutPlanningWritesEveryCacheBack) {
+  ExpectEveryCacheWrittenBack(kUnplanned);
+}
 
 // torch.map: a loop (not exact), et_copy_index counted by what it copies (one row of
 // 3 floats into the [5, 3] output, which has no name), then the write-back of `state` [2, 3].
@@ -216,9 +227,10 @@ TEST(PlanCopiesTest, VerifierRejectsAnOffsetOutOfRange) {
   auto copies = ParseCopyOf(pte.data(), size, &error);
   ASSERT_FALSE(copies.ok());
   EXPECT_EQ(copies.error(), Error::InvalidProgram);
-  EXPECT_NE(error.find("test.pte: cannot read the execution plan: the program flatbuffer (" + std::to_string(size) +
-                       " bytes) fails verification against ExecuTorch's schema"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("test.pte: cannot read the execution plan: the program flatbuffer (" +
+                 std::to_string(size) + " bytes) fails verification against ExecuTorch's schema"),
+      std::string::npos)
       << error;
 }
 
@@ -232,10 +244,10 @@ TEST(PlanCopiesTest, ExecuTorchStillVerifiesPrograms) {
   ASSERT_TRUE(MustRead(kInplace).Find("decode") != nullptr);  // our reader is linked and used
   auto loader = executorch::extension::FileDataLoader::from(kInplace);
   ASSERT_TRUE(loader.ok());
-  auto program =
-      executorch::runtime::Program::load(&loader.get(), executorch::runtime::Program::Verification::InternalConsistency);
-  EXPECT_TRUE(program.ok()) << "ExecuTorch's verifier rejects " << kInplace << ": error 0x" << std::hex
-                            << static_cast<uint32_t>(program.error());
+  auto program = executorch::runtime::Program::load(
+      &loader.get(), executorch::runtime::Program::Verification::InternalConsistency);
+  EXPECT_TRUE(program.ok()) << "ExecuTorch's verifier rejects " << kInplace << ": error 0x"
+                            << std::hex << static_cast<uint32_t>(program.error());
 }
 
 TEST(PlanCopiesTest, NotAProgram) {
@@ -280,7 +292,8 @@ TEST(PlanCopiesTest, FileErrors) {
   auto cut = ReadProgramCopies(cut_path, &error);
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error(), Error::InvalidProgram);
-  EXPECT_NE(error.find("cut.pte: cannot read the execution plan: corrupt extended header"), std::string::npos)
+  EXPECT_NE(error.find("cut.pte: cannot read the execution plan: corrupt extended header"),
+            std::string::npos)
       << error;
 
   // The whole flatbuffer, none of the segments: the plan is all there.
@@ -296,7 +309,9 @@ TEST(PlanCopiesTest, FileErrors) {
   error.clear();
   auto empty = ReadProgramCopies(empty_path, &error);
   ASSERT_FALSE(empty.ok());
-  EXPECT_NE(error.find("empty.pte: cannot read the execution plan: only 0 bytes"), std::string::npos) << error;
+  EXPECT_NE(error.find("empty.pte: cannot read the execution plan: only 0 bytes"),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace
