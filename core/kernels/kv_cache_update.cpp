@@ -158,11 +158,6 @@ Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const T
 
 namespace {
 
-Tensor& KvCacheUpdateOutBoxable(KernelRuntimeContext& ctx, const Tensor& cache, const Tensor& value,
-                                const Tensor& indices, int64_t dim, Tensor& out) {
-  return KvCacheUpdateOut(ctx, cache, value, indices, dim, out);
-}
-
 // Registers the kernel at load time. ExecuTorch 1.5.1 aborts the process on a second
 // registration of the same operator (e.g. the static library linked into a binary that
 // also dlopens libexecutorch_trt.so), so an existing registration is kept and logged.
@@ -182,7 +177,7 @@ const bool kRegistered = [] {
     return false;
   }
   static const executorch::runtime::Kernel kernel = executorch::extension::make_boxed_kernel(
-      kKvCacheUpdateOutOpName, EXECUTORCH_FN(KvCacheUpdateOutBoxable, kKvCacheUpdateOutOpName));
+      kKvCacheUpdateOutOpName, EXECUTORCH_FN(KvCacheUpdateOut, kKvCacheUpdateOutOpName));
   return executorch::runtime::register_kernel(kernel) == Error::Ok;
 }();
 
