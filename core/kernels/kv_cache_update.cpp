@@ -2,6 +2,7 @@
 
 #include "core/kernels/kv_cache_update.h"
 #include "core/common/runtime_types.h"
+#include "core/kernels/register_once.h"
 
 #include <cinttypes>
 #include <cstring>
@@ -158,27 +159,11 @@ Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const T
 
 namespace {
 
-// Registers the kernel at load time. ExecuTorch 1.5.1 aborts the process on a second
-// registration of the same operator (e.g. the static library linked into a binary that
-// also dlopens libexecutorch_trt.so), so an existing registration is kept and logged.
+// Registered at load time (RegisterKernelOnce keeps an existing registration).
 const bool kRegistered = [] {
-  // Scan the registry directly: registry_has_op_function logs an error when the op is
-  // absent, which is the normal case.
-  bool present = false;
-  for (const executorch::runtime::Kernel& k : executorch::runtime::get_registered_kernels()) {
-    present = present || (k.name_ != nullptr && std::strcmp(k.name_, kKvCacheUpdateOutOpName) == 0);
-  }
-  if (present) {
-    ET_LOG(Error,
-           "executorch_trt: %s is already registered (two copies of executorch_trt are "
-           "loaded); keeping the first. Link only one of the static library and "
-           "libexecutorch_trt.so.",
-           kKvCacheUpdateOutOpName);
-    return false;
-  }
   static const executorch::runtime::Kernel kernel = executorch::extension::make_boxed_kernel(
       kKvCacheUpdateOutOpName, EXECUTORCH_FN(KvCacheUpdateOut, kKvCacheUpdateOutOpName));
-  return executorch::runtime::register_kernel(kernel) == Error::Ok;
+  return RegisterKernelOnce(kernel);
 }();
 
 }  // namespace
