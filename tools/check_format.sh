@@ -12,7 +12,7 @@ if ! command -v clang-format >/dev/null 2>&1; then
   exit 0
 fi
 
-mapfile -t files < <(git ls-files 'core/*.h' 'core/*.cpp' 'examples/*.h' 'examples/*.cpp' \
+mapfile -t files < <(git ls-files --cached --others --exclude-standard 'core/*.h' 'core/*.cpp' 'examples/*.h' 'examples/*.cpp' \
   'tests/*.h' 'tests/*.cpp' 'tests/*.cc')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format --style=file -i "${files[@]}"

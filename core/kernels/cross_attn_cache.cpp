@@ -17,9 +17,7 @@ namespace {
 
 using executorch::runtime::KernelRuntimeContext;
 
-bool IsContiguous(const Tensor& t) {
-  return executorch::runtime::tensor_is_contiguous(t);
-}
+bool IsContiguous(const Tensor& t) { return executorch::runtime::tensor_is_contiguous(t); }
 
 // Resizes `out` to `like`'s sizes and checks it then describes the same bytes as `like`.
 bool MatchOutput(const char* op, const char* name, const Tensor& like, Tensor& out) {
@@ -31,11 +29,12 @@ bool MatchOutput(const char* op, const char* name, const Tensor& like, Tensor& o
   }
   if (executorch::runtime::resize_tensor(out, like.sizes()) != Error::Ok ||
       out.nbytes() != like.nbytes() || !IsContiguous(out)) {
-    ET_LOG(Error, "%s: %s cannot take the shape of its input (%zu bytes, contiguous).", op,
-           name, like.nbytes());
+    ET_LOG(Error, "%s: %s cannot take the shape of its input (%zu bytes, contiguous).", op, name,
+           like.nbytes());
     return false;
   }
-  if (like.nbytes() > 0 && (out.mutable_data_ptr() == nullptr || like.const_data_ptr() == nullptr)) {
+  if (like.nbytes() > 0 &&
+      (out.mutable_data_ptr() == nullptr || like.const_data_ptr() == nullptr)) {
     ET_LOG(Error, "%s: %s or its input has no storage.", op, name);
     return false;
   }
@@ -87,10 +86,9 @@ bool ValidateUpdate(const Tensor& value, const Tensor& cache) {
 
 }  // namespace
 
-Tensor& UpdateCrossAttnCacheOut(KernelRuntimeContext& ctx, const Tensor& value,
-                                const Tensor& cache, Tensor& out) {
-  if (!ValidateUpdate(value, cache) ||
-      !MatchOutput("update_cross_attn_cache", "out", cache, out)) {
+Tensor& UpdateCrossAttnCacheOut(KernelRuntimeContext& ctx, const Tensor& value, const Tensor& cache,
+                                Tensor& out) {
+  if (!ValidateUpdate(value, cache) || !MatchOutput("update_cross_attn_cache", "out", cache, out)) {
     ctx.fail(Error::InvalidArgument);
     return out;
   }

@@ -74,9 +74,9 @@ TEST(UpdateCrossAttnCacheTest, RejectsBadInputsWithoutWriting) {
     const char* what;
     std::vector<int32_t> value_sizes;
   };
-  for (const Case& c : {Case{"rank 3", {2, 2, 3}}, Case{"longer than the cache", {2, 2, 5, 3}},
-                        Case{"batch", {1, 2, 2, 3}}, Case{"heads", {2, 1, 2, 3}},
-                        Case{"head dim", {2, 2, 2, 4}}}) {
+  for (const Case& c :
+       {Case{"rank 3", {2, 2, 3}}, Case{"longer than the cache", {2, 2, 5, 3}},
+        Case{"batch", {1, 2, 2, 3}}, Case{"heads", {2, 1, 2, 3}}, Case{"head dim", {2, 2, 2, 4}}}) {
     Fixture f;
     const std::vector<float> before = f.cache.data();
     OwnedTensor<float> value(ScalarType::Float, c.value_sizes);
