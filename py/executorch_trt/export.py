@@ -27,6 +27,7 @@ from executorch_trt.options import ExportOptions
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
 from executorch_trt.passes.initialize_mutable_buffers import InitializeMutableBuffersPass
+from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
 from executorch_trt.static_shapes import check_static_shapes
 
@@ -145,6 +146,10 @@ def export(
             ``alloc_mutable_buffers``, ``emit_mutable_buffer_names``, ``init_mutable_buffers``,
             ``inplace``, ``require_inplace``).
 
+    Cross-attention caches a ``torch.cond`` updates with ``executorch::update_cross_attn_cache``
+    become mutable buffers updated in place (``passes.cross_attn_cache``; this records them in
+    the given programs' graph signatures).
+
     Returns the ``ExecutorchProgramManager`` (``.buffer`` is the ``.pte``). Raises ``TypeError``
     when ``programs`` is neither an ``ExportedProgram`` nor a dict of them (e.g. an
     ``nn.Module``: call ``torch.export.export`` first), for unknown options and for option
@@ -160,6 +165,8 @@ def export(
     """
     _check_programs(programs)
     opts = ExportOptions.from_kwargs(**dict(options, engine=engine, kv_cache=kv_cache))
+    for program in (programs.values() if isinstance(programs, dict) else [programs]):
+        expose_cross_attn_cache_writes(program)  # in place, idempotent
     partitioner = TensorRTPartitioner.from_options(opts)
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
     _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)

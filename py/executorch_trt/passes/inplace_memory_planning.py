@@ -36,6 +36,7 @@ from torch.export.exported_program import ExportGraphSignature
 from executorch_trt.blob import read_metadata
 from executorch_trt.inplace_diagnostics import WriteBack, explain_write_back, report_write_backs
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
+from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 from executorch_trt.wire import BACKEND_ID
 
 
@@ -130,7 +131,9 @@ def share_aliased_buffer_specs(
 
 
 class InplaceMemoryPlanningPass(MemoryPlanningPass):
-    """``MemoryPlanningPass`` that first applies ``share_aliased_buffer_specs``, and reports
+    """``MemoryPlanningPass`` that first binds ``torch.cond`` cross-attention cache outputs to
+    their buffers (``passes.cross_attn_cache.plan_cond_caches_in_place``), applies
+    ``share_aliased_buffer_specs``, and reports
     every write-back it leaves (``inplace_diagnostics``).
 
     Args (beyond every ``MemoryPlanningPass`` argument, e.g. ``share_mutable_buffers=True``):
@@ -170,6 +173,9 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
         graph_signature: Optional[ExportGraphSignature] = None,
     ) -> PassResult:
         check_no_dropped_writes(graph_signature, self._method_name())
+        # Correctness, not only copies: without it a cond's cache output lives in the arena all
+        # cond branches share (ExecuTorch #21490), so it is applied in every mode.
+        plan_cond_caches_in_place(graph_module)
         if self.inplace:
             share_aliased_buffer_specs(graph_module, graph_signature)
             method = self._method_name()

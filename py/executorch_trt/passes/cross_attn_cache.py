@@ -1,0 +1,177 @@
+"""Cross-attention caches under ``torch.cond``: make the hidden write visible and in place.
+
+The pattern (``../shared/seeds/torch-cond-cross-attn-cache-ops.txt``)::
+
+    kv = torch.cond((cache != 0).any(),
+                    lambda c, x: torch.ops.executorch.alias(c, x)[0],              # reuse
+                    lambda c, x: torch.ops.executorch.update_cross_attn_cache(proj(x), c),
+                    (self.cache, x))
+
+``update_cross_attn_cache`` declares no mutation (``torch.cond`` branches must be pure), so
+torch.export records no BUFFER_MUTATION and stock ExecuTorch 1.5.1 gets it wrong (verified):
+the cache is planned as a *constant* (SpecPropPass marks an unmutated buffer const; the emitter
+then deduplicates equal constants, so two zero caches become one), the write lands in a
+scratch tensor and never persists, ``alias`` copies the cache every step, and with two or more
+layers one layer reads another's K/V, because all ``cond`` branches share one arena
+(ExecuTorch issue #21490: ``memory_planning.py`` plans every branch at offset 0).
+
+Two rewrites fix it:
+
+* ``expose_cross_attn_cache_writes(ep)`` (on the ``ExportedProgram``, before or after
+  ``to_edge``; ``executorch_trt.export`` applies it): every buffer a ``cond`` hands to
+  ``update_cross_attn_cache`` gets a BUFFER_MUTATION output whose value *is* the buffer
+  placeholder. The cache becomes mutable state (never const, never deduplicated), and
+  ``insert_write_back_for_buffers_pass`` adds no ``copy_`` (its ``_inplace_lineage`` check).
+* ``plan_cond_caches_in_place(graph_module)`` (after ``ToOutVarPass``, before memory
+  planning: ``InplaceMemoryPlanningPass`` runs it): in each branch the ``.out`` of
+  ``update_cross_attn_cache`` is pointed at the cache operand itself and ``alias(...)[i]`` is
+  replaced by its operand (no copy); the ``cond`` output and its ``getitem`` get the buffer's
+  own ``TensorSpec``. The emitter then binds the ``cond`` output to the buffer's value (it reuses
+  a value per TensorSpec object and emits no ``MoveCall`` when a branch output already is the
+  binding value), so nothing lives in the shared branch arena and the update costs no copy.
+
+Errors: ``ValueError`` when the two branches of a ``cond`` return different operands at one
+output position (the cache would be one thing in one branch and another in the other).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Dict, List, Optional, Set
+
+import torch
+import torch.utils._pytree as pytree
+from executorch.exir import memory
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
+
+UPDATE = "executorch::update_cross_attn_cache"
+ALIAS = "executorch::alias"
+
+
+def _op_name(node: torch.fx.Node) -> Optional[str]:
+    """The schema name (``"executorch::alias"``) of an ATen/edge/custom op node, else None."""
+    if node.op != "call_function":
+        return None
+    target = node.target
+    schema = getattr(target, "_schema", None) or getattr(getattr(target, "_op", None),
+                                                         "_schema", None)
+    return getattr(schema, "name", None)
+
+
+def _is_cond(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is torch.ops.higher_order.cond
+
+
+def _branches(graph_module: torch.fx.GraphModule, cond: torch.fx.Node):
+    return [getattr(graph_module, b.target) for b in (cond.args[1], cond.args[2])]
+
+
+def _cache_arg(node: torch.fx.Node) -> torch.fx.Node:
+    return node.args[1] if len(node.args) > 1 else node.kwargs["cache"]
+
+
+def _updated_operands(branch: torch.fx.GraphModule) -> Set[int]:
+    """Operand positions a branch passes as ``update_cross_attn_cache``'s ``cache``."""
+    placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
+    return {placeholders.index(_cache_arg(n)) for n in branch.graph.nodes
+            if _op_name(n) == UPDATE and _cache_arg(n) in placeholders}
+
+
+def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
+    """Records each buffer a ``cond`` updates with ``update_cross_attn_cache`` as a
+    BUFFER_MUTATION whose output is the buffer itself (module docstring). Modifies ``ep`` in
+    place; returns the buffers' FQNs (empty when the program has no such ``cond``). Idempotent.
+    A cache that is a user input or a constant is left alone (only buffers are state)."""
+    gm, sig = ep.graph_module, ep.graph_signature
+    buffers = {s.arg.name: s.target for s in sig.input_specs if s.kind == InputKind.BUFFER}
+    mutated = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
+    exposed: List[torch.fx.Node] = []
+    for node in gm.graph.nodes:
+        if not _is_cond(node):
+            continue
+        positions = set().union(*(_updated_operands(b) for b in _branches(gm, node)))
+        for k in sorted(positions):
+            operand = node.args[3][k]
+            fqn = buffers.get(operand.name) if operand.op == "placeholder" else None
+            if fqn is not None and fqn not in mutated:
+                exposed.append(operand)
+                mutated.add(fqn)
+    if not exposed:
+        return []
+    output = gm.graph.output_node()
+    # BUFFER_MUTATION outputs come first in an ExportedProgram's output list.
+    output.args = (tuple(exposed) + tuple(output.args[0]),)
+    sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=p.name),
+                                       buffers[p.name]) for p in exposed]
+    gm.recompile()
+    return [buffers[p.name] for p in exposed]
+
+
+def _drop_if_unused_alloc(graph: torch.fx.Graph, node) -> None:
+    if isinstance(node, torch.fx.Node) and node.target is memory.alloc and not node.users:
+        graph.erase_node(node)
+
+
+def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
+    """In one (out-variant) branch: ``update_cross_attn_cache.out`` writes into its cache
+    operand, ``alias.out(...)[i]`` becomes operand ``i``. Returns output position -> operand
+    position for the outputs that now are an operand."""
+    graph = branch.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for node in list(graph.nodes):
+        name = _op_name(node)
+        if name == UPDATE and _cache_arg(node) in placeholders and "out" in node.kwargs:
+            old = node.kwargs["out"]
+            node.kwargs = {**node.kwargs, "out": _cache_arg(node)}
+            node.meta["spec"] = _cache_arg(node).meta["spec"]
+            _drop_if_unused_alloc(graph, old)
+        elif name == ALIAS:
+            for user in list(node.users):
+                if user.target is operator.getitem:
+                    user.replace_all_uses_with(node.args[user.args[1]])
+                    graph.erase_node(user)
+            if not node.users:
+                outs = [v for v in node.kwargs.values() if isinstance(v, torch.fx.Node)]
+                graph.erase_node(node)
+                for out in outs:
+                    _drop_if_unused_alloc(graph, out)
+    branch.recompile()
+    result = {}
+    for j, value in enumerate(pytree.tree_leaves(graph.output_node().args[0])):
+        if _op_name(value) == UPDATE and value.kwargs.get("out") in placeholders:
+            value = value.kwargs["out"]  # the out variant returns the operand it wrote
+        if value in placeholders:
+            result[j] = placeholders.index(value)
+    return result
+
+
+def plan_cond_caches_in_place(graph_module: torch.fx.GraphModule) -> int:
+    """Applies the second rewrite of the module docstring to every ``cond`` of an
+    out-variant graph (between ``ToOutVarPass`` and memory planning). Returns the number of
+    ``cond`` outputs now bound to their cache's storage. Raises ``ValueError`` when the
+    branches return different operands at one position while one of them returns a cache."""
+    bound = 0
+    for cond in [n for n in graph_module.graph.nodes if _is_cond(n)]:
+        if not any(_op_name(n) in (UPDATE, ALIAS) for b in _branches(graph_module, cond)
+                   for n in b.graph.nodes):
+            continue
+        true_map, false_map = (_rewrite_branch(b) for b in _branches(graph_module, cond))
+        operands = cond.args[3]
+        specs = cond.meta["spec"]
+        flat = list(specs) if isinstance(specs, (list, tuple)) else [specs]
+        for j in set(true_map) | set(false_map):
+            if true_map.get(j) != false_map.get(j):
+                raise ValueError(
+                    f"executorch_trt: torch.cond '{cond.name}' returns operand "
+                    f"{true_map.get(j)} in one branch and {false_map.get(j)} in the other at "
+                    f"output {j}; a cross-attention cache must be the same operand in both "
+                    "branches (alias(cache, ...) and update_cross_attn_cache(value, cache)).")
+            spec = operands[true_map[j]].meta["spec"]
+            flat[j] = spec
+            for user in cond.users:
+                if user.target is operator.getitem and user.args[1] == j:
+                    user.meta["spec"] = spec
+            bound += 1
+        cond.meta["spec"] = type(specs)(flat) if isinstance(specs, (list, tuple)) else flat[0]
+    return bound

@@ -1,0 +1,142 @@
+"""Cross-attention caches under ``torch.cond`` (issue 11, item 2): written once, in place.
+
+A two-layer toy model whose layers each hold a zero ``k_cache`` buffer [1, 2, 4, 3] and
+compute ``torch.cond((k_cache != 0).any(), alias, update_cross_attn_cache(k(x)))``. Step 0
+recomputes each layer's K from x; later steps (other x) must reuse it. Checked against a
+reference written without ``cond`` (eager ``executorch::alias`` trips PyTorch's aliasing
+check), through ``executorch_trt.export`` and through plain ``to_edge`` +
+``executorch_trt.backend_config()`` (no delegate in the cond), loading from bytes and from a
+file: outputs equal at every step, the caches are mutable buffers (no constant, no copy per
+call), the two layers do not see each other's K (ExecuTorch #21490's shared branch arena), and
+zeroing is what starts a new utterance (a fresh load recomputes).
+"""
+
+import os
+import tempfile
+
+import torch
+from absl.testing import absltest
+from executorch.exir import to_edge
+
+import delegate_library
+import executorch_trt
+from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
+
+SHAPE = (1, 2, 4, 3)
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, i):
+        super().__init__()
+        self.register_buffer("k_cache", torch.zeros(SHAPE))
+        self.k = torch.nn.Linear(3, 3)
+        torch.nn.init.constant_(self.k.weight, 0.1 * (i + 1))
+        torch.nn.init.constant_(self.k.bias, i + 1.0)
+
+    def forward(self, x):
+        def reuse(cache, x):
+            return torch.ops.executorch.alias(cache, x)[0]
+
+        def recompute(cache, x):
+            return torch.ops.executorch.update_cross_attn_cache(self.k(x), cache)
+
+        return torch.cond((self.k_cache != 0).any(), reuse, recompute, (self.k_cache, x))
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Layer(i) for i in range(2))
+
+    def forward(self, x):
+        return tuple(layer(x).sum(dim=2) for layer in self.layers)
+
+
+def reference(model, xs):
+    """Per step, the outputs the cond model must give: K computed from the first x, reused."""
+    caches = [torch.zeros(SHAPE) for _ in model.layers]
+    steps = []
+    for x in xs:
+        outs = []
+        for layer, cache in zip(model.layers, caches):
+            if not (cache != 0).any():
+                cache.copy_(layer.k(x))
+            outs.append(cache.sum(dim=2))
+        steps.append(outs)
+    return steps
+
+
+def _inputs():
+    torch.manual_seed(0)
+    return [torch.randn(SHAPE) for _ in range(3)]
+
+
+@delegate_library.needs_library
+class CrossAttnCacheTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = TwoLayers().eval()
+        cls.xs = _inputs()
+        with torch.no_grad():
+            cls.want = reference(cls.model, cls.xs)
+            ep = torch.export.export(cls.model, (cls.xs[0],))
+            cls.delegated = executorch_trt.export(ep, emit_mutable_buffer_names=True)
+            plain = torch.export.export(cls.model, (cls.xs[0],))
+            cls.exposed = expose_cross_attn_cache_writes(plain)
+            cls.plain = to_edge(plain).to_executorch(
+                executorch_trt.backend_config(emit_mutable_buffer_names=True))
+
+    def _run(self, program, loader):
+        from executorch_trt import runtime
+
+        if loader == "bytes":
+            return self._steps(runtime.load(program.buffer))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.pte")
+            with open(path, "wb") as f:
+                f.write(program.buffer)
+            return self._steps(runtime.load(path))
+
+    def _steps(self, loaded):
+        method = loaded.load_method("forward")
+        return [method.execute([x]) for x in self.xs]
+
+    def test_the_pass_exposes_both_caches(self):
+        self.assertEqual(sorted(self.exposed), ["layers.0.k_cache", "layers.1.k_cache"])
+
+    def test_written_once_and_reused_in_both_layers(self):
+        for name in ("delegated", "plain"):
+            for loader in ("bytes", "file"):
+                with self.subTest(program=name, loader=loader):
+                    got = self._run(getattr(self, name), loader)
+                    for step, (g, w) in enumerate(zip(got, self.want)):
+                        for layer in range(2):
+                            torch.testing.assert_close(g[layer], w[layer], rtol=1e-6,
+                                                       atol=1e-6, msg=f"step {step} {layer}")
+
+    def test_caches_are_state_updated_in_place(self):
+        for name in ("delegated", "plain"):
+            with self.subTest(program=name):
+                method = executorch_trt.inspect(getattr(self, name).buffer).method("forward")
+                self.assertEqual(sorted(s.name for s in method.state),
+                                 ["layers.0.k_cache", "layers.1.k_cache"])
+                self.assertEqual(method.state_bytes_copied_per_call, 0)
+                # The reuse branch no longer copies the cache (alias.out is gone) and nothing
+                # writes a cache back.
+                self.assertNotIn("executorch::alias.out", method.operators)
+                self.assertNotIn("aten::copy_", method.operators)
+
+    def test_a_fresh_load_starts_a_new_utterance(self):
+        from executorch_trt import runtime
+
+        method = runtime.load(self.plain.buffer).load_method("forward")
+        first = method.execute([self.xs[1]])  # a fresh load: zero caches, so x1 is used
+        model = self.model
+        for layer in range(2):
+            torch.testing.assert_close(first[layer], model.layers[layer].k(self.xs[1]).sum(dim=2),
+                                       rtol=1e-6, atol=1e-6)
+
+
+if __name__ == "__main__":
+    absltest.main()
