@@ -138,5 +138,26 @@ class CrossAttnCacheTest(absltest.TestCase):
                                        rtol=1e-6, atol=1e-6)
 
 
+class _ClonesInsteadOfAlias(Layer):
+    def forward(self, x):
+        def reuse(cache, x):
+            return cache.clone()
+
+        def recompute(cache, x):
+            return torch.ops.executorch.update_cross_attn_cache(self.k(x), cache)
+
+        return torch.cond((self.k_cache != 0).any(), reuse, recompute, (self.k_cache, x))
+
+
+class MisuseTest(absltest.TestCase):
+
+    def test_a_reuse_branch_that_copies_is_rejected_with_how_to_fix_it(self):
+        with torch.no_grad():
+            ep = torch.export.export(_ClonesInsteadOfAlias(0), (torch.randn(SHAPE),))
+            with self.assertRaisesRegex(ValueError, r"output 0 is a computed tensor in the true "
+                                        r"branch and operand 0 in the false branch.*alias"):
+                executorch_trt.export(ep)
+
+
 if __name__ == "__main__":
     absltest.main()

@@ -162,11 +162,16 @@ def plan_cond_caches_in_place(graph_module: torch.fx.GraphModule) -> int:
         flat = list(specs) if isinstance(specs, (list, tuple)) else [specs]
         for j in set(true_map) | set(false_map):
             if true_map.get(j) != false_map.get(j):
+                def what(k):
+                    return "a computed tensor" if k is None else f"operand {k}"
+
                 raise ValueError(
-                    f"executorch_trt: torch.cond '{cond.name}' returns operand "
-                    f"{true_map.get(j)} in one branch and {false_map.get(j)} in the other at "
-                    f"output {j}; a cross-attention cache must be the same operand in both "
-                    "branches (alias(cache, ...) and update_cross_attn_cache(value, cache)).")
+                    f"executorch_trt: torch.cond '{cond.name}' output {j} is "
+                    f"{what(true_map.get(j))} in the true branch and {what(false_map.get(j))} "
+                    "in the false branch; a cross-attention cache must be the same operand in "
+                    "both: return torch.ops.executorch.alias(cache, ...)[0] when reusing it "
+                    "(not cache.clone() or a new tensor) and update_cross_attn_cache(value, "
+                    "cache) when recomputing.")
             spec = operands[true_map[j]].meta["spec"]
             flat[j] = spec
             for user in cond.users:
