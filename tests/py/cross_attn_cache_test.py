@@ -149,7 +149,28 @@ class _ClonesInsteadOfAlias(Layer):
         return torch.cond((self.k_cache != 0).any(), reuse, recompute, (self.k_cache, x))
 
 
+class _CacheAsInput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = torch.nn.Linear(3, 3)
+
+    def forward(self, cache, x):
+        def reuse(cache, x):
+            return torch.ops.executorch.alias(cache, x)[0]
+
+        def recompute(cache, x):
+            return torch.ops.executorch.update_cross_attn_cache(self.k(x), cache)
+
+        return torch.cond((cache != 0).any(), reuse, recompute, (cache, x))
+
+
 class MisuseTest(absltest.TestCase):
+
+    def test_a_cache_passed_as_method_input_is_rejected(self):
+        with torch.no_grad():
+            ep = torch.export.export(_CacheAsInput(), (torch.zeros(SHAPE), torch.randn(SHAPE)))
+            with self.assertRaisesRegex(ValueError, r"updates method input 'cache'.*register_buffer"):
+                executorch_trt.export(ep)
 
     def test_a_reuse_branch_that_copies_is_rejected_with_how_to_fix_it(self):
         with torch.no_grad():

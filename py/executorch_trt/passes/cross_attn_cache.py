@@ -82,9 +82,11 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
     """Records each buffer a ``cond`` updates with ``update_cross_attn_cache`` as a
     BUFFER_MUTATION whose output is the buffer itself (module docstring). Modifies ``ep`` in
     place; returns the buffers' FQNs (empty when the program has no such ``cond``). Idempotent.
-    A cache that is a user input or a constant is left alone (only buffers are state)."""
+    Raises ``ValueError`` when the cache is a method input (it could not persist across calls;
+    register it as a buffer). A cache that is a constant or an intermediate is left alone."""
     gm, sig = ep.graph_module, ep.graph_signature
     buffers = {s.arg.name: s.target for s in sig.input_specs if s.kind == InputKind.BUFFER}
+    user_inputs = {s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT}
     mutated = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
     exposed: List[torch.fx.Node] = []
     for node in gm.graph.nodes:
@@ -93,6 +95,13 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
         positions = set().union(*(_updated_operands(b) for b in _branches(gm, node)))
         for k in sorted(positions):
             operand = node.args[3][k]
+            if operand.name in user_inputs:
+                raise ValueError(
+                    f"executorch_trt: torch.cond '{node.name}' updates method input "
+                    f"'{operand.name}' with update_cross_attn_cache; a method input is the "
+                    "caller's tensor for one call, so the cache would not persist to the next "
+                    "call (eager PyTorch writes into it). Register the cache as a buffer of "
+                    "the module (register_buffer) so it is state the program owns.")
             fqn = buffers.get(operand.name) if operand.op == "placeholder" else None
             if fqn is not None and fqn not in mutated:
                 exposed.append(operand)
