@@ -169,7 +169,8 @@ class MisuseTest(absltest.TestCase):
     def test_a_cache_passed_as_method_input_is_rejected(self):
         with torch.no_grad():
             ep = torch.export.export(_CacheAsInput(), (torch.zeros(SHAPE), torch.randn(SHAPE)))
-            with self.assertRaisesRegex(ValueError, r"updates method input 'cache'.*register_buffer"):
+            with self.assertRaisesRegex(ValueError,
+                                        r"updates method input 'cache'.*register_buffer"):
                 executorch_trt.export(ep)
 
     def test_a_reuse_branch_that_copies_is_rejected_with_how_to_fix_it(self):
