@@ -16,7 +16,7 @@ from absl.testing import absltest
 import delegate_library
 import executorch_trt
 from executorch_trt import runtime
-from executorch_trt.buffer_sharing import check_buffer_sharing
+from executorch_trt.buffer_sharing import _storage_range, check_buffer_sharing
 
 
 class RowWriter(torch.nn.Module):
@@ -329,6 +329,27 @@ class SharingRuntimeTest(absltest.TestCase):
         (two,) = program.load_method("two").execute([torch.ones(1, 4)])
         torch.testing.assert_close(one, torch.full((1, 4), 1.0))
         torch.testing.assert_close(two, torch.full((1, 4), 2.0))
+
+
+class StorageRangeTest(absltest.TestCase):
+    """The bytes a buffer covers, which decide whether two buffers are one tensor."""
+
+    def test_a_strided_view_covers_its_first_to_last_element(self):
+        base = torch.arange(6.0).view(2, 3)
+        view = base[:, 1]  # elements 1 and 4 of the storage
+        key, start, end = _storage_range(view)
+        self.assertEqual((start, end), (4, 20))
+        self.assertEqual(_storage_range(base[1]), (key, 12, 24))  # same storage, same key
+        clone_key, *clone_bytes = _storage_range(view.clone())
+        self.assertNotEqual(clone_key, key)
+        self.assertEqual(clone_bytes, [0, 8])
+
+    def test_tensors_without_comparable_storage_have_no_range(self):
+        # A sparse tensor raises NotImplementedError on untyped_storage(); empty and meta
+        # tensors hold no bytes. None means "not the same tensor as anything".
+        for t in (torch.zeros(3).to_sparse(), torch.zeros(0), torch.zeros(2, device="meta")):
+            with self.subTest(layout=str(t.layout), device=str(t.device), numel=t.numel()):
+                self.assertIsNone(_storage_range(t))
 
 
 if __name__ == "__main__":
