@@ -7,6 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [[ $# -gt 1 || ( $# -eq 1 && "$1" != "--fix" ) ]]; then
+  echo "check_format: unknown arguments '$*'; usage: tools/check_format.sh [--fix]" >&2
+  exit 2
+fi
+
 if ! command -v clang-format >/dev/null 2>&1; then
   echo "check_format: clang-format not installed; skipping (apt-get install clang-format)"
   exit 0
