@@ -37,7 +37,7 @@ output position (the cache would be one thing in one branch and another in the o
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Set
 
 import torch
 import torch.utils._pytree as pytree
@@ -45,18 +45,10 @@ from executorch.exir import memory
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
 
+from executorch_trt.operator_support import schema_name
+
 UPDATE = "executorch::update_cross_attn_cache"
 ALIAS = "executorch::alias"
-
-
-def _op_name(node: torch.fx.Node) -> Optional[str]:
-    """The schema name (``"executorch::alias"``) of an ATen/edge/custom op node, else None."""
-    if node.op != "call_function":
-        return None
-    target = node.target
-    schema = getattr(target, "_schema", None) or getattr(getattr(target, "_op", None),
-                                                         "_schema", None)
-    return getattr(schema, "name", None)
 
 
 def _is_cond(node: torch.fx.Node) -> bool:
@@ -75,7 +67,7 @@ def _updated_operands(branch: torch.fx.GraphModule) -> Set[int]:
     """Operand positions a branch passes as ``update_cross_attn_cache``'s ``cache``."""
     placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
     return {placeholders.index(_cache_arg(n)) for n in branch.graph.nodes
-            if _op_name(n) == UPDATE and _cache_arg(n) in placeholders}
+            if schema_name(n) == UPDATE and _cache_arg(n) in placeholders}
 
 
 def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
@@ -129,7 +121,7 @@ def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
     graph = branch.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     for node in list(graph.nodes):
-        name = _op_name(node)
+        name = schema_name(node)
         if name == UPDATE and _cache_arg(node) in placeholders and "out" in node.kwargs:
             old = node.kwargs["out"]
             node.kwargs = {**node.kwargs, "out": _cache_arg(node)}
@@ -148,7 +140,7 @@ def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
     branch.recompile()
     result = {}
     for j, value in enumerate(pytree.tree_leaves(graph.output_node().args[0])):
-        if _op_name(value) == UPDATE and value.kwargs.get("out") in placeholders:
+        if schema_name(value) == UPDATE and value.kwargs.get("out") in placeholders:
             value = value.kwargs["out"]  # the out variant returns the operand it wrote
         if value in placeholders:
             result[j] = placeholders.index(value)
@@ -162,7 +154,7 @@ def plan_cond_caches_in_place(graph_module: torch.fx.GraphModule) -> int:
     branches return different operands at one position while one of them returns a cache."""
     bound = 0
     for cond in [n for n in graph_module.graph.nodes if _is_cond(n)]:
-        if not any(_op_name(n) in (UPDATE, ALIAS) for b in _branches(graph_module, cond)
+        if not any(schema_name(n) in (UPDATE, ALIAS) for b in _branches(graph_module, cond)
                    for n in b.graph.nodes):
             continue
         true_map, false_map = (_rewrite_branch(b) for b in _branches(graph_module, cond))
