@@ -2,6 +2,7 @@
 
 #include "core/kernels/cross_attn_cache.h"
 
+#include <atomic>
 #include <cinttypes>
 #include <cstring>
 
@@ -16,6 +17,11 @@ namespace executorch_trt {
 namespace {
 
 using executorch::runtime::KernelRuntimeContext;
+
+std::atomic<uint64_t>& UpdateCounter() {
+  static std::atomic<uint64_t> counter{0};
+  return counter;
+}
 
 bool IsContiguous(const Tensor& t) { return executorch::runtime::tensor_is_contiguous(t); }
 
@@ -102,8 +108,11 @@ Tensor& UpdateCrossAttnCacheOut(KernelRuntimeContext& ctx, const Tensor& value, 
   for (size_t i = 0; i < blocks && value_block > 0; ++i) {
     std::memcpy(dst + i * cache_block, src + i * value_block, value_block);
   }
+  UpdateCounter().fetch_add(1, std::memory_order_relaxed);
   return out;
 }
+
+uint64_t CrossAttnCacheUpdates() { return UpdateCounter().load(std::memory_order_relaxed); }
 
 void AliasOut(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   constexpr const char* kOp = "alias";
@@ -155,3 +164,8 @@ const bool kRegistered = [] {
 
 }  // namespace
 }  // namespace executorch_trt
+
+extern "C" __attribute__((visibility("default"))) uint64_t executorch_trt_cross_attn_cache_updates(
+    void) {
+  return executorch_trt::CrossAttnCacheUpdates();
+}

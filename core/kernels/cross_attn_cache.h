@@ -15,6 +15,8 @@
 
 #pragma once
 
+#include <cstdint>
+
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 #include <executorch/runtime/core/span.h>
@@ -44,9 +46,18 @@ executorch::aten::Tensor& UpdateCrossAttnCacheOut(executorch::runtime::KernelRun
 void AliasOut(executorch::runtime::KernelRuntimeContext& ctx,
               executorch::runtime::Span<executorch::runtime::EValue*> stack);
 
+// How many times update_cross_attn_cache.out has written a cache in this process (all
+// programs, all threads; callers take deltas). Each call is one run of a torch.cond
+// recompute branch, so a decode step that reuses its cross-attention caches adds 0: tests
+// and the runner read it to prove the branch not taken costs nothing. Thread-safe.
+uint64_t CrossAttnCacheUpdates();
+
 // The fully qualified operator names the kernels are registered under.
 inline constexpr const char kUpdateCrossAttnCacheOutOpName[] =
     "executorch::update_cross_attn_cache.out";
 inline constexpr const char kAliasOutOpName[] = "executorch::alias.out";
 
 }  // namespace executorch_trt
+
+// C entry point for ctypes (Python): CrossAttnCacheUpdates().
+extern "C" uint64_t executorch_trt_cross_attn_cache_updates(void);

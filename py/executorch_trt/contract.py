@@ -16,6 +16,7 @@ outputs update an input in place; the decision is carried in the blob and never 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Dict, List, Optional, Set, Tuple
 
 import torch
@@ -23,7 +24,8 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
 from executorch_trt.blob import AliasedIO, Binding
-from executorch_trt.operator_support import op_name, schema_name
+from executorch_trt.operator_support import is_cond, op_name, schema_name
+from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.kv_cache_update_pass import (KV_CACHE_UPDATE, VIEW_COPY_BYTES,
                                                         match_kv_write)
@@ -207,6 +209,13 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
       cache's step counter after ``FunctionalCopyPass``): kind ``user`` (the exporter declares
       it; the runtime checks shape and dtype and binds the output to the input's storage).
 
+    * the output is a ``torch.cond``'s output that both branches return as that input (a
+      cross-attention cache, ``passes/cross_attn_cache.cond_cache_outputs``): kind ``user``
+      (the engine's nested program writes the cache where it is bound). This alias is made
+      whatever ``options.kv_cache`` says: under ``cond`` the update is correct only in place
+      (a copy-back would bind the output to separate storage the reuse branch never
+      writes), so an input that cannot be aliased raises ``ValueError``.
+
     Every other buffer update gets a reason in ``not_in_place``.
     """
     inputs = {n.name: n for n in contract.input_nodes}
@@ -219,6 +228,16 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
         out, inp = outputs.get(out_name), inputs.get(in_name)
         if out is None or inp is None:
             continue  # not this partition's binding (cannot happen for a partitioner's specs)
+        if _cond_cache_operand(out) is inp:
+            blocker = ("the buffer is also read outside the delegate" if in_name in shared
+                       else _kv_alias_blocker(out, inp))
+            if blocker is not None:
+                raise ValueError(
+                    f"TensorRTBackend: torch.cond output '{out_name}' updates cache '{in_name}', "
+                    f"which cannot be updated in place: {blocker}. A cross-attention cache "
+                    "under torch.cond must be read only through the cond's output.")
+            aliases.append(AliasedIO(out_name, in_name, ALIAS_USER, OWNERSHIP_CALLER))
+            continue
         if options.kv_cache != KV_CACHE_INPLACE:
             reasons[out_name] = f"kv_cache={options.kv_cache!r} was requested"
             continue
@@ -242,6 +261,18 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
     order = {n.name: k for k, n in enumerate(contract.output_nodes)}
     aliases.sort(key=lambda a: order[a.output])
     return AliasDecision(tuple(aliases), reasons, view_copies)
+
+
+def _cond_cache_operand(out: torch.fx.Node) -> Optional[torch.fx.Node]:
+    """The ``cond`` operand that output ``out`` is, when ``out`` is ``getitem(cond, j)`` and
+    both branches return that operand as a cross-attention cache; else ``None``."""
+    if out.op != "call_function" or out.target is not operator.getitem:
+        return None
+    cond, j = out.args
+    if not isinstance(cond, torch.fx.Node) or not is_cond(cond):
+        return None
+    k = cond_cache_outputs(cond.graph.owning_module, cond).get(j)
+    return None if k is None else cond.args[3][k]
 
 
 def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:

@@ -3,19 +3,35 @@ the rules every engine shares.
 
 The operator table is the engine's (``Engine.supported_ops``: ``engines/portable/operators.py``,
 ``engines/tensorrt/operators.py``); this module adds what does not depend on the engine: the
-outputs must be tensors of a dtype the blob can describe (``wire.DTYPES``), and a ``getitem``
-stays with its producer.
+outputs must be tensors of a dtype the blob can describe (``wire.DTYPES``), a ``getitem``
+stays with its producer, and a ``torch.cond`` is taken whole (predicate operand, both branch
+subgraphs) or not at all.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import FrozenSet, Mapping
+from typing import FrozenSet, List, Mapping, Optional
 
 import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from executorch_trt.wire import dtype_name
+
+
+#: The name engines list ``torch.ops.higher_order.cond`` under (it has no schema).
+COND = "higher_order::cond"
+
+
+def is_cond(node: torch.fx.Node) -> bool:
+    """Whether ``node`` calls ``torch.ops.higher_order.cond``."""
+    return node.op == "call_function" and node.target is torch.ops.higher_order.cond
+
+
+def cond_branches(graph_module: torch.fx.GraphModule,
+                  cond: torch.fx.Node) -> List[torch.fx.GraphModule]:
+    """The true and false branch subgraphs of ``cond`` (its ``get_attr`` arguments 1 and 2)."""
+    return [getattr(graph_module, b.target) for b in (cond.args[1], cond.args[2])]
 
 
 def schema_name(node: torch.fx.Node) -> str:
@@ -45,7 +61,12 @@ class DelegateOperatorSupport(OperatorSupportBase):
     (``native_layer_norm``, ``split_with_sizes_copy``, ``unbind_copy``) would end a partition,
     because the unsupported ``getitem`` between the op and its consumers blocks the merge
     (``CapabilityBasedPartitioner`` only re-homes getitems *after* merging). XNNPACK's
-    partitioner keeps getitems with their producer the same way."""
+    partitioner keeps getitems with their producer the same way.
+
+    A ``torch.cond`` is accepted when ``COND`` is in ``supported_ops`` and every node of both
+    branches is (a placeholder, the output, or a call this rule accepts, nested ``cond``
+    included): the partition then holds the whole control flow and the engine runs it
+    (``TensorRTPartitioner`` tags the branch ``get_attr`` nodes with it)."""
 
     def __init__(self, supported_ops: FrozenSet[str]) -> None:
         self.supported_ops = supported_ops
@@ -55,9 +76,34 @@ class DelegateOperatorSupport(OperatorSupportBase):
     ) -> bool:
         if node.op != "call_function":
             return False
+        if is_cond(node):
+            branches = _branch_modules(submodules, node)
+            return (COND in self.supported_ops and branches is not None
+                    and _has_supported_tensor_outputs(node)
+                    and all(self._graph_supported(dict(b.named_modules()), b.graph)
+                            for b in branches))
         if node.target is operator.getitem:
             producer = node.args[0]
             return (isinstance(producer, torch.fx.Node)
                     and self.is_node_supported(submodules, producer)
                     and isinstance(node.meta.get("val"), torch.Tensor))
         return schema_name(node) in self.supported_ops and _has_supported_tensor_outputs(node)
+
+    def _graph_supported(self, submodules: Mapping[str, torch.nn.Module],
+                         graph: torch.fx.Graph) -> bool:
+        """Every node of a branch graph is taken (``get_attr`` only as a nested branch)."""
+        for n in graph.nodes:
+            if n.op in ("placeholder", "output"):
+                continue
+            if n.op == "get_attr" and all(is_cond(u) for u in n.users):
+                continue
+            if not self.is_node_supported(submodules, n):
+                return False
+        return True
+
+
+def _branch_modules(submodules: Mapping[str, torch.nn.Module],
+                    cond: torch.fx.Node) -> Optional[List[torch.fx.GraphModule]]:
+    """``cond``'s two branch graph modules, or ``None`` if either is not one."""
+    branches = [submodules.get(getattr(b, "target", None)) for b in cond.args[1:3]]
+    return branches if all(isinstance(b, torch.fx.GraphModule) for b in branches) else None

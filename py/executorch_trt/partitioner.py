@@ -24,6 +24,13 @@ Rules (DESIGN.md contract 1, "Ownership"):
   updated in place) is rejected (``graph_mutations.mutated_user_input_error``): ExecuTorch would
   return the new value as an extra output and leave the caller's tensor unchanged. The cache
   must be a module buffer (issue 9, item 7).
+* A ``torch.cond`` is taken whole when the engine takes it and everything in its branches
+  (``operator_support``): its branch ``get_attr`` nodes get its tag. For each cross-attention
+  cache it updates, ``expose_cross_attn_cache_writes`` made the ``cond``'s output for that
+  cache the BUFFER_MUTATION (``passes/cross_attn_cache.py``), so the delegate returns the
+  update as an output that ``preprocess`` aliases to the cache input. The cache may be read
+  only inside that partition (``ValueError`` otherwise: an in-place update would change what
+  the outside reader sees, and a copy-back cannot be correct under ``cond``).
 * Every value crossing a partition's boundary must have a static shape; a dynamic one (a tensor
   with a symbolic dimension, or a symbolic int such as ``sym_size``) is rejected naming the
   method input it comes from (``static_shapes.check_partition_boundary``).
@@ -46,7 +53,8 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
 from executorch_trt.engines import get_engine
 from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
-from executorch_trt.operator_support import DelegateOperatorSupport
+from executorch_trt.operator_support import DelegateOperatorSupport, is_cond, op_name
+from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.static_shapes import check_partition_boundary
 from executorch_trt.wire import BACKEND_ID
@@ -166,6 +174,7 @@ class TensorRTPartitioner(Partitioner):
         if not self.freeze_buffers:
             for node in module_buffer_placeholders(exported_program):
                 node.meta.pop("delegation_tag", None)
+        _take_conds_whole(exported_program)
         for node in mutated_buffer_placeholders(exported_program):
             assert "delegation_tag" not in node.meta, (
                 f"mutated buffer {node.name} was tagged into a delegate; it must stay above it"
@@ -192,3 +201,26 @@ class TensorRTPartitioner(Partitioner):
         return ([torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
                  torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor],
                 None)
+
+
+def _take_conds_whole(ep: ExportedProgram) -> None:
+    """Tags the branch ``get_attr`` nodes of every tagged ``cond`` with it, and checks that
+    nothing outside the partition reads a cross-attention cache it updates (module
+    docstring). Raises ``ValueError`` naming the reader."""
+    for cond in [n for n in ep.graph.nodes if is_cond(n) and "delegation_tag" in n.meta]:
+        tag = cond.meta["delegation_tag"]
+        for branch in cond.args[1:3]:
+            branch.meta["delegation_tag"] = tag
+        for k in sorted(set(cond_cache_outputs(ep.graph_module, cond).values())):
+            cache = cond.args[3][k]
+            outside = [u for u in cache.users if u.meta.get("delegation_tag") != tag]
+            if outside:
+                reader = outside[0]
+                what = "the program output" if reader.op == "output" else (
+                    f"{op_name(reader)} ({reader.name})")
+                raise ValueError(
+                    f"executorch_trt: the cross-attention cache '{cache.name}' that torch.cond "
+                    f"'{cond.name}' updates is also read by {what}, which the delegate does not "
+                    "take; the delegate updates the cache in place, so that reader could see "
+                    "the new value too early. Read the cache only through the cond's output "
+                    "(or compute what reads it with operators the engine takes).")

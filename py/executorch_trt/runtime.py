@@ -115,6 +115,18 @@ def bytes_copied() -> int:
     return int(fn())
 
 
+def cross_attn_cache_updates() -> int:
+    """How many times ``executorch::update_cross_attn_cache.out`` has written a cache in this
+    process (cumulative, all loaded programs, plain or delegated): one per run of a
+    ``torch.cond`` recompute branch. A decode step that reuses its cross-attention caches adds
+    0. Reads ``executorch_trt_cross_attn_cache_updates()`` (``core/kernels/cross_attn_cache.h``).
+    """
+    fn = load_library().executorch_trt_cross_attn_cache_updates
+    fn.restype = ctypes.c_uint64
+    fn.argtypes = []
+    return int(fn())
+
+
 class Method:
     """A loaded method. ``execute(inputs)`` takes tensors in the method's input order and
     returns its user outputs as a list of tensors (copies; mutable buffers persist inside the

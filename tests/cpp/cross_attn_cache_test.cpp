@@ -49,11 +49,15 @@ TEST(UpdateCrossAttnCacheTest, InPlaceWritesTheFirstRowsOfEveryHead) {
   f.value_before = f.value.data();
   executorch::aten::Tensor cache = f.cache.tensor();
   const void* storage = f.cache.ptr();
+  const uint64_t updates_before = CrossAttnCacheUpdates();
   KernelRuntimeContext ctx;
   executorch::aten::Tensor& result = UpdateCrossAttnCacheOut(ctx, f.value.tensor(), cache, cache);
   ASSERT_EQ(ctx.failure_state(), Error::Ok);
   EXPECT_EQ(result.const_data_ptr(), storage);
   EXPECT_EQ(f.cache.data(), f.Expected());
+  // One write, counted once (the C entry point reads the same counter).
+  EXPECT_EQ(CrossAttnCacheUpdates(), updates_before + 1);
+  EXPECT_EQ(executorch_trt_cross_attn_cache_updates(), updates_before + 1);
 }
 
 TEST(UpdateCrossAttnCacheTest, SeparateOutputGetsTheUpdateAndTheCacheStays) {
@@ -88,6 +92,7 @@ TEST(UpdateCrossAttnCacheTest, RejectsBadInputsWithoutWriting) {
   }
   Fixture f;
   const std::vector<float> before = f.cache.data();
+  const uint64_t updates_before = CrossAttnCacheUpdates();
   OwnedTensor<double> value64(ScalarType::Double, {2, 2, 2, 3});
   OwnedTensor<double> out64(ScalarType::Double, {2, 2, 4, 3});
   executorch::aten::Tensor cache = f.cache.tensor();
@@ -99,6 +104,7 @@ TEST(UpdateCrossAttnCacheTest, RejectsBadInputsWithoutWriting) {
   UpdateCrossAttnCacheOut(out_ctx, f.value.tensor(), cache, out64_t);
   EXPECT_EQ(out_ctx.failure_state(), Error::InvalidArgument);
   EXPECT_EQ(f.cache.data(), before);
+  EXPECT_EQ(CrossAttnCacheUpdates(), updates_before) << "a rejected call wrote nothing";
 }
 
 // Calls the registered boxed kernel as ExecuTorch's interpreter does.

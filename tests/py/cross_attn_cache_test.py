@@ -4,11 +4,14 @@ A two-layer toy model whose layers each hold a zero ``k_cache`` buffer [1, 2, 4,
 compute ``torch.cond((k_cache != 0).any(), alias, update_cross_attn_cache(k(x)))``. Step 0
 recomputes each layer's K from x; later steps (other x) must reuse it. Checked against a
 reference written without ``cond`` (eager ``executorch::alias`` trips PyTorch's aliasing
-check), through ``executorch_trt.export`` and through plain ``to_edge`` +
-``executorch_trt.backend_config()`` (no delegate in the cond), loading from bytes and from a
-file: outputs equal at every step, the caches are mutable buffers (no constant, no copy per
-call), the two layers do not see each other's K (ExecuTorch #21490's shared branch arena), and
-zeroing is what starts a new utterance (a fresh load recomputes).
+check), through ``executorch_trt.export`` (the whole cond inside the delegate, issue 11 item
+3), through the composable path (``expose_cross_attn_cache_writes`` +
+``to_edge_transform_and_lower`` with ``TensorRTPartitioner``) and through plain ``to_edge`` +
+``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file: outputs
+equal at every step, the caches are mutable buffers (no constant, no copy per call), the two
+layers do not see each other's K (ExecuTorch #21490's shared branch arena), the recompute
+branch runs only while a cache is zero (``runtime.cross_attn_cache_updates``), and zeroing is
+what starts a new utterance (a fresh load recomputes).
 """
 
 import os
@@ -16,10 +19,11 @@ import tempfile
 
 import torch
 from absl.testing import absltest
-from executorch.exir import to_edge
+from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
+from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 
 SHAPE = (1, 2, 4, 3)
@@ -86,6 +90,13 @@ class CrossAttnCacheTest(absltest.TestCase):
             cls.exposed = expose_cross_attn_cache_writes(plain)
             cls.plain = to_edge(plain).to_executorch(
                 executorch_trt.backend_config(emit_mutable_buffer_names=True))
+            composable = torch.export.export(cls.model, (cls.xs[0],))
+            expose_cross_attn_cache_writes(composable)
+            cls.composable = to_edge_transform_and_lower(
+                composable, partitioner=[TensorRTPartitioner()]).to_executorch(
+                    executorch_trt.backend_config(emit_mutable_buffer_names=True))
+
+    PROGRAMS = ("delegated", "composable", "plain")
 
     def _run(self, program, loader):
         from executorch_trt import runtime
@@ -99,14 +110,21 @@ class CrossAttnCacheTest(absltest.TestCase):
             return self._steps(runtime.load(path))
 
     def _steps(self, loaded):
+        from executorch_trt import runtime
+
         method = loaded.load_method("forward")
-        return [method.execute([x]) for x in self.xs]
+        outputs, self.recomputes = [], []
+        for x in self.xs:
+            before = runtime.cross_attn_cache_updates()
+            outputs.append(method.execute([x]))
+            self.recomputes.append(runtime.cross_attn_cache_updates() - before)
+        return outputs
 
     def test_the_pass_exposes_both_caches(self):
         self.assertEqual(sorted(self.exposed), ["layers.0.k_cache", "layers.1.k_cache"])
 
     def test_written_once_and_reused_in_both_layers(self):
-        for name in ("delegated", "plain"):
+        for name in self.PROGRAMS:
             for loader in ("bytes", "file"):
                 with self.subTest(program=name, loader=loader):
                     got = self._run(getattr(self, name), loader)
@@ -114,9 +132,23 @@ class CrossAttnCacheTest(absltest.TestCase):
                         for layer in range(2):
                             torch.testing.assert_close(g[layer], w[layer], rtol=1e-6,
                                                        atol=1e-6, msg=f"step {step} {layer}")
+                    # Step 0 runs both layers' recompute branch; later steps run neither.
+                    self.assertEqual(self.recomputes, [2, 0, 0])
+
+    def test_the_delegate_takes_the_whole_cond(self):
+        for name in ("delegated", "composable"):
+            with self.subTest(program=name):
+                method = executorch_trt.inspect(getattr(self, name).buffer).method("forward")
+                # Predicate, cond and both branches run inside the one delegate call ...
+                self.assertEqual(method.operators, {})
+                (delegate,) = method.delegates
+                self.assertEqual(delegate.engine, "portable")
+                # ... which returns each layer's cache as an output aliased to its input.
+                self.assertEqual(delegate.aliased_outputs, 2)
+                self.assertEqual({s.update for s in method.state}, {"in_place_delegate"})
 
     def test_caches_are_state_updated_in_place(self):
-        for name in ("delegated", "plain"):
+        for name in self.PROGRAMS:
             with self.subTest(program=name):
                 method = executorch_trt.inspect(getattr(self, name).buffer).method("forward")
                 self.assertEqual(sorted(s.name for s in method.state),
@@ -162,6 +194,51 @@ class _CacheAsInput(torch.nn.Module):
             return torch.ops.executorch.update_cross_attn_cache(self.k(x), cache)
 
         return torch.cond((cache != 0).any(), reuse, recompute, (cache, x))
+
+
+class _CacheAlsoReadOutside(Layer):
+    """Reads its cache with ``aten::flip``, which the portable engine does not take."""
+
+    def forward(self, x):
+        return super().forward(x)[0] + self.k_cache.flip(0)
+
+
+def _edge(model):
+    ep = torch.export.export(model, (torch.randn(SHAPE),))
+    expose_cross_attn_cache_writes(ep)
+    return to_edge(ep).exported_program()
+
+
+class PartitionTest(absltest.TestCase):
+
+    def test_the_tensorrt_engine_leaves_the_cond_to_executorch(self):
+        # TensorRT cannot write into an input binding, so its engine claims no cond; the cond
+        # then runs above the delegate, planned in place by InplaceMemoryPlanningPass.
+        with torch.no_grad():
+            ep = _edge(Layer(0))
+        TensorRTPartitioner(engine="tensorrt").partition(ep)
+        conds = [n for n in ep.graph.nodes if n.target is torch.ops.higher_order.cond]
+        self.assertEqual(len(conds), 1)
+        self.assertNotIn("delegation_tag", conds[0].meta)
+
+    def test_the_portable_engine_tags_cond_predicate_and_branches_together(self):
+        with torch.no_grad():
+            ep = _edge(Layer(0))
+        TensorRTPartitioner().partition(ep)
+        (cond,) = [n for n in ep.graph.nodes if n.target is torch.ops.higher_order.cond]
+        tag = cond.meta["delegation_tag"]
+        pred, true_branch, false_branch = cond.args[:3]
+        for node in (pred, true_branch, false_branch, *cond.users):
+            self.assertEqual(node.meta.get("delegation_tag"), tag, node.name)
+        # The cache itself stays above the delegate (caller-owned state).
+        self.assertNotIn("delegation_tag", cond.args[3][0].meta)
+
+    def test_a_cache_also_read_outside_the_delegate_is_rejected(self):
+        with torch.no_grad():
+            ep = _edge(_CacheAlsoReadOutside(0))
+        with self.assertRaisesRegex(ValueError, r"cache 'b_k_cache'.*also read by "
+                                    r"aten::flip.*Read the cache only through the cond"):
+            TensorRTPartitioner().partition(ep)
 
 
 class MisuseTest(absltest.TestCase):

@@ -45,6 +45,11 @@ DIM_ORDER = frozenset({"dim_order_ops::_to_dim_order_copy", "dim_order_ops::_clo
 KV_WRITES = _aten({"index_put", "index_copy", "slice_scatter", "select_scatter", "index_fill"}
                   ) | {"executorch_trt::kv_cache_update"}
 
+#: ExecuTorch's ``torch.cond`` cross-attention cache ops (``cross_attn_ops``), and ``torch.cond``
+#: itself (``torch.ops.higher_order.cond`` has no schema; ``operator_support.COND`` names it).
+CROSS_ATTN_CACHE = frozenset({"executorch::alias", "executorch::update_cross_attn_cache"})
+CONTROL_FLOW = frozenset({"higher_order::cond"})
+
 #: Every group: what a decoder block needs end to end.
 DECODER = (LINEAR | NORMS | ACTIVATIONS | ATTENTION | SHAPE | MASKS | ARITHMETIC | DIM_ORDER
            | KV_WRITES)

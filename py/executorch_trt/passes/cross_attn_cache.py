@@ -18,17 +18,22 @@ layers one layer reads another's K/V, because all ``cond`` branches share one ar
 Two rewrites fix it:
 
 * ``expose_cross_attn_cache_writes(ep)`` (on the ``ExportedProgram``, before or after
-  ``to_edge``; ``executorch_trt.export`` applies it): every buffer a ``cond`` hands to
-  ``update_cross_attn_cache`` gets a BUFFER_MUTATION output whose value *is* the buffer
-  placeholder. The cache becomes mutable state (never const, never deduplicated), and
-  ``insert_write_back_for_buffers_pass`` adds no ``copy_`` (its ``_inplace_lineage`` check).
+  ``to_edge``, before partitioning; ``executorch_trt.export`` applies it): every buffer a
+  ``cond`` hands to ``update_cross_attn_cache`` gets a BUFFER_MUTATION output whose new value
+  is the ``cond``'s output for it (``getitem(cond, j)``; both branches must return the cache
+  at position ``j``). The cache becomes mutable state (never const, never deduplicated). A
+  partitioner that takes the ``cond`` then returns the update as a delegate output, which
+  ``preprocess`` aliases to the cache input (``contract.decide_aliases``) and
+  ``InplaceMemoryPlanningPass`` makes the buffer's own value, as for any in-place KV write.
 * ``plan_cond_caches_in_place(graph_module)`` (after ``ToOutVarPass``, before memory
-  planning: ``InplaceMemoryPlanningPass`` runs it): in each branch the ``.out`` of
-  ``update_cross_attn_cache`` is pointed at the cache operand itself and ``alias(...)[i]`` is
-  replaced by its operand (no copy); the ``cond`` output and its ``getitem`` get the buffer's
-  own ``TensorSpec``. The emitter then binds the ``cond`` output to the buffer's value (it reuses
-  a value per TensorSpec object and emits no ``MoveCall`` when a branch output already is the
-  binding value), so nothing lives in the shared branch arena and the update costs no copy.
+  planning; ``InplaceMemoryPlanningPass`` runs it on the top-level program, the portable
+  engine on its nested one): in each branch the ``.out`` of ``update_cross_attn_cache`` is
+  pointed at the cache operand itself and ``alias(...)[i]`` is replaced by its operand (no
+  copy); the ``cond`` output and its ``getitem`` get the cache's own ``TensorSpec``, and the
+  write-back ``copy_(buffer, getitem)`` becomes a no-op and is removed. The emitter then binds
+  the ``cond`` output to the cache's value (it reuses a value per TensorSpec object and emits
+  no ``MoveCall`` when a branch output already is the binding value), so nothing lives in the
+  shared branch arena and the update costs no copy.
 
 Errors: ``ValueError`` when the two branches of a ``cond`` return different operands at one
 output position (the cache would be one thing in one branch and another in the other).
@@ -37,26 +42,20 @@ output position (the cache would be one thing in one branch and another in the o
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Set
+from typing import Dict, Iterable, List, Optional, Set
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir import memory
 from torch.export import ExportedProgram
+from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
 
-from executorch_trt.operator_support import schema_name
+from executorch_trt.operator_support import cond_branches, is_cond, schema_name
+from executorch_trt.passes.graph_edit import remove_write_back
 
 UPDATE = "executorch::update_cross_attn_cache"
 ALIAS = "executorch::alias"
-
-
-def _is_cond(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target is torch.ops.higher_order.cond
-
-
-def _branches(graph_module: torch.fx.GraphModule, cond: torch.fx.Node):
-    return [getattr(graph_module, b.target) for b in (cond.args[1], cond.args[2])]
 
 
 def _cache_arg(node: torch.fx.Node) -> torch.fx.Node:
@@ -70,21 +69,66 @@ def _updated_operands(branch: torch.fx.GraphModule) -> Set[int]:
             if schema_name(n) == UPDATE and _cache_arg(n) in placeholders}
 
 
+def _mismatch_error(cond: torch.fx.Node, j, true_what: str, false_what: str) -> ValueError:
+    return ValueError(
+        f"executorch_trt: torch.cond '{cond.name}' output {j} is {true_what} in the true branch "
+        f"and {false_what} in the false branch; a cross-attention cache must be the same "
+        "operand in both: return torch.ops.executorch.alias(cache, ...)[0] when reusing it "
+        "(not cache.clone() or a new tensor) and update_cross_attn_cache(value, cache) when "
+        "recomputing.")
+
+
+def _what(k: Optional[int]) -> str:
+    return "a computed tensor" if k is None else f"operand {k}"
+
+
+def _returned_in_one_branch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node,
+                                  k: int) -> ValueError:
+    """The error for a cache operand ``k`` that ``cond`` updates but whose branches do not both
+    return it at one output position."""
+    true_map, false_map = (_branch_cache_outputs(b) for b in cond_branches(gm, cond))
+    for j in sorted(set(true_map) | set(false_map)):
+        if k in (true_map.get(j), false_map.get(j)):
+            return _mismatch_error(cond, j, _what(true_map.get(j)), _what(false_map.get(j)))
+    return ValueError(
+        f"executorch_trt: torch.cond '{cond.name}' updates operand {k} with "
+        "update_cross_attn_cache but no branch returns it, so the update would be lost; "
+        "return the update's result from the recompute branch and alias(cache, ...)[0] from "
+        "the reuse branch.")
+
+
+def _output_item(cond: torch.fx.Node, j: int) -> torch.fx.Node:
+    """A ``getitem(cond, j)`` node: an existing one, else a new one after ``cond``."""
+    for user in cond.users:
+        if user.target is operator.getitem and user.args[1] == j:
+            return user
+    with cond.graph.inserting_after(cond):
+        item = cond.graph.call_function(operator.getitem, (cond, j))
+    item.meta["val"] = cond.meta["val"][j]
+    return item
+
+
 def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
     """Records each buffer a ``cond`` updates with ``update_cross_attn_cache`` as a
-    BUFFER_MUTATION whose output is the buffer itself (module docstring). Modifies ``ep`` in
-    place; returns the buffers' FQNs (empty when the program has no such ``cond``). Idempotent.
+    BUFFER_MUTATION whose new value is the ``cond``'s output for it, ``getitem(cond, j)``
+    (created if the program does not read it; module docstring). Modifies ``ep`` in place;
+    returns the buffers' FQNs (empty when the program has no such ``cond``). Idempotent.
+
     Raises ``ValueError`` when the cache is a method input (it could not persist across calls;
-    register it as a buffer). A cache that is a constant or an intermediate is left alone."""
+    register it as a buffer), and when the branches do not both return the cache at one output
+    position (``alias(cache, ...)[i]`` in one, ``update_cross_attn_cache(value, cache)`` in the
+    other). A cache that is a constant or an intermediate is left alone."""
     gm, sig = ep.graph_module, ep.graph_signature
     buffers = {s.arg.name: s.target for s in sig.input_specs if s.kind == InputKind.BUFFER}
     user_inputs = {s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT}
     mutated = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
     exposed: List[torch.fx.Node] = []
-    for node in gm.graph.nodes:
-        if not _is_cond(node):
+    fqns: List[str] = []
+    for node in list(gm.graph.nodes):
+        if not is_cond(node):
             continue
-        positions = set().union(*(_updated_operands(b) for b in _branches(gm, node)))
+        positions = set().union(*(_updated_operands(b) for b in cond_branches(gm, node)))
+        returned = {k: j for j, k in cond_cache_outputs(gm, node).items()}
         for k in sorted(positions):
             operand = node.args[3][k]
             if operand.name in user_inputs:
@@ -95,18 +139,55 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
                     "call (eager PyTorch writes into it). Register the cache as a buffer of "
                     "the module (register_buffer) so it is state the program owns.")
             fqn = buffers.get(operand.name) if operand.op == "placeholder" else None
-            if fqn is not None and fqn not in mutated:
-                exposed.append(operand)
-                mutated.add(fqn)
+            if fqn is None or fqn in mutated:
+                continue
+            if k not in returned:
+                raise _returned_in_one_branch_error(gm, node, k)
+            exposed.append(_output_item(node, returned[k]))
+            fqns.append(fqn)
+            mutated.add(fqn)
     if not exposed:
         return []
     output = gm.graph.output_node()
     # BUFFER_MUTATION outputs come first in an ExportedProgram's output list.
     output.args = (tuple(exposed) + tuple(output.args[0]),)
-    sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=p.name),
-                                       buffers[p.name]) for p in exposed]
+    sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name),
+                                       fqn) for n, fqn in zip(exposed, fqns)]
     gm.recompile()
-    return [buffers[p.name] for p in exposed]
+    return fqns
+
+
+def _returned_operand(value, placeholders: List[torch.fx.Node]) -> Optional[int]:
+    """The operand position a functional branch output is the cache of:
+    ``update_cross_attn_cache(v, placeholder k)`` or ``alias(..)[i]`` whose argument ``i`` is
+    placeholder ``k``; ``None`` for anything else."""
+    if not isinstance(value, torch.fx.Node) or value.op != "call_function":
+        return None
+    if schema_name(value) == UPDATE:
+        source = _cache_arg(value)
+    elif value.target is operator.getitem and schema_name(value.args[0]) == ALIAS:
+        source = value.args[0].args[value.args[1]]
+    else:
+        return None
+    return placeholders.index(source) if source in placeholders else None
+
+
+def _branch_cache_outputs(branch: torch.fx.GraphModule) -> Dict[int, int]:
+    """``{output position: operand position}`` for the outputs of one functional branch that
+    are a cache operand (``_returned_operand``)."""
+    placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
+    outputs = pytree.tree_leaves(branch.graph.output_node().args[0])
+    found = {j: _returned_operand(v, placeholders) for j, v in enumerate(outputs)}
+    return {j: k for j, k in found.items() if k is not None}
+
+
+def cond_cache_outputs(graph_module: torch.fx.GraphModule, cond: torch.fx.Node) -> Dict[int, int]:
+    """``{output position: operand position}`` of ``cond`` (functional graph, before
+    ``ToOutVarPass``) for the outputs both branches return as the same cache operand: the
+    reuse branch as ``alias(cache, ...)[i]``, the recompute branch as
+    ``update_cross_attn_cache(value, cache)``."""
+    true_map, false_map = (_branch_cache_outputs(b) for b in cond_branches(graph_module, cond))
+    return {j: k for j, k in true_map.items() if false_map.get(j) == k}
 
 
 def _drop_if_unused_alloc(graph: torch.fx.Graph, node) -> None:
@@ -147,37 +228,42 @@ def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
     return result
 
 
-def plan_cond_caches_in_place(graph_module: torch.fx.GraphModule) -> int:
+def plan_cond_caches_in_place(
+    graph_module: torch.fx.GraphModule,
+    graph_signature: Optional[ExportGraphSignature] = None,
+) -> int:
     """Applies the second rewrite of the module docstring to every ``cond`` of an
-    out-variant graph (between ``ToOutVarPass`` and memory planning). Returns the number of
-    ``cond`` outputs now bound to their cache's storage. Raises ``ValueError`` when the
-    branches return different operands at one position while one of them returns a cache."""
+    out-variant graph (between ``ToOutVarPass`` and memory planning), and removes the
+    write-back ``copy_(buffer, getitem(cond, j))`` of each output it binds to a buffer
+    (``graph_signature``, when given, is updated to match). Returns the number of ``cond``
+    outputs now bound to their cache's storage. Raises ``ValueError`` when the branches return
+    different operands at one position while one of them returns a cache."""
     bound = 0
-    for cond in [n for n in graph_module.graph.nodes if _is_cond(n)]:
-        if not any(schema_name(n) in (UPDATE, ALIAS) for b in _branches(graph_module, cond)
+    items = []
+    for cond in [n for n in graph_module.graph.nodes if is_cond(n)]:
+        if not any(schema_name(n) in (UPDATE, ALIAS) for b in cond_branches(graph_module, cond)
                    for n in b.graph.nodes):
             continue
-        true_map, false_map = (_rewrite_branch(b) for b in _branches(graph_module, cond))
+        true_map, false_map = (_rewrite_branch(b) for b in cond_branches(graph_module, cond))
         operands = cond.args[3]
         specs = cond.meta["spec"]
         flat = list(specs) if isinstance(specs, (list, tuple)) else [specs]
         for j in set(true_map) | set(false_map):
             if true_map.get(j) != false_map.get(j):
-                def what(k):
-                    return "a computed tensor" if k is None else f"operand {k}"
-
-                raise ValueError(
-                    f"executorch_trt: torch.cond '{cond.name}' output {j} is "
-                    f"{what(true_map.get(j))} in the true branch and {what(false_map.get(j))} "
-                    "in the false branch; a cross-attention cache must be the same operand in "
-                    "both: return torch.ops.executorch.alias(cache, ...)[0] when reusing it "
-                    "(not cache.clone() or a new tensor) and update_cross_attn_cache(value, "
-                    "cache) when recomputing.")
+                raise _mismatch_error(cond, j, _what(true_map.get(j)), _what(false_map.get(j)))
             spec = operands[true_map[j]].meta["spec"]
             flat[j] = spec
             for user in cond.users:
                 if user.target is operator.getitem and user.args[1] == j:
                     user.meta["spec"] = spec
+                    items.append(user)
             bound += 1
         cond.meta["spec"] = type(specs)(flat) if isinstance(specs, (list, tuple)) else flat[0]
+    for item in items:
+        for copy in list(item.users):
+            if (copy.target == torch.ops.aten.copy_.default and copy.args[1] is item
+                    and copy.args[0].meta.get("spec") is item.meta["spec"]):
+                remove_write_back(copy, item, graph_signature)
+    if items:
+        graph_module.recompile()
     return bound

@@ -1,4 +1,5 @@
-"""Small helpers for passes that insert edge-dialect nodes into a partition graph.
+"""Small helpers for passes that edit a graph: inserting edge-dialect nodes into a partition
+graph, and removing a mutable buffer's write-back once its new value is the buffer's own.
 
 Every inserted node gets ``meta["val"]`` computed by running its op on the inputs' fake
 values (in their ``FakeTensorMode``), so later passes (spec propagation, memory planning of the
@@ -7,12 +8,13 @@ nested program) see correct shapes and dtypes without re-tracing.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch._guards import detect_fake_mode
+from torch.export.exported_program import ExportGraphSignature
 
 EDGE = exir_ops.edge
 
@@ -74,3 +76,38 @@ def cast_to(anchor: torch.fx.Node, value: torch.fx.Node, dtype: torch.dtype) -> 
     rank = value.meta["val"].dim()
     return insert_before(anchor, EDGE.dim_order_ops._to_dim_order_copy.default, (value,),
                          {"dtype": dtype, "dim_order": list(range(rank))})
+
+
+def _replace_output_specs(old: torch.fx.Node, spec) -> None:
+    """In every output node that returns ``old``, sets the spec at ``old``'s positions to
+    ``spec``. The output node's meta["spec"] is a flat sequence parallel to its flat args."""
+    for user in old.users:
+        if user.op != "output" or "spec" not in user.meta:
+            continue
+        flat_args = pytree.tree_leaves(user.args[0])
+        specs = user.meta["spec"]
+        flat_specs = list(specs) if isinstance(specs, (list, tuple)) else [specs]
+        if len(flat_specs) != len(flat_args):
+            continue  # not the layout SpecPropPass writes; leave it to the planner
+        for k, arg in enumerate(flat_args):
+            if arg is old:
+                flat_specs[k] = spec
+        user.meta["spec"] = (type(specs)(flat_specs) if isinstance(specs, (list, tuple))
+                             else flat_specs[0])
+
+
+def remove_write_back(copy: torch.fx.Node, value: torch.fx.Node,
+                      graph_signature: Optional[ExportGraphSignature]) -> None:
+    """Erases write-back ``copy = copy_(buffer, value)`` (``insert_write_back_for_buffers_pass``)
+    whose ``value`` already has the buffer's ``TensorSpec`` (so both are one value at emission):
+    the BUFFER_MUTATION output names ``value`` instead (graph and ``graph_signature``), and the
+    output node's spec entry becomes the buffer's. Without that last step the planner, which
+    collects specs from the output node too, would reserve an arena slot no emitted tensor
+    uses. The caller recompiles the graph module."""
+    _replace_output_specs(copy, copy.args[0].meta["spec"])
+    copy.replace_all_uses_with(value)
+    if graph_signature is not None:
+        for spec in graph_signature.output_specs:
+            if spec.arg.name == copy.name:
+                spec.arg.name = value.name
+    copy.graph.erase_node(copy)

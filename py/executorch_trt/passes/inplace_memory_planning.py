@@ -26,7 +26,6 @@ import operator
 from typing import Dict, List, Optional, Sequence
 
 import torch
-import torch.utils._pytree as pytree
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.passes.memory_planning_pass import _MemoryPlanningState
@@ -37,6 +36,7 @@ from executorch_trt.blob import read_metadata
 from executorch_trt.inplace_diagnostics import WriteBack, explain_write_back, report_write_backs
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
+from executorch_trt.passes.graph_edit import remove_write_back
 from executorch_trt.wire import BACKEND_ID
 
 
@@ -77,24 +77,6 @@ def _aliased_write_back(
     return src if call.args[1 + aliases[j]] is buffer else None
 
 
-def _replace_output_specs(old: torch.fx.Node, spec) -> None:
-    """In every output node that returns ``old``, sets the spec at ``old``'s positions to
-    ``spec``. The output node's meta["spec"] is a flat sequence parallel to its flat args."""
-    for user in old.users:
-        if user.op != "output" or "spec" not in user.meta:
-            continue
-        flat_args = pytree.tree_leaves(user.args[0])
-        specs = user.meta["spec"]
-        flat_specs = list(specs) if isinstance(specs, (list, tuple)) else [specs]
-        if len(flat_specs) != len(flat_args):
-            continue  # not the layout SpecPropPass writes; leave it to the planner
-        for k, arg in enumerate(flat_args):
-            if arg is old:
-                flat_specs[k] = spec
-        user.meta["spec"] = (type(specs)(flat_specs) if isinstance(specs, (list, tuple))
-                             else flat_specs[0])
-
-
 def share_aliased_buffer_specs(
     graph_module: torch.fx.GraphModule, graph_signature: Optional[ExportGraphSignature] = None
 ) -> int:
@@ -113,16 +95,7 @@ def share_aliased_buffer_specs(
         specs[j] = buffer_spec
         call.meta["spec"] = tuple(specs) if isinstance(call.meta["spec"], tuple) else specs
         # The (dropped-at-emission) BUFFER_MUTATION output now names the aliased getitem.
-        # The output node keeps its own spec list (SpecPropPass); its entry for the removed
-        # copy_ must become the buffer's spec too, else the planner (which collects specs
-        # from the output node as well) reserves an arena slot that no emitted tensor uses.
-        _replace_output_specs(node, buffer_spec)
-        node.replace_all_uses_with(item)
-        if graph_signature is not None:
-            for spec in graph_signature.output_specs:
-                if spec.arg.name == node.name:
-                    spec.arg.name = item.name
-        graph_module.graph.erase_node(node)
+        remove_write_back(node, item, graph_signature)
         removed += 1
     if removed:
         graph_module.graph.lint()
@@ -175,7 +148,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
         check_no_dropped_writes(graph_signature, self._method_name())
         # Correctness, not only copies: without it a cond's cache output lives in the arena all
         # cond branches share (ExecuTorch #21490), so it is applied in every mode.
-        plan_cond_caches_in_place(graph_module)
+        plan_cond_caches_in_place(graph_module, graph_signature)
         if self.inplace:
             share_aliased_buffer_specs(graph_module, graph_signature)
             method = self._method_name()

@@ -4,6 +4,10 @@ The partition program (edge dialect, KV writes already rewritten) is finalised w
 ``to_executorch(ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
 alloc_graph_input=False, alloc_graph_output=False)))`` so every input and output of the nested
 method ``forward`` is unplanned and bound to the delegate's (caller's) storage at execute time.
+A ``torch.cond`` in the partition (a cross-attention cache update) is planned in place first
+(``passes.cross_attn_cache.plan_cond_caches_in_place``): its cache output becomes the nested
+method's cache input itself, so the update lands in the caller's storage and nothing lives in
+the arena all ``cond`` branches share (ExecuTorch #21490).
 The payload descriptor lists the engine's binding names in nested-method order
 (``payload.py``); which outputs alias which inputs is the blob metadata's alone.
 """
@@ -19,8 +23,17 @@ from torch.export import ExportedProgram
 
 from executorch_trt.blob import AliasedIO
 from executorch_trt.engines.portable.payload import PortableDescriptor, write_portable_payload
+from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 
 METHOD_NAME = "forward"
+
+
+class _NestedPlanningPass(MemoryPlanningPass):
+    """ExecuTorch's planner, after binding ``cond`` cache outputs to their cache operands."""
+
+    def run(self, graph_module, graph_signature=None):
+        plan_cond_caches_in_place(graph_module)
+        return super().run(graph_module, graph_signature)
 
 
 def build(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
@@ -44,7 +57,7 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
     )
     et = manager.to_executorch(
         ExecutorchBackendConfig(
-            memory_planning_pass=MemoryPlanningPass(
+            memory_planning_pass=_NestedPlanningPass(
                 alloc_graph_input=False, alloc_graph_output=False
             ),
         )
