@@ -31,7 +31,9 @@ enum class AliasKind {
   // alias report (TensorRT >= 10.15 getAliasedInputTensor). Default for older blobs
   // that carry no `kind`.
   kKvCacheUpdate,
-  // Declared by the user; the engine cannot see it. Shape and dtype are checked.
+  // Declared by the exporter; the engine cannot report it (a full overwrite of a buffer, or
+  // a torch.cond cross-attention cache the nested program updates where it is bound). Shape
+  // and dtype are checked.
   kUser,
 };
 
