@@ -30,112 +30,51 @@
 // Exit: 0 all checks passed; 1 a check failed ("FAIL: <what>, at <where>"); 2 bad usage or
 // an unreadable/invalid model or reference (a message naming the file and the problem).
 //
-// The pieces: runner_flags.h (the command line), prefill_decode_program.h (loading the
-// program and binding caller-owned caches: the part to copy into an application),
-// runner_checks.h (the three checks), runner_report.h (what is printed).
+// The pieces: runner_main.h (the main, shared with cross_attn_decode_check), runner_flags.h
+// (the command line), prefill_decode_program.h (loading the program and binding caller-owned
+// caches: the part to copy into an application), runner_checks.h (the three checks),
+// runner_report.h (what is printed).
 
-#include <cstdio>
-#include <string>
-#include <vector>
-
-#include <executorch/runtime/platform/runtime.h>
-
-#include "examples/plan_copies.h"
-#include "examples/reference.h"
-#include "examples/runner_checks.h"
-#include "examples/runner_flags.h"
-#include "examples/runner_report.h"
+#include "examples/runner_main.h"
 
 namespace executorch_trt::examples {
 namespace {
 
-bool IsReadableFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return false;
-  }
-  const bool is_file = std::fseek(f, 0, SEEK_END) == 0 && std::ftell(f) >= 0;
-  std::fclose(f);
-  return is_file;
-}
-
-// Prints "kv_cache_decode_check: <message>" to stderr; returns kExitUsage.
-int Invalid(const std::string& message) {
-  std::fprintf(stderr, "kv_cache_decode_check: %s\n", message.c_str());
-  return kExitUsage;
-}
-
-int Main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines interleave correctly with stderr
-  Flags flags;
-  std::string error;
-  const ParseStatus parsed = ParseFlags(argc, argv, &flags, &error);
-  if (parsed == ParseStatus::kHelp) {
-    std::fputs(kUsage, stdout);
-    return kExitPass;
-  }
-  if (parsed != ParseStatus::kRun) {
-    std::fprintf(stderr, "kv_cache_decode_check: %s\n\n%s", error.c_str(), kUsage);
-    return kExitUsage;
-  }
-  ResolveUserPaths(&flags);
-  if (!IsReadableFile(flags.model)) {
-    return Invalid(flags.model + ": no such file (or not readable)");
-  }
-  Reference ref;
-  if (!LoadReference(flags.reference, &ref, &error)) {
-    return Invalid(error);
-  }
-  const int available = static_cast<int>(ref.steps.size()) - 1;
-  if (flags.steps > available) {
-    return Invalid("--steps " + std::to_string(flags.steps) + " but " + flags.reference +
-                   " has only " + std::to_string(available) + " decode steps");
-  }
-  const int steps = flags.steps < 0 ? available : flags.steps;
-  auto plan_copies = ReadProgramCopies(flags.model, &error);
-  if (!plan_copies.ok()) {
-    return Invalid(error);
-  }
-  for (const char* method : {"prefill", "decode"}) {
-    if (plan_copies->Find(method) == nullptr) {
-      return Invalid(flags.model + ": the program has no method '" + method +
-                     "' (it has: " + plan_copies->MethodNames() + ")");
-    }
-  }
-  executorch::runtime::runtime_init();
-
-  std::printf("kv_cache_decode_check: %s (prompt %zu tokens, %d decode steps, %zu caches)\n",
-              flags.model.c_str(), ref.prompt.size(), steps, ref.caches.size());
-  PrintWriteBacks(*plan_copies);
-  std::vector<StepRow> rows;
-  const char* check = "run";
-  std::printf("[1/3] fresh load, prefill + %d decode steps vs reference\n", steps);
-  Outcome outcome = CheckRun(flags, ref, steps, *plan_copies, &rows);
-  if (outcome.ok()) {
-    check = "reload";
-    std::printf("[2/3] fresh reload starts from the known state\n");
-    outcome = CheckReload(flags, ref);
-  }
-  if (outcome.ok() && flags.sessions > 0) {
-    check = "sessions";
-    std::printf("[3/3] %d interleaved sessions, each with its own cache memory\n", flags.sessions);
-    outcome = CheckSessions(flags, ref, steps);
-  }
-  if (!rows.empty()) {
-    PrintTable(rows, flags.allow_state_copies);
-  }
-  if (outcome.exit_code == kExitUsage) {
-    return Invalid(outcome.message);
-  }
-  if (!outcome.ok()) {
-    std::printf("FAIL: %s (check: %s)\n", outcome.message.c_str(), check);
-    return kExitFail;
-  }
-  std::printf("PASS\n");
-  return kExitPass;
-}
+constexpr char kUsage[] =
+    "usage: kv_cache_decode_check --model PROGRAM.pte --reference REFERENCE.json\n"
+    "                             [--steps N] [--tol T] [--checksum-tol C] [--sessions K]\n"
+    "                             [--allow-state-copies] [--quiet]\n"
+    "\n"
+    "Runs the program's `prefill` and `decode` methods (ExecuTorch Program and Method, shared\n"
+    "memory arenas, the TensorRT delegate linked in) and checks tokens, logits and the KV cache\n"
+    "itself against the eager reference after every step; then a fresh reload; then K\n"
+    "interleaved conversations, each with its own cache memory bound by buffer name.\n"
+    "Every step must copy no state: \"state bytes copied\" is the delegate's own copies plus\n"
+    "ExecuTorch's write-backs of mutable buffers (aten::copy_ / et_copy_index in the method's\n"
+    "execution plan, bytes per call); any of either fails the check, naming the method and\n"
+    "the buffers.\n"
+    "\n"
+    "  --model PATH         .pte written by examples/export_kv_cache_decode.py (or your own:\n"
+    "                       methods prefill/decode, see README), relative to where you ran\n"
+    "                       Bazel; give --model and --reference together. Without them the\n"
+    "                       Bazel target checks its built-in example program.\n"
+    "  --reference PATH     its JSON reference (eager PyTorch, same weights)\n"
+    "  --steps N            decode steps to check (default: all in the reference)\n"
+    "  --tol T              logits: max|diff| <= T * max(1, max|ref|) (default 1e-4)\n"
+    "  --checksum-tol C     cache checksums: |diff| <= C * max(1, sum|cache|) (default 1e-4)\n"
+    "  --sessions K         interleaved conversations for the sessions check (default 2;\n"
+    "                       0 skips it; at most 64)\n"
+    "  --allow-state-copies report state bytes copied but do not fail on them: checks a\n"
+    "                       program that legitimately copies its state back (e.g. exported\n"
+    "                       with kv_cache=\"copy_back\") for correctness only\n"
+    "  --quiet              no per-step progress lines\n"
+    "\n"
+    "Exit status: 0 PASS, 1 a check failed, 2 bad usage or unreadable/invalid input.\n";
 
 }  // namespace
 }  // namespace executorch_trt::examples
 
-int main(int argc, char** argv) { return executorch_trt::examples::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return executorch_trt::examples::RunnerMain(
+      argc, argv, {"kv_cache_decode_check", executorch_trt::examples::kUsage, false});
+}

@@ -37,16 +37,32 @@ std::string AttributeNames(const MethodMeta& meta) {
   return names.empty() ? "none" : names;
 }
 
-size_t PhaseIndex(Phase phase) { return phase == Phase::kPrefill ? 0 : 1; }
+size_t PhaseIndex(Phase phase) { return static_cast<size_t>(phase); }
+
+executorch::extension::TensorPtr FloatTensorPtr(const FloatTensor& t) {
+  std::vector<executorch::aten::SizesType> sizes(t.shape.begin(), t.shape.end());
+  return executorch::extension::make_tensor_ptr(std::move(sizes), std::vector<float>(t.data));
+}
 
 }  // namespace
 
-const char* PhaseName(Phase phase) { return phase == Phase::kPrefill ? "prefill" : "decode"; }
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kPrefill:
+      return "prefill";
+    case Phase::kDecode:
+      return "decode";
+    case Phase::kEncode:
+      return "encode";
+  }
+  return "?";
+}
 
 PrefillDecodeProgram::~PrefillDecodeProgram() = default;
 
 Result<std::unique_ptr<PrefillDecodeProgram>> PrefillDecodeProgram::Load(
-    const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error) {
+    const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error,
+    bool encoder) {
   std::unique_ptr<PrefillDecodeProgram> p(new PrefillDecodeProgram());
   Result<executorch::extension::FileDataLoader> loader =
       executorch::extension::FileDataLoader::from(path.c_str());
@@ -66,7 +82,11 @@ Result<std::unique_ptr<PrefillDecodeProgram>> PrefillDecodeProgram::Load(
     return err;
   }
   p->caches_ = caches;
-  for (Phase phase : {Phase::kPrefill, Phase::kDecode}) {
+  std::vector<Phase> phases = {Phase::kPrefill, Phase::kDecode};
+  if (encoder) {
+    phases.push_back(Phase::kEncode);
+  }
+  for (Phase phase : phases) {
     err = p->LoadMethod(phase, path, caches, error);
     if (err != Error::Ok) {
       return err;
@@ -156,6 +176,9 @@ Error PrefillDecodeProgram::LoadMethod(Phase phase, const std::string& path,
     return err;
   }
   LoadedMethod& m = methods_[PhaseIndex(phase)];
+  if (phase == Phase::kEncode) {
+    return Error::Ok;  // the encoder holds no caches
+  }
   for (const CacheBuffer& cache : caches) {
     Result<Tensor> t = m.method->get_attribute(cache.name);
     if (!t.ok()) {
@@ -198,7 +221,7 @@ Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
       return Error::InvalidArgument;
     }
   }
-  for (const LoadedMethod& m : methods_) {
+  for (const LoadedMethod& m : methods_) {  // encode's has no caches
     for (size_t i = 0; i < m.caches.size(); ++i) {
       std::vector<float>& buffer = (*memory)[i];
       const Error err = executorch::runtime::internal::set_tensor_data(
@@ -212,18 +235,46 @@ Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
   return Error::Ok;
 }
 
+Error PrefillDecodeProgram::Encode(const FloatTensor& features, FloatTensor* states,
+                                   std::string* error) {
+  if (!has_encoder()) {
+    *error = "the program was loaded without its encode method";
+    return Error::InvalidState;
+  }
+  executorch::runtime::Method& method = *methods_[PhaseIndex(Phase::kEncode)].method;
+  auto input = FloatTensorPtr(features);
+  Error err = method.set_input(executorch::runtime::EValue(*input), 0);
+  if (err == Error::Ok) {
+    err = method.execute();
+  }
+  if (err != Error::Ok) {
+    *error = "encode failed with error " + ErrorCode(err);
+    return err;
+  }
+  if (method.outputs_size() == 0 || !method.get_output(0).isTensor() ||
+      method.get_output(0).toTensor().scalar_type() != executorch::aten::ScalarType::Float) {
+    *error = "encode returned no float32 tensor";
+    return Error::InvalidProgram;
+  }
+  const Tensor out = method.get_output(0).toTensor();
+  states->shape.assign(out.sizes().begin(), out.sizes().end());
+  states->data.assign(out.const_data_ptr<float>(), out.const_data_ptr<float>() + out.numel());
+  return Error::Ok;
+}
+
 Error PrefillDecodeProgram::Prefill(const std::vector<int64_t>& prompt, std::vector<float>* logits,
-                                    std::string* error) {
-  return Run(Phase::kPrefill, prompt, 0, logits, error);
+                                    std::string* error, const FloatTensor* context) {
+  return Run(Phase::kPrefill, prompt, 0, context, logits, error);
 }
 
 Error PrefillDecodeProgram::Decode(int64_t token, int64_t position, std::vector<float>* logits,
-                                   std::string* error) {
-  return Run(Phase::kDecode, {token}, position, logits, error);
+                                   std::string* error, const FloatTensor* context) {
+  return Run(Phase::kDecode, {token}, position, context, logits, error);
 }
 
 Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens, int64_t start,
-                                std::vector<float>* logits, std::string* error) {
+                                const FloatTensor* context, std::vector<float>* logits,
+                                std::string* error) {
   executorch::runtime::Method& method = *methods_[PhaseIndex(phase)].method;
   const auto n = static_cast<executorch::aten::SizesType>(tokens.size());
   std::vector<int64_t> positions(tokens.size());
@@ -235,6 +286,11 @@ Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens,
   Error err = method.set_input(executorch::runtime::EValue(*ids), 0);
   if (err == Error::Ok) {
     err = method.set_input(executorch::runtime::EValue(*pos), 1);
+  }
+  executorch::extension::TensorPtr states;
+  if (err == Error::Ok && context != nullptr) {
+    states = FloatTensorPtr(*context);
+    err = method.set_input(executorch::runtime::EValue(*states), 2);
   }
   if (err == Error::Ok) {
     err = method.execute();

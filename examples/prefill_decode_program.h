@@ -1,12 +1,18 @@
 // Copyright (c) executorch-trt authors.
 //
 // prefill_decode_program.h: a loaded prefill/decode program whose KV caches the caller can
-// own. This is the part of kv_cache_decode_check to copy into an application; it depends
-// only on ExecuTorch.
+// own. This is the part of kv_cache_decode_check and cross_attn_decode_check to copy into an
+// application; it depends only on ExecuTorch.
 //
 // The program (a .pte) has two methods that share their KV caches:
 //   prefill(input_ids int64 [1, T], cache_position int64 [T])  -> logits float32 [1, T, V]
 //   decode(input_ids int64 [1, 1], cache_position int64 [1])   -> logits float32 [1, 1, V]
+// An encoder-decoder program (Load with `encoder`) has a third method and a third input:
+//   encode(input_features float32 [...])                      -> encoder states float32 [...]
+//   prefill(input_ids, cache_position, encoder_states)         -> logits
+//   decode(input_ids, cache_position, encoder_states)          -> logits
+// whose cross-attention caches are computed from encoder_states by the first call of an
+// utterance and reused by later calls until the caller zeroes them (a new utterance).
 // exported with `emit_mutable_buffer_names=True` (each cache can be found by its name) and
 // `MemoryPlanningPass(share_mutable_buffers=True)` (both methods place a cache at the same
 // offset of one arena).
@@ -29,7 +35,7 @@
 //     `alloc_mutable_buffers=False` as well if ExecuTorch should not allocate the caches at
 //     all; then bind before the first call.)
 //
-// Both methods are loaded by Load(), before anything runs: loading a method re-initialises
+// Every method is loaded by Load(), before anything runs: loading a method re-initialises
 // the program's shared mutable buffers, so a method loaded later would reset the caches.
 
 #pragma once
@@ -52,15 +58,18 @@
 #include <executorch/runtime/executor/method_meta.h>
 #include <executorch/runtime/executor/program.h>
 
+#include "examples/float_tensor.h"
+
 namespace executorch_trt::examples {
 
-// One of the program's two methods.
+// One of the program's methods.
 enum class Phase {
   kPrefill,  // method "prefill": the prompt, from an empty cache
   kDecode,   // method "decode": one token at a time
+  kEncode,   // method "encode" (encoder-decoder programs only): features -> encoder states
 };
 
-// The method's name: "prefill" or "decode".
+// The method's name: "prefill", "decode" or "encode".
 const char* PhaseName(Phase phase);
 
 // A cache the program must hold: a float32 mutable buffer of `numel` elements.
@@ -69,9 +78,9 @@ struct CacheBuffer {
   int64_t numel = 0;
 };
 
-// A .pte loaded with its prefill and decode methods and their cache tensors.
+// A .pte loaded with its prefill and decode methods (and encode) and their cache tensors.
 //
-// Ownership: the object owns the file's data loader, the Program, the memory arenas and both
+// Ownership: the object owns the file's data loader, the Program, the memory arenas and the
 // Methods. The tensors cache() returns belong to it and stay valid for its lifetime. Memory
 // bound with BindCaches() stays the caller's: the object never frees it, and it must outlive
 // every Prefill()/Decode() until other memory is bound or the object is destroyed. Logits
@@ -83,8 +92,9 @@ struct CacheBuffer {
 class PrefillDecodeProgram {
  public:
   // Loads the program at `path` with full flatbuffer verification (a corrupted file is
-  // rejected, never executed), both methods into shared arenas, and the tensor of each of
-  // `caches` in both methods (cache() index = position in `caches`).
+  // rejected, never executed), prefill and decode (and encode, if `encoder`) into shared
+  // arenas, and the tensor of each of `caches` in prefill and decode (cache() index = position
+  // in `caches`).
   //
   // On failure returns the ExecuTorch error and sets *error to a message naming `path`:
   //   - the file does not open or is not an ExecuTorch program (FileDataLoader or
@@ -96,7 +106,8 @@ class PrefillDecodeProgram {
   //     emit_mutable_buffer_names=True);
   //   - a cache that is not float32 with `numel` elements (Error::InvalidProgram).
   static executorch::runtime::Result<std::unique_ptr<PrefillDecodeProgram>> Load(
-      const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error);
+      const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error,
+      bool encoder = false);
 
   PrefillDecodeProgram(const PrefillDecodeProgram&) = delete;
   PrefillDecodeProgram& operator=(const PrefillDecodeProgram&) = delete;
@@ -104,11 +115,15 @@ class PrefillDecodeProgram {
 
   size_t num_caches() const { return caches_.size(); }
 
-  // Cache `index` (< num_caches()) as the `phase` method sees it. Its data pointer is the
-  // arena's storage until BindCaches(), then the memory last bound.
+  bool has_encoder() const { return methods_[2].method != nullptr; }
+
+  // Cache `index` (< num_caches()) as the `phase` method (kPrefill or kDecode) sees it. Its
+  // data pointer is the arena's storage until BindCaches(), then the memory last bound. The
+  // caller may write it between calls (e.g. zero a cross-attention cache for a new utterance).
   const executorch::aten::Tensor& cache(Phase phase, size_t index) const;
 
-  // The `phase` method's metadata (input and output shapes, planned memory).
+  // The `phase` method's metadata (input and output shapes, planned memory). kEncode needs
+  // has_encoder().
   executorch::runtime::MethodMeta method_meta(Phase phase) const;
 
   // Points cache i of both methods at (*memory)[i], for every i: the caller owns the memory
@@ -121,19 +136,29 @@ class PrefillDecodeProgram {
   executorch::runtime::Error BindCaches(std::vector<std::vector<float>>* memory,
                                         std::string* error);
 
+  // Runs encode (needs has_encoder()) on `features` and copies its first output, float32,
+  // into *states (an activation: the next execute would overwrite it in the arena).
+  //
+  // Errors (with *error): Error::InvalidState without an encode method; the method's own
+  // (set_input, e.g. features of another shape than the exported one, or execute);
+  // Error::InvalidProgram if it returns no float32 tensor.
+  executorch::runtime::Error Encode(const FloatTensor& features, FloatTensor* states,
+                                    std::string* error);
+
   // Runs prefill on `prompt` (positions 0 .. T-1) and copies the last position's logits into
-  // *logits (V floats).
+  // *logits (V floats). `context`, if not null, is passed as the third input (an
+  // encoder-decoder program's encoder states, from Encode()).
   //
   // Errors (with *error): the method's own (Method::set_input or Method::execute, e.g. a
   // prompt whose length is not the exported T); Error::InvalidProgram if the method returns
   // no logits tensor or one that is not float32 [1, T, V].
   executorch::runtime::Error Prefill(const std::vector<int64_t>& prompt, std::vector<float>* logits,
-                                     std::string* error);
+                                     std::string* error, const FloatTensor* context = nullptr);
 
   // Runs decode on `token` at cache position `position` and copies its logits into *logits.
-  // Errors as Prefill (logits must be float32 [1, 1, V]).
+  // `context` as for Prefill. Errors as Prefill (logits must be float32 [1, 1, V]).
   executorch::runtime::Error Decode(int64_t token, int64_t position, std::vector<float>* logits,
-                                    std::string* error);
+                                    std::string* error, const FloatTensor* context = nullptr);
 
  private:
   // One loaded method and the memory it was loaded into.
@@ -156,7 +181,8 @@ class PrefillDecodeProgram {
   executorch::runtime::Error LoadMethod(Phase phase, const std::string& path,
                                         const std::vector<CacheBuffer>& caches, std::string* error);
   executorch::runtime::Error Run(Phase phase, const std::vector<int64_t>& tokens, int64_t start,
-                                 std::vector<float>* logits, std::string* error);
+                                 const FloatTensor* context, std::vector<float>* logits,
+                                 std::string* error);
 
   // Declaration order is destruction order in reverse: the Methods go first, then the
   // memory they were loaded into, then the Program and its data.
@@ -166,7 +192,7 @@ class PrefillDecodeProgram {
   executorch::extension::MallocMemoryAllocator temp_allocator_;
   std::vector<std::vector<uint8_t>> shared_arenas_;
   std::vector<CacheBuffer> caches_;
-  LoadedMethod methods_[2];  // indexed by Phase
+  LoadedMethod methods_[3];  // indexed by Phase; encode's only with Load(..., encoder)
 };
 
 }  // namespace executorch_trt::examples

@@ -1,7 +1,10 @@
-// reference.h: the eager-PyTorch reference that kv_cache_decode_check compares against.
+// reference.h: the eager-PyTorch reference that the runners (kv_cache_decode_check,
+// cross_attn_decode_check) compare against.
 //
-// Written by examples/export_kv_cache_decode.py (format
-// "executorch_trt.kv_cache_decode_reference/1", JSON):
+// Two JSON formats share their fields:
+//
+// "executorch_trt.kv_cache_decode_reference/1" (examples/export_kv_cache_decode.py), a
+// decoder-only model, one conversation:
 //   kv_cache: "inplace" | "copy_back"
 //   prompt:  [T token ids]
 //   caches:  [{name, shape, dtype:"float32"}]  the KV cache buffers by FQN
@@ -9,6 +12,15 @@
 //             cache_checksums:{name:[sum, weighted sum, sum |x|, weighted sum |x|]}}]
 //            (examples/decoder_model.py cache_checksum: weights 1 + flat index mod 1021)
 //            step 0 = after prefill, step k = after the k-th decode step.
+//
+// "executorch_trt.cross_attn_decode_reference/1" (examples/export_cross_attn_decode.py), an
+// encoder-decoder model whose cross-attention caches are written once per utterance, several
+// utterances decoded one after the other on one load (the caller zeroes the cross caches
+// between them; the self caches are not zeroed):
+//   kv_cache, prompt: as above (the prompt is the decoder prefix of every utterance)
+//   caches:  [{name, shape, dtype:"float32", kind:"self"|"cross"}]
+//   utterances: [{input_features:{shape, data}, encoder_hidden_states:{shape, data},
+//                 steps:[as above]}]  (every utterance has the same number of steps)
 #pragma once
 
 #include <cstdint>
@@ -16,11 +28,16 @@
 #include <string>
 #include <vector>
 
+#include "examples/float_tensor.h"
+
 namespace executorch_trt::examples {
 
 struct CacheSpec {
   std::string name;            // buffer FQN, e.g. "inner.key_cache_0"
-  std::vector<int64_t> shape;  // [batch, kv_heads, max_seq_len, head_dim]
+  std::vector<int64_t> shape;  // [batch, kv_heads, positions, head_dim]
+  // A cross-attention cache ("kind": "cross"): computed from the encoder output on the first
+  // call of an utterance, then only read until the caller zeroes it.
+  bool cross = false;
   int64_t numel() const;
 };
 
@@ -37,20 +54,35 @@ struct ReferenceStep {
   std::map<std::string, Checksum> cache_checksums;
 };
 
+// One conversation: encode (encoder-decoder only), prefill the prompt, decode greedily.
+struct Utterance {
+  FloatTensor input_features;         // encode's input; empty for a decoder-only model
+  FloatTensor encoder_hidden_states;  // encode's reference output; empty for decoder-only
+  std::vector<ReferenceStep> steps;   // step 0 = after prefill, step k = after decode step k
+};
+
 struct Reference {
+  // The cross_attn_decode_reference format: an encoder-decoder model (utterances have input
+  // features, caches may be cross caches).
+  bool encoder_decoder = false;
   // "inplace" or "copy_back": how the program was exported. The runner fails on any state
   // copied whatever this says (DESIGN.md "In place"); for "copy_back" its message says to use
   // --allow-state-copies.
   std::string kv_cache;
   std::vector<int64_t> prompt;
   std::vector<CacheSpec> caches;
-  std::vector<ReferenceStep> steps;
+  // At least one; exactly one for decoder-only. All have the same number of steps (>= 1).
+  std::vector<Utterance> utterances;
   int64_t vocab_size = 0;
+
+  // Decode steps per utterance (steps after the prefill step 0).
+  int decode_steps() const { return static_cast<int>(utterances[0].steps.size()) - 1; }
+  size_t num_cross_caches() const;
 };
 
-// Reads and validates `path`. On failure returns false and sets `error` to a message
-// naming the file and what is wrong (missing, not JSON, missing or mistyped field,
-// inconsistent sizes). Never throws.
+// Reads and validates `path` (either format). On failure returns false and sets `error` to a
+// message naming the file and what is wrong (missing, not JSON, unknown format, missing or
+// mistyped field, inconsistent sizes, a value that is not a finite float32). Never throws.
 bool LoadReference(const std::string& path, Reference* out, std::string* error);
 
 }  // namespace executorch_trt::examples

@@ -76,37 +76,6 @@ std::string ResolveUserPath(const std::string& path) {
 
 }  // namespace
 
-const char kUsage[] =
-    "usage: kv_cache_decode_check --model PROGRAM.pte --reference REFERENCE.json\n"
-    "                             [--steps N] [--tol T] [--checksum-tol C] [--sessions K]\n"
-    "                             [--allow-state-copies] [--quiet]\n"
-    "\n"
-    "Runs the program's `prefill` and `decode` methods (ExecuTorch Program and Method, shared\n"
-    "memory arenas, the TensorRT delegate linked in) and checks tokens, logits and the KV cache\n"
-    "itself against the eager reference after every step; then a fresh reload; then K\n"
-    "interleaved conversations, each with its own cache memory bound by buffer name.\n"
-    "Every step must copy no state: \"state bytes copied\" is the delegate's own copies plus\n"
-    "ExecuTorch's write-backs of mutable buffers (aten::copy_ / et_copy_index in the method's\n"
-    "execution plan, bytes per call); any of either fails the check, naming the method and\n"
-    "the buffers.\n"
-    "\n"
-    "  --model PATH         .pte written by examples/export_kv_cache_decode.py (or your own:\n"
-    "                       methods prefill/decode, see README), relative to where you ran\n"
-    "                       Bazel; give --model and --reference together. Without them the\n"
-    "                       Bazel target checks its built-in example program.\n"
-    "  --reference PATH     its JSON reference (eager PyTorch, same weights)\n"
-    "  --steps N            decode steps to check (default: all in the reference)\n"
-    "  --tol T              logits: max|diff| <= T * max(1, max|ref|) (default 1e-4)\n"
-    "  --checksum-tol C     cache checksums: |diff| <= C * max(1, sum|cache|) (default 1e-4)\n"
-    "  --sessions K         interleaved conversations for the sessions check (default 2;\n"
-    "                       0 skips it; at most 64)\n"
-    "  --allow-state-copies report state bytes copied but do not fail on them: checks a\n"
-    "                       program that legitimately copies its state back (e.g. exported\n"
-    "                       with kv_cache=\"copy_back\") for correctness only\n"
-    "  --quiet              no per-step progress lines\n"
-    "\n"
-    "Exit status: 0 PASS, 1 a check failed, 2 bad usage or unreadable/invalid input.\n";
-
 ParseStatus ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

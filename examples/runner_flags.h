@@ -1,7 +1,7 @@
 // Copyright (c) executorch-trt authors.
 //
-// runner_flags.h: kv_cache_decode_check's command line: its flags, --help text and exit
-// status.
+// runner_flags.h: the runners' command line (kv_cache_decode_check, cross_attn_decode_check
+// take the same flags): its flags and exit status. Each runner has its own --help text.
 
 #pragma once
 
@@ -13,9 +13,6 @@ namespace executorch_trt::examples {
 constexpr int kExitPass = 0;
 constexpr int kExitFail = 1;
 constexpr int kExitUsage = 2;
-
-// The --help text (also printed after a usage error).
-extern const char kUsage[];
 
 struct Flags {
   std::string model;  // as given on the command line (relative to the user's directory)

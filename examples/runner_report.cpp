@@ -31,22 +31,25 @@ std::string ExactnessNote(const MethodCopies& method) {
 
 }  // namespace
 
-void PrintWriteBacks(const ProgramCopies& plan_copies) {
-  for (const char* method : {"prefill", "decode"}) {
+void PrintWriteBacks(const ProgramCopies& plan_copies, const std::vector<std::string>& methods) {
+  for (const std::string& method : methods) {
     const MethodCopies& m = *plan_copies.Find(method);
     const bool any = !m.copies.empty();
-    std::printf("  %s: ExecuTorch writes back %llu bytes per call%s%s%s%s\n", method,
+    std::printf("  %s: ExecuTorch writes back %llu bytes per call%s%s%s%s\n", method.c_str(),
                 Ull(m.BytesPerCall()), any ? " (" : "", ListWriteBacks(m).c_str(), any ? ")" : "",
                 ExactnessNote(m).c_str());
   }
 }
 
 void PrintStepLine(const std::string& where, const StepRow& row) {
+  const std::string cross =
+      row.cross_writes < 0 ? "" : "  cross K/V writes " + std::to_string(row.cross_writes);
   std::printf(
-      "  %-18s token %5lld (ref %5lld)  max|dlogit| %.2e  cache ok  state copied %6llu B  "
+      "  %-*s token %5lld (ref %5lld)  max|dlogit| %.2e  cache ok%s  state copied %6llu B  "
       "%8.2f ms\n",
-      where.c_str(), static_cast<long long>(row.token), static_cast<long long>(row.ref_token),
-      row.max_dlogit, Ull(row.state_copied()), row.ms);
+      row.utterance < 0 ? 18 : 30, where.c_str(), static_cast<long long>(row.token),
+      static_cast<long long>(row.ref_token), row.max_dlogit, cross.c_str(), Ull(row.state_copied()),
+      row.ms);
   std::fflush(stdout);
 }
 
@@ -56,16 +59,25 @@ void PrintSessionsLine(int sessions, int steps_each) {
 }
 
 void PrintTable(const std::vector<StepRow>& rows, bool allow_state_copies) {
+  const bool encoder_decoder = !rows.empty() && rows[0].utterance >= 0;
   std::printf(
-      "\n  step  token  ref    max|dlogit|  max rel dchecksum  state bytes copied  "
-      "(delegate + write-back)  latency ms\n");
+      "\n  %sstep  token  ref    max|dlogit|  max rel dchecksum  %sstate bytes copied  "
+      "(delegate + write-back)  latency ms\n",
+      encoder_decoder ? "utt  " : "", encoder_decoder ? "cross K/V writes  " : "");
   uint64_t delegate = 0;
   uint64_t written_back = 0;
   for (const auto& r : rows) {
-    std::printf("  %4d  %5lld  %5lld  %11.2e  %17.2e  %18llu  (%8llu + %10llu)  %10.2f\n", r.step,
-                static_cast<long long>(r.token), static_cast<long long>(r.ref_token), r.max_dlogit,
-                r.max_dchecksum, Ull(r.state_copied()), Ull(r.delegate_copied), Ull(r.written_back),
-                r.ms);
+    std::printf("  ");
+    if (encoder_decoder) {
+      std::printf("%3d  ", r.utterance);
+    }
+    std::printf("%4d  %5lld  %5lld  %11.2e  %17.2e  ", r.step, static_cast<long long>(r.token),
+                static_cast<long long>(r.ref_token), r.max_dlogit, r.max_dchecksum);
+    if (encoder_decoder) {
+      std::printf("%16lld  ", static_cast<long long>(r.cross_writes));
+    }
+    std::printf("%18llu  (%8llu + %10llu)  %10.2f\n", Ull(r.state_copied()), Ull(r.delegate_copied),
+                Ull(r.written_back), r.ms);
     delegate += r.delegate_copied;
     written_back += r.written_back;
   }
@@ -77,6 +89,29 @@ void PrintTable(const std::vector<StepRow>& rows, bool allow_state_copies) {
       "%llu)%s\n\n",
       rows.size(), rows.size() == 1 ? "" : "s", Ull(delegate + written_back), Ull(delegate),
       Ull(written_back), verdict);
+}
+
+void PrintCrossWrites(const std::vector<StepRow>& rows, size_t cross_caches) {
+  long long at_prefill = 0;
+  long long at_decode = 0;
+  int utterances = 0;
+  int decode_steps = 0;
+  for (const auto& r : rows) {
+    if (r.step == 0) {
+      at_prefill += r.cross_writes;
+      ++utterances;
+    } else {
+      at_decode += r.cross_writes;
+      ++decode_steps;
+    }
+  }
+  const bool once = at_prefill == static_cast<long long>(cross_caches) * utterances;
+  std::printf(
+      "  cross-attention caches: %lld writes at step 0 of %d utterance%s (%zu caches%s), %lld in "
+      "%d decode steps%s\n\n",
+      at_prefill, utterances, utterances == 1 ? "" : "s", cross_caches,
+      once ? ", each written once" : "", at_decode, decode_steps,
+      at_decode == 0 ? " (reused)" : " (recomputed)");
 }
 
 std::string StateCopiesMessage(const std::string& method, uint64_t delegate_bytes,

@@ -1,4 +1,5 @@
-"""`runner_test`: one run of the kv_cache_decode_check runner with its expected exit and output."""
+"""`runner_test`: one run of a runner (kv_cache_decode_check, cross_attn_decode_check) with its
+expected exit and output."""
 
 _RUNNER = "//examples:kv_cache_decode_check"
 
@@ -6,7 +7,8 @@ def _quote(text):
     # sh_test args go through the shell: quote each expected text as one word.
     return "\"%s\"" % text if "'" in text else "'%s'" % text
 
-def runner_test(name, exit_code, expect, model = None, reference = None, flags = [], size = "small"):
+def runner_test(name, exit_code, expect, model = None, reference = None, flags = [], size = "small",
+                runner = _RUNNER):
     """An sh_test that runs the runner and checks its exit code and output (expect_exit.sh).
 
     Args:
@@ -18,12 +20,13 @@ def runner_test(name, exit_code, expect, model = None, reference = None, flags =
         not a label (a file that does not exist) when it starts with no "/" or ":".
       flags: further runner arguments, passed verbatim.
       size: the test size.
+      runner: label of the runner binary.
     """
     args = [str(exit_code), _quote(expect[0])]
     for text in expect[1:]:
         args += ["--and", _quote(text)]
-    args.append("$(rootpath %s)" % _RUNNER)
-    data = [_RUNNER]
+    args.append("$(rootpath %s)" % runner)
+    data = [runner]
     if model:
         args += ["--model", "$(rootpath %s)" % model]
         data.append(model)
