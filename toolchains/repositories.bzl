@@ -7,6 +7,7 @@ toolchains/extensions.bzl, which calls the same function.
 
 load("//toolchains:executorch_sdk.bzl", "executorch_sdk")
 load("//toolchains:python_env.bzl", "pip_venv", "python_env")
+load("//toolchains:python_headers.bzl", "python_headers")
 load("//toolchains:system_library.bzl", "system_library")
 load("//toolchains:tensorrt.bzl", "tensorrt_config")
 
@@ -16,6 +17,7 @@ _SYSTEM_LIBRARIES = [
     ("nlohmann_json", "nlohmann-json3-dev", "/usr/include/nlohmann", "nlohmann"),
     ("flatbuffers", "libflatbuffers-dev", "/usr/include/flatbuffers", "flatbuffers"),
     ("flatc", "flatbuffers-compiler", "/usr/bin/flatc", "flatc"),
+    ("pybind11", "pybind11-dev", "/usr/include/pybind11", "pybind11"),
 ]
 
 def executorch_trt_repositories():
@@ -28,6 +30,10 @@ def executorch_trt_repositories():
     )
     python_env(
         name = "python_env",
+        freeze = "@pip_venv//:freeze.txt",
+    )
+    python_headers(
+        name = "python_headers",
         freeze = "@pip_venv//:freeze.txt",
     )
     executorch_sdk(

@@ -1,0 +1,311 @@
+// Copyright (c) executorch-trt authors.
+
+#include "core/program/loaded_program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/method_meta.h>
+
+namespace executorch_trt {
+namespace {
+
+using executorch::runtime::MethodMeta;
+
+// Planned buffers shared between methods, as Module(share_memory_arenas=true) shares them:
+// mem_id 1 (activations) and mem_id 2 (mutable buffers shared with share_mutable_buffers).
+constexpr size_t kSharedPlannedBuffers = 2;
+
+std::string ErrorCode(Error err) { return std::to_string(static_cast<int>(err)); }
+
+std::string SpecString(ScalarType dtype, const std::vector<int64_t>& sizes) {
+  std::string s = std::string(executorch::runtime::toString(dtype)) + " [";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(sizes[i]);
+  }
+  return s + "]";
+}
+
+const std::vector<uint8_t>& NoBytes() {
+  static const std::vector<uint8_t> empty;
+  return empty;
+}
+
+}  // namespace
+
+LoadedProgram::LoadedProgram()
+    : method_allocator_(std::make_unique<executorch::extension::MallocMemoryAllocator>()),
+      temp_allocator_(std::make_unique<executorch::extension::MallocMemoryAllocator>()) {}
+
+LoadedProgram::~LoadedProgram() = default;
+
+Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadFile(
+    const std::string& path, const std::vector<std::string>& methods, std::string* error) {
+  std::unique_ptr<LoadedProgram> p(new LoadedProgram());
+  Result<executorch::extension::FileDataLoader> loader =
+      executorch::extension::FileDataLoader::from(path.c_str());
+  if (!loader.ok()) {
+    *error = path + ": cannot open the file (error " + ErrorCode(loader.error()) + ")";
+    return loader.error();
+  }
+  p->loader_ = std::make_unique<executorch::extension::FileDataLoader>(std::move(loader.get()));
+  const Error err = p->Init(path, methods, error);
+  if (err != Error::Ok) {
+    return err;
+  }
+  return p;
+}
+
+Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadBytes(
+    std::vector<uint8_t> bytes, const std::string& what, const std::vector<std::string>& methods,
+    std::string* error) {
+  std::unique_ptr<LoadedProgram> p(new LoadedProgram());
+  p->bytes_ = std::move(bytes);
+  p->loader_ =
+      std::make_unique<executorch::extension::BufferDataLoader>(p->bytes_.data(), p->bytes_.size());
+  const Error err = p->Init(what, methods, error);
+  if (err != Error::Ok) {
+    return err;
+  }
+  return p;
+}
+
+Error LoadedProgram::Init(const std::string& what, const std::vector<std::string>& methods,
+                          std::string* error) {
+  Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
+      loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
+  if (!program.ok()) {
+    *error = what + ": not a loadable ExecuTorch program (error " + ErrorCode(program.error()) +
+             "); re-export it";
+    return program.error();
+  }
+  program_ = std::make_unique<executorch::runtime::Program>(std::move(program.get()));
+  if (methods.empty()) {
+    for (size_t i = 0; i < program_->num_methods(); ++i) {
+      Result<const char*> name = program_->get_method_name(i);
+      if (!name.ok()) {
+        *error = what + ": cannot read the name of method " + std::to_string(i);
+        return name.error();
+      }
+      method_names_.emplace_back(name.get());
+    }
+  } else {
+    method_names_ = methods;
+  }
+  methods_.reserve(method_names_.size());
+  for (const std::string& name : method_names_) {
+    const Error err = LoadIntoSharedArenas(name);
+    if (err != Error::Ok) {
+      *error = what + ": cannot load method '" + name + "' (error " + ErrorCode(err) +
+               "): the program has no such method, or a delegate in it failed to initialise "
+               "(see the log above; a corrupted blob is rejected here)";
+      return err;
+    }
+  }
+  return CollectBuffers(what, error);
+}
+
+Error LoadedProgram::AllocateSharedArenas() {
+  std::vector<size_t> sizes;
+  for (size_t m = 0; m < program_->num_methods(); ++m) {
+    Result<const char*> name = program_->get_method_name(m);
+    if (!name.ok()) {
+      return name.error();
+    }
+    Result<MethodMeta> meta = program_->method_meta(name.get());
+    if (!meta.ok()) {
+      return meta.error();
+    }
+    const size_t shared = std::min(meta->num_memory_planned_buffers(), kSharedPlannedBuffers);
+    sizes.resize(std::max(sizes.size(), shared), 0);
+    for (size_t i = 0; i < shared; ++i) {
+      Result<int64_t> size = meta->memory_planned_buffer_size(i);
+      if (!size.ok()) {
+        return size.error();
+      }
+      if (size.get() < 0) {
+        return Error::InvalidProgram;
+      }
+      sizes[i] = std::max(sizes[i], static_cast<size_t>(size.get()));
+    }
+  }
+  for (size_t size : sizes) {
+    shared_arenas_.emplace_back(size);  // zeroed
+  }
+  return Error::Ok;
+}
+
+Error LoadedProgram::LoadIntoSharedArenas(const std::string& name) {
+  Result<MethodMeta> meta = program_->method_meta(name.c_str());
+  if (!meta.ok()) {
+    return meta.error();
+  }
+  if (shared_arenas_.empty()) {
+    const Error err = AllocateSharedArenas();
+    if (err != Error::Ok) {
+      return err;
+    }
+  }
+  methods_.emplace_back();
+  LoadedMethod& m = methods_.back();
+  m.name = name;
+  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+    Result<int64_t> size = meta->memory_planned_buffer_size(i);
+    if (!size.ok()) {
+      return size.error();
+    }
+    if (size.get() < 0) {
+      return Error::InvalidProgram;
+    }
+    if (i < shared_arenas_.size()) {
+      m.planned_spans.emplace_back(shared_arenas_[i].data(), shared_arenas_[i].size());
+    } else {
+      m.own_buffers.emplace_back(static_cast<size_t>(size.get()));  // zeroed
+      m.planned_spans.emplace_back(m.own_buffers.back().data(), m.own_buffers.back().size());
+    }
+  }
+  m.planned_memory = std::make_unique<executorch::runtime::HierarchicalAllocator>(
+      Span<Span<uint8_t>>(m.planned_spans.data(), m.planned_spans.size()));
+  m.memory_manager = std::make_unique<executorch::runtime::MemoryManager>(
+      method_allocator_.get(), m.planned_memory.get(), temp_allocator_.get());
+  Result<executorch::runtime::Method> method =
+      program_->load_method(name.c_str(), m.memory_manager.get());
+  if (!method.ok()) {
+    return method.error();
+  }
+  m.method = std::make_unique<executorch::runtime::Method>(std::move(method.get()));
+  return Error::Ok;
+}
+
+Error LoadedProgram::CollectBuffers(const std::string& what, std::string* error) {
+  for (size_t m = 0; m < methods_.size(); ++m) {
+    const MethodMeta meta = methods_[m].method->method_meta();
+    for (size_t i = 0; i < meta.num_attributes(); ++i) {
+      Result<executorch::runtime::TensorInfo> info = meta.attribute_tensor_meta(i);
+      if (!info.ok()) {
+        *error = what + ": cannot read attribute " + std::to_string(i) + " of method '" +
+                 methods_[m].name + "'";
+        return info.error();
+      }
+      NamedBuffer buffer;
+      buffer.name = std::string(info->name());
+      buffer.dtype = info->scalar_type();
+      buffer.sizes.assign(info->sizes().begin(), info->sizes().end());
+      buffer.nbytes = info->nbytes();
+      buffer.methods.push_back(m);
+      auto known = std::find_if(buffers_.begin(), buffers_.end(),
+                                [&](const NamedBuffer& b) { return b.name == buffer.name; });
+      if (known == buffers_.end()) {
+        buffers_.push_back(std::move(buffer));
+        continue;
+      }
+      if (known->dtype != buffer.dtype || known->sizes != buffer.sizes) {
+        *error = what + ": buffer '" + buffer.name + "' is " +
+                 SpecString(known->dtype, known->sizes) + " in method '" +
+                 methods_[known->methods.front()].name + "' but " +
+                 SpecString(buffer.dtype, buffer.sizes) + " in method '" + methods_[m].name +
+                 "'; one name must be one buffer";
+        return Error::InvalidProgram;
+      }
+      known->methods.push_back(m);
+    }
+  }
+  for (const NamedBuffer& buffer : buffers_) {
+    const uint8_t* data = static_cast<const uint8_t*>(buffer_data(buffer.name));
+    const bool zero = data == nullptr ||
+                      std::all_of(data, data + buffer.nbytes, [](uint8_t b) { return b == 0; });
+    initial_values_.push_back(zero ? std::vector<uint8_t>()
+                                   : std::vector<uint8_t>(data, data + buffer.nbytes));
+  }
+  return Error::Ok;
+}
+
+executorch::runtime::Method* LoadedProgram::method(std::string_view name) {
+  for (LoadedMethod& m : methods_) {
+    if (m.name == name) {
+      return m.method.get();
+    }
+  }
+  return nullptr;
+}
+
+const NamedBuffer* LoadedProgram::find_buffer(std::string_view name) const {
+  for (const NamedBuffer& b : buffers_) {
+    if (b.name == name) {
+      return &b;
+    }
+  }
+  return nullptr;
+}
+
+Result<Tensor> LoadedProgram::buffer_tensor(size_t method_index, std::string_view name) {
+  if (method_index >= methods_.size()) {
+    return Error::NotFound;
+  }
+  return methods_[method_index].method->get_attribute(name);
+}
+
+void* LoadedProgram::buffer_data(std::string_view name) {
+  const NamedBuffer* buffer = find_buffer(name);
+  if (buffer == nullptr) {
+    return nullptr;
+  }
+  Result<Tensor> t = buffer_tensor(buffer->methods.front(), name);
+  return t.ok() ? t->mutable_data_ptr() : nullptr;
+}
+
+const std::vector<uint8_t>& LoadedProgram::initial_value(std::string_view name) const {
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (buffers_[i].name == name) {
+      return initial_values_[i];
+    }
+  }
+  return NoBytes();
+}
+
+Error LoadedProgram::BindBuffer(std::string_view name, void* data, size_t nbytes,
+                                std::string* error) {
+  const NamedBuffer* buffer = find_buffer(name);
+  if (buffer == nullptr) {
+    *error = "no mutable buffer named '" + std::string(name) +
+             "'; the program's named buffers are: " + BufferNameList();
+    return Error::NotFound;
+  }
+  if (nbytes != buffer->nbytes) {
+    *error = "binding buffer '" + buffer->name + "': " + std::to_string(nbytes) +
+             " bytes given for " + std::to_string(buffer->nbytes) + " (" +
+             SpecString(buffer->dtype, buffer->sizes) + ")";
+    return Error::InvalidArgument;
+  }
+  for (size_t m : buffer->methods) {
+    Result<Tensor> t = buffer_tensor(m, name);
+    Error err = t.error();
+    if (t.ok()) {
+      err = executorch::runtime::internal::set_tensor_data(t.get(), data, nbytes);
+    }
+    if (err != Error::Ok) {
+      *error = "binding buffer '" + buffer->name + "' in method '" + methods_[m].name +
+               "' failed (error " + ErrorCode(err) + ")";
+      return err;
+    }
+  }
+  return Error::Ok;
+}
+
+std::string LoadedProgram::BufferNameList() const {
+  std::string names;
+  for (const NamedBuffer& b : buffers_) {
+    names += (names.empty() ? "'" : ", '") + b.name + "'";
+  }
+  return names.empty() ? "none" : names;
+}
+
+}  // namespace executorch_trt

@@ -1,0 +1,110 @@
+// Copyright (c) executorch-trt authors.
+//
+// program_session.h: a LoadedProgram (core/program/loaded_program.h) as
+// executorch_trt.runtime uses it: inputs and outputs as plain values, every call serialized by
+// the program's own lock. No Python in here: the binding (module.cpp) converts and releases
+// the GIL around these calls.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/common/runtime_types.h"
+#include "core/program/loaded_program.h"
+
+namespace executorch_trt::python {
+
+// One input of a method: a tensor over the caller's memory (contiguous, not copied here) or
+// a scalar.
+struct InputValue {
+  enum class Kind { kTensor, kInt, kDouble, kBool, kNone };
+  Kind kind = Kind::kNone;
+  void* data = nullptr;  // kTensor: the caller's memory, valid for the whole Execute
+  ScalarType dtype = ScalarType::Float;
+  std::vector<int32_t> sizes;
+  int64_t int_value = 0;
+  double double_value = 0;
+  bool bool_value = false;
+};
+
+// One output of a method: a tensor's bytes (a copy: the method's output memory is reused by
+// its next execute) or a scalar.
+struct OutputValue {
+  enum class Kind { kTensor, kInt, kDouble, kBool, kNone };
+  Kind kind = Kind::kNone;
+  std::vector<uint8_t> bytes;
+  ScalarType dtype = ScalarType::Float;
+  std::vector<int64_t> sizes;
+  int64_t int_value = 0;
+  double double_value = 0;
+  bool bool_value = false;
+};
+
+// A tensor's dtype and shape as metadata records it.
+struct TensorSpec {
+  ScalarType dtype = ScalarType::Float;
+  std::vector<int64_t> sizes;
+};
+
+// A method's declared inputs and outputs; a value that is not a tensor has `is_tensor` false.
+struct MethodSignature {
+  std::vector<bool> input_is_tensor;
+  std::vector<TensorSpec> inputs;
+  std::vector<bool> output_is_tensor;
+  std::vector<TensorSpec> outputs;
+};
+
+// Thread-safety: every member takes the session's lock, so one session may be called from
+// several threads (the calls run one at a time). Memory returned by buffer_data() is read and
+// written by the caller without the lock. A Python caller must release the GIL before calling
+// any member that takes the lock (an execute holding it may log, and a log function another
+// library registered may take the GIL).
+class ProgramSession {
+ public:
+  explicit ProgramSession(std::unique_ptr<LoadedProgram> program);
+
+  const std::vector<std::string>& method_names() const { return program_->method_names(); }
+  const std::vector<NamedBuffer>& buffers() const { return program_->buffers(); }
+  std::string BufferNameList() const { return program_->BufferNameList(); }
+  const std::vector<uint8_t>& initial_value(std::string_view name) const {
+    return program_->initial_value(name);
+  }
+
+  // The storage buffer `name` uses now (see LoadedProgram::buffer_data).
+  void* buffer_data(std::string_view name);
+
+  // One buffer's new storage (the caller's memory; see LoadedProgram::BindBuffer).
+  struct Binding {
+    std::string name;
+    void* data = nullptr;
+    size_t nbytes = 0;
+  };
+
+  // Binds every entry of `bindings` under one hold of the lock, so no execute sees some of them
+  // bound and others not. Checks all first (unknown name: Error::NotFound listing the names;
+  // wrong size: Error::InvalidArgument; *error says which): on such an error nothing is bound.
+  Error BindBuffers(const std::vector<Binding>& bindings, std::string* error);
+
+  // The declared inputs and outputs of `method`; Error::NotFound for a method not loaded.
+  Error Signature(std::string_view method, MethodSignature* signature, std::string* error);
+
+  // Sets `inputs` (in the method's input order) and runs `method`; fills *outputs. Errors
+  // (*error names the method and, for an input, its index and both specs): Error::NotFound (no
+  // such method), Error::InvalidArgument (wrong number of inputs, an input ExecuTorch rejects:
+  // Method::set_input), Error::Internal when Method::execute fails (*error has its code),
+  // Error::NotSupported for an output that is neither a tensor nor a scalar.
+  Error Execute(std::string_view method, const std::vector<InputValue>& inputs,
+                std::vector<OutputValue>* outputs, std::string* error);
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<LoadedProgram> program_;
+};
+
+}  // namespace executorch_trt::python

@@ -1,0 +1,53 @@
+// Copyright (c) executorch-trt authors.
+
+#include "py/binding/stderr_log.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include <executorch/runtime/platform/platform.h>
+
+namespace executorch_trt::python {
+namespace {
+
+// "I 00:00:01.234567 executorch:program.cpp:123] message\n", as ExecuTorch's default PAL
+// prints it, in one write(2) so that lines of concurrent threads do not interleave.
+void EmitLog(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filename,
+             const char* /*function*/, size_t line, const char* message, size_t length) {
+  const char* slash = filename != nullptr ? std::strrchr(filename, '/') : nullptr;
+  const char* base = slash != nullptr ? slash + 1 : (filename != nullptr ? filename : "?");
+  const et_tick_ratio_t ratio = et_pal_ticks_to_ns_multiplier();
+  const unsigned long long ns =
+      ratio.denominator != 0 ? timestamp * ratio.numerator / ratio.denominator : timestamp;
+  const unsigned long long us = ns / 1000;
+  char header[256];
+  const int n =
+      std::snprintf(header, sizeof(header), "%c %02llu:%02llu:%02llu.%06llu executorch:%s:%zu] ",
+                    static_cast<char>(level), us / 3600000000ULL, (us / 60000000ULL) % 60,
+                    (us / 1000000ULL) % 60, us % 1000000ULL, base, line);
+  struct iovec parts[3];
+  parts[0].iov_base = header;
+  parts[0].iov_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof(header) - 1) : 0;
+  parts[1].iov_base = const_cast<char*>(message);
+  parts[1].iov_len = message != nullptr ? length : 0;
+  parts[2].iov_base = const_cast<char*>("\n");
+  parts[2].iov_len = 1;
+  const ssize_t written = writev(STDERR_FILENO, parts, 3);
+  (void)written;  // nowhere to report a failed log write
+}
+
+}  // namespace
+
+void UseStderrLog() {
+  const executorch::runtime::PalImpl* current = executorch::runtime::get_pal_impl();
+  if (current != nullptr && current->emit_log_message == &EmitLog) {
+    return;
+  }
+  executorch::runtime::register_pal(executorch::runtime::PalImpl::create(&EmitLog, __FILE__));
+}
+
+}  // namespace executorch_trt::python
