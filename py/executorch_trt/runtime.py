@@ -1,53 +1,81 @@
-"""Loading and running ``.pte`` programs that use the TensorRT delegate, from Python.
+"""Loading and running ``.pte`` programs from Python, with caller-owned state.
 
-Wraps the stock ``executorch.runtime``. The delegate library (``libexecutorch_trt.so``, built
-from ``//core``) registers the ``"TensorRTBackend"`` backend and the
-``executorch_trt::kv_cache_update.out`` kernel in the ``libexecutorch.so`` that the Python
-runtime links; ``load`` opens it first with ``ctypes.CDLL(path, RTLD_GLOBAL)``.
+``executorch_trt.runtime`` runs programs on the project's own binding over ExecuTorch's C++
+runtime (``_runtime_binding``, built from ``//py/binding``: ExecuTorch's ``Program`` and
+``Method`` with shared memory arenas, the same ``LoadedProgram`` as the C++ runner,
+``core/program/loaded_program.h``). The delegate library (``libexecutorch_trt.so``, built from
+``//core``) registers the ``"TensorRTBackend"`` backend and its kernels in the same
+``libexecutorch.so`` the binding links; ``load`` opens it with ``ctypes.CDLL(path,
+RTLD_GLOBAL)``. Programs without the delegate load and run as well.
 
-Notes (ExecuTorch 1.5.1, verified):
+::
 
-* ``Program.load_method`` shares one set of memory arenas across the host methods of a
-  program, so programs whose methods share state must be exported with
-  ``share_mutable_buffers=True`` (``executorch_trt.export``'s default).
-* Loading a method copies the exported initial value of every initialised mutable buffer into
-  the (shared) arena, i.e. loading ``read_state`` after ``decode`` ran resets the cache.
-  ``load`` therefore loads every method up front: state starts from its initial value once,
-  at ``load``, and persists from then on. A new ``load`` is a new, isolated session.
+    prog = runtime.load("model.pte")         # path, bytes or binary file object
+    decode = prog.load_method("decode")      # decode.execute([tokens, positions]) -> [logits]
+    prog.buffer_names                        # ("key_cache_0", ...): the mutable buffers
+    prog.buffer("key_cache_0")               # a tensor viewing the storage in use (no copy)
+    state = prog.new_state()                 # {name: fresh tensor at the initial value}
+    prog.bind_state(state)                   # every method now updates these tensors in place
+
+State: every method of a program shares its mutable buffers (``prefill`` writes the cache that
+``decode`` reads). A fresh ``load`` starts from each buffer's exported initial value (all
+methods are loaded up front, before anything runs: loading a method re-initialises the shared
+buffers). ``bind_buffer``/``bind_state`` point buffers at tensors the caller owns; binding
+another state switches the program to another conversation, and a state's tensors can be read,
+zeroed, cloned (a snapshot) and bound again at any time between calls.
+
+Thread safety: a ``Program`` (and its ``Method`` objects) may be used from several threads:
+``execute``, ``bind_buffer`` and ``bind_state`` hold the program's lock, so calls on one program
+run one at a time (``bind_state`` binds all its tensors between two executes). Separate programs
+share nothing and run in parallel. ``execute`` releases the GIL, and nothing under it takes the
+GIL back: ExecuTorch's log lines go straight to file descriptor 2, never through Python (whose
+``sys.stderr`` redirect deadlocked two threads' first executes and aborted the process on a name
+with invalid UTF-8). Tensors from ``buffer()``/``new_state()`` are read and written by you
+without the lock: do so between calls, not while another thread executes.
+
+Names need a program exported with ``emit_mutable_buffer_names=True``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import importlib.util
 import os
 import threading
 from pathlib import Path
-from typing import Any, BinaryIO, List, Optional, Sequence, Set, Union
+from typing import Any, BinaryIO, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
+from executorch_trt.scalar_types import scalar_type_code, torch_dtype
 from executorch_trt.wire import BACKEND_ID
 
 LIBRARY_ENV = "EXECUTORCH_TRT_LIBRARY"
 RUNFILES_PATH = "executorch_trt/core/libexecutorch_trt.so"
+BINDING_ENV = "EXECUTORCH_TRT_BINDING"
+BINDING_RUNFILES_PATH = "executorch_trt/py/binding/_runtime_binding.so"
+# Where the binding is built relative to the delegate library (bazel-bin/ and runfiles alike).
+_BINDING_FROM_LIBRARY = os.path.join("..", "py", "binding", "_runtime_binding.so")
 
 _lock = threading.Lock()
 _loaded_library: Optional[ctypes.CDLL] = None
+_binding: Any = None
 
 
 class LibraryNotFoundError(RuntimeError):
-    """The delegate library could not be located (see ``library_path``)."""
+    """The delegate library or the runtime binding could not be located (see ``library_path``,
+    ``binding_path``)."""
 
 
-def _runfiles_library() -> Optional[str]:
+def _runfiles_location(path: str) -> Optional[str]:
     try:
         from runfiles import Runfiles  # PyPI: bazel-runfiles
     except ImportError:
         return None
     r = Runfiles.Create()
-    path = r.Rlocation(RUNFILES_PATH) if r is not None else None
-    return path if path and os.path.isfile(path) else None
+    found = r.Rlocation(path) if r is not None else None
+    return found if found and os.path.isfile(found) else None
 
 
 def library_path() -> str:
@@ -62,7 +90,7 @@ def library_path() -> str:
         if not os.path.isfile(env):
             raise LibraryNotFoundError(f"${LIBRARY_ENV}={env!r} does not name a file")
         return env
-    path = _runfiles_library()
+    path = _runfiles_location(RUNFILES_PATH)
     if path:
         return path
     raise LibraryNotFoundError(
@@ -73,32 +101,80 @@ def library_path() -> str:
     )
 
 
+def binding_path() -> str:
+    """Where the runtime binding ``_runtime_binding.so`` (``//py/binding``) is.
+
+    Order: ``$EXECUTORCH_TRT_BINDING`` (must name an existing file), then Bazel runfiles
+    (``executorch_trt/py/binding/_runtime_binding.so``), then where Bazel builds it next to the
+    delegate library (``<bazel-bin>/py/binding/`` for ``<bazel-bin>/core/libexecutorch_trt.so``).
+    Raises ``LibraryNotFoundError`` saying how to build it otherwise.
+    """
+    env = os.environ.get(BINDING_ENV)
+    if env:
+        if not os.path.isfile(env):
+            raise LibraryNotFoundError(f"${BINDING_ENV}={env!r} does not name a file")
+        return env
+    path = _runfiles_location(BINDING_RUNFILES_PATH)
+    if path:
+        return path
+    beside = os.path.normpath(os.path.join(os.path.dirname(library_path()), _BINDING_FROM_LIBRARY))
+    if os.path.isfile(beside):
+        return beside
+    raise LibraryNotFoundError(
+        f"_runtime_binding.so not found (not at {beside}): build it with "
+        "`./bazelw build //py/binding:_runtime_binding.so //core:libexecutorch_trt.so` and set "
+        f"{BINDING_ENV}=/path/to/bazel-bin/py/binding/_runtime_binding.so, or run under "
+        "`bazel run`/`bazel test` (//py:executorch_trt carries it)"
+    )
+
+
 def library_unavailable_reason() -> Optional[str]:
-    """``None`` when ``library_path()`` finds the delegate library, else why not (for a test's
-    skip or failure reason: tests that need the library never pass vacuously)."""
+    """``None`` when ``library_path()`` and ``binding_path()`` find the delegate library and
+    the binding, else why not (for a test's skip or failure reason: tests that need the library
+    never pass vacuously)."""
     try:
         library_path()
+        binding_path()
         return None
     except LibraryNotFoundError as e:
         return str(e)
 
 
+def _load_binding() -> Any:
+    """Imports the binding once per process. It initialises ExecuTorch up front (its PAL, its
+    stderr logging, its thread pool): see ``py/binding/runtime_setup.h``."""
+    global _binding
+    if _binding is None:
+        # The stock Python runtime, if it is going to be used at all, is imported first: it
+        # registers its own (GIL-taking) log function at import, which the binding then
+        # replaces once rather than at every call.
+        import executorch.extension.pybindings.portable_lib  # noqa: F401
+
+        path = binding_path()
+        spec = importlib.util.spec_from_file_location("_runtime_binding", path)
+        if spec is None or spec.loader is None:
+            raise LibraryNotFoundError(f"{path} is not a Python extension module")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _binding = module
+    return _binding
+
+
 def load_library(path: Optional[str] = None) -> ctypes.CDLL:
-    """Opens the delegate library once per process (``RTLD_GLOBAL``) after the Python runtime,
-    and checks that ``"TensorRTBackend"`` is then registered. Raises ``LibraryNotFoundError`` or
+    """Opens the runtime binding and then the delegate library once per process
+    (``RTLD_GLOBAL``, so it registers into the ``libexecutorch.so`` the binding links), and
+    checks that ``"TensorRTBackend"`` is then registered. Raises ``LibraryNotFoundError`` or
     ``RuntimeError``."""
     global _loaded_library
     with _lock:
         if _loaded_library is not None:
             return _loaded_library
-        from executorch.runtime import Runtime
-
-        runtime = Runtime.get()  # loads libexecutorch.so first, so the library registers there
+        binding = _load_binding()
         lib = ctypes.CDLL(path or library_path(), mode=ctypes.RTLD_GLOBAL)
-        if not runtime.backend_registry.is_available(BACKEND_ID):
+        if not binding.is_backend_registered(BACKEND_ID):
             raise RuntimeError(
                 f"{BACKEND_ID} is not registered after loading {lib._name}; the library must "
-                "link the same libexecutorch.so as the Python runtime"
+                "link the same libexecutorch.so as the runtime binding"
             )
         _loaded_library = lib
         return lib
@@ -127,63 +203,230 @@ def cross_attn_cache_updates() -> int:
     return int(fn())
 
 
-class Method:
-    """A loaded method. ``execute(inputs)`` takes tensors in the method's input order and
-    returns its user outputs as a list of tensors (copies; mutable buffers persist inside the
-    loaded program across calls). It keeps its ``Program`` alive: the stock method does not,
-    so ``load(pte).load_method(name)`` would otherwise run on a freed program."""
+class TensorSpec(NamedTuple):
+    """A tensor's dtype and shape as the program declares it."""
 
-    def __init__(self, method: Any, name: str, program: Any = None) -> None:
-        self._method = method
+    dtype: torch.dtype
+    shape: Tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{str(self.dtype).replace('torch.', '')} {list(self.shape)}"
+
+
+class MethodMetadata(NamedTuple):
+    """A method's declared inputs and outputs, in order: a ``TensorSpec`` per tensor, ``None``
+    for a value that is not a tensor (an int, a float, a bool)."""
+
+    inputs: Tuple[Optional[TensorSpec], ...]
+    outputs: Tuple[Optional[TensorSpec], ...]
+
+
+def _spec(entry: tuple) -> Optional[TensorSpec]:
+    return TensorSpec(torch_dtype(entry[0]), tuple(entry[1])) if entry else None
+
+
+def _tensor_from_bytes(data: Any, dtype: torch.dtype, shape: Sequence[int]) -> torch.Tensor:
+    """A tensor viewing ``data`` (a writable buffer; the tensor keeps it alive), no copy."""
+    if len(data) == 0:
+        return torch.empty(tuple(shape), dtype=dtype)
+    return torch.frombuffer(data, dtype=torch.uint8).view(dtype).view(tuple(shape))
+
+
+def _input_arg(x: Any, index: int, keep: List[torch.Tensor]) -> Any:
+    if isinstance(x, torch.Tensor):
+        if x.device.type != "cpu":
+            raise ValueError(f"input {index}: a tensor on {x.device}; ExecuTorch runs on CPU "
+                             "tensors (pass x.cpu())")
+        if not x.is_contiguous():
+            x = x.contiguous()
+        keep.append(x)
+        return (x.data_ptr(), scalar_type_code(x.dtype), tuple(x.shape))
+    if x is None or isinstance(x, (bool, int, float)):
+        return x
+    raise TypeError(f"input {index}: expected a torch.Tensor, int, float, bool or None, got "
+                    f"{type(x).__name__}")
+
+
+class Method:
+    """A loaded method of a ``Program``. It keeps its program alive (``load(pte).load_method(name)``
+    needs no other reference)."""
+
+    def __init__(self, program: "Program", name: str) -> None:
+        self._program = program
         self.name = name
-        self._program = program  # owns the ExecuTorch program the method runs in
 
     def execute(self, inputs: Sequence[Any]) -> List[Any]:
         """Runs the method on ``inputs`` (in the method's input order) and returns its user
-        outputs.
+        outputs as a list: tensors (copies, which the next call does not touch) and scalars.
 
-        Tensor inputs are passed in contiguous layout (the default dim order): a tensor that
-        is not contiguous (``channels_last``, a transpose, an ``expand``, a slice with a step)
-        is passed as ``t.contiguous()``, a copy, so its values are what the method sees. The
-        stock pybinding would take a ``channels_last`` tensor's memory as if it were in the
-        default order (wrong numbers, silently) and rejects other strided tensors. A
-        contiguous tensor is passed as it is (no copy). Other inputs (ints, floats, bools)
-        pass through unchanged.
+        The program's mutable buffers persist across calls and are shared by its methods; a
+        buffer bound with ``bind_buffer``/``bind_state`` is updated in place in your tensor.
+
+        Tensor inputs must be CPU tensors of the declared dtype and shape. They are passed in
+        contiguous layout: a tensor that is not contiguous (``channels_last``, a transpose, an
+        ``expand``, a slice with a step) is passed as ``t.contiguous()``, a copy, so its values
+        are what the method sees; a contiguous tensor is not copied. Ints, floats, bools and
+        ``None`` pass through.
+
+        Raises ``ValueError`` for the wrong number of inputs or an input the method does not
+        take (naming its index, what was given and what the method declares), ``TypeError``
+        for a value that is neither a tensor nor a scalar, ``RuntimeError`` when the method
+        fails (e.g. a buffer exported with ``alloc_mutable_buffers=False`` and never bound:
+        bind it first). The GIL is released while the method runs; see the module notes on
+        threads.
         """
-        return list(self._method.execute([
-            x.contiguous() if isinstance(x, torch.Tensor) and not x.is_contiguous() else x
-            for x in inputs]))
+        keep: List[torch.Tensor] = []  # alive until the call returns
+        args = [_input_arg(x, i, keep) for i, x in enumerate(inputs)]
+        outputs = self._program._session.execute(self.name, args)
+        return [
+            _tensor_from_bytes(out[0], torch_dtype(out[1]), out[2]) if isinstance(out, tuple)
+            else out
+            for out in outputs
+        ]
 
     @property
-    def metadata(self) -> Any:
-        return self._method.metadata
+    def metadata(self) -> MethodMetadata:
+        """The method's declared inputs and outputs (``MethodMetadata``)."""
+        inputs, outputs = self._program._session.signature(self.name)
+        return MethodMetadata(tuple(_spec(e) for e in inputs), tuple(_spec(e) for e in outputs))
 
 
 class Program:
-    """A loaded program; each ``load`` call is an independent instance (own mutable state).
-    Every method is loaded at construction (see the module notes)."""
+    """A loaded program; each ``load`` is an independent instance with its own state. Every
+    method is loaded at construction (see the module notes). Use ``runtime.load`` to make one.
+    """
 
-    def __init__(self, program: Any) -> None:
-        self._program = program
-        for name in sorted(program.method_names):
-            program.load_method(name)
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self._specs: Dict[str, TensorSpec] = {
+            name: TensorSpec(torch_dtype(code), tuple(sizes))
+            for name, code, sizes, _ in session.buffers()
+        }
+        self._bound: Dict[str, torch.Tensor] = {}  # what the program writes: kept alive here
+        self._bind_lock = threading.Lock()
 
     @property
     def method_names(self) -> Set[str]:
-        return set(self._program.method_names)
+        """The names of the program's methods."""
+        return set(self._session.method_names)
 
     def load_method(self, name: str) -> Method:
-        """Loads (or returns the already loaded) method ``name``; ``KeyError`` if unknown."""
-        if name not in self._program.method_names:
+        """The method ``name`` (already loaded by ``load``); ``KeyError`` naming the methods if
+        the program has none of that name."""
+        if name not in self._session.method_names:
             raise KeyError(f"program has no method {name!r} (has {sorted(self.method_names)})")
-        return Method(self._program.load_method(name), name, self)
+        return Method(self, name)
+
+    @property
+    def buffer_names(self) -> Tuple[str, ...]:
+        """The names (FQNs, as exported: ``"key_cache_0"``, ``"layers.0.attn.k_cache"``) of the
+        program's mutable buffers, in the order its methods declare them. Empty for a program
+        exported with ``emit_mutable_buffer_names=False`` (or without mutable buffers)."""
+        return tuple(self._specs)
+
+    def buffer_spec(self, name: str) -> TensorSpec:
+        """The dtype and shape of buffer ``name`` (``KeyError`` as ``buffer``)."""
+        return self._specs[self._known(name)]
+
+    def _known(self, name: str) -> str:
+        if name in self._specs:
+            return name
+        if not self._specs:
+            raise KeyError(
+                f"no mutable buffer named {name!r}: this program has no named mutable buffers; "
+                "export it with emit_mutable_buffer_names=True (executorch_trt.export or "
+                "backend_config)")
+        raise KeyError(f"no mutable buffer named {name!r}; the program's buffers are "
+                       f"{list(self._specs)}")
+
+    def buffer(self, name: str) -> torch.Tensor:
+        """A tensor viewing the storage the program uses now for buffer ``name`` (no copy):
+        the tensor last bound to it, else the program's own memory. Writes through it are seen
+        by the next ``execute``; reads see what the last one wrote. A view of the program's own
+        memory keeps the program's storage alive; after a ``bind_buffer`` it is no longer the
+        storage in use (call ``buffer`` again).
+
+        Raises ``KeyError`` for an unknown name (listing the names; naming the export option
+        when the program has none) and ``RuntimeError`` for a buffer with no storage (exported
+        with ``alloc_mutable_buffers=False`` and not bound yet: ``bind_buffer``)."""
+        name = self._known(name)
+        if name in self._bound:
+            return self._bound[name]
+        view = self._session.buffer_view(name)
+        spec = self._specs[name]
+        if view is None:
+            raise RuntimeError(
+                f"buffer {name!r} has no storage: the program was exported with "
+                "alloc_mutable_buffers=False, so you provide it: "
+                f"bind_buffer({name!r}, torch.zeros({list(spec.shape)}, dtype={spec.dtype})) "
+                "or bind_state(new_state())")
+        return _tensor_from_bytes(view, spec.dtype, spec.shape)
+
+    def new_state(self) -> Dict[str, torch.Tensor]:
+        """``{name: tensor}`` for every buffer: new tensors (the caller's, contiguous, on the
+        CPU) holding the buffer's initial value, i.e. its value in a freshly loaded program
+        (the exported value; zeros for a buffer exported without one or with
+        ``alloc_mutable_buffers=False``). ``bind_state`` it to start a new conversation."""
+        state = {}
+        for name, spec in self._specs.items():
+            t = torch.zeros(spec.shape, dtype=spec.dtype)
+            initial = self._session.initial_value(name)
+            if initial:
+                t.reshape(-1).view(torch.uint8).copy_(
+                    torch.frombuffer(bytearray(initial), dtype=torch.uint8))
+            state[name] = t
+        return state
+
+    def _check_bindable(self, name: str, tensor: Any) -> Tuple[str, int, int]:
+        name = self._known(name)
+        spec = self._specs[name]
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"bind_buffer({name!r}): expected a torch.Tensor of {spec}, got "
+                            f"{type(tensor).__name__}")
+        got = TensorSpec(tensor.dtype, tuple(tensor.shape))
+        problems = []
+        if got != spec:
+            problems.append(f"it is {got}")
+        if tensor.device.type != "cpu":
+            problems.append(f"it is on {tensor.device}")
+        if not tensor.is_contiguous():
+            problems.append(f"it is not contiguous (strides {tuple(tensor.stride())})")
+        if problems:
+            raise ValueError(
+                f"cannot bind buffer {name!r}: it is {spec} (contiguous, on the CPU) but the "
+                f"tensor given is not: {'; '.join(problems)}. Pass a contiguous CPU tensor of "
+                f"{spec}, e.g. from new_state()")
+        return name, tensor.data_ptr(), tensor.numel() * tensor.element_size()
+
+    def bind_buffer(self, name: str, tensor: torch.Tensor) -> None:
+        """From now on every method of the program reads and writes buffer ``name`` in
+        ``tensor``'s storage, in place (``tensor`` keeps its ``data_ptr``; its current contents
+        are the buffer's value). The program holds a reference to ``tensor`` until another
+        tensor is bound to the buffer, so it stays valid even if you drop yours.
+
+        Raises ``KeyError`` for an unknown name (listing the names), ``TypeError`` for a
+        non-tensor, ``ValueError`` naming the buffer and both specs when ``tensor``'s dtype or
+        shape differ from the buffer's, or it is not contiguous, or not on the CPU. Waits for
+        an ``execute`` running in another thread to finish."""
+        self.bind_state({name: tensor})
+
+    def bind_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        """``bind_buffer`` for every entry of ``state`` (``{name: tensor}``, e.g. from
+        ``new_state()``), all checked before any is bound and bound between two executes: one
+        call switches the program to another conversation. Buffers not in ``state`` keep their
+        current storage. Raises as ``bind_buffer`` (then nothing is bound)."""
+        checked = [self._check_bindable(name, t) for name, t in state.items()]
+        with self._bind_lock:
+            self._session.bind_buffers(checked)
+            for (name, _, _), tensor in zip(checked, state.values()):
+                self._bound[name] = tensor
 
 
 def _program_source(program: Any) -> Any:
     """Checks ``load``'s argument before anything is loaded: a path (``str``/``os.PathLike``)
     must name an existing file (``FileNotFoundError``/``IsADirectoryError`` naming it); bytes
     and binary file objects pass through; anything else is a ``TypeError``."""
-    if isinstance(program, (bytes, bytearray)) or hasattr(program, "read"):
+    if isinstance(program, (bytes, bytearray, memoryview)) or hasattr(program, "read"):
         return program
     if isinstance(program, (str, os.PathLike)):
         path = os.fspath(program)
@@ -207,16 +450,22 @@ def _program_source(program: Any) -> Any:
 
 def load(program: Union[str, Path, bytes, bytearray, BinaryIO]) -> Program:
     """Loads a ``.pte`` (path, bytes or binary file object) with the delegate library
-    registered.
+    registered, and every method of it (state starts from each buffer's initial value).
 
     Raises ``FileNotFoundError`` (naming the path) when a path does not exist, ``TypeError``
     for an argument that is neither a path nor bytes (both checked before the library is
-    needed), ``LibraryNotFoundError`` when the library is missing, and whatever
-    ``executorch.runtime`` raises for a bad program (the delegate's init errors surface here or
-    at ``load_method``).
+    needed), ``LibraryNotFoundError`` when the library or the binding is missing, and
+    ``RuntimeError`` naming the program and the problem for a program that does not load
+    (not an ExecuTorch program, a corrupted file, a delegate that rejects its blob: ExecuTorch's
+    log line above says why).
     """
     data = _program_source(program)
     load_library()
-    from executorch.runtime import Runtime
-
-    return Program(Runtime.get().load_program(data))
+    if isinstance(data, str):
+        return Program(_binding.load_file(data))
+    if hasattr(data, "read"):
+        data = data.read()
+        what = f"the .pte read from {getattr(program, 'name', type(program).__name__)}"
+    else:
+        what = f"the {len(data)} bytes of a .pte"
+    return Program(_binding.load_bytes(data, what))

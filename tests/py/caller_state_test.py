@@ -1,0 +1,347 @@
+"""Caller-owned state from Python (issue 12): ``Program.buffer_names``, ``buffer``,
+``bind_buffer``, ``new_state``, ``bind_state``, against eager PyTorch.
+
+The small model is ``caller_state_models.TinyAttention`` (two ``[1, 32, 8]`` caches); the
+prefill/decode test runs the Llama example (``examples/decoder_model.py``). Programs are
+exported with ``emit_mutable_buffer_names=True`` (not yet the default: see README).
+"""
+
+import copy
+import gc
+
+import torch
+from absl.testing import absltest
+
+import caller_state_models as csm
+import delegate_library
+import executorch_trt
+from executorch_trt import runtime
+
+TOKENS_A = [3, 7, 1, 12, 5, 9]
+TOKENS_B = [4, 4, 15, 0, 2, 11]
+CACHES = ("k_cache", "v_cache")
+
+
+def _steps(method, tokens, start=0):
+    return [method.execute(csm.step_inputs(t, start + i))[0] for i, t in enumerate(tokens)]
+
+
+@delegate_library.needs_library
+class TinyAttentionStateTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pte = csm.tiny_attention_pte()
+
+    def _load(self):
+        prog = runtime.load(self.pte)
+        return prog, prog.load_method("forward")
+
+    def test_buffer_names(self):
+        prog, _ = self._load()
+        self.assertEqual(prog.buffer_names, CACHES)
+        self.assertEqual(prog.buffer_spec("k_cache"),
+                         runtime.TensorSpec(torch.float32, (1, csm.CACHE_LEN, csm.WIDTH)))
+
+    def test_buffer_equals_eager_cache_after_every_step(self):
+        prog, forward = self._load()
+        eager = csm.TinyAttention()
+        for name in CACHES:
+            self.assertEqual(prog.buffer(name).abs().sum().item(), 0, "fresh load: zeros")
+        for pos, token in enumerate(TOKENS_A):
+            (got,) = forward.execute(csm.step_inputs(token, pos))
+            with torch.no_grad():
+                want = eager(*csm.step_inputs(token, pos))
+            torch.testing.assert_close(got, want, msg=f"step {pos}")
+            for name in CACHES:
+                torch.testing.assert_close(prog.buffer(name), getattr(eager, name),
+                                           msg=f"{name} after step {pos}")
+
+    def test_writes_through_buffer_are_seen_by_the_next_execute(self):
+        prog, forward = self._load()
+        eager = csm.TinyAttention()
+        _steps(forward, TOKENS_A[:3])
+        csm.eager_steps(eager, TOKENS_A[:3])
+        view = prog.buffer("v_cache")
+        view[0, 1] = 10.0  # through the view, into the program's own storage
+        eager.v_cache[0, 1] = 10.0
+        (got,) = forward.execute(csm.step_inputs(TOKENS_A[3], 3))
+        with torch.no_grad():
+            want = eager(*csm.step_inputs(TOKENS_A[3], 3))
+        torch.testing.assert_close(got, want)
+        self.assertEqual(prog.buffer("v_cache").data_ptr(), view.data_ptr(), "same storage")
+
+    def test_bound_tensor_is_updated_in_place(self):
+        prog, forward = self._load()
+        state = prog.new_state()
+        ptrs = {name: t.data_ptr() for name, t in state.items()}
+        prog.bind_state(state)
+        eager = csm.TinyAttention()
+        for pos, token in enumerate(TOKENS_A):
+            (got,) = forward.execute(csm.step_inputs(token, pos))
+            with torch.no_grad():
+                want = eager(*csm.step_inputs(token, pos))
+            torch.testing.assert_close(got, want, msg=f"step {pos}")
+            for name in CACHES:
+                self.assertEqual(state[name].data_ptr(), ptrs[name], f"{name} moved")
+                self.assertIs(prog.buffer(name), state[name])
+                torch.testing.assert_close(state[name], getattr(eager, name),
+                                           msg=f"{name} after step {pos}")
+
+    def test_two_interleaved_states_equal_each_alone(self):
+        alone = {}
+        for key, tokens in (("a", TOKENS_A), ("b", TOKENS_B)):
+            prog, forward = self._load()
+            state = prog.new_state()
+            prog.bind_state(state)
+            alone[key] = (_steps(forward, tokens), state)
+        prog, forward = self._load()
+        states = {"a": prog.new_state(), "b": prog.new_state()}
+        outs = {"a": [], "b": []}
+        for pos in range(len(TOKENS_A)):
+            for key, tokens in (("a", TOKENS_A), ("b", TOKENS_B)):
+                prog.bind_state(states[key])
+                outs[key].append(forward.execute(csm.step_inputs(tokens[pos], pos))[0])
+        for key in ("a", "b"):
+            want_outs, want_state = alone[key]
+            for pos, (got, want) in enumerate(zip(outs[key], want_outs)):
+                self.assertTrue(torch.equal(got, want), f"session {key} step {pos}")
+            for name in CACHES:
+                self.assertTrue(torch.equal(states[key][name], want_state[name]),
+                                f"session {key} {name}")
+        self.assertFalse(torch.equal(outs["a"][-1], outs["b"][-1]), "the sessions differ")
+
+    def test_reset_gives_a_fresh_conversation(self):
+        prog, forward = self._load()
+        fresh = _steps(forward, TOKENS_B[:2])
+        prog.bind_state(prog.new_state())
+        _steps(forward, TOKENS_A)
+        prog.bind_state(prog.new_state())  # reset by a new state
+        again = _steps(forward, TOKENS_B[:2])
+        state = prog.new_state()
+        prog.bind_state(state)
+        _steps(forward, TOKENS_A)
+        for t in state.values():
+            t.zero_()  # reset by zeroing the bound tensors
+        zeroed = _steps(forward, TOKENS_B[:2])
+        for pos in range(2):
+            self.assertTrue(torch.equal(again[pos], fresh[pos]), f"new_state, step {pos}")
+            self.assertTrue(torch.equal(zeroed[pos], fresh[pos]), f"zeroed, step {pos}")
+
+    def test_snapshot_restore_reproduces_the_continuation_bit_for_bit(self):
+        prog, forward = self._load()
+        state = prog.new_state()
+        prog.bind_state(state)
+        _steps(forward, TOKENS_A[:3])  # the "prompt"
+        snapshot = {name: t.clone() for name, t in state.items()}
+        first = _steps(forward, TOKENS_A[3:], start=3)
+        _steps(forward, TOKENS_B, start=0)  # something else in between
+        for _ in range(2):
+            prog.bind_state({name: t.clone() for name, t in snapshot.items()})
+            again = _steps(forward, TOKENS_A[3:], start=3)
+            for i, (got, want) in enumerate(zip(again, first)):
+                self.assertTrue(torch.equal(got, want), f"step {3 + i}")
+
+    def test_bound_tensor_deleted_by_the_caller_stays_valid(self):
+        prog, forward = self._load()
+        prog.bind_buffer("k_cache", torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
+        prog.bind_state({"v_cache": torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)})
+        gc.collect()
+        garbage = [torch.full((1, csm.CACHE_LEN, csm.WIDTH), 7.0) for _ in range(64)]
+        eager = csm.TinyAttention()
+        for pos, token in enumerate(TOKENS_A):
+            (got,) = forward.execute(csm.step_inputs(token, pos))
+            with torch.no_grad():
+                want = eager(*csm.step_inputs(token, pos))
+            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        for name in CACHES:
+            torch.testing.assert_close(prog.buffer(name), getattr(eager, name))
+        del garbage
+
+    def test_buffer_view_keeps_the_program_alive(self):
+        view = runtime.load(self.pte).buffer("k_cache")
+        gc.collect()
+        garbage = [bytearray(b"\xff" * 4096) for _ in range(64)]
+        self.assertEqual(view.abs().sum().item(), 0)
+        del garbage
+
+    def test_bind_errors(self):
+        prog, _ = self._load()
+        good = torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)
+        with self.assertRaisesRegex(KeyError, r"no mutable buffer named 'nope'.*\['k_cache', "
+                                              r"'v_cache'\]"):
+            prog.bind_buffer("nope", good)
+        with self.assertRaisesRegex(KeyError, "no mutable buffer named 'nope'"):
+            prog.buffer("nope")
+        with self.assertRaisesRegex(ValueError, r"buffer 'k_cache': it is float32 \[1, 32, 8\].*"
+                                                r"it is float16 \[1, 32, 8\]"):
+            prog.bind_buffer("k_cache", good.half())
+        with self.assertRaisesRegex(ValueError, r"buffer 'k_cache': it is float32 \[1, 32, 8\].*"
+                                                r"it is float32 \[1, 16, 8\]"):
+            prog.bind_buffer("k_cache", torch.zeros(1, 16, 8))
+        with self.assertRaisesRegex(ValueError, "buffer 'v_cache'.*not contiguous"):
+            prog.bind_buffer("v_cache", torch.zeros(1, csm.WIDTH, csm.CACHE_LEN).transpose(1, 2))
+        with self.assertRaisesRegex(TypeError, "bind_buffer\\('k_cache'\\): expected a "
+                                               "torch.Tensor"):
+            prog.bind_buffer("k_cache", [0.0])
+        # One bad entry: nothing of the state is bound.
+        before = prog.buffer("k_cache")
+        with self.assertRaisesRegex(ValueError, "buffer 'v_cache'"):
+            prog.bind_state({"k_cache": good, "v_cache": good[:, :4]})
+        self.assertEqual(prog.buffer("k_cache").data_ptr(), before.data_ptr())
+
+    def test_program_without_names_says_which_option(self):
+        prog = runtime.load(csm.tiny_attention_pte(emit_mutable_buffer_names=False))
+        self.assertEqual(prog.buffer_names, ())
+        with self.assertRaisesRegex(KeyError, "emit_mutable_buffer_names=True"):
+            prog.buffer("k_cache")
+        with self.assertRaisesRegex(KeyError, "emit_mutable_buffer_names=True"):
+            prog.bind_buffer("k_cache", torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
+
+    def test_execute_errors_name_the_input(self):
+        _, forward = self._load()
+        with self.assertRaisesRegex(ValueError, "method 'forward' takes 2 inputs, got 1"):
+            forward.execute([torch.tensor([[1]])])
+        with self.assertRaisesRegex(ValueError, r"input 1 is tensor Float \[1\], expected tensor "
+                                                r"Long \[1\]"):
+            forward.execute([torch.tensor([[1]]), torch.tensor([0.0])])
+        with self.assertRaisesRegex(TypeError, "input 0: expected a torch.Tensor.*got str"):
+            forward.execute(["x", torch.tensor([0])])
+
+
+@delegate_library.needs_library
+class UnplannedStateTest(absltest.TestCase):
+    """``alloc_mutable_buffers=False``: the caller provides every buffer's memory."""
+
+    def test_bind_before_execute(self):
+        prog = runtime.load(csm.tiny_attention_pte(alloc_mutable_buffers=False))
+        forward = prog.load_method("forward")
+        with self.assertRaisesRegex(RuntimeError, "'k_cache' has no storage.*bind_buffer"):
+            prog.buffer("k_cache")
+        state = prog.new_state()
+        prog.bind_state(state)
+        eager = csm.TinyAttention()
+        for pos, token in enumerate(TOKENS_A[:3]):
+            (got,) = forward.execute(csm.step_inputs(token, pos))
+            with torch.no_grad():
+                want = eager(*csm.step_inputs(token, pos))
+            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        for name in CACHES:
+            torch.testing.assert_close(state[name], getattr(eager, name))
+
+
+class InitialValue(torch.nn.Module):
+    """A buffer with a non-zero exported value, overwritten in place by each call."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("rows", torch.arange(12.0).view(1, 3, 4))
+
+    def forward(self, x, pos):  # x [1, 1, 4], pos [1]
+        self.rows.index_copy_(1, pos, x)
+        return self.rows.sum(1)
+
+
+@delegate_library.needs_library
+class InitialValueTest(absltest.TestCase):
+
+    def test_new_state_holds_the_exported_value(self):
+        x, pos = torch.ones(1, 1, 4), torch.tensor([1])
+        with torch.no_grad():
+            pte = executorch_trt.export(torch.export.export(InitialValue(), (x, pos)),
+                                        emit_mutable_buffer_names=True).buffer
+        prog = runtime.load(pte)
+        want = torch.arange(12.0).view(1, 3, 4)
+        self.assertTrue(torch.equal(prog.buffer("rows"), want))
+        prog.load_method("forward").execute([x, pos])
+        self.assertFalse(torch.equal(prog.buffer("rows"), want))
+        self.assertTrue(torch.equal(prog.new_state()["rows"], want), "still the initial value")
+
+
+@delegate_library.needs_library
+class LlamaPrefillDecodeStateTest(absltest.TestCase):
+    """The Llama example as prefill + decode on caller-owned caches: both methods read and
+    write the bound tensors (prefill writes, decode reads), equal to eager's caches after every
+    step; a snapshot after prefill restores the continuation bit for bit."""
+
+    MAX_SEQ_LEN = 32
+    PROMPT_LEN = 5
+    DECODE_STEPS = 4
+
+    @classmethod
+    def setUpClass(cls):
+        from decoder_model import build_model, cache_buffers, exportable_decoder
+
+        cls.model = build_model(cls.MAX_SEQ_LEN)
+        cls.exportable_decoder = staticmethod(exportable_decoder)
+        cls.cache_buffers = staticmethod(cache_buffers)
+        torch.manual_seed(5)
+        cls.prompt = torch.randint(0, cls.model.config.vocab_size, (1, cls.PROMPT_LEN))
+        decoder = exportable_decoder(cls.model, cls.MAX_SEQ_LEN)
+        with torch.no_grad():
+            cls.pte = executorch_trt.export({
+                "prefill": torch.export.export(
+                    decoder, (cls.prompt, torch.arange(cls.PROMPT_LEN)), strict=False),
+                "decode": torch.export.export(
+                    decoder, (torch.tensor([[0]]), torch.tensor([cls.PROMPT_LEN])), strict=False),
+            }, emit_mutable_buffer_names=True).buffer
+
+    def _decode(self, prog, first_token, steps):
+        decode = prog.load_method("decode")
+        token, logits = first_token, []
+        for step in range(steps):
+            (out,) = decode.execute([torch.tensor([[token]]),
+                                     torch.tensor([self.PROMPT_LEN + step])])
+            logits.append(out)
+            token = int(out[0, -1].argmax())
+        return logits
+
+    def test_bound_caches_follow_eager_through_prefill_and_decode(self):
+        prog = runtime.load(self.pte)
+        names = list(self.cache_buffers(self.exportable_decoder(self.model, self.MAX_SEQ_LEN)))
+        self.assertTrue(set(names) <= set(prog.buffer_names), prog.buffer_names)
+        state = prog.new_state()
+        ptrs = {name: t.data_ptr() for name, t in state.items()}
+        prog.bind_state(state)
+        eager = self.exportable_decoder(self.model, self.MAX_SEQ_LEN)
+        with torch.no_grad():
+            want = eager(self.prompt, torch.arange(self.PROMPT_LEN))
+        (got,) = prog.load_method("prefill").execute([self.prompt, torch.arange(self.PROMPT_LEN)])
+        for step in range(self.DECODE_STEPS + 1):
+            where = f"step {step}"
+            scale = max(1.0, want.abs().max().item())
+            torch.testing.assert_close(got[:, -1], want[:, -1], atol=1e-4 * scale, rtol=0,
+                                       msg=where)
+            token = int(want[0, -1].argmax())
+            self.assertEqual(int(got[0, -1].argmax()), token, where)
+            for name in names:
+                self.assertEqual(state[name].data_ptr(), ptrs[name], f"{where}: {name} moved")
+                self.assertGreater(state[name].abs().sum().item(), 0, f"{where}: {name} unwritten")
+                torch.testing.assert_close(state[name], getattr(eager, name), atol=1e-5,
+                                           rtol=1e-5, msg=f"{where}: {name}")
+            if step == self.DECODE_STEPS:
+                break
+            pos = torch.tensor([self.PROMPT_LEN + step])
+            with torch.no_grad():
+                want = eager(torch.tensor([[token]]), pos)
+            (got,) = prog.load_method("decode").execute([torch.tensor([[token]]), pos])
+
+    def test_prefix_snapshot_reproduces_the_continuation(self):
+        prog = runtime.load(self.pte)
+        state = prog.new_state()
+        prog.bind_state(state)
+        (logits,) = prog.load_method("prefill").execute([self.prompt,
+                                                         torch.arange(self.PROMPT_LEN)])
+        first_token = int(logits[0, -1].argmax())
+        prefix = {name: t.clone() for name, t in state.items()}
+        first = self._decode(prog, first_token, self.DECODE_STEPS)
+        prog.bind_state(prog.new_state())  # another conversation in between
+        prog.load_method("prefill").execute([self.prompt.flip(1), torch.arange(self.PROMPT_LEN)])
+        prog.bind_state(copy.deepcopy(prefix))
+        again = self._decode(prog, first_token, self.DECODE_STEPS)
+        for step, (a, b) in enumerate(zip(again, first)):
+            self.assertTrue(torch.equal(a, b), f"decode step {step}")
+
+
+if __name__ == "__main__":
+    absltest.main()
