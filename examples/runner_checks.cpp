@@ -457,7 +457,17 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
             u, ref.num_cross_caches());
       }
     }
-    o = RunUtterance(p.get(), flags, ref, u, steps, plan_copies, rows);
+    // The self caches are not zeroed between utterances, so what an utterance's reference
+    // checksums expect depends on how far the previous utterance ran: every utterance but
+    // the last runs all of the reference's steps.
+    const bool last = u + 1 == ref.utterances.size();
+    if (!last && steps < ref.decode_steps() && !flags.quiet) {
+      std::printf(
+          "  utterance %zu runs all %d decode steps of the reference (--steps %d applies "
+          "to the last utterance: the next one starts from this one's self caches)\n",
+          u, ref.decode_steps(), steps);
+    }
+    o = RunUtterance(p.get(), flags, ref, u, last ? steps : ref.decode_steps(), plan_copies, rows);
     if (!o.ok()) {
       return o;
     }

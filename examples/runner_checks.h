@@ -44,7 +44,9 @@ struct Outcome {
 // delegate's copy counter plus `plan_copies`' write-backs of the method) unless
 // flags.allow_state_copies; and every cross-attention cache written exactly once per
 // utterance: by step 0 (update_cross_attn_cache's counter), its contents and storage the same
-// after every later step. Appends a row per step executed to *rows.
+// after every later step. `steps` applies to the last utterance; earlier ones run all of the
+// reference's steps (the next utterance starts from their self caches, which are not zeroed).
+// Appends a row per step executed to *rows.
 Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
                  const ProgramCopies& plan_copies, std::vector<StepRow>* rows);
 

@@ -40,11 +40,13 @@ void PrintHeader(const RunnerSpec& spec, const Flags& flags, const Reference& re
     return;
   }
   const size_t cross = ref.num_cross_caches();
-  std::printf(
-      "%s: %s (%zu utterances, prompt %zu tokens, %d decode steps each, %zu caches: %zu self, "
-      "%zu cross)\n",
-      spec.name, flags.model.c_str(), ref.utterances.size(), ref.prompt.size(), steps,
-      ref.caches.size(), ref.caches.size() - cross, cross);
+  const std::string each = steps == ref.decode_steps() || ref.utterances.size() == 1
+                               ? std::to_string(steps) + " decode steps each"
+                               : std::to_string(steps) + " decode steps in the last (" +
+                                     std::to_string(ref.decode_steps()) + " in the others)";
+  std::printf("%s: %s (%zu utterances, prompt %zu tokens, %s, %zu caches: %zu self, %zu cross)\n",
+              spec.name, flags.model.c_str(), ref.utterances.size(), ref.prompt.size(),
+              each.c_str(), ref.caches.size(), ref.caches.size() - cross, cross);
 }
 
 }  // namespace
@@ -105,9 +107,9 @@ int RunnerMain(int argc, char** argv, const RunnerSpec& spec) {
   const char* check = "run";
   if (ref.encoder_decoder) {
     std::printf(
-        "[1/3] fresh load, %zu utterances (encode, prefill + %d decode steps each) vs "
-        "reference; cross caches written once per utterance\n",
-        ref.utterances.size(), steps);
+        "[1/3] fresh load, %zu utterances (encode, prefill, decode) vs reference; cross caches "
+        "written once per utterance\n",
+        ref.utterances.size());
   } else {
     std::printf("[1/3] fresh load, prefill + %d decode steps vs reference\n", steps);
   }
