@@ -39,13 +39,6 @@ FEATURE_SEEDS = (1, 2)
 METHODS = ("encode", "prefill", "decode")
 
 
-def _attribute(method, name: str) -> torch.Tensor:
-    """The mutable buffer ``name`` of a loaded method, as a tensor over the program's own
-    memory (ExecuTorch's ``Method::get_attribute``: writing it writes the program's state).
-    ``executorch_trt.runtime.Method`` does not expose it, so this reaches the pybinding."""
-    return method._method._method.get_attribute(name)
-
-
 def _fqns(model):
     return list(W.self_caches(model)) + list(W.cross_caches(model))
 
@@ -59,12 +52,13 @@ class _ProgramRun:
         from executorch_trt import runtime
 
         self.runtime = runtime
-        program = runtime.load(source)
-        self.methods = {name: program.load_method(name) for name in METHODS}
+        self.program = runtime.load(source)
+        self.methods = {name: self.program.load_method(name) for name in METHODS}
         self.fqns, self.cross_fqns = fqns, cross_fqns
 
-    def cache(self, name, method="decode"):
-        return _attribute(self.methods[method], name)
+    def cache(self, name):
+        """The program's buffer ``name``, a view of its storage (writes go to the program)."""
+        return self.program.buffer(name)
 
     def utterance(self, features, prompt, tokens, zero_cross=True):
         """Runs one utterance feeding the reference's greedy ``tokens`` (so every step sees
@@ -194,10 +188,30 @@ class WhisperCrossAttnTest(absltest.TestCase):
                                             f"utterance {u} step {step} {fqn}")
                             self.assertEqual(s["cross_ptrs"][fqn], first["cross_ptrs"][fqn])
 
-    def test_prefill_and_decode_share_every_cache(self):
-        run = _ProgramRun(self.delegated.buffer, self.fqns, self.cross_fqns)
+    def test_every_cache_is_a_named_buffer_of_the_program(self):
+        from executorch_trt import runtime
+
+        program = runtime.load(self.delegated.buffer)
+        self.assertEqual(sorted(program.buffer_names), sorted(self.fqns))
         for fqn in self.fqns:
-            self.assertEqual(run.cache(fqn, "prefill").data_ptr(), run.cache(fqn, "decode").data_ptr())
+            self.assertTrue(bool((program.buffer(fqn) == 0).all()), fqn)  # a fresh load: zeros
+
+    def test_utterances_in_caller_owned_memory(self):
+        # Each utterance in its own state (bind_state): the cross caches start zero, so each
+        # recomputes at step 0 and matches its reference; the caller's tensors hold the caches.
+        run = _ProgramRun(self.delegated.buffer, self.fqns, self.cross_fqns)
+        for u in (1, 0):
+            state = run.program.new_state()
+            run.program.bind_state(state)
+            _, steps = run.utterance(self.features[u], self.prompt, self._tokens(u),
+                                     zero_cross=False)
+            self.assertEqual(steps[0]["recomputes"], len(self.cross_fqns))
+            for step, (got, ref) in enumerate(zip(steps, self.want[u]["steps"])):
+                torch.testing.assert_close(got["logits"], ref["logits"], rtol=1e-4, atol=1e-4,
+                                           msg=f"utterance {u} step {step}")
+            for fqn in self.cross_fqns:
+                torch.testing.assert_close(state[fqn], self.want[u]["steps"][-1]["caches"][fqn],
+                                           rtol=1e-4, atol=1e-5)
 
     def test_without_zeroing_the_next_utterance_reuses_stale_kv(self):
         run = _ProgramRun(self.delegated.buffer, self.fqns, self.cross_fqns)
