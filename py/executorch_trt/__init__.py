@@ -11,6 +11,7 @@ Public API:
 * ``runtime`` (imported lazily): ``load``, ``library_path``
 """
 
+from executorch_trt import emitter_fixes
 from executorch_trt import ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
 from executorch_trt import cross_attn_ops  # noqa: F401  (executorch::alias/update_cross_attn_cache .out)
 from executorch_trt.backend import TensorRTBackend
@@ -18,6 +19,8 @@ from executorch_trt.export import backend_config, export
 from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.program_report import inspect
+
+emitter_fixes.apply()  # named mutable buffers keep their own initial values (emitter_fixes.py)
 
 __all__ = ["export", "backend_config", "TensorRTPartitioner", "TensorRTBackend",
            "NotInPlaceWarning", "NotInPlaceError", "inspect", "runtime"]

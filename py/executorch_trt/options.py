@@ -58,7 +58,10 @@ class ExportOptions:
       initial value) of different module instances by name (``buffer_sharing``).
     * ``alloc_mutable_buffers``: plan mutable buffers in the program's arenas. ``False`` lets an
       application bind its own cache memory by name (needs ``emit_mutable_buffer_names=True``).
-    * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``).
+    * ``emit_mutable_buffer_names``: serialise mutable-buffer FQNs (``Method::get_attribute``),
+      so that an application finds each buffer by name (``executorch_trt.runtime``'s
+      ``Program.buffer``/``bind_buffer``, C++ ``get_attribute``). On by default; ``False``
+      leaves the names out (a program without names cannot be bound from Python).
     * ``init_mutable_buffers``: a fresh load starts from each buffer's exported value
       (``et_init_buffer``); ``False`` leaves them uninitialized (ExecuTorch's default).
       ``None`` (default) = ``alloc_mutable_buffers``. With ``alloc_mutable_buffers=False`` it
@@ -82,7 +85,7 @@ class ExportOptions:
     kv_cache: str = KV_CACHE_INPLACE
     share_mutable_buffers: Optional[bool] = None
     alloc_mutable_buffers: bool = True
-    emit_mutable_buffer_names: bool = False
+    emit_mutable_buffer_names: bool = True
     init_mutable_buffers: Optional[bool] = None
     inplace: bool = True
     require_inplace: bool = False

@@ -35,10 +35,16 @@ class OptionsTest(absltest.TestCase):
 
     def test_inconsistent_buffer_options(self):
         with self.assertRaisesRegex(ValueError, "needs emit_mutable_buffer_names"):
-            executorch_trt.backend_config(alloc_mutable_buffers=False)
+            executorch_trt.backend_config(alloc_mutable_buffers=False,
+                                          emit_mutable_buffer_names=False)
         with self.assertRaisesRegex(ValueError, "needs alloc_mutable_buffers"):
             executorch_trt.backend_config(alloc_mutable_buffers=False, share_mutable_buffers=True,
                                           emit_mutable_buffer_names=True)
+
+    def test_buffer_names_are_emitted_by_default(self):
+        self.assertTrue(executorch_trt.backend_config().emit_mutable_buffer_names)
+        self.assertFalse(executorch_trt.backend_config(
+            emit_mutable_buffer_names=False).emit_mutable_buffer_names)
 
     def test_backend_config_fields(self):
         cfg = executorch_trt.backend_config(emit_mutable_buffer_names=True)

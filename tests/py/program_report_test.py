@@ -68,7 +68,8 @@ class DelegateProgramsTest(absltest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.inplace = _quiet(executorch_trt.export, dm.export_reordered_kv())
+        cls.inplace = _quiet(executorch_trt.export, dm.export_reordered_kv(),
+                             emit_mutable_buffer_names=False)
         cls.named = _quiet(executorch_trt.export, dm.export_reordered_kv(),
                            emit_mutable_buffer_names=True)
         cls.copy_back = _quiet(executorch_trt.export, dm.export_reordered_kv(),
