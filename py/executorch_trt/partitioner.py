@@ -197,10 +197,22 @@ class TensorRTPartitioner(Partitioner):
         ``index_put``), ``aten.select_scatter.default`` (else decomposed into a ``where``
         over the whole cache) and ``aten.index_fill`` (else decomposed into an ``index_copy``
         that, unlike ``index_fill``, rejects negative indices) intact; ``KVCacheUpdatePass``
-        recognises all three."""
-        return ([torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
-                 torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor],
-                None)
+        recognises all three.
+
+        Also keeps ``aten.linear.default`` (issue 13, DESIGN.md "Linear"): ``to_edge`` would
+        decompose it into ``permute_copy(weight)`` + ``mm``, and nothing folds the transpose, so
+        every call would transpose every weight (75% of a decode step in an ETDump profile).
+        Whole, it runs as ``linear.out`` (optimized kernels) or as one XNNPACK fully-connected
+        op (``engines/portable/builder.py``). Only when the selected engine takes
+        ``aten::linear``. No per-node filter: ExecuTorch then takes its reliable path (a filter
+        switches ``to_edge_transform_and_lower`` to ``EDGE_DO_NOT_DECOMP``); a kept linear
+        left outside the delegate runs as ``linear.out`` in the host program, as plain
+        ExecuTorch's kernels provide it."""
+        keep = [torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
+                torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor]
+        if "aten::linear" in self.operator_support.supported_ops:
+            keep.append(torch.ops.aten.linear.default)
+        return keep, None
 
 
 def _take_conds_whole(ep: ExportedProgram) -> None:

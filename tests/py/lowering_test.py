@@ -12,6 +12,7 @@ import decoder_models as dm
 import lowering_utils as lu
 import executorch_trt
 from executorch_trt import TensorRTPartitioner
+from executorch_trt.operator_support import schema_name
 
 
 def _lower(ep, **kw):
@@ -179,6 +180,16 @@ class DecoderLoweringTest(absltest.TestCase):
             ops = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
             missing = set(ops) - available - {"executorch_trt::kv_cache_update.out"}
             self.assertEmpty(missing, method)
+
+    def test_linear_kept_whole(self):
+        # Issue 13: to_edge would decompose every nn.Linear into permute_copy(weight) + mm (a
+        # transpose of every weight on every call); the partitioner keeps aten.linear.
+        ep = self.et.exported_program("decode")
+        (call,) = lu.delegate_calls(ep.graph_module)
+        partition = lu.lowered_module(ep.graph_module, call).original_module
+        ops = [schema_name(n) for n in partition.graph.nodes if n.op == "call_function"]
+        self.assertEqual(ops.count("aten::linear"), 2 * 7 + 1)  # 7 per block + the head
+        self.assertNotIn("aten::mm", ops)
 
     def test_mutable_buffers_shared_and_initialised(self):
         locations = {}
