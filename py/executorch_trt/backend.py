@@ -3,7 +3,7 @@
 ``preprocess`` turns one partition into a delegate blob (``core/blob/FORMAT.md``):
 
 1. ``analyse_partition``: ``FunctionalCopyPass`` and ``KVCacheUpdatePass`` canonicalise buffer
-   writes, ``binding_contract`` orders the bindings (delegate argument order, asserted) and
+   writes, ``DropNoOpCopiesPass`` removes copies that change nothing, ``binding_contract`` orders the bindings (delegate argument order, asserted) and
    ``decide_aliases`` decides the in-place aliases;
 2. the selected engine (``engines.get_engine``) builds the payload;
 3. ``write_blob`` serialises metadata and payload.
@@ -25,6 +25,7 @@ from executorch_trt.inplace_diagnostics import report_view_copies
 from executorch_trt.options import CompileOptions
 from executorch_trt.passes.functional_copy_pass import FunctionalCopyPass
 from executorch_trt.passes.kv_cache_update_pass import KVCacheUpdatePass
+from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
 from executorch_trt.wire import BACKEND_ID
 
 
@@ -37,6 +38,7 @@ def analyse_partition(
     original partition to explain a write-back, so both see the same decision."""
     FunctionalCopyPass()(edge_program.graph_module)
     KVCacheUpdatePass()(edge_program.graph_module)
+    DropNoOpCopiesPass()(edge_program.graph_module)
     contract = binding_contract(edge_program)
     return contract, decide_aliases(contract, options)
 
