@@ -2,13 +2,11 @@
 
 #include "examples/prefill_decode_program.h"
 
-#include <algorithm>
 #include <utility>
 
 #include <executorch/extension/tensor/tensor_ptr.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
-#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 
 namespace executorch_trt::examples {
 namespace {
@@ -18,25 +16,9 @@ using executorch::runtime::Error;
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Result;
 
-// Planned buffers shared between methods, as Module(share_memory_arenas=true) shares them:
-// mem_id 1 (activations) and mem_id 2 (mutable buffers shared with share_mutable_buffers).
-constexpr size_t kSharedPlannedBuffers = 2;
-
 std::string ErrorCode(Error err) { return std::to_string(static_cast<int>(err)); }
 
-// The names of `method`'s named mutable buffers (MethodMeta attributes), quoted and
-// comma-separated, or "none".
-std::string AttributeNames(const MethodMeta& meta) {
-  std::string names;
-  for (size_t i = 0; i < meta.num_attributes(); ++i) {
-    auto info = meta.attribute_tensor_meta(i);
-    if (info.ok()) {
-      names += (names.empty() ? "'" : ", '") + std::string(info->name()) + "'";
-    }
-  }
-  return names.empty() ? "none" : names;
-}
-
+// Also the method's index in the LoadedProgram: Load() loads the methods in Phase order.
 size_t PhaseIndex(Phase phase) { return static_cast<size_t>(phase); }
 
 executorch::extension::TensorPtr FloatTensorPtr(const FloatTensor& t) {
@@ -63,148 +45,52 @@ PrefillDecodeProgram::~PrefillDecodeProgram() = default;
 Result<std::unique_ptr<PrefillDecodeProgram>> PrefillDecodeProgram::Load(
     const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error,
     bool encoder) {
-  std::unique_ptr<PrefillDecodeProgram> p(new PrefillDecodeProgram());
-  Result<executorch::extension::FileDataLoader> loader =
-      executorch::extension::FileDataLoader::from(path.c_str());
-  Error err = loader.error();
-  if (loader.ok()) {
-    p->loader_ = std::make_unique<executorch::extension::FileDataLoader>(std::move(loader.get()));
-    Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
-        p->loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
-    err = program.error();
-    if (program.ok()) {
-      p->program_ = std::make_unique<executorch::runtime::Program>(std::move(program.get()));
-    }
-  }
-  if (err != Error::Ok) {
-    *error =
-        path + ": not a loadable ExecuTorch program (error " + ErrorCode(err) + "); re-export it";
-    return err;
-  }
-  p->caches_ = caches;
-  std::vector<Phase> phases = {Phase::kPrefill, Phase::kDecode};
+  std::vector<std::string> names = {PhaseName(Phase::kPrefill), PhaseName(Phase::kDecode)};
   if (encoder) {
-    phases.push_back(Phase::kEncode);
+    names.push_back(PhaseName(Phase::kEncode));
   }
-  for (Phase phase : phases) {
-    err = p->LoadMethod(phase, path, caches, error);
-    if (err != Error::Ok) {
-      return err;
+  Result<std::unique_ptr<LoadedProgram>> loaded = LoadedProgram::LoadFile(path, names, error);
+  if (!loaded.ok()) {
+    return loaded.error();
+  }
+  std::unique_ptr<PrefillDecodeProgram> p(new PrefillDecodeProgram());
+  p->program_ = std::move(loaded.get());
+  p->caches_ = caches;
+  for (size_t i = 0; i < names.size(); ++i) {
+    p->methods_[i] = p->program_->method(names[i]);
+  }
+  for (const CacheBuffer& cache : caches) {
+    if (p->program_->find_buffer(cache.name) == nullptr) {
+      *error = path + ": " + p->program_->UnknownBufferMessage(cache.name) +
+               " (none: export with emit_mutable_buffer_names=True; else the names belong to "
+               "another model)";
+      return Error::NotFound;
+    }
+    for (Phase phase : {Phase::kPrefill, Phase::kDecode}) {  // the encoder holds no caches
+      Result<Tensor> t = p->program_->buffer_tensor(PhaseIndex(phase), cache.name);
+      if (!t.ok()) {
+        *error = path + ": method '" + PhaseName(phase) + "' has no buffer '" + cache.name +
+                 "'; prefill and decode must share every cache";
+        return t.error();
+      }
+      if (t->scalar_type() != executorch::aten::ScalarType::Float || t->numel() != cache.numel) {
+        *error = path + ": buffer '" + cache.name + "' has " + std::to_string(t->numel()) +
+                 " elements of dtype " + executorch::runtime::toString(t->scalar_type()) +
+                 ", expected " + std::to_string(cache.numel) + " float32";
+        return Error::InvalidProgram;
+      }
+      p->cache_tensors_[PhaseIndex(phase)].push_back(t.get());
     }
   }
   return p;
 }
 
-Error PrefillDecodeProgram::AllocateSharedArenas() {
-  std::vector<size_t> sizes;
-  for (size_t m = 0; m < program_->num_methods(); ++m) {
-    Result<const char*> name = program_->get_method_name(m);
-    if (!name.ok()) {
-      return name.error();
-    }
-    Result<MethodMeta> meta = program_->method_meta(name.get());
-    if (!meta.ok()) {
-      return meta.error();
-    }
-    const size_t shared = std::min(meta->num_memory_planned_buffers(), kSharedPlannedBuffers);
-    sizes.resize(std::max(sizes.size(), shared), 0);
-    for (size_t i = 0; i < shared; ++i) {
-      Result<int64_t> size = meta->memory_planned_buffer_size(i);
-      if (!size.ok()) {
-        return size.error();
-      }
-      if (size.get() < 0) {
-        return Error::InvalidProgram;
-      }
-      sizes[i] = std::max(sizes[i], static_cast<size_t>(size.get()));
-    }
-  }
-  for (size_t size : sizes) {
-    shared_arenas_.emplace_back(size);  // zeroed
-  }
-  return Error::Ok;
-}
-
-Error PrefillDecodeProgram::LoadIntoSharedArenas(Phase phase) {
-  const char* name = PhaseName(phase);
-  LoadedMethod& m = methods_[PhaseIndex(phase)];
-  Result<MethodMeta> meta = program_->method_meta(name);
-  if (!meta.ok()) {
-    return meta.error();
-  }
-  if (shared_arenas_.empty()) {
-    const Error err = AllocateSharedArenas();
-    if (err != Error::Ok) {
-      return err;
-    }
-  }
-  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
-    Result<int64_t> size = meta->memory_planned_buffer_size(i);
-    if (!size.ok()) {
-      return size.error();
-    }
-    if (size.get() < 0) {
-      return Error::InvalidProgram;
-    }
-    if (i < shared_arenas_.size()) {
-      m.planned_spans.emplace_back(shared_arenas_[i].data(), shared_arenas_[i].size());
-    } else {
-      m.own_buffers.emplace_back(static_cast<size_t>(size.get()));  // zeroed
-      m.planned_spans.emplace_back(m.own_buffers.back().data(), m.own_buffers.back().size());
-    }
-  }
-  m.planned_memory = std::make_unique<executorch::runtime::HierarchicalAllocator>(
-      executorch::runtime::Span<executorch::runtime::Span<uint8_t>>(m.planned_spans.data(),
-                                                                    m.planned_spans.size()));
-  m.memory_manager = std::make_unique<executorch::runtime::MemoryManager>(
-      &method_allocator_, m.planned_memory.get(), &temp_allocator_);
-  Result<executorch::runtime::Method> method = program_->load_method(name, m.memory_manager.get());
-  if (!method.ok()) {
-    return method.error();
-  }
-  m.method = std::make_unique<executorch::runtime::Method>(std::move(method.get()));
-  return Error::Ok;
-}
-
-Error PrefillDecodeProgram::LoadMethod(Phase phase, const std::string& path,
-                                       const std::vector<CacheBuffer>& caches, std::string* error) {
-  const Error err = LoadIntoSharedArenas(phase);
-  if (err != Error::Ok) {
-    *error = path + ": cannot load method '" + PhaseName(phase) + "' (error " + ErrorCode(err) +
-             "): the program has no such method, or a delegate in it failed to initialise "
-             "(see the log above; a corrupted blob is rejected here)";
-    return err;
-  }
-  LoadedMethod& m = methods_[PhaseIndex(phase)];
-  if (phase == Phase::kEncode) {
-    return Error::Ok;  // the encoder holds no caches
-  }
-  for (const CacheBuffer& cache : caches) {
-    Result<Tensor> t = m.method->get_attribute(cache.name);
-    if (!t.ok()) {
-      *error = path + ": no mutable buffer named '" + cache.name +
-               "'; the program's named buffers are: " + AttributeNames(m.method->method_meta()) +
-               " (none: export with emit_mutable_buffer_names=True; else the names belong "
-               "to another model)";
-      return t.error();
-    }
-    if (t->scalar_type() != executorch::aten::ScalarType::Float || t->numel() != cache.numel) {
-      *error = path + ": buffer '" + cache.name + "' has " + std::to_string(t->numel()) +
-               " elements of dtype " + executorch::runtime::toString(t->scalar_type()) +
-               ", expected " + std::to_string(cache.numel) + " float32";
-      return Error::InvalidProgram;
-    }
-    m.caches.push_back(t.get());
-  }
-  return Error::Ok;
-}
-
 const Tensor& PrefillDecodeProgram::cache(Phase phase, size_t index) const {
-  return methods_[PhaseIndex(phase)].caches[index];
+  return cache_tensors_[PhaseIndex(phase)][index];
 }
 
 MethodMeta PrefillDecodeProgram::method_meta(Phase phase) const {
-  return methods_[PhaseIndex(phase)].method->method_meta();
+  return methods_[PhaseIndex(phase)]->method_meta();
 }
 
 Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
@@ -221,15 +107,12 @@ Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
       return Error::InvalidArgument;
     }
   }
-  for (const LoadedMethod& m : methods_) {  // encode's has no caches
-    for (size_t i = 0; i < m.caches.size(); ++i) {
-      std::vector<float>& buffer = (*memory)[i];
-      const Error err = executorch::runtime::internal::set_tensor_data(
-          m.caches[i], buffer.data(), buffer.size() * sizeof(float));
-      if (err != Error::Ok) {
-        *error = "binding session memory to cache " + std::to_string(i) + " failed";
-        return err;
-      }
+  for (size_t i = 0; i < caches_.size(); ++i) {
+    std::vector<float>& buffer = (*memory)[i];
+    const Error err =
+        program_->BindBuffer(caches_[i].name, buffer.data(), buffer.size() * sizeof(float), error);
+    if (err != Error::Ok) {
+      return err;
     }
   }
   return Error::Ok;
@@ -241,7 +124,7 @@ Error PrefillDecodeProgram::Encode(const FloatTensor& features, FloatTensor* sta
     *error = "the program was loaded without its encode method";
     return Error::InvalidState;
   }
-  executorch::runtime::Method& method = *methods_[PhaseIndex(Phase::kEncode)].method;
+  executorch::runtime::Method& method = *methods_[PhaseIndex(Phase::kEncode)];
   auto input = FloatTensorPtr(features);
   Error err = method.set_input(executorch::runtime::EValue(*input), 0);
   if (err == Error::Ok) {
@@ -275,7 +158,7 @@ Error PrefillDecodeProgram::Decode(int64_t token, int64_t position, std::vector<
 Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens, int64_t start,
                                 const FloatTensor* context, std::vector<float>* logits,
                                 std::string* error) {
-  executorch::runtime::Method& method = *methods_[PhaseIndex(phase)].method;
+  executorch::runtime::Method& method = *methods_[PhaseIndex(phase)];
   const auto n = static_cast<executorch::aten::SizesType>(tokens.size());
   std::vector<int64_t> positions(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {

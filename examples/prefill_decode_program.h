@@ -2,7 +2,9 @@
 //
 // prefill_decode_program.h: a loaded prefill/decode program whose KV caches the caller can
 // own. This is the part of kv_cache_decode_check and cross_attn_decode_check to copy into an
-// application; it depends only on ExecuTorch.
+// application, together with the LoadedProgram it is built on
+// (core/program/loaded_program.{h,cpp}: shared arenas, buffers by name, binding); both depend
+// only on ExecuTorch.
 //
 // The program (a .pte) has two methods that share their KV caches:
 //   prefill(input_ids int64 [1, T], cache_position int64 [T])  -> logits float32 [1, T, V]
@@ -15,28 +17,25 @@
 // utterance and reused by later calls until the caller zeroes them (a new utterance).
 // exported with `emit_mutable_buffer_names=True` (each cache can be found by its name) and
 // `MemoryPlanningPass(share_mutable_buffers=True)` (both methods place a cache at the same
-// offset of one arena).
+// offset of one arena); executorch_trt.export does both by default.
 //
-// Load() uses ExecuTorch's Program and Method directly (not Module, which keeps its Methods
-// to itself). It loads both methods into shared memory arenas the way
-// `Module(path, ..., share_memory_arenas=true)` does: planned buffers 0 and 1 (mem_id 1,
-// activations; mem_id 2, mutable buffers) are sized to the largest method and shared, any
-// other planned buffer is the method's own, all zeroed. So prefill and decode see one cache,
-// and after a fresh load every cache is zero (unless the program gives it an initial value).
-// It then looks up every cache by name in both methods with `Method::get_attribute`.
+// Load() loads the methods with LoadedProgram, which puts them in shared memory arenas the way
+// `Module(path, ..., share_memory_arenas=true)` does, so prefill and decode see one cache, and
+// after a fresh load every cache is zero (unless the program gives it an initial value). Every
+// method is loaded before anything runs: loading a method re-initialises the program's shared
+// mutable buffers, so a method loaded later would reset the caches. Load() then looks up every
+// cache by name in prefill and decode.
 //
 // Who holds the caches:
 //   - ExecuTorch, by default: each cache lives in the shared arena and prefill and decode
 //     update it in place; one conversation per loaded program.
-//   - The caller, after BindCaches(): every cache tensor of both methods points at memory
-//     the caller owns (`executorch::runtime::internal::set_tensor_data`) and the delegate
-//     updates that memory in place. Binding another conversation's memory before its next
-//     call gives any number of isolated conversations on one loaded program. (Export with
+//   - The caller, after BindCaches(): every cache tensor of every method points at memory
+//     the caller owns (LoadedProgram::BindBuffer, i.e.
+//     `executorch::runtime::internal::set_tensor_data`) and the delegate updates that memory
+//     in place. Binding another conversation's memory before its next call gives any number
+//     of isolated conversations on one loaded program. (Export with
 //     `alloc_mutable_buffers=False` as well if ExecuTorch should not allocate the caches at
 //     all; then bind before the first call.)
-//
-// Every method is loaded by Load(), before anything runs: loading a method re-initialises
-// the program's shared mutable buffers, so a method loaded later would reset the caches.
 
 #pragma once
 
@@ -46,18 +45,13 @@
 #include <string>
 #include <vector>
 
-#include <executorch/extension/data_loader/file_data_loader.h>
-#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
-#include <executorch/runtime/core/hierarchical_allocator.h>
 #include <executorch/runtime/core/result.h>
-#include <executorch/runtime/core/span.h>
-#include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/method_meta.h>
-#include <executorch/runtime/executor/program.h>
 
+#include "core/program/loaded_program.h"
 #include "examples/float_tensor.h"
 
 namespace executorch_trt::examples {
@@ -80,11 +74,11 @@ struct CacheBuffer {
 
 // A .pte loaded with its prefill and decode methods (and encode) and their cache tensors.
 //
-// Ownership: the object owns the file's data loader, the Program, the memory arenas and the
-// Methods. The tensors cache() returns belong to it and stay valid for its lifetime. Memory
-// bound with BindCaches() stays the caller's: the object never frees it, and it must outlive
-// every Prefill()/Decode() until other memory is bound or the object is destroyed. Logits
-// are copied out to the caller.
+// Ownership: the object owns its LoadedProgram (the file's data loader, the Program, the
+// memory arenas and the Methods). The tensors cache() returns belong to it and stay valid for
+// its lifetime. Memory bound with BindCaches() stays the caller's: the object never frees it,
+// and it must outlive every Prefill()/Decode() until other memory is bound or the object is
+// destroyed. Logits are copied out to the caller.
 //
 // Thread-safety: none. Use one object from one thread at a time: its methods share arenas,
 // so even prefill on one thread and decode on another would race. Separate objects share
@@ -97,12 +91,11 @@ class PrefillDecodeProgram {
   // in `caches`).
   //
   // On failure returns the ExecuTorch error and sets *error to a message naming `path`:
-  //   - the file does not open or is not an ExecuTorch program (FileDataLoader or
-  //     Program::load error);
-  //   - a method that is missing or does not load, e.g. a delegate rejects its blob (the
-  //     Program::load_method error; ExecuTorch has logged the reason);
-  //   - a cache name that is not a named mutable buffer of a method (the message lists the
-  //     names it has; none means the program was exported without
+  //   - LoadedProgram::LoadFile's: the file does not open or is not an ExecuTorch program; a
+  //     method that is missing or does not load, e.g. a delegate rejects its blob (ExecuTorch
+  //     has logged the reason); a buffer the methods declare with different dtypes or shapes;
+  //   - a cache name that is not a named mutable buffer of prefill and decode (Error::NotFound;
+  //     the message lists the names the program has; none means it was exported without
   //     emit_mutable_buffer_names=True);
   //   - a cache that is not float32 with `numel` elements (Error::InvalidProgram).
   static executorch::runtime::Result<std::unique_ptr<PrefillDecodeProgram>> Load(
@@ -115,7 +108,7 @@ class PrefillDecodeProgram {
 
   size_t num_caches() const { return caches_.size(); }
 
-  bool has_encoder() const { return methods_[2].method != nullptr; }
+  bool has_encoder() const { return methods_[2] != nullptr; }
 
   // Cache `index` (< num_caches()) as the `phase` method (kPrefill or kDecode) sees it. Its
   // data pointer is the arena's storage until BindCaches(), then the memory last bound. The
@@ -126,13 +119,13 @@ class PrefillDecodeProgram {
   // has_encoder().
   executorch::runtime::MethodMeta method_meta(Phase phase) const;
 
-  // Points cache i of both methods at (*memory)[i], for every i: the caller owns the memory
+  // Points cache i of every method at (*memory)[i], for every i: the caller owns the memory
   // and the delegate updates it in place. The memory's contents are used as they are (zero
   // them for a new conversation).
   //
   // Errors (*error says which cache): `memory` does not hold num_caches() buffers of each
-  // cache's numel (Error::InvalidArgument, nothing bound); set_tensor_data's error. After an
-  // error some caches may be bound and others not: bind again before the next call.
+  // cache's numel (Error::InvalidArgument, nothing bound); LoadedProgram::BindBuffer's. After
+  // an error some caches may be bound and others not: bind again before the next call.
   executorch::runtime::Error BindCaches(std::vector<std::vector<float>>* memory,
                                         std::string* error);
 
@@ -161,38 +154,17 @@ class PrefillDecodeProgram {
                                     std::string* error, const FloatTensor* context = nullptr);
 
  private:
-  // One loaded method and the memory it was loaded into.
-  struct LoadedMethod {
-    std::vector<std::vector<uint8_t>> own_buffers;  // planned buffers not shared
-    std::vector<executorch::runtime::Span<uint8_t>> planned_spans;
-    std::unique_ptr<executorch::runtime::HierarchicalAllocator> planned_memory;
-    std::unique_ptr<executorch::runtime::MemoryManager> memory_manager;
-    std::unique_ptr<executorch::runtime::Method> method;
-    std::vector<executorch::aten::Tensor> caches;  // in Load's `caches` order
-  };
-
   PrefillDecodeProgram() = default;
 
-  // Sizes and allocates shared_arenas_ from every method's planned buffers.
-  executorch::runtime::Error AllocateSharedArenas();
-  // Loads method `phase` into shared_arenas_ (allocated on first use).
-  executorch::runtime::Error LoadIntoSharedArenas(Phase phase);
-  // LoadIntoSharedArenas, then finds `caches` in the method; *error says what failed.
-  executorch::runtime::Error LoadMethod(Phase phase, const std::string& path,
-                                        const std::vector<CacheBuffer>& caches, std::string* error);
   executorch::runtime::Error Run(Phase phase, const std::vector<int64_t>& tokens, int64_t start,
                                  const FloatTensor* context, std::vector<float>* logits,
                                  std::string* error);
 
-  // Declaration order is destruction order in reverse: the Methods go first, then the
-  // memory they were loaded into, then the Program and its data.
-  std::unique_ptr<executorch::extension::FileDataLoader> loader_;
-  std::unique_ptr<executorch::runtime::Program> program_;
-  executorch::extension::MallocMemoryAllocator method_allocator_;
-  executorch::extension::MallocMemoryAllocator temp_allocator_;
-  std::vector<std::vector<uint8_t>> shared_arenas_;
+  std::unique_ptr<LoadedProgram> program_;
   std::vector<CacheBuffer> caches_;
-  LoadedMethod methods_[3];  // indexed by Phase; encode's only with Load(..., encoder)
+  executorch::runtime::Method* methods_[3] = {};  // by Phase; encode's only with an encoder
+  // Prefill's and decode's tensor of each cache, in caches_ order.
+  std::vector<executorch::aten::Tensor> cache_tensors_[2];
 };
 
 }  // namespace executorch_trt::examples

@@ -275,8 +275,7 @@ Error LoadedProgram::BindBuffer(std::string_view name, void* data, size_t nbytes
                                 std::string* error) {
   const NamedBuffer* buffer = find_buffer(name);
   if (buffer == nullptr) {
-    *error = "no mutable buffer named '" + std::string(name) +
-             "'; the program's named buffers are: " + BufferNameList();
+    *error = UnknownBufferMessage(name);
     return Error::NotFound;
   }
   if (nbytes != buffer->nbytes) {
@@ -306,6 +305,11 @@ std::string LoadedProgram::BufferNameList() const {
     names += (names.empty() ? "'" : ", '") + b.name + "'";
   }
   return names.empty() ? "none" : names;
+}
+
+std::string LoadedProgram::UnknownBufferMessage(std::string_view name) const {
+  return "no mutable buffer named '" + std::string(name) +
+         "'; the program's named buffers are: " + BufferNameList();
 }
 
 }  // namespace executorch_trt

@@ -122,6 +122,10 @@ class LoadedProgram {
   // "'a', 'b'" (the buffer names, quoted) or "none".
   std::string BufferNameList() const;
 
+  // The error for a name find_buffer() does not know: "no mutable buffer named '<name>'; the
+  // program's named buffers are: <BufferNameList()>".
+  std::string UnknownBufferMessage(std::string_view name) const;
+
  private:
   // One loaded method and the memory it was loaded into.
   struct LoadedMethod {

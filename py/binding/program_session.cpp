@@ -73,8 +73,7 @@ Error ProgramSession::BindBuffers(const std::vector<Binding>& bindings, std::str
   for (const Binding& b : bindings) {
     const NamedBuffer* buffer = program_->find_buffer(b.name);
     if (buffer == nullptr) {
-      *error = "no mutable buffer named '" + b.name +
-               "'; the program's named buffers are: " + program_->BufferNameList();
+      *error = program_->UnknownBufferMessage(b.name);
       return Error::NotFound;
     }
     if (b.nbytes != buffer->nbytes) {
