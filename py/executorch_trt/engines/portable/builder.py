@@ -23,6 +23,7 @@ from torch.export import ExportedProgram
 
 from executorch_trt.blob import AliasedIO
 from executorch_trt.engines.portable.payload import PortableDescriptor, write_portable_payload
+from executorch_trt.passes.cond_outputs import copy_cond_outputs
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 
 METHOD_NAME = "forward"
@@ -52,6 +53,8 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
     del aliases  # the blob metadata carries them (module docstring)
     input_names = list(ep.graph_signature.user_inputs)
     output_names = list(ep.graph_signature.user_outputs)
+    # After the binding names are taken: a cond result must be copied into its bound output.
+    copy_cond_outputs(ep)
     manager = EdgeProgramManager(
         {METHOD_NAME: ep}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
     )
