@@ -3,8 +3,9 @@
 ``preprocess`` turns one partition into a delegate blob (``core/blob/FORMAT.md``):
 
 1. ``analyse_partition``: ``FunctionalCopyPass`` and ``KVCacheUpdatePass`` canonicalise buffer
-   writes, ``DropNoOpCopiesPass`` removes copies that change nothing, ``binding_contract`` orders the bindings (delegate argument order, asserted) and
-   ``decide_aliases`` decides the in-place aliases;
+   writes, ``DropNoOpCopiesPass`` removes copies that change nothing, ``binding_contract``
+   orders the bindings (delegate argument order, asserted) and ``decide_aliases`` decides the
+   in-place aliases;
 2. the selected engine (``engines.get_engine``) builds the payload;
 3. ``write_blob`` serialises metadata and payload.
 """
@@ -67,7 +68,7 @@ class TensorRTBackend(BackendDetails):
         contract, decision = analyse_partition(edge_program, options)
         report_view_copies(decision.view_copies, dict(options.buffer_updates),
                            options.require_inplace)
-        payload = engine.build(edge_program, decision.aliases)
+        payload = engine.build(edge_program, decision.aliases, options)
         metadata = DelegateMetadata(
             engine=engine.name,
             inputs=contract.inputs,

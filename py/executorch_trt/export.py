@@ -144,7 +144,7 @@ def export(
             ``"copy_back"`` (ExecuTorch copies the new cache back).
         **options: the other ``ExportOptions`` (``share_mutable_buffers``,
             ``alloc_mutable_buffers``, ``emit_mutable_buffer_names``, ``init_mutable_buffers``,
-            ``inplace``, ``require_inplace``).
+            ``inplace``, ``require_inplace``, ``portable_xnnpack``).
 
     Cross-attention caches a ``torch.cond`` updates with ``executorch::update_cross_attn_cache``
     become mutable buffers updated in place (``passes.cross_attn_cache``; this records them in

@@ -21,6 +21,8 @@ Compile spec keys are UTF-8 strings, values UTF-8 bytes:
 * ``shared_inputs`` (JSON list of names): set by the partitioner per partition: names of
   partition inputs that are also read outside the partition. The engine must not update those in
   place (another reader would see the new value), so they are never aliased.
+* ``portable_xnnpack`` (JSON bool): the portable engine lowers its nested program with
+  ExecuTorch's XNNPACK partitioner (``engines/portable/builder.py``); ignored by other engines.
 * ``buffer_updates`` (JSON list of ``[output, input]``): set by the partitioner per partition:
   pairs where partition output ``output`` is the new value of the mutable buffer that partition
   input ``input`` carries (a ``BUFFER_MUTATION`` of the method). Only these outputs may be
@@ -75,6 +77,11 @@ class ExportOptions:
     * ``require_inplace``: a buffer update that would still be copied back on every call raises
       ``NotInPlaceError`` (naming the method, the buffer, the bytes and why) instead of a
       ``NotInPlaceWarning``. Needs ``kv_cache="inplace"`` and ``inplace=True``.
+    * ``portable_xnnpack``: the portable engine runs what XNNPACK takes of each partition as
+      nested XNNPACK delegates (issue 13; on by default; ``engines/portable/builder.py``).
+      State writes stay on ExecuTorch's kernels, in place. ``False`` runs the whole partition
+      on ExecuTorch's CPU kernels (for comparison, or for a runtime without
+      ``XnnpackBackend``). Ignored by ``engine="tensorrt"``.
 
     Raises ``TypeError`` for a value of the wrong type (the boolean options accept only
     ``True``/``False``, not truthy strings or numbers; ``engine``/``kv_cache`` are strings) and
@@ -89,6 +96,7 @@ class ExportOptions:
     init_mutable_buffers: Optional[bool] = None
     inplace: bool = True
     require_inplace: bool = False
+    portable_xnnpack: bool = True
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -145,7 +153,8 @@ class ExportOptions:
                         buffer_updates: Sequence[Tuple[str, str]] = ()) -> "CompileOptions":
         """The ``CompileOptions`` of one partition (the partitioner's findings)."""
         return CompileOptions(self.engine, self.kv_cache, self.require_inplace,
-                              tuple(shared_inputs), tuple(buffer_updates))
+                              tuple(shared_inputs), tuple(buffer_updates),
+                              self.portable_xnnpack)
 
 
 _STRING_OPTIONS = frozenset({"engine", "kv_cache"})
@@ -184,6 +193,7 @@ class CompileOptions:
     require_inplace: bool = False
     shared_inputs: Tuple[str, ...] = ()
     buffer_updates: Tuple[Tuple[str, str], ...] = ()
+    portable_xnnpack: bool = True
 
     def to_compile_specs(self) -> List[CompileSpec]:
         return [
@@ -193,6 +203,7 @@ class CompileOptions:
             CompileSpec("shared_inputs", json.dumps(list(self.shared_inputs)).encode()),
             CompileSpec("buffer_updates",
                         json.dumps([list(p) for p in self.buffer_updates]).encode()),
+            CompileSpec("portable_xnnpack", json.dumps(self.portable_xnnpack).encode()),
         ]
 
     @staticmethod
@@ -237,4 +248,5 @@ def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
 
 
 _SPEC_DECODERS = {"engine": str, "kv_cache": str, "require_inplace": _flag,
-                  "shared_inputs": _names, "buffer_updates": _name_pairs}
+                  "shared_inputs": _names, "buffer_updates": _name_pairs,
+                  "portable_xnnpack": _flag}

@@ -127,6 +127,7 @@ class TensorRTPartitioner(Partitioner):
         freeze_buffers: tag buffers that this method does not mutate into the delegate.
         require_inplace: ``preprocess`` raises instead of warning when an in-place update
             still copies a view of its buffer inside the engine (``ExportOptions``).
+        portable_xnnpack: the portable engine nests XNNPACK delegates (``ExportOptions``).
 
     Raises ``TypeError``/``ValueError`` for bad options, as ``ExportOptions`` does; from
     ``partition``, ``ValueError`` for a program that mutates a user input or passes a dynamic
@@ -136,11 +137,12 @@ class TensorRTPartitioner(Partitioner):
 
     def __init__(
         self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False,
-        require_inplace: bool = False,
+        require_inplace: bool = False, portable_xnnpack: bool = True,
     ) -> None:
         check_bool("TensorRTPartitioner: freeze_buffers", freeze_buffers)
         self._init(ExportOptions(engine=engine, kv_cache=kv_cache,
-                                 require_inplace=require_inplace), freeze_buffers)
+                                 require_inplace=require_inplace,
+                                 portable_xnnpack=portable_xnnpack), freeze_buffers)
 
     @classmethod
     def from_options(cls, options: ExportOptions,

@@ -105,7 +105,7 @@ class ArgumentErrorsTest(absltest.TestCase):
     def test_boolean_options_accept_only_bools(self):
         ep = dm.export_reordered_kv()
         for name in ("inplace", "alloc_mutable_buffers", "emit_mutable_buffer_names",
-                     "require_inplace"):
+                     "require_inplace", "portable_xnnpack"):
             for value in ("no", 0, 1, None):
                 with self.subTest(option=name, value=value):
                     with self.assertRaisesRegex(
@@ -120,6 +120,8 @@ class ArgumentErrorsTest(absltest.TestCase):
                 executorch_trt.export(ep, **{name: "yes"})
         with self.assertRaisesRegex(TypeError, "freeze_buffers must be True or False"):
             TensorRTPartitioner(freeze_buffers="no")
+        with self.assertRaisesRegex(TypeError, "option portable_xnnpack must be True or False"):
+            TensorRTPartitioner(portable_xnnpack="no")
         # Real bools and None (where allowed) are still accepted.
         executorch_trt.backend_config(inplace=False, share_mutable_buffers=None,
                                       init_mutable_buffers=None)

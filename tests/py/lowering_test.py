@@ -191,6 +191,30 @@ class DecoderLoweringTest(absltest.TestCase):
         self.assertEqual(ops.count("aten::linear"), 2 * 7 + 1)  # 7 per block + the head
         self.assertNotIn("aten::mm", ops)
 
+    def test_nested_program_runs_on_xnnpack_but_writes_state_itself(self):
+        # Issue 13: the portable engine nests XNNPACK delegates (default); the KV writes stay
+        # on the delegate's own kv_cache_update.out, outside XNNPACK (so still in place).
+        for method in ("prefill", "decode"):
+            ep = self.et.exported_program(method)
+            (call,) = lu.delegate_calls(ep.graph_module)
+            blob = lu.blob_of(ep.graph_module, call)
+            self.assertNotEmpty(lu.nested_delegate_ids(blob), method)
+            self.assertEqual(set(lu.nested_delegate_ids(blob)), {"XnnpackBackend"}, method)
+            ops = lu.nested_operator_names(blob)
+            self.assertEqual(ops.count("executorch_trt::kv_cache_update.out"), 1, method)
+            self.assertNotIn("aten::linear.out", ops, method)  # every linear is in XNNPACK
+            specs = {s.key: bytes(s.value) for s in lu.lowered_module(ep.graph_module, call)
+                     .compile_specs}
+            self.assertEqual(specs["portable_xnnpack"], b"true")
+
+    def test_portable_xnnpack_off(self):
+        et = executorch_trt.export(dm.export_methods(dm.TinyDecoder()), portable_xnnpack=False)
+        ep = et.exported_program("decode")
+        (call,) = lu.delegate_calls(ep.graph_module)
+        blob = lu.blob_of(ep.graph_module, call)
+        self.assertEqual(lu.nested_delegate_ids(blob), [])
+        self.assertIn("aten::linear.out", lu.nested_operator_names(blob))
+
     def test_mutable_buffers_shared_and_initialised(self):
         locations = {}
         for method in ("prefill", "decode", "read_state"):

@@ -85,6 +85,14 @@ def arena_tensor_bytes(plan, memory_id: int, alignment: int = 16) -> int:
     return total
 
 
+def nested_delegate_ids(blob: DelegateBlob) -> List[str]:
+    """Backend ids of the delegates inside the nested program of a portable blob (e.g.
+    ``["XnnpackBackend", ...]``)."""
+    payload = read_portable_payload(blob.payload)
+    nested = deserialize_pte_binary(payload.program).program
+    return [d.id for d in nested.execution_plan[0].delegates]
+
+
 def nested_operator_names(blob: DelegateBlob) -> List[str]:
     """Operator names (``name.overload``) of the nested program in a portable blob."""
     payload = read_portable_payload(blob.payload)

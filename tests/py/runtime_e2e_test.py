@@ -43,6 +43,8 @@ class DecoderEndToEndTest(parameterized.TestCase):
         cls.programs = {
             "inplace": _export_program(cls.decoder),
             "copy_back": _export_program(cls.decoder, kv_cache="copy_back"),
+            # The portable engine without its nested XNNPACK delegates (issue 13).
+            "no_xnnpack": _export_program(cls.decoder, portable_xnnpack=False),
             "write_back_planning": _export_program(cls.decoder, finalise="composable"),
         }
         cls.written_back = {mode: executorch_trt.inspect(pte).method("decode")
@@ -66,6 +68,7 @@ class DecoderEndToEndTest(parameterized.TestCase):
         self.assertLessEqual(diff, 1e-4 * scale, f"{context}: max abs diff {diff}")
 
     @parameterized.named_parameters(("inplace", "inplace"), ("copy_back", "copy_back"),
+                                    ("no_xnnpack", "no_xnnpack"),
                                     ("write_back_planning", "write_back_planning"))
     def test_greedy_decode_matches_eager(self, mode):
         program = runtime.load(self.programs[mode])
@@ -97,7 +100,8 @@ class DecoderEndToEndTest(parameterized.TestCase):
             # always; the KV caches unless in place) plus the delegate's reflect copies, which
             # must be exactly what the delegate's counter measured.
             self.assertEqual(self.written_back[mode],
-                             136 + (0 if mode == "inplace" else kv_nbytes) + copied, mode)
+                             136 + (0 if mode in ("inplace", "no_xnnpack") else kv_nbytes)
+                             + copied, mode)
             self._assert_logits_close(got, want, f"{mode} decode step {step}")
             self.assertEqual(int(got[0, -1].argmax()), int(want[0, -1].argmax()), f"step {step}")
             self._assert_state_equals(program, eager, f"{mode} after decode step {step}")

@@ -167,9 +167,12 @@ class WhisperCrossAttnTest(absltest.TestCase):
                             torch.testing.assert_close(got["logits"], ref["logits"], rtol=1e-4,
                                                        atol=1e-4, msg=where)
                             self.assertEqual(int(torch.argmax(got["logits"])), ref["token"])
+                            # atol 1e-4 (DESIGN.md "Tests": 1e-4 of the scale; caches
+                            # reach |8|): the nested XNNPACK GEMMs sum in another order than
+                            # eager (measured: 2.5e-5 on one element of 512).
                             for fqn in self.fqns:
                                 torch.testing.assert_close(got["caches"][fqn], ref["caches"][fqn],
-                                                           rtol=1e-4, atol=1e-5,
+                                                           rtol=1e-4, atol=1e-4,
                                                            msg=f"{where} {fqn}")
 
     def test_each_cross_cache_is_written_once_per_utterance(self):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, FrozenSet, Sequence
+from typing import Any, Callable, FrozenSet, Sequence
 
 from torch.export import ExportedProgram
 
@@ -18,12 +18,14 @@ class Engine:
     * ``supported_ops``: the schema names (``"aten::mm"``) it implements; the partitioner takes
       only these (``operator_support.DelegateOperatorSupport`` adds the rules every engine
       shares).
-    * ``build(partition, aliases)``: the engine payload for one partition program (edge
-      dialect, KV writes rewritten, no mutation outputs) and its alias decision
-      (``contract.decide_aliases``). Raises ``RuntimeError`` when the engine cannot be built
+    * ``build(partition, aliases, options)``: the engine payload for one partition program
+      (edge dialect, KV writes rewritten, no mutation outputs), its alias decision
+      (``contract.decide_aliases``) and its ``options.CompileOptions`` (e.g.
+      ``portable_xnnpack``). Raises ``RuntimeError`` when the engine cannot be built
       here, ``ValueError`` when the partition does not fit it.
     """
 
     name: str
     supported_ops: FrozenSet[str] = dataclasses.field(repr=False)
-    build: Callable[[ExportedProgram, Sequence[AliasedIO]], bytes] = dataclasses.field(repr=False)
+    build: Callable[[ExportedProgram, Sequence[AliasedIO], Any], bytes] = dataclasses.field(
+        repr=False)

@@ -8,25 +8,50 @@ A ``torch.cond`` in the partition (a cross-attention cache update) is planned in
 (``passes.cross_attn_cache.plan_cond_caches_in_place``): its cache output becomes the nested
 method's cache input itself, so the update lands in the caller's storage and nothing lives in
 the arena all ``cond`` branches share (ExecuTorch #21490).
+
+With ``portable_xnnpack`` (the default, ``CompileOptions``) the nested program is first lowered
+with ExecuTorch's ``XnnpackPartitioner`` (issue 13): linears, matmuls, elementwise ops and
+softmax run as XNNPACK subgraphs (4x faster than ExecuTorch's portable kernels on the
+benchmark's decoder). What writes state in place stays outside XNNPACK, on ExecuTorch's
+kernels, so caches are still updated in the caller's storage with no copy:
+``executorch_trt::kv_cache_update``, ``executorch::update_cross_attn_cache``/``alias`` and
+``torch.cond`` (with everything in its branches; ``_NestedXnnpackPartitioner``). The outer
+partitioner's ``delegation_tag`` metadata is removed first: ``to_backend`` would otherwise see
+each node in two partitions ("found node ... in partition tensorrt_1 and partition tag0").
+XNNPACK packs its weights at load, per nested method (the peak RSS of a program grows by about
+the weights' size). The runtime must register ``XnnpackBackend`` (``//core/engine:
+portable_engine`` links the wheel's backend library; the Python runtime loads the same one).
+
 The payload descriptor lists the engine's binding names in nested-method order
 (``payload.py``); which outputs alias which inputs is the blob metadata's alone.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
+import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
+from executorch.exir.backend.partitioner import Partitioner, PartitionResult
+from executorch.exir.graph_module import get_control_flow_submodules
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 
 from executorch_trt.blob import AliasedIO
 from executorch_trt.engines.portable.payload import PortableDescriptor, write_portable_payload
+from executorch_trt.operator_support import is_cond, schema_name
 from executorch_trt.passes.cond_outputs import copy_cond_outputs
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 
+if TYPE_CHECKING:  # options imports the engines: no import cycle at run time
+    from executorch_trt.options import CompileOptions
+
 METHOD_NAME = "forward"
+
+#: Ops that write state in place, kept out of XNNPACK (module docstring); ``torch.cond`` too.
+STATE_WRITERS = frozenset({"executorch_trt::kv_cache_update",
+                           "executorch::update_cross_attn_cache", "executorch::alias"})
 
 
 class _NestedPlanningPass(MemoryPlanningPass):
@@ -37,27 +62,72 @@ class _NestedPlanningPass(MemoryPlanningPass):
         return super().run(graph_module, graph_signature)
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
+def _strip_delegation_tags(graph_module: torch.fx.GraphModule) -> None:
+    """Removes the outer partitioner's ``delegation_tag`` from every node, control-flow
+    branches included."""
+    for node in graph_module.graph.nodes:
+        node.meta.pop("delegation_tag", None)
+    for _, submodule, _ in get_control_flow_submodules(graph_module):
+        _strip_delegation_tags(submodule)
+
+
+class _NestedXnnpackPartitioner(Partitioner):
+    """ExecuTorch's ``XnnpackPartitioner`` on the nested program's top-level graph, minus the
+    state writers (``STATE_WRITERS``, ``torch.cond``) and whatever lies in a ``cond`` branch.
+    XNNPACK takes none of these today; removing their tags keeps it so if its tables grow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner)
+
+        self._xnnpack = XnnpackPartitioner()
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        result = self._xnnpack.partition(exported_program)
+        graph_module = result.tagged_exported_program.graph_module
+        for node in graph_module.graph.nodes:
+            if node.op == "call_function" and (is_cond(node)
+                                               or schema_name(node) in STATE_WRITERS):
+                node.meta.pop("delegation_tag", None)
+        for _, submodule, _ in get_control_flow_submodules(graph_module):
+            _strip_delegation_tags(submodule)
+        used = {n.meta["delegation_tag"] for n in graph_module.graph.nodes
+                if "delegation_tag" in n.meta}
+        tags = {t: s for t, s in result.partition_tags.items() if t in used}
+        return PartitionResult(tagged_exported_program=result.tagged_exported_program,
+                               partition_tags=tags)
+
+
+def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
+          options: Optional["CompileOptions"] = None) -> bytes:
     """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
 
     Args:
-        ep: the partition program, edge dialect, no mutation outputs.
+        ep: the partition program, edge dialect, no mutation outputs. Its nodes lose their
+            ``delegation_tag`` metadata.
         aliases: the alias decision for this partition (``contract.decide_aliases``). Not
             needed to build: the nested program's ``kv_cache_update.out`` writes in place
             whenever the binding plan gives an output its input's storage, as the blob's
             ``aliased_io`` says.
+        options: the partition's ``CompileOptions``; ``portable_xnnpack`` (default ``True``)
+            lowers the nested program with XNNPACK (module docstring).
 
     Returns the payload bytes (``PORTABLE_FORMAT.md``). Raises ``ValueError`` if the nested
     method's input/output names or counts disagree with ``ep``'s signature.
     """
     del aliases  # the blob metadata carries them (module docstring)
+    xnnpack = True if options is None else options.portable_xnnpack
     input_names = list(ep.graph_signature.user_inputs)
     output_names = list(ep.graph_signature.user_outputs)
     # After the binding names are taken: a cond result must be copied into its bound output.
     copy_cond_outputs(ep)
+    _strip_delegation_tags(ep.graph_module)
     manager = EdgeProgramManager(
         {METHOD_NAME: ep}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
     )
+    if xnnpack:
+        manager = manager.to_backend(_NestedXnnpackPartitioner())
     et = manager.to_executorch(
         ExecutorchBackendConfig(
             memory_planning_pass=_NestedPlanningPass(

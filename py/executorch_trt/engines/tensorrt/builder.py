@@ -15,9 +15,10 @@ def tensorrt_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("tensorrt", "torch_tensorrt"))
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO]) -> bytes:
+def build(ep: ExportedProgram, aliases: Sequence[AliasedIO], options=None) -> bytes:
     """Builds a serialized TensorRT plan for ``ep``; ``aliases`` (``contract.decide_aliases``)
     says which outputs the plan must write into their input's storage (KV-cache update layer).
+    ``options`` (``CompileOptions``) has nothing for this engine yet.
 
     Raises ``RuntimeError`` when TensorRT/torch_tensorrt is not available (this build has no
     TensorRT converter path yet either); use ``engine="portable"`` instead.
