@@ -91,8 +91,8 @@ QUICK_DIMS = ModelDims(vocab_size=128, hidden_size=64, intermediate_size=128,
 
 
 def full_config(threads: int) -> BenchConfig:
-    """The README configuration: 256/1024/4096 positions, 100 timed steps."""
-    return BenchConfig(FULL_DIMS, (256, 1024, 4096), prompt_len=32, repeats=100, warmup=5,
+    """The README configuration: 256/1024/2048/4096 positions, 100 timed steps."""
+    return BenchConfig(FULL_DIMS, (256, 1024, 2048, 4096), prompt_len=32, repeats=100, warmup=5,
                        threads=threads)
 
 

@@ -1,7 +1,7 @@
 """Decode-step benchmark: what the executorch-trt delegate costs against eager PyTorch and
 plain ExecuTorch (issue #5).
 
-usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,4096]
+usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,2048,4096]
            [--repeats N] [--warmup N] [--threads N] [--variants a,b,...] [--quick]
            [--keep-programs]
 
@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: $BUILD_WORKING_DIRECTORY/"
                                  "bench_out, else a new temp directory)")
     p.add_argument("--max-seq-lens", type=_int_list,
-                   help="cache capacities, comma-separated (default 256,1024,4096; quick 32)")
+                   help="cache capacities, comma-separated (default 256,1024,2048,4096; quick 32)")
     p.add_argument("--repeats", type=lambda s: _positive_int("--repeats", s),
                    help="timed decode steps per variant and capacity (default 100; quick 2)")
     p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s, minimum=0),

@@ -91,6 +91,8 @@ class DecodeBenchQuickTest(absltest.TestCase):
             default = self.row("executorch_default", s)
             self.assertEqual(default["cache_bytes_copied_per_step"], default["cache_nbytes"])
             self.assertEqual(self.row("executorch_reinplace", s)["cache_bytes_copied_per_step"], 0)
+            # XNNPACK + the reinplace pass: the cache update stays index_put_ on the buffer.
+            self.assertEqual(self.row("executorch_xnnpack", s)["cache_bytes_copied_per_step"], 0)
 
     def test_from_json_rejudges_an_earlier_run(self):
         out = io.StringIO()

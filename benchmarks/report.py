@@ -17,10 +17,17 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 JSON_NAME = "decode_bench.json"
 PLOT_NAME = "decode_bench.png"
-PLAIN = ("executorch_default", "executorch_reinplace")
+EAGER = "eager"
+PLAIN = ("executorch_default", "executorch_reinplace", "executorch_xnnpack")
 INPLACE = "delegate_inplace"
 COPY_BACK = "delegate_copy_back"
-MAX_RATIO = 1.10
+#: Issue 13's targets: in-place at most as slow as eager and as every plain ExecuTorch variant
+#: at every capacity, at most 0.6x eager at EAGER_RATIO_AT positions, and its step time grows at
+#: most MAX_GROWTH from the smallest to the largest capacity.
+MAX_RATIO = 1.00
+MAX_EAGER_RATIO = 1.00
+EAGER_RATIO_AT, MAX_EAGER_RATIO_AT = 4096, 0.60
+MAX_GROWTH = 1.30
 GROWTH_MAX_WIDTH = 0.10  # widest 90% interval of the relative growth that still decides
 
 
@@ -166,6 +173,10 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
       - in-place growth from the smallest to the largest capacity no worse: MET unless the
         `relative_growth` interval lies wholly above 1.0 (in-place measurably grows more);
         N/A when the interval is wider than GROWTH_MAX_WIDTH (too few rounds to tell);
+    * against eager PyTorch: in-place <= MAX_EAGER_RATIO x at every capacity and <=
+      MAX_EAGER_RATIO_AT x at EAGER_RATIO_AT positions (N/A if not measured), paired ratios;
+    * in-place step time at the largest capacity <= MAX_GROWTH x at the smallest (ratio of
+      medians: the capacities run in different processes, so there is no pairing);
     * copy_back copies exactly the whole cache each step (its time relative to in-place is
       shown).
     """
@@ -179,6 +190,15 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
                if r["variant"] == INPLACE and r["cache_bytes_copied_per_step"] != 0]
         out.append((name, not bad, "at every capacity" if not bad else f"copies at {bad}"))
     si, mi = _samples(rows, INPLACE), _medians(rows, INPLACE)
+    out += _eager_targets(rows, si)
+    name = f"delegate in-place growth smallest->largest capacity <= {MAX_GROWTH:.2f}x"
+    why = _absent(rows, INPLACE)
+    if why or len(mi) < 2:
+        out.append((name, None, why or "needs two capacities"))
+    else:
+        lo, hi = min(mi), max(mi)
+        out.append((name, mi[hi] / mi[lo] <= MAX_GROWTH,
+                    f"{lo}->{hi}: {mi[hi] / mi[lo]:.2f}x ({mi[lo]:.3f} -> {mi[hi]:.3f} ms)"))
     for plain in PLAIN:
         ratio_name = f"delegate in-place <= {MAX_RATIO:.2f}x {plain}"
         growth_name = f"delegate in-place growth <= {plain}'s"
@@ -216,6 +236,30 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
             f"{_fmt_bytes(r['cache_nbytes'])} cache"
             + (f", {paired_ratio(sc[r['max_seq_len']], si[r['max_seq_len']]):.2f}x in-place "
                "time" if r["max_seq_len"] in si else "") for r in cb)))
+    return out
+
+
+def _eager_targets(rows: Sequence[dict], si: Dict[int, List[float]]
+                   ) -> List[Tuple[str, Optional[bool], str]]:
+    """The two in-place vs eager targets (``check_targets``)."""
+    every = f"delegate in-place <= {MAX_EAGER_RATIO:.2f}x eager"
+    at = f"delegate in-place <= {MAX_EAGER_RATIO_AT:.2f}x eager at {EAGER_RATIO_AT}"
+    why = _absent(rows, INPLACE) or _absent(rows, EAGER)
+    if why:
+        return [(every, None, why), (at, None, why)]
+    se, me = _samples(rows, EAGER), _medians(rows, EAGER)
+    mi = _medians(rows, INPLACE)
+    common = sorted(set(si) & set(se))
+    ratios = {s: paired_ratio(si[s], se[s]) for s in common}
+    detail = ("paired " + ", ".join(f"{s}: {r:.2f}x" for s, r in ratios.items())
+              + "; medians " + ", ".join(f"{mi[s] / me[s]:.2f}x" for s in common))
+    out = [(every, max(ratios.values()) <= MAX_EAGER_RATIO, detail)]
+    if EAGER_RATIO_AT in ratios:
+        r = ratios[EAGER_RATIO_AT]
+        out.append((at, r <= MAX_EAGER_RATIO_AT, f"paired {r:.2f}x; medians "
+                    f"{mi[EAGER_RATIO_AT] / me[EAGER_RATIO_AT]:.2f}x"))
+    else:
+        out.append((at, None, f"{EAGER_RATIO_AT} positions not measured"))
     return out
 
 

@@ -1,6 +1,7 @@
 """Unit tests of the benchmark's target checks (report.py) on synthetic rows: the paired ratio
 cancels machine phases shared by both variants, the growth interval brackets the true
-relative growth, and each target flips to MISSED when its rule is broken."""
+relative growth, and each target (issue 13's: against eager, every plain ExecuTorch variant,
+growth with the capacity) flips to MISSED when its rule is broken."""
 
 import random
 import statistics
@@ -26,17 +27,23 @@ def row(variant, capacity, samples, cache_bytes=0):
             "cache_bytes_copied_per_step": cache_bytes, "cache_nbytes": capacity * 1000}
 
 
-def rows_for(inplace_cost, plain_cost, n=100, jitter_pct=2):
-    """Rows at capacities 256 and 4096; step = base cost x phase x (1 +- jitter)."""
+def rows_for(inplace_cost, plain_cost, n=100, jitter_pct=2, eager_cost=None):
+    """Rows at capacities 256 and 4096; step = base cost x phase x (1 +- jitter). Eager costs
+    `eager_cost` (default 1.5x the plain cost at 256, flat), executorch_default 1.2x and
+    executorch_xnnpack 1.1x the plain (executorch_reinplace) cost."""
     rng = random.Random(7)
     rows = []
+    eager_cost = eager_cost or {c: 1.5 * plain_cost[256] for c in plain_cost}
     for capacity in (256, 4096):
         speed = phased(n, capacity)
         jitter = lambda: 1 + rng.uniform(-jitter_pct, jitter_pct) / 100  # noqa: E731
+        rows.append(row("eager", capacity, [eager_cost[capacity] * s * jitter() for s in speed]))
         rows.append(row("executorch_reinplace", capacity,
                         [plain_cost[capacity] * s * jitter() for s in speed]))
         rows.append(row("executorch_default", capacity,
                         [plain_cost[capacity] * 1.2 * s * jitter() for s in speed]))
+        rows.append(row("executorch_xnnpack", capacity,
+                        [plain_cost[capacity] * 1.1 * s * jitter() for s in speed]))
         rows.append(row("delegate_inplace", capacity,
                         [inplace_cost[capacity] * s * jitter() for s in speed]))
         rows.append(row("delegate_copy_back", capacity,
@@ -49,8 +56,14 @@ def targets(rows):
     return {name: met for name, met, _ in report.check_targets(rows)}
 
 
-RATIO = "delegate in-place <= 1.10x executorch_reinplace"
+RATIO = "delegate in-place <= 1.00x executorch_reinplace"
 GROWTH = "delegate in-place growth <= executorch_reinplace's"
+OWN_GROWTH = "delegate in-place growth smallest->largest capacity <= 1.30x"
+EAGER = "delegate in-place <= 1.00x eager"
+EAGER_4096 = "delegate in-place <= 0.60x eager at 4096"
+#: Plain ExecuTorch's costs, and a delegate well under them and under eager (every target).
+PLAIN = {256: 20.0, 4096: 80.0}
+FAST = {256: 10.0, 4096: 12.0}
 
 
 class PairedRatioTest(absltest.TestCase):
@@ -77,7 +90,7 @@ class PairedRatioTest(absltest.TestCase):
             report.paired_ratio([1.0, 2.0], [1.0])
 
     def test_growth_interval_brackets_the_truth(self):
-        rows = rows_for({256: 20.0, 4096: 80.0 * 1.06}, {256: 20.0, 4096: 80.0})
+        rows = rows_for({256: 20.0, 4096: 80.0 * 1.06}, PLAIN)
         s = {(r["variant"], r["max_seq_len"]): r["step_ms_samples"] for r in rows}
         est, low, high = report.relative_growth(
             s[("delegate_inplace", 256)], s[("executorch_reinplace", 256)],
@@ -89,24 +102,41 @@ class PairedRatioTest(absltest.TestCase):
 
 class TargetsTest(absltest.TestCase):
 
-    def test_equal_costs_meet_every_target(self):
-        got = targets(rows_for({256: 20.0, 4096: 80.0}, {256: 20.0, 4096: 80.0}))
+    def test_fast_in_place_meets_every_target(self):
+        got = targets(rows_for(FAST, PLAIN))
         self.assertTrue(all(got.values()), got)
+        self.assertLen(got, 11)
 
     def test_slower_in_place_misses_the_ratio(self):
-        got = targets(rows_for({256: 23.0, 4096: 92.0}, {256: 20.0, 4096: 80.0}))
+        got = targets(rows_for({256: 21.0, 4096: 84.0}, PLAIN))
         self.assertFalse(got[RATIO], got)
-        self.assertTrue(got[GROWTH], got)  # 1.15x at both capacities: the same growth
-        # executorch_default is 1.2x slower than executorch_reinplace: 23 vs 24 meets it.
-        self.assertTrue(got["delegate in-place <= 1.10x executorch_default"], got)
+        self.assertTrue(got[GROWTH], got)  # 1.05x at both capacities: the same growth
+        # executorch_default is 1.2x and executorch_xnnpack 1.1x executorch_reinplace.
+        self.assertTrue(got["delegate in-place <= 1.00x executorch_default"], got)
+        self.assertTrue(got["delegate in-place <= 1.00x executorch_xnnpack"], got)
 
     def test_faster_growth_misses_the_growth_target(self):
-        got = targets(rows_for({256: 20.0, 4096: 86.0}, {256: 20.0, 4096: 80.0}))
+        got = targets(rows_for({256: 18.0, 4096: 77.0}, PLAIN))
         self.assertTrue(got[RATIO], got)
         self.assertFalse(got[GROWTH], got)
 
+    def test_growth_with_the_capacity_misses_the_own_growth_target(self):
+        got = targets(rows_for({256: 10.0, 4096: 14.0}, PLAIN))
+        self.assertFalse(got[OWN_GROWTH], got)
+        self.assertTrue(got[EAGER], got)
+
+    def test_eager_targets(self):
+        # 0.9x eager at 256 but 0.7x at 4096: under eager everywhere, not 0.6x at 4096.
+        got = targets(rows_for(FAST, PLAIN, eager_cost={256: FAST[256] / 0.9,
+                                                        4096: FAST[4096] / 0.7}))
+        self.assertTrue(got[EAGER], got)
+        self.assertFalse(got[EAGER_4096], got)
+        got = targets(rows_for(FAST, PLAIN, eager_cost={256: 9.0, 4096: 40.0}))
+        self.assertFalse(got[EAGER], got)
+        self.assertTrue(got[EAGER_4096], got)
+
     def test_cache_bytes_flip_the_byte_targets(self):
-        rows = rows_for({256: 20.0, 4096: 80.0}, {256: 20.0, 4096: 80.0})
+        rows = rows_for(FAST, PLAIN)
         for r in rows:
             if r["variant"] == "delegate_inplace":
                 r["cache_bytes_copied_per_step"] = 64
@@ -117,22 +147,28 @@ class TargetsTest(absltest.TestCase):
         self.assertFalse(got["copy_back copies the whole cache each step"], got)
 
     def test_absent_variants_are_not_applicable_and_say_why(self):
-        rows = [r for r in rows_for({256: 20.0, 4096: 80.0}, {256: 20.0, 4096: 80.0})
-                if r["variant"] != "delegate_copy_back"]
+        rows = [r for r in rows_for(FAST, PLAIN)
+                if r["variant"] not in ("delegate_copy_back", "eager")]
         rows[0] = {**rows[0], "error": "run failed (exit 1): boom"}  # executorch_reinplace@256
         got = {name: (met, detail) for name, met, detail in report.check_targets(rows)}
         self.assertEqual(got["copy_back copies the whole cache each step"],
                          (None, "delegate_copy_back not selected"))
         self.assertEqual(got[RATIO], (None, "executorch_reinplace failed"))
-        self.assertTrue(got["delegate in-place <= 1.10x executorch_default"][0])
+        self.assertEqual(got[EAGER], (None, "eager not selected"))
+        self.assertTrue(got["delegate in-place <= 1.00x executorch_default"][0])
+
+    def test_capacity_4096_not_measured(self):
+        rows = [r for r in rows_for(FAST, PLAIN) if r["max_seq_len"] == 256]
+        got = {name: (met, detail) for name, met, detail in report.check_targets(rows)}
+        self.assertEqual(got[EAGER_4096], (None, "4096 positions not measured"))
+        self.assertEqual(got[OWN_GROWTH], (None, "needs two capacities"))
+        self.assertTrue(got[EAGER][0])
 
     def test_too_few_rounds_cannot_decide_growth(self):
         # Per-round ratios spread like this machine's (~+-10%), but only 4 rounds.
-        got = targets(rows_for({256: 20.0, 4096: 80.0}, {256: 20.0, 4096: 80.0}, n=4,
-                               jitter_pct=10))
+        got = targets(rows_for(PLAIN, PLAIN, n=4, jitter_pct=10))
         self.assertIsNone(got[GROWTH], got)
-        got = targets(rows_for({256: 20.0, 4096: 80.0}, {256: 20.0, 4096: 80.0}, n=400,
-                               jitter_pct=10))
+        got = targets(rows_for(PLAIN, PLAIN, n=400, jitter_pct=10))
         self.assertTrue(got[GROWTH], got)
 
 

@@ -6,7 +6,11 @@
 * `executorch_reinplace`: the same with `run_reinplace_pass=True`, ExecuTorch 1.5.1's pass that
   rewrites `index_put` on a mutable buffer into `index_put_` (so the write-back of the cache
   disappears): plain ExecuTorch's best case.
-* `delegate_inplace`: `executorch_trt.export(kv_cache="inplace")`, the delegate's default.
+* `executorch_xnnpack`: plain ExecuTorch lowered with ExecuTorch's `XnnpackPartitioner` (the
+  stock CPU deployment), finalised with `run_reinplace_pass=True` (its best case: the cache
+  update, which XNNPACK does not take, is `index_put_` on the buffer, no write-back).
+* `delegate_inplace`: `executorch_trt.export(kv_cache="inplace")`, the delegate's default
+  (the portable engine nests XNNPACK delegates, `portable_xnnpack=True`).
 * `delegate_copy_back`: `executorch_trt.export(kv_cache="copy_back")`.
 
 All ExecuTorch programs have two methods, `prefill` and `decode`, sharing one cache
@@ -41,11 +45,16 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in (
     Variant("eager", "eager", "eager PyTorch, static cache"),
     Variant("executorch_default", "executorch", "plain ExecuTorch, default config"),
     Variant("executorch_reinplace", "executorch", "plain ExecuTorch, run_reinplace_pass=True"),
+    Variant("executorch_xnnpack", "executorch",
+            "plain ExecuTorch + XnnpackPartitioner, run_reinplace_pass=True"),
     Variant("delegate_inplace", "delegate", "executorch-trt delegate, kv_cache=inplace"),
     Variant("delegate_copy_back", "delegate", "executorch-trt delegate, kv_cache=copy_back"),
 )}
 
-PLAIN_REINPLACE = {"executorch_default": False, "executorch_reinplace": True}
+PLAIN_REINPLACE = {"executorch_default": False, "executorch_reinplace": True,
+                   "executorch_xnnpack": True}
+#: Plain variants lowered with ExecuTorch's XNNPACK partitioner.
+PLAIN_XNNPACK = frozenset({"executorch_xnnpack"})
 DELEGATE_KV_CACHE = {"delegate_inplace": "inplace", "delegate_copy_back": "copy_back"}
 
 
@@ -92,14 +101,27 @@ def plain_backend_config(reinplace: bool):
 
 
 def build_plain(methods, names: Sequence[str]):
-    """{variant: ExecutorchProgramManager} for the plain-ExecuTorch `names`; the edge program is
-    lowered once and deep-copied per configuration (`to_executorch` mutates it)."""
+    """{variant: ExecutorchProgramManager} for the plain-ExecuTorch `names`; each edge program
+    (without / with `XnnpackPartitioner`) is lowered once and deep-copied per configuration
+    (`to_executorch` mutates it)."""
     from executorch.exir import to_edge_transform_and_lower
 
+    out = {}
     with torch.no_grad():
-        edge = to_edge_transform_and_lower(methods)
-        return {name: copy.deepcopy(edge).to_executorch(
-            plain_backend_config(PLAIN_REINPLACE[name])) for name in names}
+        for xnnpack in (False, True):
+            mine = [n for n in names if (n in PLAIN_XNNPACK) == xnnpack]
+            if not mine:
+                continue
+            partitioner = []
+            if xnnpack:
+                from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+                    XnnpackPartitioner)
+                partitioner = [XnnpackPartitioner()]
+            edge = to_edge_transform_and_lower(copy.deepcopy(methods), partitioner=partitioner)
+            for name in mine:
+                out[name] = copy.deepcopy(edge).to_executorch(
+                    plain_backend_config(PLAIN_REINPLACE[name]))
+    return out
 
 
 def build_delegate(methods, name: str):
@@ -137,14 +159,17 @@ def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
     shapes = workload.cache_shapes(module)
     built = {n: BuiltProgram(n, max_seq_len) for n in names}
     plain = [n for n in names if VARIANTS[n].kind == "executorch"]
-    try:
-        if plain:
-            log(f"  lowering plain ExecuTorch ({', '.join(plain)}) at {max_seq_len}")
-            for name, manager in build_plain(copy.deepcopy(methods), plain).items():
+    for group in ([n for n in plain if n not in PLAIN_XNNPACK],
+                  [n for n in plain if n in PLAIN_XNNPACK]):
+        if not group:
+            continue
+        try:
+            log(f"  lowering plain ExecuTorch ({', '.join(group)}) at {max_seq_len}")
+            for name, manager in build_plain(copy.deepcopy(methods), group).items():
                 _save(built[name], manager, out_dir, shapes)
-    except Exception as exc:  # noqa: BLE001 - reported in the rows
-        for name in plain:
-            built[name].error = f"export failed: {_short_error(exc)}"
+        except Exception as exc:  # noqa: BLE001 - reported in the rows
+            for name in group:
+                built[name].error = f"export failed: {_short_error(exc)}"
     for name in (n for n in names if VARIANTS[n].kind == "delegate"):
         log(f"  lowering {name} at {max_seq_len}")
         try:
