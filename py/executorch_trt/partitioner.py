@@ -31,14 +31,16 @@ Rules (DESIGN.md contract 1, "Ownership"):
   update as an output that ``preprocess`` aliases to the cache input. The cache may be read
   only inside that partition (``ValueError`` otherwise: an in-place update would change what
   the outside reader sees, and a copy-back cannot be correct under ``cond``).
+* A program whose ``cond`` updates a cache that is not a recorded buffer mutation
+  (``expose_cross_attn_cache_writes`` was not applied) is rejected: the cache would be taken
+  as a constant and the update lost.
 * Every value crossing a partition's boundary must have a static shape; a dynamic one (a tensor
   with a symbolic dimension, or a symbolic int such as ``sym_size``) is rejected naming the
   method input it comes from (``static_shapes.check_partition_boundary``).
 * ``ops_to_not_decompose`` keeps ``aten.index_copy`` and ``aten.select_scatter`` intact through
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
-  whole cache), and ``aten.linear`` when the engine takes it (else every call transposes every
-  weight: issue 13).
+  whole cache).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt:
 from executorch_trt.engines import get_engine
 from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.operator_support import DelegateOperatorSupport, is_cond, op_name
-from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
+from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
+                                                    cond_cache_outputs)
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.static_shapes import check_partition_boundary
 from executorch_trt.wire import BACKEND_ID
@@ -163,6 +166,8 @@ class TensorRTPartitioner(Partitioner):
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
         if mutated_user_inputs:
             raise mutated_user_input_error(mutated_user_inputs)
+        check_cache_writes_exposed(exported_program.graph_module,
+                                   exported_program.graph_signature, "TensorRTPartitioner")
         partitions = CapabilityBasedPartitioner(
             exported_program.graph_module,
             self.operator_support,

@@ -241,7 +241,76 @@ class PartitionTest(absltest.TestCase):
             TensorRTPartitioner().partition(ep)
 
 
+class _SlicedCache(Layer):
+    def forward(self, x):
+        def reuse(cache, x):
+            return torch.ops.executorch.alias(cache, x)[0]
+
+        def recompute(cache, x):
+            return torch.ops.executorch.update_cross_attn_cache(self.k(x)[:, :, :2].contiguous(), cache)
+
+        cache = self.k_cache[:, :, :2]
+        return torch.cond((cache != 0).any(), reuse, recompute, (cache, x))
+
+
+class _ParameterCache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k_cache = torch.nn.Parameter(torch.zeros(SHAPE), requires_grad=False)
+        self.k = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return Layer.forward(self, x)
+
+
+class _NestedCond(Layer):
+    def forward(self, x):
+        def reuse(cache, x):
+            return torch.ops.executorch.alias(cache, x)[0]
+
+        def recompute(cache, x):
+            return torch.ops.executorch.update_cross_attn_cache(self.k(x), cache)
+
+        def outer_true(cache, x):
+            return torch.cond((cache != 0).any(), reuse, recompute, (cache, x))
+
+        def outer_false(cache, x):
+            return cache + x
+
+        return torch.cond(x.sum() > 0, outer_true, outer_false, (self.k_cache, x))
+
+
 class MisuseTest(absltest.TestCase):
+
+    def _export_error(self, model, pattern):
+        with torch.no_grad():
+            ep = torch.export.export(model, (torch.randn(SHAPE),))
+            with self.assertRaisesRegex(ValueError, pattern):
+                executorch_trt.export(ep)
+
+    def test_a_cache_that_is_not_a_buffer_is_rejected(self):
+        self._export_error(_SlicedCache(0), r"'slice_1' is a computed tensor \(aten::slice.*"
+                           r"not a buffer.*register_buffer")
+        self._export_error(_ParameterCache(), r"'p_k_cache' is a parameter, not a buffer")
+
+    def test_an_update_in_a_nested_cond_is_rejected(self):
+        self._export_error(_NestedCond(0), r"a torch.cond inside a branch of torch.cond "
+                           r"'cond' updates a cross-attention cache")
+
+    def test_the_composable_paths_without_the_expose_pass_are_rejected(self):
+        # Without expose_cross_attn_cache_writes the caches would be constants (wrong numbers
+        # with two layers); both the partitioner and the planner say what to call.
+        with torch.no_grad():
+            ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
+        with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: torch.cond updates "
+                                    r"cross-attention cache\(s\) 'layers.0.k_cache', "
+                                    r"'layers.1.k_cache'.*expose_cross_attn_cache_writes"):
+            to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+        with torch.no_grad():
+            ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
+        with self.assertRaisesRegex(ValueError, r"method #0: torch.cond updates .*"
+                                    r"expose_cross_attn_cache_writes"):
+            to_edge(ep).to_executorch(executorch_trt.backend_config())
 
     def test_a_cache_passed_as_method_input_is_rejected(self):
         with torch.no_grad():

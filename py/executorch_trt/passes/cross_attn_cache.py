@@ -51,7 +51,7 @@ from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
 
-from executorch_trt.operator_support import cond_branches, is_cond, schema_name
+from executorch_trt.operator_support import cond_branches, is_cond, op_name, schema_name
 from executorch_trt.passes.graph_edit import remove_write_back
 
 UPDATE = "executorch::update_cross_attn_cache"
@@ -97,6 +97,79 @@ def _returned_in_one_branch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node,
         "the reuse branch.")
 
 
+def _not_a_buffer_error(cond: torch.fx.Node, operand: torch.fx.Node, kind) -> ValueError:
+    if operand.op != "placeholder":
+        what = f"a computed tensor ({op_name(operand)}, e.g. a slice of the cache)"
+    elif kind == InputKind.PARAMETER:
+        what = "a parameter"
+    else:
+        what = f"a {str(kind).split('.')[-1].lower().replace('_', ' ')}"
+    return ValueError(
+        f"executorch_trt: torch.cond '{cond.name}' updates '{operand.name}' with "
+        f"update_cross_attn_cache, but '{operand.name}' is {what}, not a buffer: the update "
+        "would not persist to the next call. Register the whole cache as a buffer "
+        "(register_buffer) and pass that buffer to the cond as it is.")
+
+
+def _contains_update(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether ``update_cross_attn_cache`` runs anywhere in ``graph_module`` (nested conds
+    included)."""
+    for node in graph_module.graph.nodes:
+        if schema_name(node) == UPDATE:
+            return True
+        if is_cond(node) and any(_contains_update(b) for b in cond_branches(graph_module, node)):
+            return True
+    return False
+
+
+def _check_no_nested_updates(gm: torch.fx.GraphModule, cond: torch.fx.Node) -> None:
+    """Raises ``ValueError`` if a ``cond`` inside ``cond``'s branches updates a cache."""
+    for branch in cond_branches(gm, cond):
+        for inner in branch.graph.nodes:
+            if is_cond(inner) and any(_contains_update(b) for b in cond_branches(branch, inner)):
+                raise ValueError(
+                    f"executorch_trt: a torch.cond inside a branch of torch.cond '{cond.name}' "
+                    "updates a cross-attention cache; only a top-level torch.cond "
+                    "may update a cache (its update would not persist otherwise). Use one "
+                    "top-level cond per cache, or one cond updating several caches.")
+
+
+def unexposed_cache_writes(graph_module: torch.fx.GraphModule,
+                           graph_signature: ExportGraphSignature) -> List[str]:
+    """FQNs of the buffers a top-level ``cond`` of ``graph_module`` updates with
+    ``update_cross_attn_cache`` (functional or ``.out``) that are not BUFFER_MUTATION targets:
+    ``expose_cross_attn_cache_writes`` was not applied, so ExecuTorch would plan the cache as
+    a constant and lose the update."""
+    buffers = graph_signature.inputs_to_buffers
+    mutated = set(graph_signature.buffers_to_mutate.values())
+    found = []
+    for cond in [n for n in graph_module.graph.nodes if is_cond(n)]:
+        for branch in cond_branches(graph_module, cond):
+            for k in sorted(_updated_operands(branch)):
+                fqn = buffers.get(cond.args[3][k].name)
+                if fqn is not None and fqn not in mutated and fqn not in found:
+                    found.append(fqn)
+    return found
+
+
+def check_cache_writes_exposed(graph_module: torch.fx.GraphModule,
+                               graph_signature: Optional[ExportGraphSignature],
+                               where: str) -> None:
+    """Raises ``ValueError`` naming the buffers ``unexposed_cache_writes`` finds (``where``
+    names the stage for the message); does nothing without a signature."""
+    if graph_signature is None:
+        return
+    missing = unexposed_cache_writes(graph_module, graph_signature)
+    if missing:
+        raise ValueError(
+            f"executorch_trt: {where}: torch.cond updates cross-attention cache(s) "
+            f"{', '.join(repr(m) for m in missing)} that the program does not record as "
+            "mutated buffers, so ExecuTorch would treat them as constants and lose the "
+            "updates. Call executorch_trt.passes.cross_attn_cache."
+            "expose_cross_attn_cache_writes(ep) on each ExportedProgram before to_edge (or "
+            "export with executorch_trt.export, which does).")
+
+
 def _output_item(cond: torch.fx.Node, j: int) -> torch.fx.Node:
     """A ``getitem(cond, j)`` node: an existing one, else a new one after ``cond``."""
     for user in cond.users:
@@ -117,16 +190,20 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
     Raises ``ValueError`` when the cache is a method input (it could not persist across calls;
     register it as a buffer), and when the branches do not both return the cache at one output
     position (``alias(cache, ...)[i]`` in one, ``update_cross_attn_cache(value, cache)`` in the
-    other). A cache that is a constant or an intermediate is left alone."""
+    other). Also raises ``ValueError`` for a cache that is not a buffer passed to the ``cond``
+    as it is (a slice of one, a parameter, a constant or a computed tensor: the update would
+    not persist, or would write a constant), and for an update inside a nested ``cond``."""
     gm, sig = ep.graph_module, ep.graph_signature
     buffers = {s.arg.name: s.target for s in sig.input_specs if s.kind == InputKind.BUFFER}
     user_inputs = {s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT}
+    kinds = {s.arg.name: s.kind for s in sig.input_specs}
     mutated = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
     exposed: List[torch.fx.Node] = []
     fqns: List[str] = []
     for node in list(gm.graph.nodes):
         if not is_cond(node):
             continue
+        _check_no_nested_updates(gm, node)
         positions = set().union(*(_updated_operands(b) for b in cond_branches(gm, node)))
         returned = {k: j for j, k in cond_cache_outputs(gm, node).items()}
         for k in sorted(positions):
@@ -139,7 +216,9 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
                     "call (eager PyTorch writes into it). Register the cache as a buffer of "
                     "the module (register_buffer) so it is state the program owns.")
             fqn = buffers.get(operand.name) if operand.op == "placeholder" else None
-            if fqn is None or fqn in mutated:
+            if fqn is None:
+                raise _not_a_buffer_error(node, operand, kinds.get(operand.name))
+            if fqn in mutated:
                 continue
             if k not in returned:
                 raise _returned_in_one_branch_error(gm, node, k)

@@ -35,7 +35,8 @@ from torch.export.exported_program import ExportGraphSignature
 from executorch_trt.blob import read_metadata
 from executorch_trt.inplace_diagnostics import WriteBack, explain_write_back, report_write_backs
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
-from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
+from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
+                                                    plan_cond_caches_in_place)
 from executorch_trt.passes.graph_edit import remove_write_back
 from executorch_trt.wire import BACKEND_ID
 
@@ -146,6 +147,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
         graph_signature: Optional[ExportGraphSignature] = None,
     ) -> PassResult:
         check_no_dropped_writes(graph_signature, self._method_name())
+        check_cache_writes_exposed(graph_module, graph_signature, self._method_name())
         # Correctness, not only copies: without it a cond's cache output lives in the arena all
         # cond branches share (ExecuTorch #21490), so it is applied in every mode.
         plan_cond_caches_in_place(graph_module, graph_signature)
