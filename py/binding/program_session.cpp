@@ -2,6 +2,7 @@
 
 #include "py/binding/program_session.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -82,10 +83,59 @@ Error ProgramSession::BindBuffers(const std::vector<Binding>& bindings, std::str
       return Error::InvalidArgument;
     }
   }
+  const Error overlap = CheckNoOverlap(bindings, error);
+  if (overlap != Error::Ok) {
+    return overlap;
+  }
   for (const Binding& b : bindings) {
     const Error err = program_->BindBuffer(b.name, b.data, b.nbytes, error);
     if (err != Error::Ok) {
       return err;
+    }
+  }
+  return Error::Ok;
+}
+
+Error ProgramSession::CheckNoOverlap(const std::vector<Binding>& bindings, std::string* error) {
+  // Each buffer's storage once `bindings` are applied: the new memory for the buffers bound
+  // now, the current storage for the others.
+  struct Range {
+    const std::string* name;
+    uintptr_t begin;
+    uintptr_t end;
+    bool is_new;
+  };
+  std::vector<Range> ranges;
+  for (const NamedBuffer& buffer : program_->buffers()) {
+    const Binding* bound = nullptr;
+    for (const Binding& b : bindings) {
+      if (b.name == buffer.name) {
+        bound = &b;  // the last binding of a name wins, as in the loop that binds
+      }
+    }
+    const auto begin = reinterpret_cast<uintptr_t>(
+        bound != nullptr ? bound->data : program_->buffer_data(buffer.name));
+    if (begin == 0 || buffer.nbytes == 0) {
+      continue;  // no storage yet (alloc_mutable_buffers=False), or nothing to share
+    }
+    ranges.push_back({&buffer.name, begin, begin + buffer.nbytes, bound != nullptr});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sorted by start, range j > i overlaps range i iff it starts before i ends. Only pairs with
+  // a new binding are errors: the program's own storage is whatever its memory plan made it.
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    for (size_t j = i + 1; j < ranges.size() && ranges[j].begin < ranges[i].end; ++j) {
+      if (!ranges[i].is_new && !ranges[j].is_new) {
+        continue;
+      }
+      const Range& a = ranges[i].is_new ? ranges[i] : ranges[j];
+      const Range& b = ranges[i].is_new ? ranges[j] : ranges[i];
+      *error = "cannot bind buffer '" + *a.name + "': its memory overlaps buffer '" + *b.name +
+               "'" + (b.is_new ? " (bound in the same call)" : " (its current storage)") +
+               ": two buffers in one memory would overwrite each other. Bind each buffer its "
+               "own tensor (e.g. from new_state()); disjoint views of one tensor are fine";
+      return Error::InvalidArgument;
     }
   }
   return Error::Ok;
@@ -164,11 +214,28 @@ Error ProgramSession::Execute(std::string_view method, const std::vector<InputVa
       return Error::InvalidArgument;
     }
   }
+  // A buffer without storage (exported with alloc_mutable_buffers=False and never bound) would
+  // be read and written through a null pointer: refuse to run rather than let a kernel find it.
+  const auto& names = program_->method_names();
+  const size_t index =
+      static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  for (const NamedBuffer& buffer : program_->buffers()) {
+    if (buffer.nbytes == 0 ||
+        std::find(buffer.methods.begin(), buffer.methods.end(), index) == buffer.methods.end()) {
+      continue;
+    }
+    Result<Tensor> t = program_->buffer_tensor(index, buffer.name);
+    if (t.ok() && t->const_data_ptr() == nullptr) {
+      *error = "method '" + name + "': buffer '" + buffer.name +
+               "' has no storage: the program was exported with alloc_mutable_buffers=False, "
+               "so you provide it: bind it first (bind_buffer / bind_state)";
+      return Error::InvalidState;
+    }
+  }
   const Error err = m->execute();
   if (err != Error::Ok) {
     *error = "method '" + name + "': execute failed (error " + ErrorCode(err) +
-             "); ExecuTorch logged the reason above (a buffer exported with "
-             "alloc_mutable_buffers=False must be bound first: bind_buffer / bind_state)";
+             "); ExecuTorch logged the reason above";
     return Error::Internal;  // the run failed, whatever ExecuTorch's code (*error has it)
   }
   outputs->clear();

@@ -88,7 +88,9 @@ class ProgramSession {
 
   // Binds every entry of `bindings` under one hold of the lock, so no execute sees some of them
   // bound and others not. Checks all first (unknown name: Error::NotFound listing the names;
-  // wrong size: Error::InvalidArgument; *error says which): on such an error nothing is bound.
+  // wrong size: Error::InvalidArgument; memory that would overlap another buffer's, bound in
+  // the same call or already: Error::InvalidArgument naming both buffers; *error says which):
+  // on such an error nothing is bound.
   Error BindBuffers(const std::vector<Binding>& bindings, std::string* error);
 
   // The declared inputs and outputs of `method`; Error::NotFound for a method not loaded.
@@ -97,12 +99,18 @@ class ProgramSession {
   // Sets `inputs` (in the method's input order) and runs `method`; fills *outputs. Errors
   // (*error names the method and, for an input, its index and both specs): Error::NotFound (no
   // such method), Error::InvalidArgument (wrong number of inputs, an input ExecuTorch rejects:
-  // Method::set_input), Error::Internal when Method::execute fails (*error has its code),
+  // Method::set_input), Error::InvalidState for a buffer of the method with no storage
+  // (alloc_mutable_buffers=False, never bound: nothing runs), Error::Internal when
+  // Method::execute fails (*error has its code),
   // Error::NotSupported for an output that is neither a tensor nor a scalar.
   Error Execute(std::string_view method, const std::vector<InputValue>& inputs,
                 std::vector<OutputValue>* outputs, std::string* error);
 
  private:
+  // Error::InvalidArgument (*error names both) when, with `bindings` applied, a buffer bound by
+  // them would share memory with another buffer. Called with mu_ held.
+  Error CheckNoOverlap(const std::vector<Binding>& bindings, std::string* error);
+
   std::mutex mu_;
   std::unique_ptr<LoadedProgram> program_;
 };

@@ -16,22 +16,28 @@ RTLD_GLOBAL)``. Programs without the delegate load and run as well.
     prog.buffer("key_cache_0")               # a tensor viewing the storage in use (no copy)
     state = prog.new_state()                 # {name: fresh tensor at the initial value}
     prog.bind_state(state)                   # every method now updates these tensors in place
+    decode.execute([tokens, positions], state=state)  # bind and run at once (threads)
 
 State: every method of a program shares its mutable buffers (``prefill`` writes the cache that
 ``decode`` reads). A fresh ``load`` starts from each buffer's exported initial value (all
 methods are loaded up front, before anything runs: loading a method re-initialises the shared
 buffers). ``bind_buffer``/``bind_state`` point buffers at tensors the caller owns; binding
 another state switches the program to another conversation, and a state's tensors can be read,
-zeroed, cloned (a snapshot) and bound again at any time between calls.
+zeroed, cloned (a snapshot) and bound again at any time between calls. A bound tensor must stay
+where it is (no ``set_``, reallocating ``resize_`` or ``.data =``: ``execute`` then raises until
+it is bound again), and each buffer needs memory of its own (overlapping bindings raise).
 
 Thread safety: a ``Program`` (and its ``Method`` objects) may be used from several threads:
 ``execute``, ``bind_buffer`` and ``bind_state`` hold the program's lock, so calls on one program
-run one at a time (``bind_state`` binds all its tensors between two executes). Separate programs
-share nothing and run in parallel. ``execute`` releases the GIL, and nothing under it takes the
-GIL back: ExecuTorch's log lines go straight to file descriptor 2, never through Python (whose
-``sys.stderr`` redirect deadlocked two threads' first executes and aborted the process on a name
-with invalid UTF-8). Tensors from ``buffer()``/``new_state()`` are read and written by you
-without the lock: do so between calls, not while another thread executes.
+run one at a time (``bind_state`` binds all its tensors between two executes). A ``bind_state``
+followed by an ``execute`` is two calls, though, and another thread's calls can come between
+them: threads that each run their own session on one program bind and run in one call,
+``method.execute(inputs, state=state)`` (one hold of the lock), or use one program per thread.
+Separate programs share nothing and run in parallel. ``execute`` releases the GIL, and nothing
+under it takes the GIL back: ExecuTorch's log lines go straight to file descriptor 2, never
+through Python (whose ``sys.stderr`` redirect deadlocked two threads' first executes and aborted
+the process on a name with invalid UTF-8). Tensors from ``buffer()``/``new_state()`` are read
+and written by you without the lock: do so between calls, not while another thread executes.
 
 Names need a program exported with ``emit_mutable_buffer_names=True``.
 """
@@ -41,6 +47,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import importlib.util
+import io
 import os
 import threading
 from pathlib import Path
@@ -232,15 +239,27 @@ def _tensor_from_bytes(data: Any, dtype: torch.dtype, shape: Sequence[int]) -> t
     return torch.frombuffer(data, dtype=torch.uint8).view(dtype).view(tuple(shape))
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _input_arg(x: Any, index: int, keep: List[torch.Tensor]) -> Any:
     if isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
             raise ValueError(f"input {index}: a tensor on {x.device}; ExecuTorch runs on CPU "
                              "tensors (pass x.cpu())")
+        if x.layout != torch.strided:
+            raise ValueError(f"input {index}: a tensor of layout {x.layout}; ExecuTorch takes "
+                             "dense (strided) tensors (pass x.to_dense())")
+        # A negative or conjugate view's memory holds the values before negation/conjugation
+        # (and contiguous() keeps the bit): resolve them, a copy, so the method sees the values.
+        x = x.resolve_conj().resolve_neg()
         if not x.is_contiguous():
             x = x.contiguous()
         keep.append(x)
         return (x.data_ptr(), scalar_type_code(x.dtype), tuple(x.shape))
+    if isinstance(x, int) and not isinstance(x, bool) and not _INT64_MIN <= x <= _INT64_MAX:
+        raise ValueError(f"input {index}: the int {x} does not fit in int64 (ExecuTorch's int, "
+                         f"[{_INT64_MIN}, {_INT64_MAX}])")
     if x is None or isinstance(x, (bool, int, float)):
         return x
     raise TypeError(f"input {index}: expected a torch.Tensor, int, float, bool or None, got "
@@ -255,29 +274,43 @@ class Method:
         self._program = program
         self.name = name
 
-    def execute(self, inputs: Sequence[Any]) -> List[Any]:
+    def execute(self, inputs: Sequence[Any],
+                state: Optional[Mapping[str, torch.Tensor]] = None) -> List[Any]:
         """Runs the method on ``inputs`` (in the method's input order) and returns its user
         outputs as a list: tensors (copies, which the next call does not touch) and scalars.
 
         The program's mutable buffers persist across calls and are shared by its methods; a
         buffer bound with ``bind_buffer``/``bind_state`` is updated in place in your tensor.
+        ``state`` (``{name: tensor}``, e.g. from ``new_state()``) is ``bind_state(state)`` and
+        the run under one hold of the program's lock: no other thread's call comes between,
+        so threads can run their own sessions on one program (see the module notes on threads).
 
-        Tensor inputs must be CPU tensors of the declared dtype and shape. They are passed in
-        contiguous layout: a tensor that is not contiguous (``channels_last``, a transpose, an
-        ``expand``, a slice with a step) is passed as ``t.contiguous()``, a copy, so its values
-        are what the method sees; a contiguous tensor is not copied. Ints, floats, bools and
-        ``None`` pass through.
+        Tensor inputs must be dense CPU tensors of the declared dtype and shape. They are
+        passed in contiguous layout: a tensor that is not contiguous (``channels_last``, a
+        transpose, an ``expand``, a slice with a step) is passed as ``t.contiguous()``, and a
+        negative or conjugate view (``torch._neg_view``, ``conj()`` of a complex tensor) as
+        ``t.resolve_conj().resolve_neg()``, copies, so its values are what the method sees; a
+        contiguous tensor is not copied. Ints (int64), floats, bools and ``None`` pass through.
 
         Raises ``ValueError`` for the wrong number of inputs or an input the method does not
-        take (naming its index, what was given and what the method declares), ``TypeError``
-        for a value that is neither a tensor nor a scalar, ``RuntimeError`` when the method
-        fails (e.g. a buffer exported with ``alloc_mutable_buffers=False`` and never bound:
-        bind it first). The GIL is released while the method runs; see the module notes on
-        threads.
+        take (naming its index, what was given and what the method declares; also a sparse
+        tensor or an int outside int64), ``TypeError`` for a value that is neither a tensor nor
+        a scalar, as ``bind_state`` for a bad ``state`` (then nothing runs), ``RuntimeError``
+        naming the buffer when a bound tensor no longer views the memory bound to it (after
+        ``t.set_()``, a reallocating ``t.resize_()``, ``t.data = ...``: bind it again) or a
+        buffer exported with ``alloc_mutable_buffers=False`` was never bound (nothing runs),
+        and ``RuntimeError`` when the method fails (ExecuTorch logs why, e.g. an index out of
+        range). The GIL is released while the method runs; see the module notes on threads.
         """
         keep: List[torch.Tensor] = []  # alive until the call returns
         args = [_input_arg(x, i, keep) for i, x in enumerate(inputs)]
-        outputs = self._program._session.execute(self.name, args)
+        program = self._program
+        checked = program._check_state(state) if state is not None else None
+        with program._lock:
+            if checked is not None:
+                program._bind_checked(checked)
+            program._check_bound_in_place()
+            outputs = program._session.execute(self.name, args)
         return [
             _tensor_from_bytes(out[0], torch_dtype(out[1]), out[2]) if isinstance(out, tuple)
             else out
@@ -291,6 +324,15 @@ class Method:
         return MethodMetadata(tuple(_spec(e) for e in inputs), tuple(_spec(e) for e in outputs))
 
 
+class _Bound(NamedTuple):
+    """A buffer bound to a caller's tensor: the tensor, its storage (kept alive: the program
+    keeps using that memory if the tensor is pointed elsewhere) and the address bound."""
+
+    tensor: torch.Tensor
+    storage: Any
+    data_ptr: int
+
+
 class Program:
     """A loaded program; each ``load`` is an independent instance with its own state. Every
     method is loaded at construction (see the module notes). Use ``runtime.load`` to make one.
@@ -302,8 +344,12 @@ class Program:
             name: TensorSpec(torch_dtype(code), tuple(sizes))
             for name, code, sizes, _ in session.buffers()
         }
-        self._bound: Dict[str, torch.Tensor] = {}  # what the program writes: kept alive here
-        self._bind_lock = threading.Lock()
+        # What the program reads and writes: the tensor bound and its storage, kept alive here.
+        self._bound: Dict[str, _Bound] = {}
+        # Held by execute and bind_*, around the binding's own lock: a bind_state and an execute
+        # (``execute(inputs, state=...)``) run under one hold, and a bound tensor is checked
+        # right before the run that uses it.
+        self._lock = threading.RLock()
 
     @property
     def method_names(self) -> Set[str]:
@@ -347,11 +393,15 @@ class Program:
         storage in use (call ``buffer`` again).
 
         Raises ``KeyError`` for an unknown name (listing the names; naming the export option
-        when the program has none) and ``RuntimeError`` for a buffer with no storage (exported
-        with ``alloc_mutable_buffers=False`` and not bound yet: ``bind_buffer``)."""
+        when the program has none), ``RuntimeError`` for a buffer with no storage (exported
+        with ``alloc_mutable_buffers=False`` and not bound yet: ``bind_buffer``) and
+        ``RuntimeError`` naming the buffer when the tensor bound to it no longer views the
+        memory bound (see ``bind_buffer``)."""
         name = self._known(name)
-        if name in self._bound:
-            return self._bound[name]
+        bound = self._bound.get(name)
+        if bound is not None:
+            self._check_in_place(name, bound)
+            return bound.tensor
         view = self._session.buffer_view(name)
         spec = self._specs[name]
         if view is None:
@@ -389,43 +439,105 @@ class Program:
             problems.append(f"it is {got}")
         if tensor.device.type != "cpu":
             problems.append(f"it is on {tensor.device}")
-        if not tensor.is_contiguous():
+        if tensor.layout != torch.strided:
+            problems.append(f"it is not dense: its layout is {tensor.layout} (to_dense() is a "
+                            "new tensor: bind that)")
+        elif not tensor.is_contiguous():
             problems.append(f"it is not contiguous (strides {tuple(tensor.stride())})")
+        if tensor.is_neg() or tensor.is_conj():
+            # The bit cannot be resolved in place: its memory holds the values before the lazy
+            # negation/conjugation, which is what the program would read and write.
+            bit, fix = ("negative", "neg") if tensor.is_neg() else ("conjugate", "conj")
+            problems.append(f"it has the {bit} bit set (a lazy {bit} view: its memory holds "
+                            f"the values before it; resolve_{fix}() is a new tensor: bind that)")
         if problems:
             raise ValueError(
-                f"cannot bind buffer {name!r}: it is {spec} (contiguous, on the CPU) but the "
-                f"tensor given is not: {'; '.join(problems)}. Pass a contiguous CPU tensor of "
-                f"{spec}, e.g. from new_state()")
+                f"cannot bind buffer {name!r}: it is {spec} (dense, contiguous, on the CPU) but "
+                f"the tensor given is not: {'; '.join(problems)}. Pass a contiguous CPU tensor "
+                f"of {spec}, e.g. from new_state()")
         return name, tensor.data_ptr(), tensor.numel() * tensor.element_size()
+
+    def _check_in_place(self, name: str, bound: "_Bound") -> None:
+        """``RuntimeError`` naming buffer ``name`` when the tensor bound to it no longer views
+        the memory the program was given (the program would run on memory the tensor left,
+        freed by a reallocating ``resize_``)."""
+        t, spec = bound.tensor, self._specs[name]
+        if (t.data_ptr() == bound.data_ptr and t.dtype == spec.dtype
+                and tuple(t.shape) == spec.shape and t.is_contiguous()):
+            return
+        raise RuntimeError(
+            f"buffer {name!r}: the tensor bound to it no longer views the memory that was bound "
+            f"(data_ptr {bound.data_ptr:#x}, now {t.data_ptr():#x}; {spec} expected, it is "
+            f"{TensorSpec(t.dtype, tuple(t.shape))}): t.set_(), a reallocating t.resize_() or "
+            "t.data = ... moved it, and the program will not run on the memory it left. Bind it "
+            f"again: bind_buffer({name!r}, t) (its contents become the buffer's value)")
+
+    def _check_bound_in_place(self, skip: Sequence[str] = ()) -> None:
+        for name, bound in self._bound.items():
+            if name not in skip:
+                self._check_in_place(name, bound)
+
+    def _check_state(self, state: Mapping[str, torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
+        if not isinstance(state, Mapping):
+            raise TypeError("bind_state: expected a mapping {name: tensor} (e.g. new_state()), "
+                            f"got {type(state).__name__}")
+        checked = []
+        for name, tensor in state.items():
+            self._check_bindable(name, tensor)
+            checked.append((name, tensor))
+        return checked
+
+    def _bind_checked(self, checked: List[Tuple[str, torch.Tensor]]) -> None:
+        """Binds ``_check_state``'s result; the caller holds ``_lock``."""
+        # Rechecked under the lock: another thread may have changed a tensor since.
+        entries = [self._check_bindable(name, t) for name, t in checked]
+        # A stale binding left in place would also make the overlap check compare against
+        # memory that may be freed and reused: it must be rebound first (or in this call).
+        self._check_bound_in_place(skip=[name for name, _ in checked])
+        self._session.bind_buffers(entries)
+        for (name, data_ptr, _), (_, tensor) in zip(entries, checked):
+            self._bound[name] = _Bound(tensor, tensor.untyped_storage(), data_ptr)
 
     def bind_buffer(self, name: str, tensor: torch.Tensor) -> None:
         """From now on every method of the program reads and writes buffer ``name`` in
         ``tensor``'s storage, in place (``tensor`` keeps its ``data_ptr``; its current contents
-        are the buffer's value). The program holds a reference to ``tensor`` until another
-        tensor is bound to the buffer, so it stays valid even if you drop yours.
+        are the buffer's value). The program holds a reference to ``tensor`` and to its storage
+        until another tensor is bound to the buffer, so it stays valid even if you drop yours.
+        Keep the tensor where it is: after ``tensor.set_()``, a reallocating ``resize_()`` or
+        ``tensor.data = ...`` it no longer views that memory, and ``execute`` raises (naming
+        the buffer) until the buffer is bound again.
 
         Raises ``KeyError`` for an unknown name (listing the names), ``TypeError`` for a
         non-tensor, ``ValueError`` naming the buffer and both specs when ``tensor``'s dtype or
-        shape differ from the buffer's, or it is not contiguous, or not on the CPU. Waits for
-        an ``execute`` running in another thread to finish."""
+        shape differ from the buffer's, or it is not dense (sparse), not contiguous, not on the
+        CPU, or has the negative or conjugate bit set (``torch._neg_view``: bind
+        ``t.resolve_neg()``); ``ValueError`` naming both buffers when its memory overlaps the
+        memory of another buffer (one tensor bound to two buffers, overlapping views; disjoint
+        views of one tensor are fine); ``RuntimeError`` naming the buffer when another bound
+        buffer's tensor has moved (bind that one again first, or in the same ``bind_state``).
+        Waits for an ``execute`` running in another thread to finish."""
         self.bind_state({name: tensor})
 
     def bind_state(self, state: Mapping[str, torch.Tensor]) -> None:
         """``bind_buffer`` for every entry of ``state`` (``{name: tensor}``, e.g. from
         ``new_state()``), all checked before any is bound and bound between two executes: one
         call switches the program to another conversation. Buffers not in ``state`` keep their
-        current storage. Raises as ``bind_buffer`` (then nothing is bound)."""
-        checked = [self._check_bindable(name, t) for name, t in state.items()]
-        with self._bind_lock:
-            self._session.bind_buffers(checked)
-            for (name, _, _), tensor in zip(checked, state.values()):
-                self._bound[name] = tensor
+        current storage. Raises as ``bind_buffer`` (then nothing is bound); ``TypeError`` when
+        ``state`` is not a mapping. From several threads, bind and run with
+        ``method.execute(inputs, state=state)``: a ``bind_state`` then an ``execute`` are two
+        calls, and another thread's may come between them."""
+        checked = self._check_state(state)
+        with self._lock:
+            self._bind_checked(checked)
 
 
 def _program_source(program: Any) -> Any:
     """Checks ``load``'s argument before anything is loaded: a path (``str``/``os.PathLike``)
     must name an existing file (``FileNotFoundError``/``IsADirectoryError`` naming it); bytes
-    and binary file objects pass through; anything else is a ``TypeError``."""
+    and binary file objects pass through; a file object opened in text mode and anything else
+    are a ``TypeError``."""
+    if isinstance(program, io.TextIOBase):
+        raise TypeError(_TEXT_MODE.format(getattr(program, "name", type(program).__name__)))
     if isinstance(program, (bytes, bytearray, memoryview)) or hasattr(program, "read"):
         return program
     if isinstance(program, (str, os.PathLike)):
@@ -448,24 +560,35 @@ def _program_source(program: Any) -> Any:
     )
 
 
+_TEXT_MODE = ("executorch_trt.runtime.load: {} is a file object in text mode; a .pte is binary: "
+              "open the file in binary mode (open(path, 'rb')) or pass its path")
+
+
 def load(program: Union[str, Path, bytes, bytearray, BinaryIO]) -> Program:
     """Loads a ``.pte`` (path, bytes or binary file object) with the delegate library
     registered, and every method of it (state starts from each buffer's initial value).
 
-    Raises ``FileNotFoundError`` (naming the path) when a path does not exist, ``TypeError``
-    for an argument that is neither a path nor bytes (both checked before the library is
-    needed), ``LibraryNotFoundError`` when the library or the binding is missing, and
-    ``RuntimeError`` naming the program and the problem for a program that does not load
-    (not an ExecuTorch program, a corrupted file, a delegate that rejects its blob: ExecuTorch's
-    log line above says why).
+    Raises ``FileNotFoundError`` (naming the path) when a path does not exist, ``TypeError`` for
+    an argument that is neither a path nor bytes nor a binary file object (a file opened in text
+    mode: open it with ``'rb'``; both checked before the library is needed),
+    ``LibraryNotFoundError`` when the library or the binding is missing, and ``RuntimeError``
+    naming the program and the problem for a program that does not load (not an ExecuTorch
+    program, a corrupted file, a delegate that rejects its blob: ExecuTorch's log line above
+    says why).
     """
     data = _program_source(program)
     load_library()
     if isinstance(data, str):
         return Program(_binding.load_file(data))
     if hasattr(data, "read"):
+        source = getattr(program, "name", type(program).__name__)
         data = data.read()
-        what = f"the .pte read from {getattr(program, 'name', type(program).__name__)}"
+        if isinstance(data, str):
+            raise TypeError(_TEXT_MODE.format(source))
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"executorch_trt.runtime.load: {source}.read() returned "
+                            f"{type(data).__name__}, not bytes: pass a binary file object")
+        what = f"the .pte read from {source}"
     else:
         what = f"the {len(data)} bytes of a .pte"
     return Program(_binding.load_bytes(data, what))

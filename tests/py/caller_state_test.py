@@ -190,6 +190,117 @@ class TinyAttentionStateTest(absltest.TestCase):
             prog.bind_state({"k_cache": good, "v_cache": good[:, :4]})
         self.assertEqual(prog.buffer("k_cache").data_ptr(), before.data_ptr())
 
+    def test_bound_tensor_moved_by_the_caller_raises_until_rebound(self):
+        # The program keeps the bound storage alive and refuses to run on memory the tensor
+        # left (set_ kept it alive; a reallocating resize_ freed it): no use after free.
+        prog, forward = self._load()
+        state = prog.new_state()
+        prog.bind_state(state)
+        _steps(forward, TOKENS_A[:2])
+        k = state["k_cache"]
+        k.set_(torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
+        with self.assertRaisesRegex(RuntimeError, r"buffer 'k_cache': the tensor bound to it no "
+                                                  r"longer views the memory.*bind_buffer"):
+            forward.execute(csm.step_inputs(1, 2))
+        with self.assertRaisesRegex(RuntimeError, "buffer 'k_cache'.*no longer views"):
+            prog.buffer("k_cache")
+        # Binding another buffer alone is refused too; binding both is fine.
+        with self.assertRaisesRegex(RuntimeError, "buffer 'k_cache'.*no longer views"):
+            prog.bind_buffer("v_cache", torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
+        v = state["v_cache"]
+        v.resize_(64, 1024)  # reallocates: the memory bound is freed
+        v.resize_(1, csm.CACHE_LEN, csm.WIDTH).zero_()
+        k.zero_()
+        with self.assertRaisesRegex(RuntimeError, "buffer '(k|v)_cache'.*no longer views"):
+            forward.execute(csm.step_inputs(1, 0))
+        prog.bind_state({"k_cache": k, "v_cache": v})  # rebound: runs from the zeroed state
+        eager = csm.TinyAttention()
+        for pos, token in enumerate(TOKENS_B[:3]):
+            (got,) = forward.execute(csm.step_inputs(token, pos))
+            with torch.no_grad():
+                want = eager(*csm.step_inputs(token, pos))
+            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        for name, t in (("k_cache", k), ("v_cache", v)):
+            torch.testing.assert_close(t, getattr(eager, name), msg=name)
+            self.assertIs(prog.buffer(name), t)
+
+    def test_overlapping_bindings_are_rejected(self):
+        prog, forward = self._load()
+        shape = (1, csm.CACHE_LEN, csm.WIDTH)
+        one = torch.zeros(shape)
+        with self.assertRaisesRegex(ValueError, "'k_cache'.*overlaps buffer 'v_cache'"):
+            prog.bind_state({"k_cache": one, "v_cache": one})
+        big = torch.zeros(1, csm.CACHE_LEN + 1, csm.WIDTH)
+        with self.assertRaisesRegex(ValueError, "'k_cache'.*overlaps buffer 'v_cache'"):
+            prog.bind_state({"k_cache": big[:, :-1], "v_cache": big[:, 1:]})
+        # Against what is bound already, or the program's own storage of another buffer.
+        prog.bind_buffer("k_cache", one)
+        with self.assertRaisesRegex(ValueError, "'v_cache'.*overlaps buffer 'k_cache' \(its "
+                                                "current storage\)"):
+            prog.bind_buffer("v_cache", one)
+        fresh, _ = self._load()
+        with self.assertRaisesRegex(ValueError, "'v_cache'.*overlaps buffer 'k_cache'"):
+            fresh.bind_buffer("v_cache", fresh.buffer("k_cache"))
+        # Rebinding the same tensor, swapping two tensors and disjoint views are fine.
+        state = prog.new_state()
+        prog.bind_state(state)
+        prog.bind_state(state)
+        prog.bind_state({"k_cache": state["v_cache"], "v_cache": state["k_cache"]})
+        slab = torch.full((3,) + shape, 7.0)
+        prog.bind_state({"k_cache": slab[0].zero_(), "v_cache": slab[2].zero_()})
+        eager = csm.TinyAttention()
+        for pos, token in enumerate(TOKENS_A):
+            (got,) = forward.execute(csm.step_inputs(token, pos))
+            with torch.no_grad():
+                want = eager(*csm.step_inputs(token, pos))
+            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        torch.testing.assert_close(slab[0], eager.k_cache)
+        torch.testing.assert_close(slab[2], eager.v_cache)
+        self.assertTrue(bool((slab[1] == 7).all()), "the slab between them is untouched")
+
+    def test_bind_rejects_sparse_and_lazy_negative_tensors(self):
+        prog, _ = self._load()
+        zeros = torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)
+        with self.assertRaisesRegex(ValueError, "buffer 'k_cache'.*not dense: its layout is "
+                                                "torch.sparse_coo"):
+            prog.bind_buffer("k_cache", zeros.to_sparse())
+        with self.assertRaisesRegex(ValueError, "buffer 'k_cache'.*negative bit set.*"
+                                                "resolve_neg"):
+            prog.bind_buffer("k_cache", torch._neg_view(zeros))
+
+    def test_execute_resolves_a_lazy_negative_input(self):
+        _, forward = self._load()
+        (want,) = forward.execute(csm.step_inputs(5, 3))
+        _, forward = self._load()
+        token, pos = csm.step_inputs(5, 3)
+        (got,) = forward.execute([token, torch._neg_view(-pos)])
+        self.assertTrue(torch.equal(got, want))
+        with self.assertRaisesRegex(ValueError, "input 1: a tensor of layout torch.sparse_coo"):
+            forward.execute([token, pos.to_sparse()])
+
+    def test_out_of_range_int_input_is_a_value_error(self):
+        _, forward = self._load()
+        with self.assertRaisesRegex(ValueError, "input 0: the int 1180591620717411303424 does "
+                                                "not fit in int64"):
+            forward.execute([2**70, torch.tensor([0])])
+        with self.assertRaisesRegex(ValueError, "input 1: the int .* does not fit in int64"):
+            forward.execute([torch.tensor([[1]]), -2**63 - 1])
+
+    def test_execute_failure_hints_only_what_applies(self):
+        _, forward = self._load()
+        with self.assertRaisesRegex(RuntimeError, "method 'forward': execute failed") as e:
+            forward.execute(csm.step_inputs(1, csm.CACHE_LEN))  # position out of the cache
+        self.assertNotIn("alloc_mutable_buffers", str(e.exception))
+
+    def test_load_from_a_text_mode_file_says_binary(self):
+        path = self.create_tempfile(content=self.pte, mode="wb").full_path
+        with open(path, "r", errors="ignore") as f:
+            with self.assertRaisesRegex(TypeError, "text mode.*open the file in binary mode") as e:
+                runtime.load(f)
+        self.assertLess(len(str(e.exception)), 400, "no dump of the file's contents")
+        with open(path, "rb") as f:
+            self.assertEqual(runtime.load(f).buffer_names, CACHES)
+
     def test_program_without_names_says_which_option(self):
         prog = runtime.load(csm.tiny_attention_pte(emit_mutable_buffer_names=False))
         self.assertEqual(prog.buffer_names, ())
@@ -218,6 +329,12 @@ class UnplannedStateTest(absltest.TestCase):
         forward = prog.load_method("forward")
         with self.assertRaisesRegex(RuntimeError, "'k_cache' has no storage.*bind_buffer"):
             prog.buffer("k_cache")
+        with self.assertRaisesRegex(RuntimeError, "method 'forward': buffer 'k_cache' has no "
+                                                  "storage.*alloc_mutable_buffers=False.*bind"):
+            forward.execute(csm.step_inputs(1, 0))
+        prog.bind_buffer("k_cache", torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
+        with self.assertRaisesRegex(RuntimeError, "buffer 'v_cache' has no storage"):
+            forward.execute(csm.step_inputs(1, 0))
         state = prog.new_state()
         prog.bind_state(state)
         eager = csm.TinyAttention()

@@ -4,7 +4,9 @@
   about one run in ten on the stock Python runtime), checked in fresh processes
   (``first_execute_race.py``) with a timeout, many rounds each.
 * One program shared by two threads: calls are serialized by the program's lock; a
-  ``bind_state`` from another thread waits for the running execute.
+  ``bind_state`` from another thread waits for the running execute; two threads each running
+  their own session with ``execute(inputs, state=...)`` (bind and run in one hold of the lock)
+  get what each session gives alone.
 * ExecuTorch's log lines never go through Python (``sys.stderr``), and a program whose nested
   delegate program holds an operator name with invalid UTF-8 fails to load with a
   ``RuntimeError`` (the stock runtime's log redirect aborted the process).
@@ -110,6 +112,43 @@ class SharedProgramTest(absltest.TestCase):
             runner.join()
         self.assertGreater(len(outputs), 0)
         self.assertTrue(all(torch.isfinite(o).all() for o in outputs))
+
+    def test_two_sessions_on_one_program_bind_and_run_atomically(self):
+        # Each thread runs its own conversation on the shared program with
+        # execute(inputs, state=...): bind and run under one hold of the lock, so another
+        # thread's bind never comes between them. Both equal the conversation run alone.
+        tokens = {"a": [3, 7, 1, 12, 5, 9, 2, 6], "b": [4, 4, 15, 0, 2, 11, 8, 1]}
+        want = {}
+        for key, toks in tokens.items():
+            alone = runtime.load(csm.tiny_attention_pte())
+            forward = alone.load_method("forward")
+            want[key] = [forward.execute(csm.step_inputs(t, pos))[0]
+                         for pos, t in enumerate(toks)]
+        prog = runtime.load(csm.tiny_attention_pte())
+        forward = prog.load_method("forward")
+        rounds = 30
+        barrier = threading.Barrier(2)
+        errors = []
+
+        def session(key):
+            try:
+                for r in range(rounds):
+                    state = prog.new_state()
+                    for pos, t in enumerate(tokens[key]):
+                        barrier.wait()  # both threads' steps start together
+                        (got,) = forward.execute(csm.step_inputs(t, pos), state=state)
+                        if not torch.equal(got, want[key][pos]):
+                            errors.append(f"session {key} round {r} step {pos}")
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(f"session {key}: {type(e).__name__}: {e}")
+                barrier.abort()
+
+        threads = [threading.Thread(target=session, args=(key,)) for key in tokens]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
 
 
 @delegate_library.needs_library
