@@ -218,9 +218,18 @@ class TensorRTPartitioner(Partitioner):
         ExecuTorch's kernels provide it."""
         keep = [torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
                 torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor]
-        if "aten::linear" in self.operator_support.supported_ops:
-            keep.append(torch.ops.aten.linear.default)
-        return keep, None
+        if "aten::linear" not in self.operator_support.supported_ops:
+            return keep, None
+        keep.append(torch.ops.aten.linear.default)
+        top_level = ep.graph_module.graph
+
+        def keep_node(node: torch.fx.Node) -> bool:
+            # A linear inside a torch.cond branch is decomposed: the cond may stay outside the
+            # delegate (an op in a branch the engine does not take), and ExecuTorch rejects a
+            # kept op that no partition consumed ("... was not decomposed or delegated").
+            return node.target is not torch.ops.aten.linear.default or node.graph is top_level
+
+        return keep, keep_node
 
 
 def _take_conds_whole(ep: ExportedProgram) -> None:

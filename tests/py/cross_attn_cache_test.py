@@ -209,7 +209,36 @@ def _edge(model):
     return to_edge(ep).exported_program()
 
 
+class _BranchWithAnOpTheEngineLacks(Layer):
+    """Its recompute branch has a linear and ``expm1`` (not a portable-engine op), so the cond
+    stays outside the delegate."""
+
+    def forward(self, x):
+        def reuse(cache, x):
+            return torch.ops.executorch.alias(cache, x)[0]
+
+        def recompute(cache, x):
+            return torch.ops.executorch.update_cross_attn_cache(torch.expm1(self.k(x)), cache)
+
+        return torch.cond((self.k_cache != 0).any(), reuse, recompute, (self.k_cache, x))
+
+
 class PartitionTest(absltest.TestCase):
+
+    def test_a_cond_left_outside_the_delegate_still_runs_its_linear(self):
+        # The partitioner keeps aten.linear whole only at the top level; a branch linear kept
+        # whole would fail lowering when the cond is not delegated ("was not decomposed or
+        # delegated").
+        from executorch_trt import runtime
+
+        model = _BranchWithAnOpTheEngineLacks(0).eval()
+        xs = _inputs()
+        with torch.no_grad():
+            program = executorch_trt.export(torch.export.export(model, (xs[0],)))
+            want = torch.expm1(model.k(xs[0]))
+        method = runtime.load(program.buffer).load_method("forward")
+        for step, x in enumerate(xs):
+            torch.testing.assert_close(method.execute([x])[0], want, msg=f"step {step}")
 
     def test_the_tensorrt_engine_leaves_the_cond_to_executorch(self):
         # TensorRT cannot write into an input binding, so its engine claims no cond; the cond

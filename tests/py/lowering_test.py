@@ -308,7 +308,7 @@ class PartitionerTest(absltest.TestCase):
                 self.assertIn("delegation_tag", node.meta, node.name)
 
     def test_keeps_kv_write_ops(self):
-        ops, _ = TensorRTPartitioner().ops_to_not_decompose(None)
+        ops, _ = TensorRTPartitioner().ops_to_not_decompose(dm.export_reordered_kv())
         self.assertIn(torch.ops.aten.index_copy.default, ops)
         self.assertIn(torch.ops.aten.select_scatter.default, ops)
 
