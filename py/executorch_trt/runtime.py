@@ -85,6 +85,17 @@ def _runfiles_location(path: str) -> Optional[str]:
     return found if found and os.path.isfile(found) else None
 
 
+def _from_env_or_runfiles(env_name: str, runfiles_path: str) -> Optional[str]:
+    """``$env_name`` when set (it must name an existing file: ``LibraryNotFoundError``
+    otherwise), else the Bazel runfiles location ``runfiles_path``, else ``None``."""
+    env = os.environ.get(env_name)
+    if env:
+        if not os.path.isfile(env):
+            raise LibraryNotFoundError(f"${env_name}={env!r} does not name a file")
+        return env
+    return _runfiles_location(runfiles_path)
+
+
 def library_path() -> str:
     """Where ``libexecutorch_trt.so`` is.
 
@@ -92,12 +103,7 @@ def library_path() -> str:
     (``executorch_trt/core/libexecutorch_trt.so``). Raises ``LibraryNotFoundError`` saying how
     to build it otherwise.
     """
-    env = os.environ.get(LIBRARY_ENV)
-    if env:
-        if not os.path.isfile(env):
-            raise LibraryNotFoundError(f"${LIBRARY_ENV}={env!r} does not name a file")
-        return env
-    path = _runfiles_location(RUNFILES_PATH)
+    path = _from_env_or_runfiles(LIBRARY_ENV, RUNFILES_PATH)
     if path:
         return path
     raise LibraryNotFoundError(
@@ -116,12 +122,7 @@ def binding_path() -> str:
     delegate library (``<bazel-bin>/py/binding/`` for ``<bazel-bin>/core/libexecutorch_trt.so``).
     Raises ``LibraryNotFoundError`` saying how to build it otherwise.
     """
-    env = os.environ.get(BINDING_ENV)
-    if env:
-        if not os.path.isfile(env):
-            raise LibraryNotFoundError(f"${BINDING_ENV}={env!r} does not name a file")
-        return env
-    path = _runfiles_location(BINDING_RUNFILES_PATH)
+    path = _from_env_or_runfiles(BINDING_ENV, BINDING_RUNFILES_PATH)
     if path:
         return path
     beside = os.path.normpath(os.path.join(os.path.dirname(library_path()), _BINDING_FROM_LIBRARY))
