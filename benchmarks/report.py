@@ -170,9 +170,10 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
       whichever it is in this run):
       - in-place <= MAX_RATIO x its step time at every capacity, by the paired ratio (the
         medians' ratio is shown beside it);
-      - in-place growth from the smallest to the largest capacity no worse: MET unless the
-        `relative_growth` interval lies wholly above 1.0 (in-place measurably grows more);
-        N/A when the interval is wider than GROWTH_MAX_WIDTH (too few rounds to tell);
+      - in-place growth from the smallest to the largest capacity no worse: MISSED when the
+        `relative_growth` interval lies wholly above 1.0 (in-place measurably grows more),
+        else N/A when the interval is wider than GROWTH_MAX_WIDTH (too few rounds to tell),
+        else MET;
     * against eager PyTorch: in-place <= MAX_EAGER_RATIO x at every capacity and <=
       MAX_EAGER_RATIO_AT x at EAGER_RATIO_AT positions (N/A if not measured), paired ratios;
     * in-place step time at the largest capacity <= MAX_GROWTH x at the smallest (ratio of
@@ -219,10 +220,12 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
         est, low, high = relative_growth(si[lo], sb[lo], si[hi], sb[hi])
         detail = (f"{lo}->{hi}: relative growth {est:.3f} (90% CI {low:.3f}-{high:.3f}; "
                   f">1 = grows more); medians {mi[hi] / mi[lo]:.2f}x vs {mb[hi] / mb[lo]:.2f}x")
-        if high - low > GROWTH_MAX_WIDTH:
+        if low > 1.0:  # measurably grows more, however wide the interval
+            out.append((growth_name, False, detail))
+        elif high - low > GROWTH_MAX_WIDTH:
             out.append((growth_name, None, "too few rounds to tell: " + detail))
         else:
-            out.append((growth_name, low <= 1.0, detail))
+            out.append((growth_name, True, detail))
     name = "copy_back copies the whole cache each step"
     why = _absent(rows, COPY_BACK)
     if why:

@@ -164,6 +164,12 @@ class TargetsTest(absltest.TestCase):
         self.assertEqual(got[OWN_GROWTH], (None, "needs two capacities"))
         self.assertTrue(got[EAGER][0])
 
+    def test_growth_far_above_is_missed_even_with_a_wide_interval(self):
+        # 3x the plain growth with ~+-10% per-round spread and few rounds: the interval is
+        # wider than 0.10 but lies wholly above 1.0.
+        got = targets(rows_for({256: 10.0, 4096: 120.0}, PLAIN, n=20, jitter_pct=10))
+        self.assertFalse(got[GROWTH], got)
+
     def test_too_few_rounds_cannot_decide_growth(self):
         # Per-round ratios spread like this machine's (~+-10%), but only 4 rounds.
         got = targets(rows_for(PLAIN, PLAIN, n=4, jitter_pct=10))
