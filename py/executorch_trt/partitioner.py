@@ -212,10 +212,12 @@ class TensorRTPartitioner(Partitioner):
         every call would transpose every weight (75% of a decode step in an ETDump profile).
         Whole, it runs as ``linear.out`` (optimized kernels) or as one XNNPACK fully-connected
         op (``engines/portable/builder.py``). Only when the selected engine takes
-        ``aten::linear``. No per-node filter: ExecuTorch then takes its reliable path (a filter
-        switches ``to_edge_transform_and_lower`` to ``EDGE_DO_NOT_DECOMP``); a kept linear
-        left outside the delegate runs as ``linear.out`` in the host program, as plain
-        ExecuTorch's kernels provide it."""
+        ``aten::linear``, and only at the top level (the filter below: a linear in a
+        ``torch.cond`` branch is decomposed, since the ``cond`` may stay outside the delegate).
+        ExecuTorch checks after partitioning that every kept node was delegated and raises
+        ``RuntimeError`` ("... was not decomposed or delegated") otherwise: a top-level linear
+        the partitioner leaves out (an output dtype the blob cannot describe) fails the
+        export rather than running on the host."""
         keep = [torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
                 torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor]
         if "aten::linear" not in self.operator_support.supported_ops:
