@@ -40,7 +40,8 @@ Rules (DESIGN.md contract 1, "Ownership"):
 * ``ops_to_not_decompose`` keeps ``aten.index_copy`` and ``aten.select_scatter`` intact through
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
-  whole cache).
+  whole cache), and ``aten.linear`` when the engine takes it (else every call transposes every
+  weight: issue 13).
 """
 
 from __future__ import annotations
