@@ -26,6 +26,19 @@ def _steps(method, tokens, start=0):
     return [method.execute(csm.step_inputs(t, start + i))[0] for i, t in enumerate(tokens)]
 
 
+def _decode_vs_eager(forward, tokens):
+    """Runs ``tokens`` (positions 0, 1, ...) through ``forward`` and a fresh eager
+    ``TinyAttention``, asserting equal outputs at every step; returns the eager module (its
+    caches are what the program's should now hold)."""
+    eager = csm.TinyAttention()
+    for pos, token in enumerate(tokens):
+        (got,) = forward.execute(csm.step_inputs(token, pos))
+        with torch.no_grad():
+            want = eager(*csm.step_inputs(token, pos))
+        torch.testing.assert_close(got, want, msg=f"step {pos}")
+    return eager
+
+
 @delegate_library.needs_library
 class TinyAttentionStateTest(absltest.TestCase):
 
@@ -148,12 +161,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         prog.bind_state({"v_cache": torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)})
         gc.collect()
         garbage = [torch.full((1, csm.CACHE_LEN, csm.WIDTH), 7.0) for _ in range(64)]
-        eager = csm.TinyAttention()
-        for pos, token in enumerate(TOKENS_A):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        eager = _decode_vs_eager(forward, TOKENS_A)
         for name in CACHES:
             torch.testing.assert_close(prog.buffer(name), getattr(eager, name))
         del garbage
@@ -214,12 +222,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "buffer '(k|v)_cache'.*no longer views"):
             forward.execute(csm.step_inputs(1, 0))
         prog.bind_state({"k_cache": k, "v_cache": v})  # rebound: runs from the zeroed state
-        eager = csm.TinyAttention()
-        for pos, token in enumerate(TOKENS_B[:3]):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        eager = _decode_vs_eager(forward, TOKENS_B[:3])
         for name, t in (("k_cache", k), ("v_cache", v)):
             torch.testing.assert_close(t, getattr(eager, name), msg=name)
             self.assertIs(prog.buffer(name), t)
@@ -248,12 +251,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         prog.bind_state({"k_cache": state["v_cache"], "v_cache": state["k_cache"]})
         slab = torch.full((3,) + shape, 7.0)
         prog.bind_state({"k_cache": slab[0].zero_(), "v_cache": slab[2].zero_()})
-        eager = csm.TinyAttention()
-        for pos, token in enumerate(TOKENS_A):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        eager = _decode_vs_eager(forward, TOKENS_A)
         torch.testing.assert_close(slab[0], eager.k_cache)
         torch.testing.assert_close(slab[2], eager.v_cache)
         self.assertTrue(bool((slab[1] == 7).all()), "the slab between them is untouched")
@@ -337,12 +335,7 @@ class UnplannedStateTest(absltest.TestCase):
             forward.execute(csm.step_inputs(1, 0))
         state = prog.new_state()
         prog.bind_state(state)
-        eager = csm.TinyAttention()
-        for pos, token in enumerate(TOKENS_A[:3]):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        eager = _decode_vs_eager(forward, TOKENS_A[:3])
         for name in CACHES:
             torch.testing.assert_close(state[name], getattr(eager, name))
 
