@@ -149,7 +149,7 @@ def _storage_range(t: torch.Tensor) -> Optional[Tuple[object, int, int]]:
         return None
     try:
         base = t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):  # e.g. a tensor subclass without storage
+    except RuntimeError:  # a sparse tensor: NotImplementedError, a RuntimeError subclass
         return None
     if base == 0:
         return None
