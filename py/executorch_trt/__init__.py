@@ -14,6 +14,7 @@ Public API:
 from executorch_trt import emitter_fixes
 from executorch_trt import ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
 from executorch_trt import cross_attn_ops  # noqa: F401  (executorch::alias/update_cross_attn_cache .out)
+from executorch_trt import attention_ops  # noqa: F401  (registers executorch_trt::gqa_attention)
 from executorch_trt.backend import TensorRTBackend
 from executorch_trt.export import backend_config, export
 from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning

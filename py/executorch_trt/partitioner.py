@@ -40,8 +40,9 @@ Rules (DESIGN.md contract 1, "Ownership"):
 * ``ops_to_not_decompose`` keeps ``aten.index_copy`` and ``aten.select_scatter`` intact through
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
-  whole cache), and ``aten.linear`` when the engine takes it (else every call transposes every
-  weight: issue 13).
+  whole cache), ``aten.linear`` when the engine takes it (else every call transposes every
+  weight: issue 13) and ``aten.scaled_dot_product_attention`` the portable engine's attention
+  kernel can run (else attention copies and reads the whole cache every step: issue 13).
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ from executorch_trt.operator_support import DelegateOperatorSupport, is_cond, op
 from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
                                                     cond_cache_outputs)
 from executorch_trt.options import ExportOptions, check_bool
+from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
 from executorch_trt.static_shapes import check_partition_boundary
 from executorch_trt.wire import BACKEND_ID
+
+SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
 
 LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
 
@@ -218,21 +222,41 @@ class TensorRTPartitioner(Partitioner):
         ExecuTorch checks after partitioning that every kept node was delegated and raises
         ``RuntimeError`` ("... was not decomposed or delegated") otherwise: a top-level linear
         the partitioner leaves out (an output dtype the blob cannot describe) fails the
-        export rather than running on the host."""
+        export rather than running on the host.
+
+        And keeps ``aten.scaled_dot_product_attention.default`` (issue 13), top level only,
+        when the ``gqa_attention`` kernel can run it (float32, no dropout:
+        ``passes.gqa_attention.sdpa_kernel_rejection``) and its exported result is contiguous
+        (one query row, as in decode; see the filter): decomposed, it is a ``repeat_kv``
+        copy of both caches and matrix products over the whole capacity every step; whole,
+        the portable engine runs it as ``executorch_trt::gqa_attention`` over the caches in
+        place and only at the positions the mask allows (``passes.gqa_attention``)."""
         keep = [torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
                 torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor]
-        if "aten::linear" not in self.operator_support.supported_ops:
+        whole = [op for op, name in ((torch.ops.aten.linear.default, "aten::linear"),
+                                     (SDPA_OP, "aten::scaled_dot_product_attention"))
+                 if name in self.operator_support.supported_ops]
+        if not whole:
             return keep, None
-        keep.append(torch.ops.aten.linear.default)
         top_level = ep.graph_module.graph
 
         def keep_node(node: torch.fx.Node) -> bool:
-            # A linear inside a torch.cond branch is decomposed: the cond may stay outside the
+            if node.target not in whole:
+                return True
+            # Inside a torch.cond branch they are decomposed: the cond may stay outside the
             # delegate (an op in a branch the engine does not take), and ExecuTorch rejects a
             # kept op that no partition consumed ("... was not decomposed or delegated").
-            return node.target is not torch.ops.aten.linear.default or node.graph is top_level
+            if node.graph is not top_level:
+                return False
+            if node.target is not SDPA_OP:
+                return True
+            # Kept whole, SDPA is re-traced with a contiguous result, while the export traced
+            # the CPU flash kernel's [B, T, H, D]-strided one: a view recorded on that layout
+            # (transformers' transpose + reshape) would fail unless the two agree, which they
+            # do when T == 1 (decode) or the export's result was contiguous anyway.
+            return node.meta["val"].is_contiguous() and sdpa_kernel_rejection(node) is None
 
-        return keep, keep_node
+        return keep + whole, keep_node
 
 
 def _take_conds_whole(ep: ExportedProgram) -> None:

@@ -211,6 +211,18 @@ def cross_attn_cache_updates() -> int:
     return int(fn())
 
 
+def gqa_attention_positions_read() -> int:
+    """How many (query row, key position) pairs ``executorch_trt::gqa_attention.out`` has
+    attended in this process (cumulative, all loaded programs): a decode step at position ``p``
+    under a causal mask adds ``layers * query_heads * (p + 1)`` whatever the cache's capacity,
+    because the kernel skips the positions the mask excludes. Reads
+    ``executorch_trt_gqa_attention_positions_read()`` (``core/kernels/gqa_attention.h``)."""
+    fn = load_library().executorch_trt_gqa_attention_positions_read
+    fn.restype = ctypes.c_uint64
+    fn.argtypes = []
+    return int(fn())
+
+
 class TensorSpec(NamedTuple):
     """A tensor's dtype and shape as the program declares it."""
 

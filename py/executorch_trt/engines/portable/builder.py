@@ -15,9 +15,12 @@ softmax run as XNNPACK subgraphs (4x faster than ExecuTorch's portable kernels o
 benchmark's decoder). What writes state in place stays outside XNNPACK, on ExecuTorch's
 kernels, so caches are still updated in the caller's storage with no copy:
 ``executorch_trt::kv_cache_update``, ``executorch::update_cross_attn_cache``/``alias`` and
-``torch.cond`` (with everything in its branches; ``_NestedXnnpackPartitioner``). The outer
-partitioner's ``delegation_tag`` metadata is removed first: ``to_backend`` would otherwise see
-each node in two partitions ("found node ... in partition tensorrt_1 and partition tag0").
+``torch.cond`` (with everything in its branches; ``_NestedXnnpackPartitioner``). Attention
+runs on the delegate library's ``executorch_trt::gqa_attention`` kernel
+(``passes.gqa_attention``), which reads the caches in place and only where the mask allows.
+The outer partitioner's ``delegation_tag`` metadata is removed first: ``to_backend`` would
+otherwise see each node in two partitions ("found node ... in partition tensorrt_1 and
+partition tag0").
 XNNPACK packs its weights at load, per nested method (the peak RSS of a program grows by about
 the weights' size). The runtime must register ``XnnpackBackend`` (``//core/engine:
 portable_engine`` links the wheel's backend library; the Python runtime loads the same one).
@@ -43,6 +46,7 @@ from executorch_trt.engines.portable.payload import PortableDescriptor, write_po
 from executorch_trt.operator_support import is_cond, schema_name
 from executorch_trt.passes.cond_outputs import copy_cond_outputs
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
+from executorch_trt.passes.gqa_attention import use_gqa_attention
 
 if TYPE_CHECKING:  # options imports the engines: no import cycle at run time
     from executorch_trt.options import CompileOptions
@@ -120,6 +124,8 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
     xnnpack = True if options is None else options.portable_xnnpack
     input_names = list(ep.graph_signature.user_inputs)
     output_names = list(ep.graph_signature.user_outputs)
+    # Attention over the caches in place, only at the positions the mask allows (issue 13).
+    use_gqa_attention(ep.graph_module)
     # After the binding names are taken: a cond result must be copied into its bound output.
     copy_cond_outputs(ep)
     _strip_delegation_tags(ep.graph_module)
