@@ -5,7 +5,8 @@ cache of 64 positions (examples/decoder_model.py). Prefill and decode are export
 (one program, shared KV cache) and run through `executorch_trt.runtime` for 8 greedy decode
 steps. After every step: the token equals eager's, the logits are within float32 tolerance,
 and every KV cache buffer (read back through a third method that returns the caches) equals
-eager's cache. Runs in both kv_cache modes.
+eager's cache. Runs in both kv_cache modes. Decode's attention runs on the delegate's
+``gqa_attention`` kernel, which reads exactly the filled positions (issue 13).
 """
 
 import os
@@ -103,7 +104,13 @@ class HuggingFaceLlamaTest(parameterized.TestCase):
             pos = torch.tensor([PROMPT_LEN + step])
             with torch.no_grad():
                 want = eager(torch.tensor([[token]]), pos)
+            read_before = runtime.gqa_attention_positions_read()
             got = decode.execute([torch.tensor([[token]]), pos])[0]
+            # Every layer's every query head attends positions 0..pos and nothing beyond.
+            config = self.model.config
+            self.assertEqual(runtime.gqa_attention_positions_read() - read_before,
+                             config.num_hidden_layers * config.num_attention_heads
+                             * (PROMPT_LEN + step + 1), where)
         # In place, the delegate copies no cache bytes (the aliased output is the buffer
         # itself). copy_back aliases nothing: the engine writes a separate output that
         # ExecuTorch copies back, so the delegate's own counter stays 0 there too.

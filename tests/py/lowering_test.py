@@ -178,8 +178,24 @@ class DecoderLoweringTest(absltest.TestCase):
             ep = self.et.exported_program(method)
             (call,) = lu.delegate_calls(ep.graph_module)
             ops = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
-            missing = set(ops) - available - {"executorch_trt::kv_cache_update.out"}
+            # The delegate library's own kernels (core/kernels) are not in portable_lib.
+            missing = set(ops) - available - {"executorch_trt::kv_cache_update.out",
+                                              "executorch_trt::gqa_attention.out"}
             self.assertEmpty(missing, method)
+
+    def test_decode_attention_runs_on_the_gqa_kernel(self):
+        # Issue 13: decode's SDPA (one query row) is kept whole and runs as gqa_attention over
+        # the caches themselves: no repeat_kv expand_copy is left. Prefill's (several rows) is
+        # decomposed (partitioner.ops_to_not_decompose), repeat_kv included.
+        ops = {}
+        for method in ("prefill", "decode"):
+            ep = self.et.exported_program(method)
+            (call,) = lu.delegate_calls(ep.graph_module)
+            ops[method] = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
+        self.assertIn("executorch_trt::gqa_attention.out", ops["decode"])
+        self.assertNotIn("aten::expand_copy.out", ops["decode"])
+        self.assertNotIn("executorch_trt::gqa_attention.out", ops["prefill"])
+        self.assertIn("aten::expand_copy.out", ops["prefill"])
 
     def test_linear_kept_whole(self):
         # Issue 13: to_edge would decompose every nn.Linear into permute_copy(weight) + mm (a
