@@ -254,7 +254,9 @@ class TensorRTPartitioner(Partitioner):
             # the CPU flash kernel's [B, T, H, D]-strided one: a view recorded on that layout
             # (transformers' transpose + reshape) would fail unless the two agree, which they
             # do when T == 1 (decode) or the export's result was contiguous anyway.
-            return node.meta["val"].is_contiguous() and sdpa_kernel_rejection(node) is None
+            val = node.meta.get("val")
+            return (isinstance(val, torch.Tensor) and val.is_contiguous()
+                    and sdpa_kernel_rejection(node) is None)
 
         return keep + whole, keep_node
 

@@ -82,7 +82,7 @@ def _unrepeated(node: Any) -> Any:
         return node
     unsqueeze = expand.args[0]
     if not (isinstance(unsqueeze, torch.fx.Node)
-            and schema_name(unsqueeze) == "aten::unsqueeze_copy" and unsqueeze.args[1] == 2):
+            and schema_name(unsqueeze) == "aten::unsqueeze_copy" and unsqueeze.args[1] in (2, -3)):
         return node
     source = unsqueeze.args[0]
     shape = tuple(source.meta["val"].shape) if isinstance(source, torch.fx.Node) else ()
