@@ -10,12 +10,13 @@ each variant's program (variants.py). It then runs this script again as worker p
 (measure.py): one timing worker with every variant loaded, timed in rotated round-robin
 rounds (median, p10, p90 of one decode step at a fixed position after a prefill), and one
 profile worker per variant, alone, for its peak resident memory and the delegate's copy
-counter. Bytes copied per step = copies in the program's instructions (copy_accounting.py)
-+ the delegate's counter. Prints the table and the targets, writes decode_bench.json and
-decode_bench.png to --out.
+counter; and it times the delegate's in-place decode step once more from C++ (cpp_timing.py:
+the decode_step_cpp binary, no Python runtime in the process). Bytes copied per step =
+copies in the program's instructions (copy_accounting.py) + the delegate's counter. Prints
+the table and the targets, writes decode_bench.json and decode_bench.png to --out.
 
-Exit status: 0 all rows measured; 1 some variant failed (its rows say why; the rest is still
-written); 2 bad usage (the message names the flag).
+Exit status: 0 all rows measured; 1 some variant or C++ timing failed (its rows say why; the
+rest is still written); 2 bad usage (the message names the flag).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ if __package__ in (None, ""):
     # Run as a script (bazel run, or the worker re-invocation): make `benchmarks` importable.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import machine, report  # noqa: E402
+from benchmarks import cpp_timing, machine, report  # noqa: E402
 from benchmarks.bench_config import BenchConfig, full_config, quick_config  # noqa: E402
 from benchmarks.variants import VARIANTS, BuiltProgram, parse_variants  # noqa: E402
 
@@ -202,9 +203,32 @@ def spawn_worker(config: BenchConfig, mode: str, max_seq_len: int,
     return {"error": f"{mode} run failed (exit {proc.returncode}): {last}"}
 
 
-def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict) -> dict:
+CPP_FIELDS = ("step_ms_cpp_median", "step_ms_cpp_p10", "step_ms_cpp_p90",
+              "step_ms_cpp_samples", "cpp_threads", "cpp_error")
+
+
+def cpp_fields(cpp: Optional[dict]) -> dict:
+    """A row's C++ timing fields from decode_step_cpp's result (cpp_timing.time_decode_step):
+    `step_ms_cpp_median`, `step_ms_cpp_p10`, `step_ms_cpp_p90` (ms), `step_ms_cpp_samples`
+    (ms, one per timed step), `cpp_threads`, and `cpp_error` (why there are none). All None
+    when the variant is not timed in C++ (`cpp` None)."""
+    out = dict.fromkeys(CPP_FIELDS)
+    if cpp is None:
+        return out
+    if cpp.get("error"):
+        out["cpp_error"] = cpp["error"]
+        return out
+    out.update(step_ms_cpp_median=cpp["step_ms_median"], step_ms_cpp_p10=cpp["step_ms_p10"],
+               step_ms_cpp_p90=cpp["step_ms_p90"], step_ms_cpp_samples=cpp["step_ms_samples"],
+               cpp_threads=cpp["threads"])
+    return out
+
+
+def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
+             cpp: Optional[dict] = None) -> dict:
     """One JSON row from a build (copy accounting), the variant's step times from the timing
-    worker (a list of ms, or {"error": ...}) and its profile worker's result."""
+    worker (a list of ms, or {"error": ...}), its profile worker's result and, for a variant
+    timed in C++ too, decode_step_cpp's result (`cpp`; see cpp_fields)."""
     from benchmarks import measure
 
     row = {"variant": built.variant, "max_seq_len": built.max_seq_len,
@@ -215,7 +239,8 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict) -
     if error:
         return {**row, "error": error, "step_ms_median": None, "step_ms_p10": None,
                 "step_ms_p90": None, "runtime_bytes_copied_per_step": None,
-                "cache_bytes_copied_per_step": None, "peak_rss_mb": None}
+                "cache_bytes_copied_per_step": None, "peak_rss_mb": None,
+                **cpp_fields(cpp)}
     delegate = profile["delegate_bytes_per_step"]
     return {
         **row,
@@ -229,6 +254,7 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict) -
         "baseline_rss_mb": profile["baseline_rss_mb"],
         "threads": profile["threads"],
         "step_ms_samples": step_ms,
+        **cpp_fields(cpp),
         "error": None,
     }
 
@@ -236,7 +262,8 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict) -
 def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
                      program_dir: str) -> List[dict]:
     """Builds every variant's program at `max_seq_len`, times the built ones together in one
-    timing worker, and profiles each in a worker of its own."""
+    timing worker, profiles each in a worker of its own and times the cpp_timing.CPP_VARIANTS
+    once more from C++ (decode_step_cpp, after the timing worker, in a process of its own)."""
     from benchmarks import variants
 
     print(f"[{max_seq_len} positions] exporting", flush=True)
@@ -254,8 +281,20 @@ def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
             name, {"error": "the timing worker returned no times for it"})
         profile = {} if b.error else spawn_worker(config, "profile", max_seq_len,
                                                   {name: b.path})
-        row = make_row(config, b, step_ms, profile)
+        cpp = None
+        if name in cpp_timing.CPP_VARIANTS and not b.error:
+            print(f"  timing {name} in C++ (decode_step_cpp), {config.repeats} steps",
+                  flush=True)
+            cpp = cpp_timing.time_decode_step(config, b, program_dir)
+            if cpp.get("stderr_tail"):
+                print("    decode_step_cpp failed:\n" + "\n".join(
+                    "      " + l for l in cpp.pop("stderr_tail").splitlines()), file=sys.stderr)
+        row = make_row(config, b, step_ms, profile, cpp)
         status = row["error"] or f"{row['step_ms_median']:.3f} ms/step"
+        if row["cpp_error"]:
+            status += f"; C++: {row['cpp_error']}"
+        elif row["step_ms_cpp_median"] is not None:
+            status += f"; C++ {row['step_ms_cpp_median']:.3f} ms/step"
         print(f"  {name}: {status}", flush=True)
         rows.append(row)
     return rows
@@ -278,7 +317,7 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
     meta = {"model": dataclasses.asdict(config.dims), "machine": host,
             "settings": {"max_seq_lens": list(config.max_seq_lens),
                          "prompt_len": config.prompt_len, "decode_position": config.prompt_len,
-                         "timing": TIMING,
+                         "timing": TIMING, "cpp_timing": cpp_timing.DESCRIPTION,
                          "repeats": config.repeats, "warmup": config.warmup,
                          "threads": config.threads}}
     targets = print_results(rows, meta)
@@ -292,7 +331,7 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
         print(f"\nerror: could not write the results to {out_dir}: {exc}", file=sys.stderr)
         return 1
     print(f"\nwrote {json_path}\nwrote {plot_path}")
-    return 1 if any(r["error"] for r in rows) else 0
+    return 1 if any(r["error"] or r["cpp_error"] for r in rows) else 0
 
 
 def results_text(rows: List[dict], meta: dict):
@@ -324,7 +363,7 @@ def show_json(path: str, p: argparse.ArgumentParser) -> int:
         p.error(f"--from-json: cannot read a decode_bench.json from {path!r} ({exc!r}); pass "
                 "a file this benchmark wrote")
     print("\n" + text)
-    return 1 if any(r.get("error") for r in rows) else 0
+    return 1 if any(r.get("error") or r.get("cpp_error") for r in rows) else 0
 
 
 def _resolve(path: str) -> str:

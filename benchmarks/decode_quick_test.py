@@ -7,7 +7,11 @@ its output and the byte counts, never the timings:
 * plain ExecuTorch's default configuration shows its write-back copy of the cache, and its
   reinplace configuration does not;
 * every variant has one timed step per round (they are timed interleaved in one process);
-* bad flags exit 2 naming the flag.
+* delegate in-place is timed in C++ too (decode_step_cpp): its row has the C++ fields, one
+  sample per timed step, and the table their column; no other row has them;
+* bad flags exit 2 naming the flag, in decode.py and in decode_step_cpp (which also exits 2,
+  naming the file or the flag, on a missing or corrupt .pte, a cache name the program does not
+  have and a capacity it was not exported with).
 """
 
 import contextlib
@@ -15,13 +19,14 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 
 from absl.testing import absltest
 
-from benchmarks import decode, report
-from benchmarks.bench_config import QUICK_DIMS
-from benchmarks.variants import VARIANTS
+from benchmarks import cpp_timing, decode, report, workload
+from benchmarks.bench_config import QUICK_DIMS, quick_config
+from benchmarks.variants import VARIANTS, BuiltProgram
 
 FIELDS = ("variant", "max_seq_len", "step_ms_median", "step_ms_p10", "step_ms_p90",
           "runtime_bytes_copied_per_step", "peak_rss_mb")
@@ -33,7 +38,11 @@ class DecodeBenchQuickTest(absltest.TestCase):
     def setUpClass(cls):
         cls.out = tempfile.mkdtemp(prefix="decode_bench_test_",
                                    dir=os.environ.get("TEST_TMPDIR"))
-        cls.exit_code = decode.main(["--quick", "--out", cls.out])
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            cls.exit_code = decode.main(["--quick", "--out", cls.out, "--keep-programs"])
+        cls.stdout = stdout.getvalue()
+        print(cls.stdout)
         with open(os.path.join(cls.out, report.JSON_NAME)) as f:
             cls.result = json.load(f)
         cls.rows = {(r["variant"], r["max_seq_len"]): r for r in cls.result["rows"]}
@@ -73,6 +82,61 @@ class DecodeBenchQuickTest(absltest.TestCase):
         self.assertIn("cpu", self.result["machine"])
         self.assertGreater(os.path.getsize(os.path.join(self.out, report.PLOT_NAME)), 0)
 
+    def test_delegate_inplace_timed_in_cpp(self):
+        repeats = self.result["settings"]["repeats"]
+        self.assertIn("decode_step_cpp", self.result["settings"]["cpp_timing"])
+        self.assertIn("C++ median ms", self.stdout)
+        for (variant, capacity), r in self.rows.items():
+            for field in decode.CPP_FIELDS:
+                self.assertIn(field, r, f"{variant}@{capacity}")
+            self.assertIsNone(r["cpp_error"], f"{variant}@{capacity}")
+            if variant not in cpp_timing.CPP_VARIANTS:
+                self.assertIsNone(r["step_ms_cpp_median"], f"{variant}@{capacity}")
+                continue
+            samples = r["step_ms_cpp_samples"]
+            self.assertLen(samples, repeats, f"{variant}@{capacity}")
+            self.assertTrue(all(t > 0 for t in samples), f"{variant}@{capacity}: {samples}")
+            self.assertLessEqual(r["step_ms_cpp_p10"], r["step_ms_cpp_median"])
+            self.assertLessEqual(r["step_ms_cpp_median"], r["step_ms_cpp_p90"])
+            self.assertGreaterEqual(r["cpp_threads"], 1)
+
+    def test_cpp_binary_rejects_bad_input_naming_it(self):
+        capacity = self.capacities[0]
+        pte = os.path.join(self.out, "programs", f"delegate_inplace_{capacity}.pte")
+        self.assertTrue(os.path.isfile(pte), pte)
+        corrupt = os.path.join(self.out, "corrupt.pte")
+        with open(pte, "rb") as src, open(corrupt, "wb") as dst:
+            dst.write(src.read()[:2000])
+        config = quick_config(threads=1)
+        built = BuiltProgram("delegate_inplace", capacity, path=pte, cache_shapes=(
+            workload.cache_shapes(workload.eager_module(config, capacity))))
+        binary, *good = cpp_timing.command(config, built, os.path.join(self.out, "cpp.json"))
+        flags = dict(zip(good[::2], good[1::2]))
+
+        def argv(**changes):
+            """The good command line's flags with `changes` (--max-seq-len: max_seq_len=...;
+            None drops a flag)."""
+            merged = {**flags, **{f"--{k.replace('_', '-')}": v for k, v in changes.items()}}
+            return [x for k, v in merged.items() if v is not None for x in (k, v)]
+
+        missing = os.path.join(self.out, "nope.pte")
+        for args, expect in ((argv(model=missing), missing),
+                             (argv(model=corrupt), corrupt),
+                             (argv(caches=flags["--caches"].replace("key_cache_0", "no_such")),
+                              "no_such"),
+                             (argv(max_seq_len=str(capacity * 2)), "--max-seq-len"),
+                             (argv(max_seq_len="4"), "--max-seq-len"),
+                             (argv(repeats="0"), "--repeats"),
+                             (argv(prompt="1,x"), "--prompt"),
+                             (argv(prompt="1,2"), "--prompt has 2"),
+                             (argv(token=str(QUICK_DIMS.vocab_size)), "--token"),
+                             (argv(caches=None), "--caches is required"),
+                             (argv(json=os.path.join(missing, "out.json")), "--json"),
+                             (argv() + ["--no-such-flag", "1"], "--no-such-flag")):
+            proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+            self.assertEqual(proc.returncode, 2, f"{args}: {proc.stderr[-2000:]}")
+            self.assertIn(expect, proc.stderr, args)
+
     def test_delegate_inplace_copies_no_cache_bytes(self):
         for s in self.capacities:
             r = self.row("delegate_inplace", s)
@@ -102,6 +166,7 @@ class DecodeBenchQuickTest(absltest.TestCase):
         text = out.getvalue()
         for variant in VARIANTS:
             self.assertIn(variant, text)
+        self.assertIn("C++ median ms", text)
         for name, _, _ in report.check_targets(self.result["rows"]):
             self.assertIn(name, text)
 

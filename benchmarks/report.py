@@ -4,7 +4,10 @@ A row is a dict with the JSON fields: `variant`, `max_seq_len`, `step_ms_median`
 `step_ms_p10`, `step_ms_p90` (ms), `runtime_bytes_copied_per_step` (bytes), `peak_rss_mb` (MB),
 plus the breakdown (`cache_bytes_copied_per_step`, `other_bytes_copied_per_step`,
 `delegate_bytes_copied_per_step`, `functional_cache_update_bytes_per_step`, `cache_nbytes`,
-`baseline_rss_mb`, `threads`) and `error` (None, or why the row has no numbers).
+`baseline_rss_mb`, `threads`), the C++ timing of the same decode step (`step_ms_cpp_median`,
+`step_ms_cpp_p10`, `step_ms_cpp_p90`, `step_ms_cpp_samples` in ms, `cpp_threads`; None for the
+variants not timed in C++, and in JSON written before it existed), `cpp_error` (None, or why
+the C++ timing failed) and `error` (None, or why the row has no numbers).
 """
 
 from __future__ import annotations
@@ -45,10 +48,17 @@ def _fmt_bytes(v: Optional[float]) -> str:
     return f"{v:.0f} B"
 
 
+def _fmt_cpp(r: dict) -> str:
+    """The "C++ median ms" cell: the median (ms), "failed" (see the notes under the table) or
+    "-" (not timed in C++)."""
+    return "failed" if r.get("cpp_error") else _fmt_ms(r.get("step_ms_cpp_median"))
+
+
 def table(rows: Sequence[dict], header: Sequence[str]) -> str:
-    """The text table: `header` lines, then one line per row (failed rows say why)."""
-    cols = ("variant", "max_seq_len", "median ms", "p10 ms", "p90 ms", "copied/step",
-            "of which cache", "peak RSS MB", "over baseline MB")
+    """The text table: `header` lines, then one line per row (failed rows say why), then one
+    note per failed C++ timing."""
+    cols = ("variant", "max_seq_len", "median ms", "p10 ms", "p90 ms", "C++ median ms",
+            "copied/step", "of which cache", "peak RSS MB", "over baseline MB")
     lines = list(header)
     body = []
     for r in rows:
@@ -57,7 +67,7 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
             continue
         body.append((
             r["variant"], str(r["max_seq_len"]), _fmt_ms(r["step_ms_median"]),
-            _fmt_ms(r["step_ms_p10"]), _fmt_ms(r["step_ms_p90"]),
+            _fmt_ms(r["step_ms_p10"]), _fmt_ms(r["step_ms_p90"]), _fmt_cpp(r),
             _fmt_bytes(r["runtime_bytes_copied_per_step"]),
             _fmt_bytes(r["cache_bytes_copied_per_step"]), f"{r['peak_rss_mb']:.0f}",
             f"{r['peak_rss_mb'] - r['baseline_rss_mb']:.0f}"))
@@ -70,6 +80,8 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
             lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
         else:
             lines.append(f"{b[0].ljust(widths[0])}  {b[1].ljust(widths[1])}  {b[2]}")
+    lines += [f"C++ timing of {r['variant']} at {r['max_seq_len']} failed: {r['cpp_error']}"
+              for r in rows if r.get("cpp_error")]
     return "\n".join(lines)
 
 
@@ -82,7 +94,7 @@ def write_json(path: str, rows: Sequence[dict], meta: dict) -> None:
 
 def write_plot(path: str, rows: Sequence[dict], title: str) -> None:
     """Median step time (ms) against cache capacity, p10-p90 as error bars, one line per
-    variant (matplotlib, Agg backend)."""
+    variant, plus a dashed one per variant timed in C++ (matplotlib, Agg backend)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,6 +111,13 @@ def write_plot(path: str, rows: Sequence[dict], title: str) -> None:
         err = [[y - r["step_ms_p10"] for y, r in zip(ys, ok)],
                [r["step_ms_p90"] - y for y, r in zip(ys, ok)]]
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=variant)
+        cpp = [r for r in ok if r.get("step_ms_cpp_median") is not None]
+        if cpp:
+            ys = [r["step_ms_cpp_median"] for r in cpp]
+            err = [[y - r["step_ms_cpp_p10"] for y, r in zip(ys, cpp)],
+                   [r["step_ms_cpp_p90"] - y for y, r in zip(ys, cpp)]]
+            ax.errorbar([r["max_seq_len"] for r in cpp], ys, yerr=err, marker="s",
+                        linestyle="--", capsize=3, label=f"{variant} (C++)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("KV cache capacity (positions)")
     ax.set_ylabel("decode step, median ms (bars: p10-p90)")
@@ -279,7 +298,7 @@ def header(meta: dict) -> List[str]:
         f"decode step at position {st['decode_position']} after a {st['prompt_len']}-token "
         f"prefill; {st['repeats']} timed steps per variant after {st['warmup']} warm-up",
         f"timing: {st.get('timing', 'one process per variant')}",
-    ]
+    ] + ([f"C++ timing: {st['cpp_timing']}"] if st.get("cpp_timing") else [])
 
 
 def format_targets(results) -> str:

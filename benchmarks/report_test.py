@@ -178,5 +178,30 @@ class TargetsTest(absltest.TestCase):
         self.assertTrue(got[GROWTH], got)
 
 
+class TableTest(absltest.TestCase):
+
+    def table_row(self, variant, **fields):
+        return {"variant": variant, "max_seq_len": 256, "error": None, "step_ms_median": 2.0,
+                "step_ms_p10": 1.5, "step_ms_p90": 3.0, "runtime_bytes_copied_per_step": 0,
+                "cache_bytes_copied_per_step": 0, "peak_rss_mb": 400.0,
+                "baseline_rss_mb": 380.0, **fields}
+
+    def test_cpp_column_shows_the_median_dash_or_failed(self):
+        text = report.table([
+            self.table_row("eager"),  # written before the C++ fields existed
+            self.table_row("executorch_default", step_ms_cpp_median=None, cpp_error=None),
+            self.table_row("delegate_inplace", step_ms_cpp_median=0.5859, cpp_error=None),
+            self.table_row("delegate_copy_back", step_ms_cpp_median=None,
+                           cpp_error="decode_step_cpp failed (exit 1): boom"),
+        ], [])
+        lines = text.splitlines()
+        self.assertIn("C++ median ms", lines[0])
+        column = lines[0].index("C++ median ms")
+        cells = [line[column:].split()[0] for line in lines[2:6]]
+        self.assertEqual(cells, ["-", "-", "0.586", "failed"])
+        self.assertEqual(lines[-1], "C++ timing of delegate_copy_back at 256 failed: "
+                                    "decode_step_cpp failed (exit 1): boom")
+
+
 if __name__ == "__main__":
     absltest.main()

@@ -24,7 +24,7 @@ import copy
 import dataclasses
 import os
 import traceback
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -61,13 +61,15 @@ DELEGATE_KV_CACHE = {"delegate_inplace": "inplace", "delegate_copy_back": "copy_
 @dataclasses.dataclass
 class BuiltProgram:
     """A variant's program at one capacity: where its `.pte` is, the copies its decode step
-    makes (from the program's instructions), or why it could not be built (`error`)."""
+    makes (from the program's instructions), the KV cache buffers it holds ({name: shape},
+    float32; what decode_step_cpp binds), or why it could not be built (`error`)."""
 
     variant: str
     max_seq_len: int
     path: Optional[str] = None
     copies: copy_accounting.CopyAccount = dataclasses.field(
         default_factory=copy_accounting.CopyAccount)
+    cache_shapes: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
     error: Optional[str] = None
 
 
@@ -148,6 +150,7 @@ def _save(built: BuiltProgram, manager, out_dir: str, cache_shapes) -> None:
         f.write(manager.buffer)
     built.copies = copy_accounting.account_copies(
         manager.executorch_program, "decode", list(cache_shapes.values()))
+    built.cache_shapes = dict(cache_shapes)
 
 
 def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
