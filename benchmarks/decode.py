@@ -233,7 +233,11 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
 
     row = {"variant": built.variant, "max_seq_len": built.max_seq_len,
            "description": VARIANTS[built.variant].description,
-           "cache_nbytes": config.dims.cache_nbytes(built.max_seq_len)}
+           "cache_nbytes": config.dims.cache_nbytes(built.max_seq_len),
+           # The .pte's size (bytes; None for eager): weights stored once, zero caches not at
+           # all (issue 14).
+           "program_bytes": (os.path.getsize(built.path)
+                             if built.path and os.path.isfile(built.path) else None)}
     error = (built.error or (step_ms.get("error") if isinstance(step_ms, dict) else None)
              or profile.get("error"))
     if error:

@@ -58,7 +58,7 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
     """The text table: `header` lines, then one line per row (failed rows say why), then one
     note per failed C++ timing."""
     cols = ("variant", "max_seq_len", "median ms", "p10 ms", "p90 ms", "C++ median ms",
-            "copied/step", "of which cache", "peak RSS MB", "over baseline MB")
+            "copied/step", "of which cache", "peak RSS MB", "over baseline MB", ".pte")
     lines = list(header)
     body = []
     for r in rows:
@@ -70,7 +70,7 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
             _fmt_ms(r["step_ms_p10"]), _fmt_ms(r["step_ms_p90"]), _fmt_cpp(r),
             _fmt_bytes(r["runtime_bytes_copied_per_step"]),
             _fmt_bytes(r["cache_bytes_copied_per_step"]), f"{r['peak_rss_mb']:.0f}",
-            f"{r['peak_rss_mb'] - r['baseline_rss_mb']:.0f}"))
+            f"{r['peak_rss_mb'] - r['baseline_rss_mb']:.0f}", _fmt_bytes(r.get("program_bytes"))))
     widths = [max([len(c)] + [len(b[i]) for b in body if len(b) == len(cols)])
               for i, c in enumerate(cols)]
     lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
