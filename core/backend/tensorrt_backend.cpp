@@ -36,7 +36,7 @@ struct DelegateState {
 bool TensorRTBackend::is_available() const { return true; }
 
 Result<DelegateHandle*> TensorRTBackend::init(
-    executorch::runtime::BackendInitContext& /*context*/, FreeableBuffer* processed,
+    executorch::runtime::BackendInitContext& context, FreeableBuffer* processed,
     executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> /*compile_specs*/) const {
   if (processed == nullptr) {
     ET_LOG(Error, "executorch_trt: init called without a delegate blob.");
@@ -58,8 +58,10 @@ Result<DelegateHandle*> TensorRTBackend::init(
   if (!metadata.ok()) {
     return metadata.error();
   }
-  Result<std::unique_ptr<Engine>> engine = CreateEngine(metadata->engine, header->Payload(blob),
-                                                        static_cast<size_t>(header->payload_size));
+  // The program's named data: where a portable engine's nested XNNPACK weights live.
+  Result<std::unique_ptr<Engine>> engine =
+      CreateEngine(metadata->engine, header->Payload(blob),
+                   static_cast<size_t>(header->payload_size), context.get_named_data_map());
   if (!engine.ok()) {
     return engine.error();
   }

@@ -14,10 +14,12 @@ namespace executorch_trt {
 using executorch::runtime::Error;
 using executorch::runtime::Result;
 
-Result<std::unique_ptr<Engine>> CreateEngine(EngineKind kind, const uint8_t* payload, size_t size) {
+Result<std::unique_ptr<Engine>> CreateEngine(EngineKind kind, const uint8_t* payload, size_t size,
+                                             const executorch::runtime::NamedDataMap* named_data) {
   switch (kind) {
     case EngineKind::kPortable: {
-      Result<std::unique_ptr<PortableEngine>> engine = PortableEngine::Create(payload, size);
+      Result<std::unique_ptr<PortableEngine>> engine =
+          PortableEngine::Create(payload, size, named_data);
       if (!engine.ok()) {
         return engine.error();
       }

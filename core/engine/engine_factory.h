@@ -12,12 +12,17 @@
 #include <executorch/runtime/core/result.h>
 
 #include "core/blob/delegate_metadata.h"
+#include <executorch/runtime/core/named_data_map.h>
+
 #include "core/engine/engine.h"
 
 namespace executorch_trt {
 
 // Creates the engine of kind `kind` over `size` bytes of engine payload at `payload` (the
-// payload section of a delegate blob, core/blob/FORMAT.md).
+// payload section of a delegate blob, core/blob/FORMAT.md). `named_data` is the program's
+// named data (BackendInitContext::get_named_data_map(); may be null): a portable engine's
+// nested program resolves the data its own delegates stored there (XNNPACK's weights, stored
+// once per program however many methods use them). Borrowed; it must outlive the engine.
 //
 // Ownership: whether `payload` is borrowed or copied is the engine's rule (a portable
 // engine borrows it, so it must outlive the engine; a TensorRT plan is copied by the
@@ -32,8 +37,8 @@ namespace executorch_trt {
 //     Error::NotSupported in a build without TensorRT, else Error::InvalidProgram or
 //     Error::NotImplemented.
 // Never crashes on any bytes. Thread-safe.
-executorch::runtime::Result<std::unique_ptr<Engine>> CreateEngine(EngineKind kind,
-                                                                  const uint8_t* payload,
-                                                                  size_t size);
+executorch::runtime::Result<std::unique_ptr<Engine>> CreateEngine(
+    EngineKind kind, const uint8_t* payload, size_t size,
+    const executorch::runtime::NamedDataMap* named_data = nullptr);
 
 }  // namespace executorch_trt

@@ -12,6 +12,7 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "core/common/runtime_types.h"
+#include "core/engine/empty_named_data_map.h"
 #include "core/common/shape_string.h"
 #include "core/engine/portable_payload.h"
 
@@ -19,6 +20,9 @@ namespace executorch_trt {
 namespace {
 
 using executorch::runtime::MethodMeta;
+
+// The nested method's named data when the program has none (empty_named_data_map.h).
+const EmptyNamedDataMap kNoNamedData;
 using executorch::runtime::Tag;
 using executorch::runtime::TensorInfo;
 
@@ -35,20 +39,21 @@ void ContiguousStrides(const std::vector<int32_t>& sizes, std::vector<int32_t>* 
 
 PortableEngine::~PortableEngine() = default;
 
-Result<std::unique_ptr<PortableEngine>> PortableEngine::Create(const uint8_t* payload,
-                                                               size_t size) {
+Result<std::unique_ptr<PortableEngine>> PortableEngine::Create(
+    const uint8_t* payload, size_t size, const executorch::runtime::NamedDataMap* named_data) {
   std::unique_ptr<PortableEngine> engine(new (std::nothrow) PortableEngine());
   if (engine == nullptr) {
     return Error::MemoryAllocationFailed;
   }
-  Error err = engine->Load(payload, size);
+  Error err = engine->Load(payload, size, named_data);
   if (err != Error::Ok) {
     return err;  // `engine` and everything it loaded are freed here
   }
   return engine;
 }
 
-Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
+Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
+                           const executorch::runtime::NamedDataMap* named_data) {
   Result<PortablePayload> payload = PortablePayload::Parse(payload_bytes, size);
   if (!payload.ok()) {
     return payload.error();
@@ -165,13 +170,16 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size) {
       &method_allocator_, planned_memory_.get(), &temp_allocator_);
 
   Result<executorch::runtime::Method> method =
-      program_->load_method(kMethodName, memory_manager_.get());
+      program_->load_method(kMethodName, memory_manager_.get(), /*event_tracer=*/nullptr,
+                            named_data != nullptr ? named_data : &kNoNamedData);
   if (!method.ok()) {
     ET_LOG(Error,
            "executorch_trt: portable engine: loading the nested method failed (error "
            "0x%" PRIx32
            "); if it is OperatorMissing, link the kernels the partition uses "
-           "(libexecutorch_kernels_optimized.so and libexecutorch_trt.so).",
+           "(libexecutorch_kernels_optimized.so and libexecutorch_trt.so); if a nested "
+           "delegate could not find its data, the program's named data lacks the key it "
+           "logged (load the .pte the blob came from; PORTABLE_FORMAT.md).",
            static_cast<uint32_t>(method.error()));
     return method.error();
   }

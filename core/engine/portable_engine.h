@@ -17,6 +17,7 @@
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/core/named_data_map.h>
 #include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
@@ -39,7 +40,11 @@ namespace executorch_trt {
 // into this object).
 class PortableEngine final : public Engine {
  public:
-  // Creates an engine over `size` bytes of portable payload at `payload`.
+  // Creates an engine over `size` bytes of portable payload at `payload`. `named_data` (may
+  // be null) is the outer program's named data, given to the nested method's load: the
+  // nested program's XNNPACK delegates find their weights there (the builder moves them out
+  // of the nested program so a program stores each weight once; PORTABLE_FORMAT.md). It is
+  // borrowed and must outlive the engine.
   //
   // Ownership: the payload is borrowed and must outlive the engine (the backend keeps
   // the delegate blob alive in its handle); if the nested program is not 16-byte
@@ -51,8 +56,9 @@ class PortableEngine final : public Engine {
   // input/output; a memory-planned input/output (Error::InvalidProgram: re-export with
   // alloc_graph_input=False, alloc_graph_output=False); a non-contiguous dim order;
   // Method load failure (e.g. a missing kernel: Error::OperatorMissing).
-  static executorch::runtime::Result<std::unique_ptr<PortableEngine>> Create(const uint8_t* payload,
-                                                                             size_t size);
+  static executorch::runtime::Result<std::unique_ptr<PortableEngine>> Create(
+      const uint8_t* payload, size_t size,
+      const executorch::runtime::NamedDataMap* named_data = nullptr);
 
   ~PortableEngine() override;
   PortableEngine(const PortableEngine&) = delete;
@@ -94,7 +100,8 @@ class PortableEngine final : public Engine {
   };
 
   PortableEngine() = default;
-  executorch::runtime::Error Load(const uint8_t* payload, size_t size);
+  executorch::runtime::Error Load(const uint8_t* payload, size_t size,
+                                  const executorch::runtime::NamedDataMap* named_data);
   const Binding* Find(const std::string& name) const;
   Binding* Find(const std::string& name);
 

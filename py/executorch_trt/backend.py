@@ -6,7 +6,8 @@
    writes, ``DropNoOpCopiesPass`` removes copies that change nothing, ``binding_contract``
    orders the bindings (delegate argument order, asserted) and ``decide_aliases`` decides the
    in-place aliases;
-2. the selected engine (``engines.get_engine``) builds the payload;
+2. the selected engine (``engines.get_engine``) builds the payload and the named data it
+   refers to (``engines.base.EnginePayload``);
 3. ``write_blob`` serialises metadata and payload.
 """
 
@@ -58,7 +59,9 @@ class TensorRTBackend(BackendDetails):
             compile_specs: ``options.CompileOptions.to_compile_specs()`` output (the
                 partitioner's), decoded without re-validating the options.
 
-        Returns ``PreprocessResult(processed_bytes=blob)``. Raises ``ValueError`` for malformed
+        Returns ``PreprocessResult(processed_bytes=blob, data_store_output=...)``: the engine's
+        named data (a portable engine's nested XNNPACK weights), which ExecuTorch stores once
+        per program however many methods add it. Raises ``ValueError`` for malformed
         compile specs, an unknown engine, order mismatches or unsupported bindings,
         ``RuntimeError`` when the requested engine cannot be built here (``engine="tensorrt"``
         without TensorRT).
@@ -68,14 +71,15 @@ class TensorRTBackend(BackendDetails):
         contract, decision = analyse_partition(edge_program, options)
         report_view_copies(decision.view_copies, dict(options.buffer_updates),
                            options.require_inplace)
-        payload = engine.build(edge_program, decision.aliases, options)
+        built = engine.build(edge_program, decision.aliases, options)
         metadata = DelegateMetadata(
             engine=engine.name,
             inputs=contract.inputs,
             outputs=contract.outputs,
             aliased_io=decision.aliases,
         )
-        return PreprocessResult(processed_bytes=write_blob(metadata, payload))
+        return PreprocessResult(processed_bytes=write_blob(metadata, built.payload),
+                                data_store_output=built.named_data)
 
 
 # ExecuTorch finds the backend class by name; the partitioner and the C++ runtime use BACKEND_ID.

@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, FrozenSet, Sequence
+from typing import Any, Callable, FrozenSet, Optional, Sequence
 
+from executorch.exir._serialize._named_data_store import NamedDataStoreOutput
 from torch.export import ExportedProgram
 
 from executorch_trt.blob import AliasedIO
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginePayload:
+    """What an engine builds for one partition.
+
+    * ``payload``: the blob's payload section (the engine's own format).
+    * ``named_data``: data the payload refers to by key, for ExecuTorch's named data store
+      (``PreprocessResult.data_store_output``): ExecuTorch stores each distinct key once per
+      program, whichever methods and partitions add it, and the runtime hands the delegate
+      the program's ``NamedDataMap`` at init. ``None`` when the payload is self-contained.
+    """
+
+    payload: bytes
+    named_data: Optional[NamedDataStoreOutput] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,7 +34,7 @@ class Engine:
     * ``supported_ops``: the schema names (``"aten::mm"``) it implements; the partitioner takes
       only these (``operator_support.DelegateOperatorSupport`` adds the rules every engine
       shares).
-    * ``build(partition, aliases, options)``: the engine payload for one partition program
+    * ``build(partition, aliases, options)``: the ``EnginePayload`` for one partition program
       (edge dialect, KV writes rewritten, no mutation outputs), its alias decision
       (``contract.decide_aliases``) and its ``options.CompileOptions`` (e.g.
       ``portable_xnnpack``). Raises ``RuntimeError`` when the engine cannot be built
@@ -27,5 +43,5 @@ class Engine:
 
     name: str
     supported_ops: FrozenSet[str] = dataclasses.field(repr=False)
-    build: Callable[[ExportedProgram, Sequence[AliasedIO], Any], bytes] = dataclasses.field(
-        repr=False)
+    build: Callable[[ExportedProgram, Sequence[AliasedIO], Any], EnginePayload] = (
+        dataclasses.field(repr=False))

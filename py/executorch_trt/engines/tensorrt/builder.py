@@ -8,6 +8,7 @@ from typing import Sequence
 from torch.export import ExportedProgram
 
 from executorch_trt.blob import AliasedIO
+from executorch_trt.engines.base import EnginePayload
 
 
 def tensorrt_available() -> bool:
@@ -15,9 +16,10 @@ def tensorrt_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("tensorrt", "torch_tensorrt"))
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO], options=None) -> bytes:
-    """Builds a serialized TensorRT plan for ``ep``; ``aliases`` (``contract.decide_aliases``)
-    says which outputs the plan must write into their input's storage (KV-cache update layer).
+def build(ep: ExportedProgram, aliases: Sequence[AliasedIO], options=None) -> EnginePayload:
+    """Builds a serialized TensorRT plan for ``ep`` (an ``engines.base.EnginePayload``);
+    ``aliases`` (``contract.decide_aliases``) says which outputs the plan must write into their
+    input's storage (KV-cache update layer).
     ``options`` (``CompileOptions``) has nothing for this engine yet.
 
     Raises ``RuntimeError`` when TensorRT/torch_tensorrt is not available (this build has no
