@@ -59,6 +59,8 @@ constexpr char kUsage[] =
     "                       methods encode/prefill/decode, see README), relative to where you\n"
     "                       ran Bazel; give --model and --reference together. Without them\n"
     "                       the Bazel target checks its built-in example program.\n"
+    "  --data PATH          the program's external data file (.ptd), for a program exported\n"
+    "                       with external_weights=True (relative to where you ran Bazel)\n"
     "  --reference PATH     its JSON reference (eager PyTorch, same weights, two utterances)\n"
     "  --steps N            decode steps of the last utterance in the run check, of each\n"
     "                       in the sessions check (default: all in the reference)\n"

@@ -20,13 +20,16 @@ cache before every step (the cache does not persist): the checker must reject it
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
 import executorch_trt  # noqa: E402
+from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG  # noqa: E402
 from decoder_model import build_model, cache_buffers, cache_checksum, exportable_decoder  # noqa: E402
 
 
@@ -60,6 +63,9 @@ def main(argv=None) -> int:
     p.add_argument("--prompt-len", type=int, default=6)
     p.add_argument("--kv-cache", default="inplace", choices=["inplace", "copy_back"])
     p.add_argument("--variant", default="normal", choices=["normal", "clear_cache"])
+    p.add_argument("--data", help="export with external_weights=True and write the program's "
+                   "external data file (.ptd: its XNNPACK weights) here; load the .pte with it "
+                   "(runner --data, runtime.load(pte, data=...))")
     p.add_argument("--no-inplace-planning", action="store_true",
                    help="finalise without the in-place memory planning (ExecuTorch's write-back "
                         "copies the cache; the delegate reflects its update into a separate "
@@ -87,6 +93,7 @@ def main(argv=None) -> int:
             kv_cache=args.kv_cache,
             emit_mutable_buffer_names=True,
             inplace=not args.no_inplace_planning,
+            external_weights=args.data is not None,
             # The example promises zero copies: any state buffer that would be copied back
             # fails the export (executorch_trt.NotInPlaceError) instead of a warning. Not for
             # the deliberately broken clear_cache variant, whose cache zeroing is not in place.
@@ -96,6 +103,10 @@ def main(argv=None) -> int:
 
     with open(args.pte, "wb") as f:
         f.write(program.buffer)
+    if args.data is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            program.write_tensor_data_to_file(tmp)  # writes <EXTERNAL_WEIGHTS_TAG>.ptd
+            shutil.move(os.path.join(tmp, f"{EXTERNAL_WEIGHTS_TAG}.ptd"), args.data)
     caches = cache_buffers(module)
     ref = {
         "format": "executorch_trt.kv_cache_decode_reference/1",

@@ -58,6 +58,8 @@ constexpr char kUsage[] =
     "                       methods prefill/decode, see README), relative to where you ran\n"
     "                       Bazel; give --model and --reference together. Without them the\n"
     "                       Bazel target checks its built-in example program.\n"
+    "  --data PATH          the program's external data file (.ptd), for a program exported\n"
+    "                       with external_weights=True (relative to where you ran Bazel)\n"
     "  --reference PATH     its JSON reference (eager PyTorch, same weights)\n"
     "  --steps N            decode steps to check (default: all in the reference)\n"
     "  --tol T              logits: max|diff| <= T * max(1, max|ref|) (default 1e-4)\n"

@@ -44,12 +44,13 @@ PrefillDecodeProgram::~PrefillDecodeProgram() = default;
 
 Result<std::unique_ptr<PrefillDecodeProgram>> PrefillDecodeProgram::Load(
     const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error,
-    bool encoder) {
+    bool encoder, const std::string& data_path) {
   std::vector<std::string> names = {PhaseName(Phase::kPrefill), PhaseName(Phase::kDecode)};
   if (encoder) {
     names.push_back(PhaseName(Phase::kEncode));
   }
-  Result<std::unique_ptr<LoadedProgram>> loaded = LoadedProgram::LoadFile(path, names, error);
+  Result<std::unique_ptr<LoadedProgram>> loaded =
+      LoadedProgram::LoadFile(path, names, error, data_path);
   if (!loaded.ok()) {
     return loaded.error();
   }

@@ -98,9 +98,11 @@ class PrefillDecodeProgram {
   //     the message lists the names the program has; none means it was exported without
   //     emit_mutable_buffer_names=True);
   //   - a cache that is not float32 with `numel` elements (Error::InvalidProgram).
+  // `data_path` (empty: none): the program's external data file (.ptd), as
+  // LoadedProgram::LoadFile takes it (a program exported with external_weights=True).
   static executorch::runtime::Result<std::unique_ptr<PrefillDecodeProgram>> Load(
       const std::string& path, const std::vector<CacheBuffer>& caches, std::string* error,
-      bool encoder = false);
+      bool encoder = false, const std::string& data_path = "");
 
   PrefillDecodeProgram(const PrefillDecodeProgram&) = delete;
   PrefillDecodeProgram& operator=(const PrefillDecodeProgram&) = delete;

@@ -86,17 +86,19 @@ Outcome CheckInputShape(const PrefillDecodeProgram& p, Phase phase, size_t index
   return Outcome::Pass();
 }
 
-// Loads `path` for `ref`: the caches the reference names, of its sizes, and a prefill that
-// takes the reference's prompt (an encoder-decoder program: its encode method too, taking the
-// reference's features, and prefill and decode taking its encoder states).
-Outcome LoadProgram(const std::string& path, const Reference& ref,
+// Loads flags.model (with flags.data, if given) for `ref`: the caches the reference names, of
+// its sizes, and a prefill that takes the reference's prompt (an encoder-decoder program: its
+// encode method too, taking the reference's features, and prefill and decode taking its
+// encoder states).
+Outcome LoadProgram(const Flags& flags, const Reference& ref,
                     std::unique_ptr<PrefillDecodeProgram>* out) {
+  const std::string& path = flags.model;
   std::vector<CacheBuffer> caches;
   for (const auto& spec : ref.caches) {
     caches.push_back({spec.name, spec.numel()});
   }
   std::string error;
-  auto p = PrefillDecodeProgram::Load(path, caches, &error, ref.encoder_decoder);
+  auto p = PrefillDecodeProgram::Load(path, caches, &error, ref.encoder_decoder, flags.data);
   if (!p.ok()) {
     return Outcome::Invalid(error);
   }
@@ -439,7 +441,7 @@ Outcome StepSession(PrefillDecodeProgram* p, const Reference& ref, Session* s, s
 Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
                  const ProgramCopies& plan_copies, std::vector<StepRow>* rows) {
   std::unique_ptr<PrefillDecodeProgram> p;
-  Outcome o = LoadProgram(flags.model, ref, &p);
+  Outcome o = LoadProgram(flags, ref, &p);
   if (!o.ok()) {
     return o;
   }
@@ -477,7 +479,7 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
 
 Outcome CheckReload(const Flags& flags, const Reference& ref) {
   std::unique_ptr<PrefillDecodeProgram> p;
-  Outcome o = LoadProgram(flags.model, ref, &p);
+  Outcome o = LoadProgram(flags, ref, &p);
   if (!o.ok()) {
     return o;
   }
@@ -504,7 +506,7 @@ Outcome CheckReload(const Flags& flags, const Reference& ref) {
 
 Outcome CheckSessions(const Flags& flags, const Reference& ref, int steps) {
   std::unique_ptr<PrefillDecodeProgram> p;
-  Outcome o = LoadProgram(flags.model, ref, &p);
+  Outcome o = LoadProgram(flags, ref, &p);
   if (!o.ok()) {
     return o;
   }

@@ -28,7 +28,7 @@ bool ParseNumber(const std::string& s, double* out) {
 bool IsValueFlag(const std::string& arg) {
   static const char* const kValueFlags[] = {
       "--model", "--reference", "--default-model", "--default-reference",
-      "--steps", "--sessions",  "--tol",           "--checksum-tol",
+      "--steps", "--sessions",  "--tol",           "--checksum-tol", "--data",
   };
   return std::find_if(std::begin(kValueFlags), std::end(kValueFlags),
                       [&](const char* k) { return arg == k; }) != std::end(kValueFlags);
@@ -43,6 +43,12 @@ bool SetValueFlag(const std::string& arg, const std::string& value, Flags* flags
     flags->model = value;
   } else if (arg == "--reference") {
     flags->reference = value;
+  } else if (arg == "--data") {
+    if (value.empty()) {
+      *error = "--data needs the path of a .ptd file";
+      return false;
+    }
+    flags->data = value;
   } else if (arg == "--default-model") {
     flags->default_model = value;
   } else if (arg == "--default-reference") {
@@ -138,6 +144,9 @@ void ResolveUserPaths(Flags* flags) {
   if (flags->user_paths) {
     flags->model = ResolveUserPath(flags->model);
     flags->reference = ResolveUserPath(flags->reference);
+  }
+  if (!flags->data.empty()) {
+    flags->data = ResolveUserPath(flags->data);
   }
 }
 

@@ -17,6 +17,7 @@ constexpr int kExitUsage = 2;
 struct Flags {
   std::string model;  // as given on the command line (relative to the user's directory)
   std::string reference;
+  std::string data;  // --data: the program's external data file (.ptd); empty: none
   // Set by the Bazel target (runfiles-relative): used only when neither --model nor
   // --reference is given, so a user's paths are never mixed with the built-in pair.
   std::string default_model;

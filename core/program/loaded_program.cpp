@@ -8,6 +8,7 @@
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/extension/flat_tensor/flat_tensor_data_map.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
@@ -48,7 +49,8 @@ LoadedProgram::LoadedProgram()
 LoadedProgram::~LoadedProgram() = default;
 
 Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadFile(
-    const std::string& path, const std::vector<std::string>& methods, std::string* error) {
+    const std::string& path, const std::vector<std::string>& methods, std::string* error,
+    const std::string& data_path) {
   std::unique_ptr<LoadedProgram> p(new LoadedProgram());
   Result<executorch::extension::FileDataLoader> loader =
       executorch::extension::FileDataLoader::from(path.c_str());
@@ -57,7 +59,7 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadFile(
     return loader.error();
   }
   p->loader_ = std::make_unique<executorch::extension::FileDataLoader>(std::move(loader.get()));
-  const Error err = p->Init(path, methods, error);
+  const Error err = p->Init(path, methods, data_path, error);
   if (err != Error::Ok) {
     return err;
   }
@@ -66,12 +68,12 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadFile(
 
 Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadBytes(
     std::vector<uint8_t> bytes, const std::string& what, const std::vector<std::string>& methods,
-    std::string* error) {
+    std::string* error, const std::string& data_path) {
   std::unique_ptr<LoadedProgram> p(new LoadedProgram());
   p->bytes_ = std::move(bytes);
   p->loader_ =
       std::make_unique<executorch::extension::BufferDataLoader>(p->bytes_.data(), p->bytes_.size());
-  const Error err = p->Init(what, methods, error);
+  const Error err = p->Init(what, methods, data_path, error);
   if (err != Error::Ok) {
     return err;
   }
@@ -79,7 +81,28 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadBytes(
 }
 
 Error LoadedProgram::Init(const std::string& what, const std::vector<std::string>& methods,
-                          std::string* error) {
+                          const std::string& data_path, std::string* error) {
+  if (!data_path.empty()) {
+    Result<executorch::extension::FileDataLoader> data_loader =
+        executorch::extension::FileDataLoader::from(data_path.c_str());
+    if (!data_loader.ok()) {
+      *error = data_path + ": cannot open the data file (error " + ErrorCode(data_loader.error()) +
+               ")";
+      return data_loader.error();
+    }
+    data_loader_ = std::make_unique<executorch::extension::FileDataLoader>(
+        std::move(data_loader.get()));
+    Result<executorch::extension::FlatTensorDataMap> data_map =
+        executorch::extension::FlatTensorDataMap::load(data_loader_.get());
+    if (!data_map.ok()) {
+      *error = data_path + ": not an ExecuTorch data file (.ptd) (error " +
+               ErrorCode(data_map.error()) + "); pass the .ptd written with the .pte";
+      return data_map.error();
+    }
+    data_map_ = std::make_unique<executorch::extension::FlatTensorDataMap>(
+        std::move(data_map.get()));
+    data_path_ = data_path;
+  }
   Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
       loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
   if (!program.ok()) {
@@ -106,7 +129,11 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
     if (err != Error::Ok) {
       *error = what + ": cannot load method '" + name + "' (error " + ErrorCode(err) +
                "): the program has no such method, or a delegate in it failed to initialise "
-               "(see the log above; a corrupted blob is rejected here)";
+               "(see the log above; a corrupted blob is rejected here; a missing key means the "
+               "program keeps its weights in a data file: " +
+               (data_path_.empty() ? std::string("pass the .ptd written with it")
+                                   : "check that " + data_path_ + " was written with it") +
+               ")";
       return err;
     }
   }
@@ -177,7 +204,8 @@ Error LoadedProgram::LoadIntoSharedArenas(const std::string& name) {
   m.memory_manager = std::make_unique<executorch::runtime::MemoryManager>(
       method_allocator_.get(), m.planned_memory.get(), temp_allocator_.get());
   Result<executorch::runtime::Method> method =
-      program_->load_method(name.c_str(), m.memory_manager.get());
+      program_->load_method(name.c_str(), m.memory_manager.get(), /*event_tracer=*/nullptr,
+                            data_map_.get());
   if (!method.ok()) {
     return method.error();
   }

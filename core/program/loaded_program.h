@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <executorch/runtime/core/data_loader.h>
+#include <executorch/runtime/core/named_data_map.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
 #include <executorch/runtime/core/memory_allocator.h>
 #include <executorch/runtime/executor/memory_manager.h>
@@ -71,14 +72,25 @@ class LoadedProgram {
   //   - not a loadable ExecuTorch program (the data loader's or Program::load's error);
   //   - a method that is missing or does not load, e.g. a delegate rejects its blob (ExecuTorch
   //     has logged the reason);
-  //   - a buffer two methods declare with different dtypes or shapes (Error::InvalidProgram).
+  //   - a buffer two methods declare with different dtypes or shapes (Error::InvalidProgram);
+  //   - `data_path` given but not a readable .ptd (the data loader's or FlatTensorDataMap's
+  //     error, naming the file).
+  //
+  // `data_path` (empty: none) is the program's external data file (.ptd, ExecuTorch's
+  // FlatTensor format), e.g. what executorch_trt.export(..., external_weights=True) leaves
+  // outside the .pte (ExecutorchProgramManager.write_tensor_data_to_file). Every method is
+  // loaded with it as its external NamedDataMap, so a delegate finds its weights by key there.
+  // A method whose data is in neither the program nor the file fails to load (the delegate
+  // logs the missing key; the message says to pass, or check, the data file).
   static Result<std::unique_ptr<LoadedProgram>> LoadFile(const std::string& path,
                                                          const std::vector<std::string>& methods,
-                                                         std::string* error);
+                                                         std::string* error,
+                                                         const std::string& data_path = "");
   static Result<std::unique_ptr<LoadedProgram>> LoadBytes(std::vector<uint8_t> bytes,
                                                           const std::string& what,
                                                           const std::vector<std::string>& methods,
-                                                          std::string* error);
+                                                          std::string* error,
+                                                          const std::string& data_path = "");
 
   LoadedProgram(const LoadedProgram&) = delete;
   LoadedProgram& operator=(const LoadedProgram&) = delete;
@@ -139,8 +151,10 @@ class LoadedProgram {
 
   LoadedProgram();
 
-  // Program::load over loader_, then LoadMethods(); *error names `what`.
-  Error Init(const std::string& what, const std::vector<std::string>& methods, std::string* error);
+  // Opens `data_path` (if any) as data_map_, Program::load over loader_, then loads the
+  // methods; *error names `what` (or the data file).
+  Error Init(const std::string& what, const std::vector<std::string>& methods,
+             const std::string& data_path, std::string* error);
   // Sizes and allocates shared_arenas_ from every method's planned buffers.
   Error AllocateSharedArenas();
   // Loads method `name` into shared_arenas_ as methods_.back().
@@ -152,6 +166,9 @@ class LoadedProgram {
   // they were loaded into, then the Program and its data.
   std::vector<uint8_t> bytes_;
   std::unique_ptr<executorch::runtime::DataLoader> loader_;
+  std::unique_ptr<executorch::runtime::DataLoader> data_loader_;       // the .ptd, if any
+  std::unique_ptr<executorch::runtime::NamedDataMap> data_map_;        // over data_loader_
+  std::string data_path_;
   std::unique_ptr<executorch::runtime::Program> program_;
   std::unique_ptr<executorch::runtime::MemoryAllocator> method_allocator_;
   std::unique_ptr<executorch::runtime::MemoryAllocator> temp_allocator_;

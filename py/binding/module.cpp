@@ -87,17 +87,18 @@ std::shared_ptr<ProgramSession> LoadWithoutGil(LoadFn load) {
   return std::make_shared<ProgramSession>(std::move(program));
 }
 
-std::shared_ptr<ProgramSession> LoadFile(const std::string& path) {
+std::shared_ptr<ProgramSession> LoadFile(const std::string& path, const std::string& data_path) {
   return LoadWithoutGil(
-      [&](std::string* error) { return LoadedProgram::LoadFile(path, {}, error); });
+      [&](std::string* error) { return LoadedProgram::LoadFile(path, {}, error, data_path); });
 }
 
-std::shared_ptr<ProgramSession> LoadBytes(const py::buffer& data, const std::string& what) {
+std::shared_ptr<ProgramSession> LoadBytes(const py::buffer& data, const std::string& what,
+                                          const std::string& data_path) {
   const py::buffer_info info = data.request();
   const auto* begin = static_cast<const uint8_t*>(info.ptr);
   std::vector<uint8_t> bytes(begin, begin + info.size * info.itemsize);
   return LoadWithoutGil([&](std::string* error) {
-    return LoadedProgram::LoadBytes(std::move(bytes), what, {}, error);
+    return LoadedProgram::LoadBytes(std::move(bytes), what, {}, error, data_path);
   });
 }
 
@@ -279,9 +280,10 @@ PYBIND11_MODULE(_runtime_binding, m) {
            })
       .def("execute", &etp::Execute);
 
-  m.def("load_file", &etp::LoadFile, py::arg("path"));
+  m.def("load_file", &etp::LoadFile, py::arg("path"), py::arg("data_path") = "");
   m.def("is_backend_registered", [](const std::string& name) {
     return executorch::runtime::get_backend_class(name.c_str()) != nullptr;
   });
-  m.def("load_bytes", &etp::LoadBytes, py::arg("data"), py::arg("what"));
+  m.def("load_bytes", &etp::LoadBytes, py::arg("data"), py::arg("what"),
+        py::arg("data_path") = "");
 }

@@ -11,7 +11,7 @@ cache back); ``backend_config()`` adds the in-place planning and buffer initiali
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, FrozenSet, Optional, Sequence, Union
 
 import torch
 from executorch.exir import (
@@ -26,7 +26,8 @@ from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_er
 from executorch_trt.options import ExportOptions
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
-from executorch_trt.passes.initialize_mutable_buffers import InitializeMutableBuffersPass
+from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
+                                                              zero_buffer_placeholders)
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
 from executorch_trt.static_shapes import check_static_shapes
@@ -108,10 +109,11 @@ def backend_config(**options) -> ExecutorchBackendConfig:
     return _backend_config(ExportOptions.from_kwargs(**options))
 
 
-def _backend_config(opts: ExportOptions, method_names: Optional[Sequence[str]] = None
-                    ) -> ExecutorchBackendConfig:
+def _backend_config(opts: ExportOptions, method_names: Optional[Sequence[str]] = None,
+                    zero_buffers: FrozenSet[str] = frozenset()) -> ExecutorchBackendConfig:
     """``backend_config`` for options already validated; ``method_names`` in planning order
-    (for messages)."""
+    (for messages); ``zero_buffers``: placeholder names of all-zero mutable buffers, whose
+    initial value is not serialised (``initialize_mutable_buffers``)."""
     planner = InplaceMemoryPlanningPass(
         alloc_mutable_buffers=opts.alloc_mutable_buffers,
         share_mutable_buffers=opts.shares_mutable_buffers,
@@ -119,7 +121,8 @@ def _backend_config(opts: ExportOptions, method_names: Optional[Sequence[str]] =
         require_inplace=opts.require_inplace,
         method_names=method_names,
     )
-    passes = [InitializeMutableBuffersPass()] if opts.initializes_mutable_buffers else []
+    passes = ([InitializeMutableBuffersPass(zero_buffers)] if opts.initializes_mutable_buffers
+              else [])
     return ExecutorchBackendConfig(
         passes=passes,
         memory_planning_pass=planner,
@@ -144,7 +147,7 @@ def export(
             ``"copy_back"`` (ExecuTorch copies the new cache back).
         **options: the other ``ExportOptions`` (``share_mutable_buffers``,
             ``alloc_mutable_buffers``, ``emit_mutable_buffer_names``, ``init_mutable_buffers``,
-            ``inplace``, ``require_inplace``, ``portable_xnnpack``).
+            ``inplace``, ``require_inplace``, ``portable_xnnpack``, ``external_weights``).
 
     Cross-attention caches a ``torch.cond`` updates with ``executorch::update_cross_attn_cache``
     become mutable buffers updated in place (``passes.cross_attn_cache``; this records them in
@@ -174,4 +177,5 @@ def export(
         edge = to_edge_transform_and_lower(programs, partitioner=[partitioner])
         for name in edge.methods:
             materialise_buffer_to_buffer_writes(edge.exported_program(name))
-        return edge.to_executorch(_backend_config(opts, method_names))
+        zero_buffers = zero_buffer_placeholders(edge.exported_program(n) for n in edge.methods)
+        return edge.to_executorch(_backend_config(opts, method_names, zero_buffers))

@@ -23,6 +23,9 @@ Compile spec keys are UTF-8 strings, values UTF-8 bytes:
   place (another reader would see the new value), so they are never aliased.
 * ``portable_xnnpack`` (JSON bool): the portable engine lowers its nested program with
   ExecuTorch's XNNPACK partitioner (``engines/portable/builder.py``); ignored by other engines.
+* ``external_weights`` (JSON bool): the portable engine's named data (its nested XNNPACK
+  weights) goes to the external data file ``wire.EXTERNAL_WEIGHTS_TAG`` + ``.ptd`` instead of the
+  ``.pte`` (``engines/portable/builder.py``).
 * ``buffer_updates`` (JSON list of ``[output, input]``): set by the partitioner per partition:
   pairs where partition output ``output`` is the new value of the mutable buffer that partition
   input ``input`` carries (a ``BUFFER_MUTATION`` of the method). Only these outputs may be
@@ -82,6 +85,12 @@ class ExportOptions:
       State writes stay on ExecuTorch's kernels, in place. ``False`` runs the whole partition
       on ExecuTorch's CPU kernels (for comparison, or for a runtime without
       ``XnnpackBackend``). Ignored by ``engine="tensorrt"``.
+    * ``external_weights``: the weights the program keeps in ExecuTorch's named data (the
+      portable engine's nested XNNPACK weights, each stored once per program) go to an external
+      data file instead of the ``.pte`` (issue 14): ``ExecutorchProgramManager.
+      write_tensor_data_to_file(dir)`` writes it as ``dir/model.ptd``
+      (``wire.EXTERNAL_WEIGHTS_TAG``); load with ``runtime.load(pte, data=ptd)`` or a runner's ``--data``. Weights that run on
+      ExecuTorch's own kernels (an embedding table, norm weights) stay in the ``.pte``.
 
     Raises ``TypeError`` for a value of the wrong type (the boolean options accept only
     ``True``/``False``, not truthy strings or numbers; ``engine``/``kv_cache`` are strings) and
@@ -97,6 +106,7 @@ class ExportOptions:
     inplace: bool = True
     require_inplace: bool = False
     portable_xnnpack: bool = True
+    external_weights: bool = False
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -154,7 +164,7 @@ class ExportOptions:
         """The ``CompileOptions`` of one partition (the partitioner's findings)."""
         return CompileOptions(self.engine, self.kv_cache, self.require_inplace,
                               tuple(shared_inputs), tuple(buffer_updates),
-                              self.portable_xnnpack)
+                              self.portable_xnnpack, self.external_weights)
 
 
 _STRING_OPTIONS = frozenset({"engine", "kv_cache"})
@@ -194,6 +204,7 @@ class CompileOptions:
     shared_inputs: Tuple[str, ...] = ()
     buffer_updates: Tuple[Tuple[str, str], ...] = ()
     portable_xnnpack: bool = True
+    external_weights: bool = False
 
     def to_compile_specs(self) -> List[CompileSpec]:
         return [
@@ -204,6 +215,7 @@ class CompileOptions:
             CompileSpec("buffer_updates",
                         json.dumps([list(p) for p in self.buffer_updates]).encode()),
             CompileSpec("portable_xnnpack", json.dumps(self.portable_xnnpack).encode()),
+            CompileSpec("external_weights", json.dumps(self.external_weights).encode()),
         ]
 
     @staticmethod
@@ -249,4 +261,4 @@ def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
 
 _SPEC_DECODERS = {"engine": str, "kv_cache": str, "require_inplace": _flag,
                   "shared_inputs": _names, "buffer_updates": _name_pairs,
-                  "portable_xnnpack": _flag}
+                  "portable_xnnpack": _flag, "external_weights": _flag}

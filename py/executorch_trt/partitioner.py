@@ -137,6 +137,7 @@ class TensorRTPartitioner(Partitioner):
         require_inplace: ``preprocess`` raises instead of warning when an in-place update
             still copies a view of its buffer inside the engine (``ExportOptions``).
         portable_xnnpack: the portable engine nests XNNPACK delegates (``ExportOptions``).
+        external_weights: named-data weights go to an external ``.ptd`` (``ExportOptions``).
 
     Raises ``TypeError``/``ValueError`` for bad options, as ``ExportOptions`` does; from
     ``partition``, ``ValueError`` for a program that mutates a user input or passes a dynamic
@@ -147,11 +148,13 @@ class TensorRTPartitioner(Partitioner):
     def __init__(
         self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False,
         require_inplace: bool = False, portable_xnnpack: bool = True,
+        external_weights: bool = False,
     ) -> None:
         check_bool("TensorRTPartitioner: freeze_buffers", freeze_buffers)
         self._init(ExportOptions(engine=engine, kv_cache=kv_cache,
                                  require_inplace=require_inplace,
-                                 portable_xnnpack=portable_xnnpack), freeze_buffers)
+                                 portable_xnnpack=portable_xnnpack,
+                                 external_weights=external_weights), freeze_buffers)
 
     @classmethod
     def from_options(cls, options: ExportOptions,
@@ -227,7 +230,7 @@ class TensorRTPartitioner(Partitioner):
         And keeps ``aten.scaled_dot_product_attention.default`` (issue 13), top level only,
         when the ``gqa_attention`` kernel can run it (float32, no dropout:
         ``passes.gqa_attention.sdpa_kernel_rejection``) and its exported result is contiguous
-        (one query row, as in decode; see the filter): decomposed, it is a ``repeat_kv``
+        (e.g. one query row, as in decode; see the filter): decomposed, it is a ``repeat_kv``
         copy of both caches and matrix products over the whole capacity every step; whole,
         the portable engine runs it as ``executorch_trt::gqa_attention`` over the caches in
         place and only at the positions the mask allows (``passes.gqa_attention``)."""

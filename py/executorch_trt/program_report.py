@@ -14,7 +14,8 @@ of these holds; each report lists the rules that matched (``evidence``):
   constants also carry a name but with location ``EXTERNAL``).
 * ``initial_value``: memory-planned *and* ``data_buffer_idx > 0``: a mutable buffer with its
   exported initial value in the mutable data segment (``_emitter._save_new_const_tensor``,
-  buffers marked ``et_init_buffer``, as ``executorch_trt.export`` does by default).
+  buffers marked ``et_init_buffer``: ``executorch_trt.export`` marks those whose initial value
+  is not all zeros).
 * ``shared_arena``: planned in memory arena 2 of a plan with exactly three arenas.
   ``MemoryPlanningPass(share_mutable_buffers=True).run_multimethod`` places every mutable
   buffer there, appending arena 2 only to plans that use the default arenas 0 and 1.

@@ -573,26 +573,47 @@ def _program_source(program: Any) -> Any:
     )
 
 
+def _data_source(data: Any) -> str:
+    """``load``'s ``data`` as a path string: ``TypeError`` unless ``str``/``os.PathLike``,
+    ``FileNotFoundError`` naming it unless it is an existing file."""
+    if not isinstance(data, (str, os.PathLike)):
+        raise TypeError("executorch_trt.runtime.load: data must be the path of a .ptd file "
+                        f"(str or pathlib.Path), got {type(data).__name__}")
+    path = os.fsdecode(os.fspath(data))
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "executorch_trt.runtime.load: no such .ptd file",
+                                path)
+    return path
+
+
 _TEXT_MODE = ("executorch_trt.runtime.load: {} is a file object in text mode; a .pte is binary: "
               "open the file in binary mode (open(path, 'rb')) or pass its path")
 
 
-def load(program: Union[str, Path, bytes, bytearray, BinaryIO]) -> Program:
+def load(program: Union[str, Path, bytes, bytearray, BinaryIO],
+         data: Optional[Union[str, Path]] = None) -> Program:
     """Loads a ``.pte`` (path, bytes or binary file object) with the delegate library
     registered, and every method of it (state starts from each buffer's initial value).
+
+    ``data``: the path of the program's external data file (``.ptd``), for a program exported
+    with ``executorch_trt.export(..., external_weights=True)`` (its weights are there, written by
+    ``ExecutorchProgramManager.write_tensor_data_to_file``). Without it such a program does not
+    load (``RuntimeError``: the delegate names the missing key in the log).
 
     Raises ``FileNotFoundError`` (naming the path) when a path does not exist, ``TypeError`` for
     an argument that is neither a path nor bytes nor a binary file object (a file opened in text
     mode: open it with ``'rb'``; both checked before the library is needed),
-    ``LibraryNotFoundError`` when the library or the binding is missing, and ``RuntimeError``
+    ``FileNotFoundError`` for a ``data`` path that does not exist, ``LibraryNotFoundError``
+    when the library or the binding is missing, and ``RuntimeError``
     naming the program and the problem for a program that does not load (not an ExecuTorch
     program, a corrupted file, a delegate that rejects its blob: ExecuTorch's log line above
     says why).
     """
+    data_path = "" if data is None else _data_source(data)
     data = _program_source(program)
     load_library()
     if isinstance(data, str):
-        return Program(_binding.load_file(data))
+        return Program(_binding.load_file(data, data_path))
     if hasattr(data, "read"):
         source = getattr(program, "name", type(program).__name__)
         data = data.read()
@@ -604,4 +625,4 @@ def load(program: Union[str, Path, bytes, bytearray, BinaryIO]) -> Program:
         what = f"the .pte read from {source}"
     else:
         what = f"the {len(data)} bytes of a .pte"
-    return Program(_binding.load_bytes(data, what))
+    return Program(_binding.load_bytes(data, what, data_path))

@@ -18,6 +18,11 @@ import torch
 #: registers (``core/backend/tensorrt_backend.h``, ``executorch::runtime::register_backend``).
 BACKEND_ID = "TensorRTBackend"
 
+#: The external data file a program exported with ``external_weights=True`` keeps its named
+#: data in: ``ExecutorchProgramManager.write_tensor_data_to_file(dir)`` writes ``dir/model.ptd``
+#: (the runtimes take its path: ``runtime.load(pte, data=...)``, the runners' ``--data``).
+EXTERNAL_WEIGHTS_TAG = "model"
+
 #: Engine names: the metadata's ``"engine"`` (FORMAT.md "Metadata"; C++ ``EngineKind``).
 ENGINE_PORTABLE = "portable"
 ENGINE_TENSORRT = "tensorrt"

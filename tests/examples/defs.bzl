@@ -8,7 +8,7 @@ def _quote(text):
     return "\"%s\"" % text if "'" in text else "'%s'" % text
 
 def runner_test(name, exit_code, expect, model = None, reference = None, flags = [], size = "small",
-                runner = _RUNNER):
+                runner = _RUNNER, data = []):
     """An sh_test that runs the runner and checks its exit code and output (expect_exit.sh).
 
     Args:
@@ -21,12 +21,13 @@ def runner_test(name, exit_code, expect, model = None, reference = None, flags =
       flags: further runner arguments, passed verbatim.
       size: the test size.
       runner: label of the runner binary.
+      data: further files the flags name (as $(rootpath ...)).
     """
     args = [str(exit_code), _quote(expect[0])]
     for text in expect[1:]:
         args += ["--and", _quote(text)]
     args.append("$(rootpath %s)" % runner)
-    data = [runner]
+    data = [runner] + data
     if model:
         args += ["--model", "$(rootpath %s)" % model]
         data.append(model)

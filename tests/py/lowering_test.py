@@ -6,12 +6,14 @@ import operator
 import torch
 from absl.testing import absltest
 from executorch.exir import to_edge_transform_and_lower
+from executorch.exir._serialize._program import deserialize_pte_binary
 from torch.export.graph_signature import OutputKind
 
 import decoder_models as dm
 import lowering_utils as lu
 import executorch_trt
 from executorch_trt import TensorRTPartitioner
+from executorch_trt.engines.portable.payload import read_portable_payload
 from executorch_trt.operator_support import schema_name
 
 
@@ -183,6 +185,37 @@ class DecoderLoweringTest(absltest.TestCase):
                                               "executorch_trt::gqa_attention.out"}
             self.assertEmpty(missing, method)
 
+    def test_xnnpack_weights_stored_once_per_program(self):
+        # Issue 14: the nested programs' XNNPACK weights live in the outer program's named
+        # data, one entry per linear weight however many methods use it (prefill and decode
+        # both do); no nested program keeps named data of its own.
+        for method in ("prefill", "decode", "read_state"):
+            ep = self.et.exported_program(method)
+            for call in lu.delegate_calls(ep.graph_module):
+                nested = deserialize_pte_binary(
+                    read_portable_payload(lu.blob_of(ep.graph_module, call).payload).program)
+                self.assertIsNone(nested.named_data, method)
+        named = deserialize_pte_binary(self.et.buffer).named_data
+        linears = [m.weight for m in self.decoder.modules() if isinstance(m, torch.nn.Linear)]
+        self.assertLen(linears, 2 * 7 + 1)
+        self.assertLen(named.pte_data, len(linears))
+        self.assertLen(named.buffers, len(linears))
+        self.assertEqual(sorted(len(b) for b in named.buffers),
+                         sorted(w.numel() * w.element_size() for w in linears))
+
+    def test_zero_caches_add_no_bytes(self):
+        # Issue 14: an all-zero initial value (the KV caches) is not serialised, so capacity
+        # costs no program bytes: 32x the positions (+124 KiB of cache) adds < 4 KiB. The
+        # non-zero state (steps = 7, state = 0.25) is still serialised: the runtime tests read
+        # it back from a fresh load.
+        sizes = {}
+        for max_seq in (16, 512):
+            sizes[max_seq] = len(executorch_trt.export(
+                dm.export_methods(dm.TinyDecoder(max_seq=max_seq))).buffer)
+        cache_bytes = 2 * 2 * (2 * 8 * 4) * (512 - 16)  # layers x (k, v) x heads*dim*4 B x rows
+        self.assertGreater(cache_bytes, 100_000)
+        self.assertLess(abs(sizes[512] - sizes[16]), 4096, sizes)
+
     def test_decode_attention_runs_on_the_gqa_kernel(self):
         # Issue 13: decode's SDPA (one query row) is kept whole and runs as gqa_attention over
         # the caches themselves: no repeat_kv expand_copy is left. Prefill's (several rows) is
@@ -240,7 +273,13 @@ class DecoderLoweringTest(absltest.TestCase):
                 t = plan.values[i].val
                 if t.allocation_info is not None and t.allocation_info.memory_id == 2:
                     locations.setdefault(method, []).append(t.allocation_info.memory_offset_low)
-                    self.assertGreater(t.data_buffer_idx, 0, "initial value serialised")
+                    # All zeros: not serialised, the zero-filled arena is its value (issue 14).
+                    self.assertEqual(t.data_buffer_idx, 0, "zero cache not serialised")
+            # The non-zero state (state = 0.25, [1, dim] float32) is serialised.
+            (state_id,) = [i for i in lu.tensor_values_of_shape(plan, [1, 32])
+                           if plan.values[i].val.allocation_info is not None
+                           and plan.values[i].val.allocation_info.memory_id == 2]
+            self.assertGreater(plan.values[state_id].val.data_buffer_idx, 0, method)
         self.assertLen(locations, 3)
         self.assertEqual(sorted(locations["prefill"]), sorted(locations["decode"]))
         self.assertEqual(sorted(locations["prefill"]), sorted(locations["read_state"]))
