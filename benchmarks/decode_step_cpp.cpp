@@ -49,6 +49,7 @@
 #include "benchmarks/decode_step_flags.h"
 #include "benchmarks/step_stats.h"
 #include "examples/prefill_decode_program.h"
+#include "examples/readable_file.h"
 
 // libexecutorch_threadpool.so's CPU thread pool (XNNPACK and the optimized kernels run on
 // it). The wheel's SDK ships the library but not its header (extension/threadpool/
@@ -102,16 +103,6 @@ constexpr char kUsage[] =
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "%s: %s\n", kName, message.c_str());
   return code;
-}
-
-bool IsReadableFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return false;
-  }
-  const bool is_file = std::fseek(f, 0, SEEK_END) == 0 && std::ftell(f) >= 0;
-  std::fclose(f);
-  return is_file;
 }
 
 double MsSince(std::chrono::steady_clock::time_point start) {
@@ -244,7 +235,7 @@ Error Fill(PrefillDecodeProgram* program, const DecodeStepFlags& flags, FillStat
 }
 
 int Run(const DecodeStepFlags& flags) {
-  if (!IsReadableFile(flags.model)) {
+  if (!examples::IsReadableFile(flags.model)) {
     return Fail(kExitUsage, flags.model + ": no such file (or not readable)");
   }
   std::ofstream out;

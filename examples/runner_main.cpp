@@ -12,20 +12,11 @@
 #include "examples/reference.h"
 #include "examples/runner_checks.h"
 #include "examples/runner_flags.h"
+#include "examples/readable_file.h"
 #include "examples/runner_report.h"
 
 namespace executorch_trt::examples {
 namespace {
-
-bool IsReadableFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return false;
-  }
-  const bool is_file = std::fseek(f, 0, SEEK_END) == 0 && std::ftell(f) >= 0;
-  std::fclose(f);
-  return is_file;
-}
 
 // Prints "<runner>: <message>" to stderr; returns kExitUsage.
 int Invalid(const RunnerSpec& spec, const std::string& message) {
