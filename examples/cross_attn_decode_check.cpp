@@ -43,7 +43,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: cross_attn_decode_check --model PROGRAM.pte --reference REFERENCE.json\n"
     "                               [--steps N] [--tol T] [--checksum-tol C] [--sessions K]\n"
-    "                               [--allow-state-copies] [--quiet]\n"
+    "                               [--data PROGRAM.ptd] [--allow-state-copies] [--quiet]\n"
     "\n"
     "Runs an encoder-decoder program's `encode`, `prefill` and `decode` methods (ExecuTorch\n"
     "Program and Method, shared memory arenas, the TensorRT delegate linked in) for each\n"
@@ -60,7 +60,8 @@ constexpr char kUsage[] =
     "                       ran Bazel; give --model and --reference together. Without them\n"
     "                       the Bazel target checks its built-in example program.\n"
     "  --data PATH          the program's external data file (.ptd), for a program exported\n"
-    "                       with external_weights=True (relative to where you ran Bazel)\n"
+    "                       with external_weights=True (relative to where you ran Bazel,\n"
+    "                       or to the current directory when run directly)\n"
     "  --reference PATH     its JSON reference (eager PyTorch, same weights, two utterances)\n"
     "  --steps N            decode steps of the last utterance in the run check, of each\n"
     "                       in the sessions check (default: all in the reference)\n"

@@ -12,7 +12,7 @@ cache of --max-seq-len positions. Output is byte-identical across runs (fixed se
 
 usage: export_kv_cache_decode.py --pte OUT.pte --reference OUT.json
            [--steps N] [--max-seq-len S] [--prompt-len T] [--kv-cache inplace|copy_back]
-           [--variant normal|clear_cache] [--no-inplace-planning]
+           [--variant normal|clear_cache] [--no-inplace-planning] [--data OUT.ptd]
 `--variant clear_cache` exports a deliberately broken program whose decode method zeroes its
 cache before every step (the cache does not persist): the checker must reject it.
 """
@@ -124,7 +124,9 @@ def main(argv=None) -> int:
     with open(args.reference, "w") as f:
         json.dump(ref, f, indent=None, separators=(",", ":"))
         f.write("\n")
-    print(f"wrote {args.pte} ({len(program.buffer)} bytes) and {args.reference}", file=sys.stderr)
+    data = f", {args.data}" if args.data is not None else ""
+    print(f"wrote {args.pte} ({len(program.buffer)} bytes){data} and {args.reference}",
+          file=sys.stderr)
     return 0
 
 

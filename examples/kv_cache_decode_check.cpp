@@ -43,7 +43,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: kv_cache_decode_check --model PROGRAM.pte --reference REFERENCE.json\n"
     "                             [--steps N] [--tol T] [--checksum-tol C] [--sessions K]\n"
-    "                             [--allow-state-copies] [--quiet]\n"
+    "                             [--data PROGRAM.ptd] [--allow-state-copies] [--quiet]\n"
     "\n"
     "Runs the program's `prefill` and `decode` methods (ExecuTorch Program and Method, shared\n"
     "memory arenas, the TensorRT delegate linked in) and checks tokens, logits and the KV cache\n"
@@ -59,7 +59,8 @@ constexpr char kUsage[] =
     "                       Bazel; give --model and --reference together. Without them the\n"
     "                       Bazel target checks its built-in example program.\n"
     "  --data PATH          the program's external data file (.ptd), for a program exported\n"
-    "                       with external_weights=True (relative to where you ran Bazel)\n"
+    "                       with external_weights=True (relative to where you ran Bazel,\n"
+    "                       or to the current directory when run directly)\n"
     "  --reference PATH     its JSON reference (eager PyTorch, same weights)\n"
     "  --steps N            decode steps to check (default: all in the reference)\n"
     "  --tol T              logits: max|diff| <= T * max(1, max|ref|) (default 1e-4)\n"

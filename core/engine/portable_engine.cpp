@@ -173,14 +173,20 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
       program_->load_method(kMethodName, memory_manager_.get(), /*event_tracer=*/nullptr,
                             named_data != nullptr ? named_data : &kNoNamedData);
   if (!method.ok()) {
+    // One short line per cause: ExecuTorch truncates a long log line.
     ET_LOG(Error,
            "executorch_trt: portable engine: loading the nested method failed (error "
-           "0x%" PRIx32
-           "); if it is OperatorMissing, link the kernels the partition uses "
-           "(libexecutorch_kernels_optimized.so and libexecutorch_trt.so); if a nested "
-           "delegate could not find its data, the program's named data lacks the key it "
-           "logged (load the .pte the blob came from; PORTABLE_FORMAT.md).",
+           "0x%" PRIx32 ").",
            static_cast<uint32_t>(method.error()));
+    if (method.error() == Error::OperatorMissing) {
+      ET_LOG(Error,
+             "executorch_trt: link the kernels the partition uses "
+             "(libexecutorch_kernels_optimized.so, libexecutorch_trt.so).");
+    } else if (method.error() == Error::NotFound) {
+      ET_LOG(Error,
+             "executorch_trt: a weight's key (logged above) is not in the program's data: "
+             "load the program with its .ptd (external_weights=True).");
+    }
     return method.error();
   }
   method_ = std::make_unique<executorch::runtime::Method>(std::move(method.get()));

@@ -127,13 +127,20 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
   for (const std::string& name : method_names_) {
     const Error err = LoadIntoSharedArenas(name);
     if (err != Error::Ok) {
-      *error = what + ": cannot load method '" + name + "' (error " + ErrorCode(err) +
-               "): the program has no such method, or a delegate in it failed to initialise "
-               "(see the log above; a corrupted blob is rejected here; a missing key means the "
-               "program keeps its weights in a data file: " +
-               (data_path_.empty() ? std::string("pass the .ptd written with it")
-                                   : "check that " + data_path_ + " was written with it") +
-               ")";
+      if (err == Error::NotFound) {
+        // A delegate did not find a weight by its key (it logged the key): the program keeps
+        // its weights in a data file (external_weights=True).
+        *error = what + ": cannot load method '" + name + "': a weight it needs is not in the "
+                 "program" +
+                 (data_path_.empty()
+                      ? std::string(" and no data file was given; pass the .ptd written with it")
+                      : " nor in " + data_path_ + "; check that it was written with this program") +
+                 " (the missing key is in the log above)";
+      } else {
+        *error = what + ": cannot load method '" + name + "' (error " + ErrorCode(err) +
+                 "): the program has no such method, or a delegate in it failed to initialise "
+                 "(see the log above; a corrupted blob is rejected here)";
+      }
       return err;
     }
   }

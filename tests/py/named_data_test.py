@@ -97,7 +97,7 @@ class ExternalWeightsTest(absltest.TestCase):
             runtime.load(self.pte, data=b"bytes")
         other_dir = tempfile.mkdtemp()
         _write(_export(dm.TinyDecoder(seed=5), external_weights=True), other_dir)
-        with self.assertRaisesRegex(RuntimeError, "was written with it"):
+        with self.assertRaisesRegex(RuntimeError, "written with this program"):
             runtime.load(self.pte, data=os.path.join(other_dir, f"{EXTERNAL_WEIGHTS_TAG}.ptd"))
 
 
