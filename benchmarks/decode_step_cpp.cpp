@@ -157,9 +157,10 @@ std::string CapacityMismatch(const PrefillDecodeProgram& program,
 // not hold `prompt_len` tokens, or "" when they do.
 std::string PromptMismatch(const PrefillDecodeProgram& program, size_t prompt_len) {
   const executorch::runtime::MethodMeta meta = program.method_meta(Phase::kPrefill);
-  auto ids = meta.num_inputs() > 0 ? meta.input_tensor_meta(0)
-                                   : executorch::runtime::Result<executorch::runtime::TensorInfo>(
-                                         Error::InvalidProgram);
+  auto ids =
+      meta.num_inputs() > 0
+          ? meta.input_tensor_meta(0)
+          : executorch::runtime::Result<executorch::runtime::TensorInfo>(Error::InvalidProgram);
   if (!ids.ok() || ids->sizes().size() != 2) {
     return "prefill's first input is not input_ids [1, T]";
   }
@@ -188,9 +189,8 @@ std::string TokenMismatch(const PrefillDecodeProgram& program, const DecodeStepF
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= vocab) {
       return std::string(i + 1 < ids.size() ? "--prompt" : "--token") + ": token id " +
-             std::to_string(ids[i]) + " is outside the vocabulary of " +
-             std::to_string(vocab) + " (decode's logits are [1, 1, " + std::to_string(vocab) +
-             "])";
+             std::to_string(ids[i]) + " is outside the vocabulary of " + std::to_string(vocab) +
+             " (decode's logits are [1, 1, " + std::to_string(vocab) + "])";
     }
   }
   return "";

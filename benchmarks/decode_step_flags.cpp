@@ -32,8 +32,8 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   size_t start = 0;
   while (true) {
     const size_t comma = s.find(',', start);
-    parts.push_back(s.substr(start, comma == std::string::npos ? std::string::npos
-                                                               : comma - start));
+    parts.push_back(
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) {
       return parts;
     }
@@ -134,8 +134,7 @@ bool SetFlag(const std::string& name, const std::string& value, DecodeStepFlags*
 
 }  // namespace
 
-FlagStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags,
-                                std::string* error) {
+FlagStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags, std::string* error) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {

@@ -43,7 +43,6 @@ enum class FlagStatus {
 // against each other (the decode position, T, must lie inside the cache: T < max_seq_len).
 // Relative --model and --json paths are taken relative to $BUILD_WORKING_DIRECTORY when it
 // is set (`bazel run`). Never exits; never throws.
-FlagStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags,
-                                std::string* error);
+FlagStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags, std::string* error);
 
 }  // namespace executorch_trt::benchmarks

@@ -28,7 +28,8 @@ bool ParseNumber(const std::string& s, double* out) {
 bool IsValueFlag(const std::string& arg) {
   static const char* const kValueFlags[] = {
       "--model", "--reference", "--default-model", "--default-reference",
-      "--steps", "--sessions",  "--tol",           "--checksum-tol", "--data",
+      "--steps", "--sessions",  "--tol",           "--checksum-tol",
+      "--data",
   };
   return std::find_if(std::begin(kValueFlags), std::end(kValueFlags),
                       [&](const char* k) { return arg == k; }) != std::end(kValueFlags);

@@ -9,10 +9,10 @@
 #include <executorch/runtime/platform/runtime.h>
 
 #include "examples/plan_copies.h"
+#include "examples/readable_file.h"
 #include "examples/reference.h"
 #include "examples/runner_checks.h"
 #include "examples/runner_flags.h"
-#include "examples/readable_file.h"
 #include "examples/runner_report.h"
 
 namespace executorch_trt::examples {

@@ -11,8 +11,8 @@
 
 #include <executorch/runtime/core/result.h>
 
-#include "core/blob/delegate_metadata.h"
 #include <executorch/runtime/core/named_data_map.h>
+#include "core/blob/delegate_metadata.h"
 
 #include "core/engine/engine.h"
 

@@ -12,8 +12,8 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "core/common/runtime_types.h"
-#include "core/engine/empty_named_data_map.h"
 #include "core/common/shape_string.h"
+#include "core/engine/empty_named_data_map.h"
 #include "core/engine/portable_payload.h"
 
 namespace executorch_trt {

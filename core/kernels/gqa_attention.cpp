@@ -148,8 +148,8 @@ KeySpan AllowedSpan(const MaskView& mask, size_t row, ssize_t limit) {
 }  // namespace
 
 Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Tensor& key,
-                        const Tensor& value, const std::optional<Tensor>& attn_mask,
-                        bool is_causal, double scale, Tensor& out) {
+                        const Tensor& value, const std::optional<Tensor>& attn_mask, bool is_causal,
+                        double scale, Tensor& out) {
   auto fail = [&]() -> Tensor& {
     ctx.fail(Error::InvalidArgument);
     return out;
@@ -173,8 +173,7 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
     return fail();
   }
   if (kv_heads == 0 || q_heads % kv_heads != 0) {
-    ET_LOG(Error,
-           "gqa_attention: %zd query heads are not a multiple of %zd key/value heads.",
+    ET_LOG(Error, "gqa_attention: %zd query heads are not a multiple of %zd key/value heads.",
            q_heads, kv_heads);
     return fail();
   }
@@ -280,9 +279,7 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
   return out;
 }
 
-uint64_t GqaAttentionPositionsRead() {
-  return PositionsRead().load(std::memory_order_relaxed);
-}
+uint64_t GqaAttentionPositionsRead() { return PositionsRead().load(std::memory_order_relaxed); }
 
 namespace {
 

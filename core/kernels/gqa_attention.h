@@ -50,11 +50,13 @@ namespace executorch_trt {
 // that does not broadcast, is_causal with a mask, non-contiguous storage); nothing is written.
 // Never reads or writes outside the tensors' storage. Thread-safety: re-entrant; concurrent
 // calls must not share `out`.
-executorch::aten::Tensor& GqaAttentionOut(
-    executorch::runtime::KernelRuntimeContext& ctx, const executorch::aten::Tensor& query,
-    const executorch::aten::Tensor& key, const executorch::aten::Tensor& value,
-    const std::optional<executorch::aten::Tensor>& attn_mask, bool is_causal, double scale,
-    executorch::aten::Tensor& out);
+executorch::aten::Tensor& GqaAttentionOut(executorch::runtime::KernelRuntimeContext& ctx,
+                                          const executorch::aten::Tensor& query,
+                                          const executorch::aten::Tensor& key,
+                                          const executorch::aten::Tensor& value,
+                                          const std::optional<executorch::aten::Tensor>& attn_mask,
+                                          bool is_causal, double scale,
+                                          executorch::aten::Tensor& out);
 
 // How many (query row, key position) pairs gqa_attention.out has attended in this process
 // (all programs, all threads; callers take deltas): a decode step at position p with a

@@ -86,12 +86,12 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
     Result<executorch::extension::FileDataLoader> data_loader =
         executorch::extension::FileDataLoader::from(data_path.c_str());
     if (!data_loader.ok()) {
-      *error = data_path + ": cannot open the data file (error " + ErrorCode(data_loader.error()) +
-               ")";
+      *error =
+          data_path + ": cannot open the data file (error " + ErrorCode(data_loader.error()) + ")";
       return data_loader.error();
     }
-    data_loader_ = std::make_unique<executorch::extension::FileDataLoader>(
-        std::move(data_loader.get()));
+    data_loader_ =
+        std::make_unique<executorch::extension::FileDataLoader>(std::move(data_loader.get()));
     Result<executorch::extension::FlatTensorDataMap> data_map =
         executorch::extension::FlatTensorDataMap::load(data_loader_.get());
     if (!data_map.ok()) {
@@ -99,8 +99,8 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
                ErrorCode(data_map.error()) + "); pass the .ptd written with the .pte";
       return data_map.error();
     }
-    data_map_ = std::make_unique<executorch::extension::FlatTensorDataMap>(
-        std::move(data_map.get()));
+    data_map_ =
+        std::make_unique<executorch::extension::FlatTensorDataMap>(std::move(data_map.get()));
     data_path_ = data_path;
   }
   Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
@@ -130,7 +130,8 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
       if (err == Error::NotFound) {
         // A delegate did not find a weight by its key (it logged the key): the program keeps
         // its weights in a data file (external_weights=True).
-        *error = what + ": cannot load method '" + name + "': a weight it needs is not in the "
+        *error = what + ": cannot load method '" + name +
+                 "': a weight it needs is not in the "
                  "program" +
                  (data_path_.empty()
                       ? std::string(" and no data file was given; pass the .ptd written with it")
@@ -210,9 +211,8 @@ Error LoadedProgram::LoadIntoSharedArenas(const std::string& name) {
       Span<Span<uint8_t>>(m.planned_spans.data(), m.planned_spans.size()));
   m.memory_manager = std::make_unique<executorch::runtime::MemoryManager>(
       method_allocator_.get(), m.planned_memory.get(), temp_allocator_.get());
-  Result<executorch::runtime::Method> method =
-      program_->load_method(name.c_str(), m.memory_manager.get(), /*event_tracer=*/nullptr,
-                            data_map_.get());
+  Result<executorch::runtime::Method> method = program_->load_method(
+      name.c_str(), m.memory_manager.get(), /*event_tracer=*/nullptr, data_map_.get());
   if (!method.ok()) {
     return method.error();
   }

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include <executorch/runtime/core/data_loader.h>
-#include <executorch/runtime/core/named_data_map.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
 #include <executorch/runtime/core/memory_allocator.h>
+#include <executorch/runtime/core/named_data_map.h>
 #include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
@@ -166,8 +166,8 @@ class LoadedProgram {
   // they were loaded into, then the Program and its data.
   std::vector<uint8_t> bytes_;
   std::unique_ptr<executorch::runtime::DataLoader> loader_;
-  std::unique_ptr<executorch::runtime::DataLoader> data_loader_;       // the .ptd, if any
-  std::unique_ptr<executorch::runtime::NamedDataMap> data_map_;        // over data_loader_
+  std::unique_ptr<executorch::runtime::DataLoader> data_loader_;  // the .ptd, if any
+  std::unique_ptr<executorch::runtime::NamedDataMap> data_map_;   // over data_loader_
   std::string data_path_;
   std::unique_ptr<executorch::runtime::Program> program_;
   std::unique_ptr<executorch::runtime::MemoryAllocator> method_allocator_;

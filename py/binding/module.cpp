@@ -284,6 +284,5 @@ PYBIND11_MODULE(_runtime_binding, m) {
   m.def("is_backend_registered", [](const std::string& name) {
     return executorch::runtime::get_backend_class(name.c_str()) != nullptr;
   });
-  m.def("load_bytes", &etp::LoadBytes, py::arg("data"), py::arg("what"),
-        py::arg("data_path") = "");
+  m.def("load_bytes", &etp::LoadBytes, py::arg("data"), py::arg("what"), py::arg("data_path") = "");
 }

@@ -92,7 +92,7 @@ void ExpectNear(const std::vector<float>& actual, const std::vector<float>& expe
 
 // Runs the kernel; returns the output and the positions it read.
 std::vector<float> RunKernel(Problem& p, const std::optional<executorch::aten::Tensor>& mask,
-                       bool causal, float scale, uint64_t* read = nullptr) {
+                             bool causal, float scale, uint64_t* read = nullptr) {
   OwnedTensor<float> out(ScalarType::Float, {p.batch, p.q_heads, p.q_len, p.v_depth});
   executorch::aten::Tensor out_t = out.tensor();
   KernelRuntimeContext ctx;
@@ -150,9 +150,11 @@ TEST(GqaAttentionTest, WindowWithAHoleAndPerHeadMask) {
       }
   uint64_t read = 0;
   const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.4f, &read);
-  ExpectNear(out, Reference(p, 0.4f, [&](int b, int h, int t, int s) {
-               return allowed(b, h, t, s) ? 0.0 : -INFINITY;
-             }), "window");
+  ExpectNear(
+      out,
+      Reference(p, 0.4f,
+                [&](int b, int h, int t, int s) { return allowed(b, h, t, s) ? 0.0 : -INFINITY; }),
+      "window");
   EXPECT_EQ(read, static_cast<uint64_t>(expected_read));
 }
 
@@ -180,9 +182,10 @@ TEST(GqaAttentionTest, RankTwoMaskBroadcasts) {
   for (int t = 0; t < p.q_len; ++t)
     for (int s = 0; s < p.kv_len; ++s) mask.data()[t * p.kv_len + s] = (s + t) % 3 != 0;
   const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.5f);
-  ExpectNear(out, Reference(p, 0.5f, [](int, int, int t, int s) {
-               return (s + t) % 3 != 0 ? 0.0 : -INFINITY;
-             }), "rank-2 mask");
+  ExpectNear(
+      out,
+      Reference(p, 0.5f, [](int, int, int t, int s) { return (s + t) % 3 != 0 ? 0.0 : -INFINITY; }),
+      "rank-2 mask");
 }
 
 TEST(GqaAttentionTest, CausalIsTopLeftAligned) {
@@ -192,9 +195,9 @@ TEST(GqaAttentionTest, CausalIsTopLeftAligned) {
   p.Fill();
   uint64_t read = 0;
   const std::vector<float> out = RunKernel(p, std::nullopt, true, 0.5f, &read);
-  ExpectNear(out, Reference(p, 0.5f, [](int, int, int t, int s) {
-               return s <= t ? 0.0 : -INFINITY;
-             }), "causal");
+  ExpectNear(out,
+             Reference(p, 0.5f, [](int, int, int t, int s) { return s <= t ? 0.0 : -INFINITY; }),
+             "causal");
   EXPECT_EQ(read, static_cast<uint64_t>(p.q_heads * (1 + 2 + 3)));
 }
 
@@ -204,9 +207,8 @@ TEST(GqaAttentionTest, FullyMaskedRowIsZeros) {
   OwnedTensor<uint8_t> mask(ScalarType::Bool, {1, 1, p.q_len, p.kv_len});
   for (int s = 0; s < p.kv_len; ++s) mask.data()[p.kv_len + s] = 1;  // row 0 all false
   const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.5f);
-  ExpectNear(out, Reference(p, 0.5f, [](int, int, int t, int) {
-               return t == 1 ? 0.0 : -INFINITY;
-             }), "fully masked row");
+  ExpectNear(out, Reference(p, 0.5f, [](int, int, int t, int) { return t == 1 ? 0.0 : -INFINITY; }),
+             "fully masked row");
   EXPECT_EQ(out[0], 0.0f);
 }
 
@@ -226,15 +228,15 @@ TEST(GqaAttentionTest, RejectsBadInputsWithoutWriting) {
     Problem p;
     p.Fill();
     OwnedTensor<float> key(ScalarType::Float, c.key_sizes);
-    OwnedTensor<float> mask(ScalarType::Float, c.mask_sizes.empty() ? std::vector<int32_t>{1}
-                                                                    : c.mask_sizes);
+    OwnedTensor<float> mask(ScalarType::Float,
+                            c.mask_sizes.empty() ? std::vector<int32_t>{1} : c.mask_sizes);
     OwnedTensor<float> out(ScalarType::Float, {1, 4, 2, 5}, std::vector<float>(40, 7.0f));
     executorch::aten::Tensor out_t = out.tensor();
     std::optional<executorch::aten::Tensor> mask_arg;
     if (!c.mask_sizes.empty()) mask_arg = mask.tensor();
     KernelRuntimeContext ctx;
-    GqaAttentionOut(ctx, p.query.tensor(), key.tensor(), p.value.tensor(), mask_arg, c.causal,
-                    0.5, out_t);
+    GqaAttentionOut(ctx, p.query.tensor(), key.tensor(), p.value.tensor(), mask_arg, c.causal, 0.5,
+                    out_t);
     EXPECT_EQ(ctx.failure_state(), Error::InvalidArgument) << c.what;
     EXPECT_EQ(out.data(), std::vector<float>(40, 7.0f)) << c.what;
   }
@@ -249,8 +251,8 @@ TEST(GqaAttentionTest, RejectsBadInputsWithoutWriting) {
                   false, 0.5, out_t);
   EXPECT_EQ(dtype_ctx.failure_state(), Error::InvalidArgument);
   KernelRuntimeContext mask_ctx;
-  GqaAttentionOut(mask_ctx, p.query.tensor(), p.key.tensor(), p.value.tensor(),
-                  int_mask.tensor(), false, 0.5, out_t);
+  GqaAttentionOut(mask_ctx, p.query.tensor(), p.key.tensor(), p.value.tensor(), int_mask.tensor(),
+                  false, 0.5, out_t);
   EXPECT_EQ(mask_ctx.failure_state(), Error::InvalidArgument);
   EXPECT_EQ(out.data(), std::vector<float>(40, 7.0f));
 }
