@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 
 from benchmarks import cpp_timing, machine, report  # noqa: E402
 from benchmarks.bench_config import BenchConfig, full_config, quick_config  # noqa: E402
-from benchmarks.variants import VARIANTS, BuiltProgram, parse_variants  # noqa: E402
+from benchmarks.variants import VARIANTS, BuiltProgram, data_path, parse_variants  # noqa: E402
 
 RESULT_MARKER = "DECODE_BENCH_RESULT "
 WORKER_TIMEOUT_S = 900
@@ -224,6 +224,10 @@ def cpp_fields(cpp: Optional[dict]) -> dict:
     return out
 
 
+def _file_size(path: Optional[str]) -> Optional[int]:
+    return os.path.getsize(path) if path and os.path.isfile(path) else None
+
+
 def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
              cpp: Optional[dict] = None) -> dict:
     """One JSON row from a build (copy accounting), the variant's step times from the timing
@@ -236,8 +240,11 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
            "cache_nbytes": config.dims.cache_nbytes(built.max_seq_len),
            # The .pte's size (bytes; None for eager): weights stored once, zero caches not at
            # all (issue 14).
-           "program_bytes": (os.path.getsize(built.path)
-                             if built.path and os.path.isfile(built.path) else None)}
+           "program_bytes": _file_size(built.path),
+           # The external data file's size (bytes; None without one) and the model's weights
+           # (parameter bytes), which the sizes are judged against.
+           "data_bytes": _file_size(data_path(built.variant, built.path)),
+           "weights_bytes": built.weights_bytes}
     error = (built.error or (step_ms.get("error") if isinstance(step_ms, dict) else None)
              or profile.get("error"))
     if error:

@@ -4,6 +4,7 @@ its output and the byte counts, never the timings:
 * every row has the JSON fields, numbers where it ran, and every variant x capacity is there;
 * delegate in-place copies 0 cache bytes per step;
 * delegate copy_back copies exactly the cache (sum of KV cache nbytes) per step;
+* the delegate's .pte holds the weights once, and with external weights the .ptd does;
 * plain ExecuTorch's default configuration shows its write-back copy of the cache, and its
   reinplace configuration does not;
 * every variant has one timed step per round (they are timed interleaved in one process);
@@ -149,6 +150,21 @@ class DecodeBenchQuickTest(absltest.TestCase):
             self.assertEqual(r["cache_nbytes"], QUICK_DIMS.cache_nbytes(s))
             self.assertEqual(r["cache_bytes_copied_per_step"], r["cache_nbytes"], f"at {s}")
             self.assertGreaterEqual(r["runtime_bytes_copied_per_step"], r["cache_nbytes"])
+
+    def test_weights_stored_once_and_external_weights_leave_the_pte(self):
+        """Issue 14's sizes: the in-place .pte holds its weights once (two methods use them)
+        and the external variant's .ptd holds them once while its .pte keeps none."""
+        for s in self.capacities:
+            inside, outside = self.row("delegate_inplace", s), self.row("delegate_external", s)
+            weights = inside["weights_bytes"]
+            self.assertGreater(weights, 0)
+            self.assertIsNone(inside["data_bytes"])
+            self.assertGreaterEqual(inside["program_bytes"], weights)
+            self.assertLess(inside["program_bytes"], 2 * weights, f"at {s}: weights twice?")
+            self.assertGreaterEqual(outside["data_bytes"], weights)
+            self.assertLess(outside["data_bytes"], weights + 64 * 1024, f"at {s}")
+            self.assertLess(outside["program_bytes"], inside["program_bytes"] - weights // 2)
+            self.assertEqual(outside["cache_bytes_copied_per_step"], 0, f"at {s}")
 
     def test_plain_executorch_default_writes_the_cache_back(self):
         for s in self.capacities:

@@ -30,7 +30,7 @@ import torch
 
 from benchmarks import workload
 from benchmarks.bench_config import BenchConfig
-from benchmarks.variants import VARIANTS
+from benchmarks.variants import VARIANTS, data_path
 
 
 @dataclasses.dataclass
@@ -140,13 +140,14 @@ def _eager_step(config: BenchConfig, max_seq_len: int) -> Callable[[], object]:
 
 
 def _program_step(config: BenchConfig, max_seq_len: int, path: str,
-                  with_delegate: bool) -> Callable[[], object]:
+                  with_delegate: bool, data: Optional[str] = None) -> Callable[[], object]:
     """Loads the program (every method first: loading a method re-initialises the shared
-    cache), fills the cache and prefills, and returns the decode step."""
+    cache) with its external data file `data` if any, fills the cache and prefills, and
+    returns the decode step."""
     if with_delegate:
         from executorch_trt import runtime as trt_runtime
 
-        program = trt_runtime.load(path)
+        program = trt_runtime.load(path, data=data)
     else:
         from executorch.runtime import Runtime
 
@@ -174,7 +175,8 @@ def prepare_step(config: BenchConfig, variant: str, max_seq_len: int,
     kind = VARIANTS[variant].kind
     if kind == "eager":
         return _eager_step(config, max_seq_len)
-    return _program_step(config, max_seq_len, path, kind == "delegate")
+    return _program_step(config, max_seq_len, path, kind == "delegate",
+                         data_path(variant, path))
 
 
 def time_interleaved(config: BenchConfig, max_seq_len: int,

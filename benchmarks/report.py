@@ -24,6 +24,14 @@ EAGER = "eager"
 PLAIN = ("executorch_default", "executorch_reinplace", "executorch_xnnpack")
 INPLACE = "delegate_inplace"
 COPY_BACK = "delegate_copy_back"
+EXTERNAL = "delegate_external"
+#: Issue 14's targets: a program holds its weights once (+ a fixed overhead); with external
+#: weights the .pte is small and the .ptd is the weights; the delegate's memory over the
+#: worker's baseline is at most plain ExecuTorch's + 5%.
+MAX_PROGRAM_WEIGHTS_RATIO, MAX_PROGRAM_OVERHEAD = 1.05, 256 * 1024
+MAX_EXTERNAL_PTE = 256 * 1024
+MAX_PTD_WEIGHTS_RATIO = 1.02
+MAX_RSS_RATIO = 1.05
 #: Issue 13's targets: in-place at most as slow as eager and as every plain ExecuTorch variant
 #: at every capacity, at most 0.6x eager at EAGER_RATIO_AT positions, and its step time grows at
 #: most MAX_GROWTH from the smallest to the largest capacity.
@@ -58,7 +66,7 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
     """The text table: `header` lines, then one line per row (failed rows say why), then one
     note per failed C++ timing."""
     cols = ("variant", "max_seq_len", "median ms", "p10 ms", "p90 ms", "C++ median ms",
-            "copied/step", "of which cache", "peak RSS MB", "over baseline MB", ".pte")
+            "copied/step", "of which cache", "peak RSS MB", "over baseline MB", ".pte", ".ptd")
     lines = list(header)
     body = []
     for r in rows:
@@ -70,7 +78,8 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
             _fmt_ms(r["step_ms_p10"]), _fmt_ms(r["step_ms_p90"]), _fmt_cpp(r),
             _fmt_bytes(r["runtime_bytes_copied_per_step"]),
             _fmt_bytes(r["cache_bytes_copied_per_step"]), f"{r['peak_rss_mb']:.0f}",
-            f"{r['peak_rss_mb'] - r['baseline_rss_mb']:.0f}", _fmt_bytes(r.get("program_bytes"))))
+            f"{r['peak_rss_mb'] - r['baseline_rss_mb']:.0f}", _fmt_bytes(r.get("program_bytes")),
+            _fmt_bytes(r.get("data_bytes"))))
     widths = [max([len(c)] + [len(b[i]) for b in body if len(b) == len(cols)])
               for i, c in enumerate(cols)]
     lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
@@ -245,6 +254,7 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
             out.append((growth_name, None, "too few rounds to tell: " + detail))
         else:
             out.append((growth_name, True, detail))
+    out += _weights_targets(rows)
     name = "copy_back copies the whole cache each step"
     why = _absent(rows, COPY_BACK)
     if why:
@@ -258,6 +268,59 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
             f"{_fmt_bytes(r['cache_nbytes'])} cache"
             + (f", {paired_ratio(sc[r['max_seq_len']], si[r['max_seq_len']]):.2f}x in-place "
                "time" if r["max_seq_len"] in si else "") for r in cb)))
+    return out
+
+
+def _weights_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]:
+    """Issue 14's targets (``check_targets``), from each row's ``program_bytes`` (.pte),
+    ``data_bytes`` (.ptd), ``weights_bytes`` (the model's parameters) and RSS over baseline:
+
+    * in-place ``.pte`` <= MAX_PROGRAM_WEIGHTS_RATIO x weights + MAX_PROGRAM_OVERHEAD at every
+      capacity;
+    * external ``.pte`` <= MAX_EXTERNAL_PTE and ``.ptd`` <= MAX_PTD_WEIGHTS_RATIO x weights at
+      every capacity;
+    * in-place peak RSS over the worker's baseline <= MAX_RSS_RATIO x each plain ExecuTorch
+      variant's, at every capacity (one line per plain variant that ran).
+    """
+    out = []
+    inplace = [r for r in rows if r["variant"] == INPLACE and not r.get("error")]
+    external = [r for r in rows if r["variant"] == EXTERNAL and not r.get("error")]
+    name = (f"delegate in-place .pte <= {MAX_PROGRAM_WEIGHTS_RATIO:.2f}x weights + "
+            f"{_fmt_bytes(MAX_PROGRAM_OVERHEAD)}")
+    if not inplace or any(r.get("weights_bytes") is None for r in inplace):
+        out.append((name, None, _absent(rows, INPLACE) or "sizes not recorded"))
+    else:
+        out.append((name, all(r["program_bytes"] <= MAX_PROGRAM_WEIGHTS_RATIO
+                              * r["weights_bytes"] + MAX_PROGRAM_OVERHEAD for r in inplace),
+                    ", ".join(f"{r['max_seq_len']}: {_fmt_bytes(r['program_bytes'])} = "
+                              f"{r['program_bytes'] / r['weights_bytes']:.3f}x weights "
+                              f"({_fmt_bytes(r['weights_bytes'])})" for r in inplace)))
+    pte_name = f"delegate external .pte <= {_fmt_bytes(MAX_EXTERNAL_PTE)}"
+    ptd_name = f"delegate external .ptd <= {MAX_PTD_WEIGHTS_RATIO:.2f}x weights"
+    if not external or any(r.get("data_bytes") is None for r in external):
+        why = _absent(rows, EXTERNAL) or "no .ptd recorded"
+        out += [(pte_name, None, why), (ptd_name, None, why)]
+    else:
+        out.append((pte_name, all(r["program_bytes"] <= MAX_EXTERNAL_PTE for r in external),
+                    ", ".join(f"{r['max_seq_len']}: {_fmt_bytes(r['program_bytes'])}"
+                              for r in external)))
+        out.append((ptd_name, all(r["data_bytes"] <= MAX_PTD_WEIGHTS_RATIO * r["weights_bytes"]
+                                  for r in external),
+                    ", ".join(f"{r['max_seq_len']}: {_fmt_bytes(r['data_bytes'])} = "
+                              f"{r['data_bytes'] / r['weights_bytes']:.4f}x weights"
+                              for r in external)))
+    over = {r["max_seq_len"]: r["peak_rss_mb"] - r["baseline_rss_mb"] for r in inplace}
+    for plain in PLAIN:
+        name = f"delegate in-place RSS over baseline <= {MAX_RSS_RATIO:.2f}x {plain}'s"
+        theirs = {r["max_seq_len"]: r["peak_rss_mb"] - r["baseline_rss_mb"] for r in rows
+                  if r["variant"] == plain and not r.get("error")}
+        common = sorted(set(over) & set(theirs))
+        why = _absent(rows, INPLACE) or _absent(rows, plain)
+        if why or not common:
+            out.append((name, None, why or "no common capacity"))
+            continue
+        out.append((name, all(over[s] <= MAX_RSS_RATIO * theirs[s] for s in common),
+                    ", ".join(f"{s}: {over[s]:.1f} vs {theirs[s]:.1f} MB" for s in common)))
     return out
 
 

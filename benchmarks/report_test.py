@@ -1,7 +1,8 @@
 """Unit tests of the benchmark's target checks (report.py) on synthetic rows: the paired ratio
 cancels machine phases shared by both variants, the growth interval brackets the true
 relative growth, and each target (issue 13's: against eager, every plain ExecuTorch variant,
-growth with the capacity) flips to MISSED when its rule is broken."""
+growth with the capacity; issue 14's: program and data sizes against the weights, memory
+against plain ExecuTorch) flips to MISSED when its rule is broken."""
 
 import random
 import statistics
@@ -21,10 +22,20 @@ def phased(n, seed):
     return out[:n]
 
 
+WEIGHTS = 10 * 1024 * 1024
+
+
 def row(variant, capacity, samples, cache_bytes=0):
+    """A row; sizes and memory that meet issue 14's targets (the delegate's .pte 1.01x the
+    weights, the external one 100 KiB beside a 1.001x .ptd, 20 MB over baseline for all)."""
+    sizes = {"delegate_inplace": (int(1.01 * WEIGHTS), None),
+             "delegate_external": (100 * 1024, int(1.001 * WEIGHTS))}
+    program, data = sizes.get(variant, (WEIGHTS + 4096, None))
     return {"variant": variant, "max_seq_len": capacity, "error": None,
             "step_ms_samples": samples, "step_ms_median": statistics.median(samples),
-            "cache_bytes_copied_per_step": cache_bytes, "cache_nbytes": capacity * 1000}
+            "cache_bytes_copied_per_step": cache_bytes, "cache_nbytes": capacity * 1000,
+            "program_bytes": program, "data_bytes": data, "weights_bytes": WEIGHTS,
+            "peak_rss_mb": 400.0, "baseline_rss_mb": 380.0}
 
 
 def rows_for(inplace_cost, plain_cost, n=100, jitter_pct=2, eager_cost=None):
@@ -49,6 +60,8 @@ def rows_for(inplace_cost, plain_cost, n=100, jitter_pct=2, eager_cost=None):
         rows.append(row("delegate_copy_back", capacity,
                         [inplace_cost[capacity] * s * jitter() for s in speed],
                         cache_bytes=capacity * 1000))
+        rows.append(row("delegate_external", capacity,
+                        [inplace_cost[capacity] * s * jitter() for s in speed]))
     return rows
 
 
@@ -105,7 +118,7 @@ class TargetsTest(absltest.TestCase):
     def test_fast_in_place_meets_every_target(self):
         got = targets(rows_for(FAST, PLAIN))
         self.assertTrue(all(got.values()), got)
-        self.assertLen(got, 11)
+        self.assertLen(got, 17)
 
     def test_slower_in_place_misses_the_ratio(self):
         got = targets(rows_for({256: 21.0, 4096: 84.0}, PLAIN))
@@ -145,6 +158,36 @@ class TargetsTest(absltest.TestCase):
         got = targets(rows)
         self.assertFalse(got["delegate in-place copies 0 cache bytes/step"], got)
         self.assertFalse(got["copy_back copies the whole cache each step"], got)
+
+    def test_sizes_and_memory_flip_issue_14_targets(self):
+        def judged(variant, **changes):
+            rows = rows_for(FAST, PLAIN)
+            for r in rows:
+                if r["variant"] == variant and r["max_seq_len"] == 4096:
+                    r.update(changes)
+            return targets(rows)
+
+        program = "delegate in-place .pte <= 1.05x weights + 256.0 KiB"
+        got = judged("delegate_inplace", program_bytes=int(1.05 * WEIGHTS) + 256 * 1024 + 1)
+        self.assertFalse(got[program], got)
+        self.assertTrue(judged("delegate_inplace",
+                               program_bytes=int(1.05 * WEIGHTS) + 256 * 1024)[program])
+        got = judged("delegate_external", program_bytes=256 * 1024 + 1)
+        self.assertFalse(got["delegate external .pte <= 256.0 KiB"], got)
+        got = judged("delegate_external", data_bytes=int(1.021 * WEIGHTS))
+        self.assertFalse(got["delegate external .ptd <= 1.02x weights"], got)
+        self.assertTrue(got["delegate external .pte <= 256.0 KiB"], got)
+        # 21.1 MB over baseline against plain's 20 MB: over 1.05x.
+        got = judged("delegate_inplace", peak_rss_mb=401.1)
+        self.assertFalse(got["delegate in-place RSS over baseline <= 1.05x executorch_xnnpack's"])
+        got = judged("executorch_reinplace", peak_rss_mb=399.0)
+        self.assertFalse(got["delegate in-place RSS over baseline <= 1.05x "
+                             "executorch_reinplace's"], got)
+        self.assertTrue(got["delegate in-place RSS over baseline <= 1.05x executorch_default's"])
+        rows = [r for r in rows_for(FAST, PLAIN) if r["variant"] != "delegate_external"]
+        got = {name: (met, detail) for name, met, detail in report.check_targets(rows)}
+        self.assertEqual(got["delegate external .ptd <= 1.02x weights"],
+                         (None, "delegate_external not selected"))
 
     def test_absent_variants_are_not_applicable_and_say_why(self):
         rows = [r for r in rows_for(FAST, PLAIN)

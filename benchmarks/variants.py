@@ -12,6 +12,8 @@
 * `delegate_inplace`: `executorch_trt.export(kv_cache="inplace")`, the delegate's default
   (the portable engine nests XNNPACK delegates, `portable_xnnpack=True`).
 * `delegate_copy_back`: `executorch_trt.export(kv_cache="copy_back")`.
+* `delegate_external`: `delegate_inplace` with `external_weights=True`: the weights in
+  `model.ptd` beside the `.pte` (`data_path`), loaded with `runtime.load(pte, data=ptd)`.
 
 All ExecuTorch programs have two methods, `prefill` and `decode`, sharing one cache
 (`share_mutable_buffers=True`), with mutable-buffer names emitted (so copies can be attributed
@@ -49,13 +51,29 @@ VARIANTS: Dict[str, Variant] = {v.name: v for v in (
             "plain ExecuTorch + XnnpackPartitioner, run_reinplace_pass=True"),
     Variant("delegate_inplace", "delegate", "executorch-trt delegate, kv_cache=inplace"),
     Variant("delegate_copy_back", "delegate", "executorch-trt delegate, kv_cache=copy_back"),
+    Variant("delegate_external", "delegate",
+            "executorch-trt delegate, kv_cache=inplace, external_weights=True"),
 )}
 
 PLAIN_REINPLACE = {"executorch_default": False, "executorch_reinplace": True,
                    "executorch_xnnpack": True}
 #: Plain variants lowered with ExecuTorch's XNNPACK partitioner.
 PLAIN_XNNPACK = frozenset({"executorch_xnnpack"})
-DELEGATE_KV_CACHE = {"delegate_inplace": "inplace", "delegate_copy_back": "copy_back"}
+DELEGATE_KV_CACHE = {"delegate_inplace": "inplace", "delegate_copy_back": "copy_back",
+                     "delegate_external": "inplace"}
+#: Delegate variants exported with `external_weights=True` (their `.pte` is `program.pte` in a
+#: directory of its own, beside `data_path`'s `model.ptd`).
+EXTERNAL_WEIGHTS = frozenset({"delegate_external"})
+
+
+def data_path(variant: str, pte_path: Optional[str]) -> Optional[str]:
+    """The external data file (`.ptd`) of `variant`'s program at `pte_path`, or None when the
+    variant keeps its weights in the `.pte`."""
+    from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG
+
+    if variant not in EXTERNAL_WEIGHTS or not pte_path:
+        return None
+    return os.path.join(os.path.dirname(pte_path), f"{EXTERNAL_WEIGHTS_TAG}.ptd")
 
 
 @dataclasses.dataclass
@@ -70,6 +88,7 @@ class BuiltProgram:
     copies: copy_accounting.CopyAccount = dataclasses.field(
         default_factory=copy_accounting.CopyAccount)
     cache_shapes: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    weights_bytes: Optional[int] = None  # the model's parameters (shared ones once)
     error: Optional[str] = None
 
 
@@ -136,7 +155,8 @@ def build_delegate(methods, name: str):
     with torch.no_grad():
         return executorch_trt.export(dict(methods), kv_cache=kv_cache,
                                      emit_mutable_buffer_names=True,
-                                     require_inplace=kv_cache == "inplace")
+                                     require_inplace=kv_cache == "inplace",
+                                     external_weights=name in EXTERNAL_WEIGHTS)
 
 
 def _short_error(exc: BaseException) -> str:
@@ -146,6 +166,12 @@ def _short_error(exc: BaseException) -> str:
 
 def _save(built: BuiltProgram, manager, out_dir: str, cache_shapes) -> None:
     built.path = os.path.join(out_dir, f"{built.variant}_{built.max_seq_len}.pte")
+    if built.variant in EXTERNAL_WEIGHTS:
+        # model.ptd has a fixed name: one directory per program.
+        directory = os.path.join(out_dir, f"{built.variant}_{built.max_seq_len}")
+        os.makedirs(directory, exist_ok=True)
+        built.path = os.path.join(directory, "program.pte")
+        manager.write_tensor_data_to_file(directory)
     with open(built.path, "wb") as f:
         f.write(manager.buffer)
     built.copies = copy_accounting.account_copies(
@@ -160,7 +186,8 @@ def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
     eager variant needs no program."""
     module, methods = workload.export_methods(config, max_seq_len)
     shapes = workload.cache_shapes(module)
-    built = {n: BuiltProgram(n, max_seq_len) for n in names}
+    weights = sum(p.numel() * p.element_size() for p in module.parameters())
+    built = {n: BuiltProgram(n, max_seq_len, weights_bytes=weights) for n in names}
     plain = [n for n in names if VARIANTS[n].kind == "executorch"]
     for group in ([n for n in plain if n not in PLAIN_XNNPACK],
                   [n for n in plain if n in PLAIN_XNNPACK]):

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <utility>
 
+#include <executorch/runtime/backend/backend_options_map.h>
+#include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
@@ -13,6 +15,7 @@
 
 #include "core/common/runtime_types.h"
 #include "core/common/shape_string.h"
+#include "core/engine/constant_layouts_data_map.h"
 #include "core/engine/empty_named_data_map.h"
 #include "core/engine/portable_payload.h"
 
@@ -169,9 +172,26 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
   memory_manager_ = std::make_unique<executorch::runtime::MemoryManager>(
       &method_allocator_, planned_memory_.get(), &temp_allocator_);
 
+  // The outer program's named data, plus the layouts of the nested method's external
+  // constants (constant_layouts_data_map.h).
+  data_map_ = std::make_unique<ConstantLayoutsDataMap>(
+      named_data != nullptr ? named_data : &kNoNamedData, std::move(payload->constants));
+  // XNNPACK's weight cache (ExecuTorch's "weight_cache_enabled" XnnpackBackend option): the
+  // nested XNNPACK delegates of every method and partition share the weights they pack, by
+  // named-data key, instead of each packing its own copy (issue 14; the cache is process-wide
+  // and reference-counted per weight in ExecuTorch 1.5.1).
+  executorch::runtime::BackendOptions<1> xnnpack_options;
+  executorch::runtime::LoadBackendOptionsMap backend_options;
+  Error options_err = xnnpack_options.set_option("weight_cache_enabled", true);
+  if (options_err == Error::Ok) {
+    options_err = backend_options.set_options("XnnpackBackend", xnnpack_options.view());
+  }
+  if (options_err != Error::Ok) {
+    return options_err;
+  }
   Result<executorch::runtime::Method> method =
       program_->load_method(kMethodName, memory_manager_.get(), /*event_tracer=*/nullptr,
-                            named_data != nullptr ? named_data : &kNoNamedData);
+                            data_map_.get(), &backend_options);
   if (!method.ok()) {
     // One short line per cause: ExecuTorch truncates a long log line.
     ET_LOG(Error,

@@ -41,10 +41,11 @@ namespace executorch_trt {
 class PortableEngine final : public Engine {
  public:
   // Creates an engine over `size` bytes of portable payload at `payload`. `named_data` (may
-  // be null) is the outer program's named data, given to the nested method's load: the
-  // nested program's XNNPACK delegates find their weights there (the builder moves them out
-  // of the nested program so a program stores each weight once; PORTABLE_FORMAT.md). It is
-  // borrowed and must outlive the engine.
+  // be null) is the outer program's named data, given to the nested method's load (through a
+  // ConstantLayoutsDataMap): the nested method's external constants and its XNNPACK
+  // delegates' weights are there (the builder moves them out of the nested program so a
+  // program stores each weight once; PORTABLE_FORMAT.md). It is borrowed and must outlive
+  // the engine.
   //
   // Ownership: the payload is borrowed and must outlive the engine (the backend keeps
   // the delegate blob alive in its handle); if the nested program is not 16-byte
@@ -116,6 +117,9 @@ class PortableEngine final : public Engine {
   std::vector<executorch::runtime::Span<uint8_t>> planned_spans_;
   std::unique_ptr<executorch::runtime::HierarchicalAllocator> planned_memory_;
   std::unique_ptr<executorch::runtime::MemoryManager> memory_manager_;
+  // The nested method's NamedDataMap (its external constants' buffers are freed with the
+  // Method, which therefore goes first).
+  std::unique_ptr<executorch::runtime::NamedDataMap> data_map_;
   std::unique_ptr<executorch::runtime::Method> method_;
 
   std::vector<Binding> bindings_;  // engine order: inputs, then outputs

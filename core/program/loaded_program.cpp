@@ -7,7 +7,7 @@
 #include <utility>
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
-#include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/extension/data_loader/mmap_data_loader.h>
 #include <executorch/extension/flat_tensor/flat_tensor_data_map.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
@@ -40,6 +40,16 @@ const std::vector<uint8_t>& NoBytes() {
   return empty;
 }
 
+// A file's loader. Memory-mapped (ExecuTorch's MmapDataLoader, as its Module loads files), not
+// read: a weight is then read where it lies in the file instead of copied into a heap buffer,
+// and the pages a delegate no longer needs (XNNPACK's unpacked weights, once packed) are
+// unmapped when it frees them (issue 14). No mlock: the process may not be allowed to lock a
+// large program, and paging it is the kernel's choice.
+Result<executorch::extension::MmapDataLoader> MapFile(const std::string& path) {
+  return executorch::extension::MmapDataLoader::from(
+      path.c_str(), executorch::extension::MmapDataLoader::MlockConfig::NoMlock);
+}
+
 }  // namespace
 
 LoadedProgram::LoadedProgram()
@@ -52,13 +62,12 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadFile(
     const std::string& path, const std::vector<std::string>& methods, std::string* error,
     const std::string& data_path) {
   std::unique_ptr<LoadedProgram> p(new LoadedProgram());
-  Result<executorch::extension::FileDataLoader> loader =
-      executorch::extension::FileDataLoader::from(path.c_str());
+  Result<executorch::extension::MmapDataLoader> loader = MapFile(path);
   if (!loader.ok()) {
     *error = path + ": cannot open the file (error " + ErrorCode(loader.error()) + ")";
     return loader.error();
   }
-  p->loader_ = std::make_unique<executorch::extension::FileDataLoader>(std::move(loader.get()));
+  p->loader_ = std::make_unique<executorch::extension::MmapDataLoader>(std::move(loader.get()));
   const Error err = p->Init(path, methods, data_path, error);
   if (err != Error::Ok) {
     return err;
@@ -83,15 +92,14 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadBytes(
 Error LoadedProgram::Init(const std::string& what, const std::vector<std::string>& methods,
                           const std::string& data_path, std::string* error) {
   if (!data_path.empty()) {
-    Result<executorch::extension::FileDataLoader> data_loader =
-        executorch::extension::FileDataLoader::from(data_path.c_str());
+    Result<executorch::extension::MmapDataLoader> data_loader = MapFile(data_path);
     if (!data_loader.ok()) {
       *error =
           data_path + ": cannot open the data file (error " + ErrorCode(data_loader.error()) + ")";
       return data_loader.error();
     }
     data_loader_ =
-        std::make_unique<executorch::extension::FileDataLoader>(std::move(data_loader.get()));
+        std::make_unique<executorch::extension::MmapDataLoader>(std::move(data_loader.get()));
     Result<executorch::extension::FlatTensorDataMap> data_map =
         executorch::extension::FlatTensorDataMap::load(data_loader_.get());
     if (!data_map.ok()) {
@@ -127,11 +135,13 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
   for (const std::string& name : method_names_) {
     const Error err = LoadIntoSharedArenas(name);
     if (err != Error::Ok) {
-      if (err == Error::NotFound) {
-        // A delegate did not find a weight by its key (it logged the key): the program keeps
-        // its weights in a data file (external_weights=True).
+      if (err == Error::NotFound || err == Error::InvalidExternalData) {
+        // A delegate did not find a weight by its key, or found data that does not fit it
+        // (it logged the key; XNNPACK's weight cache reports a missing key as
+        // InvalidExternalData): the program keeps its weights in a data file
+        // (external_weights=True) that is missing or another program's.
         *error = what + ": cannot load method '" + name +
-                 "': a weight it needs is not in the "
+                 "': a weight it needs is missing from (or does not fit) the "
                  "program" +
                  (data_path_.empty()
                       ? std::string(" and no data file was given; pass the .ptd written with it")

@@ -62,10 +62,10 @@ struct NamedBuffer {
 // Separate objects share nothing and may run concurrently.
 class LoadedProgram {
  public:
-  // Loads the program in the file at `path` (FileDataLoader) or in `bytes` (the object keeps
-  // them), with full flatbuffer verification (a corrupted program is rejected, never run), then
-  // `methods` (all of the program's methods when empty) into shared arenas, in the order given
-  // (all: the program's order).
+  // Loads the program in the file at `path` (memory-mapped: MmapDataLoader, no mlock) or in `bytes`
+  // (the object keeps them), with full flatbuffer verification (a corrupted program is rejected,
+  // never run), then `methods` (all of the program's methods when empty) into shared arenas, in the
+  // order given (all: the program's order).
   //
   // On failure returns the ExecuTorch error and sets *error to a message naming `what` (the
   // path, or how the caller describes the bytes) and the problem:

@@ -85,12 +85,12 @@ class ExportOptions:
       State writes stay on ExecuTorch's kernels, in place. ``False`` runs the whole partition
       on ExecuTorch's CPU kernels (for comparison, or for a runtime without
       ``XnnpackBackend``). Ignored by ``engine="tensorrt"``.
-    * ``external_weights``: the weights the program keeps in ExecuTorch's named data (the
-      portable engine's nested XNNPACK weights, each stored once per program) go to an external
-      data file instead of the ``.pte`` (issue 14): ``ExecutorchProgramManager.
-      write_tensor_data_to_file(dir)`` writes it as ``dir/model.ptd``
-      (``wire.EXTERNAL_WEIGHTS_TAG``); load with ``runtime.load(pte, data=ptd)`` or a runner's ``--data``. Weights that run on
-      ExecuTorch's own kernels (an embedding table, norm weights) stay in the ``.pte``.
+    * ``external_weights``: the weights the program keeps in ExecuTorch's named data (all of
+      the portable engine's: its nested XNNPACK weights and its nested programs' constants,
+      each stored once per program) go to an external data file instead of the ``.pte``
+      (issue 14): ``ExecutorchProgramManager.write_tensor_data_to_file(dir)`` writes it as
+      ``dir/model.ptd`` (``wire.EXTERNAL_WEIGHTS_TAG``); load with ``runtime.load(pte,
+      data=ptd)`` or a runner's ``--data``.
 
     Raises ``TypeError`` for a value of the wrong type (the boolean options accept only
     ``True``/``False``, not truthy strings or numbers; ``engine``/``kv_cache`` are strings) and

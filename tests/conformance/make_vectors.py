@@ -234,16 +234,19 @@ def _raw_payload(descriptor: Any, program: bytes = b"\x11" * 48, *, version: int
     return body + b"\0" * max(0, offset - len(body)) + program
 
 
+def payload_summary(parsed: P.PortablePayload) -> Dict[str, Any]:
+    """What both readers must agree on for a payload that parses (the C++ reader's summary in
+    tests/cpp/conformance_test.cpp)."""
+    return {**parsed.descriptor.to_json(), "program_size": len(parsed.program)}
+
+
 def payload_vectors() -> List[Dict[str, Any]]:
     v: List[Dict[str, Any]] = []
 
     def add(name, data, expect="invalid"):
         entry = {"name": name, "reader": "payload", "hex": data.hex(), "expect": expect}
         if expect == "ok":
-            parsed = P.read_portable_payload(data)
-            entry["summary"] = {"inputs": list(parsed.descriptor.inputs),
-                                "outputs": list(parsed.descriptor.outputs),
-                                "program_size": len(parsed.program)}
+            entry["summary"] = payload_summary(P.read_portable_payload(data))
         v.append(entry)
 
     desc = {"inputs": ["x", "pos", "k_cache"], "outputs": ["y", "k_cache_out"]}
@@ -255,7 +258,30 @@ def payload_vectors() -> List[Dict[str, Any]]:
     add("short_31_bytes", good[:31])
     add("wrong_magic", _raw_payload(desc, magic=b"ETPX"))
     add("version_1", _raw_payload(desc, version=1), "incompatible")
-    add("version_3", _raw_payload(desc, version=3), "incompatible")
+    add("version_4", _raw_payload(desc, version=4), "incompatible")
+    add("ok_version_2_without_constants", _raw_payload(desc, version=2), "ok")
+    const = {"key": "w", "scalar_type": 6, "sizes": [2, 3], "dim_order": [0, 1]}
+    add("ok_constants", _raw_payload(dict(desc, constants=[
+        const, {"key": "e", "scalar_type": 4, "sizes": [], "dim_order": []},
+        {"key": "t", "scalar_type": 11, "sizes": [3, 0, 2], "dim_order": [2, 0, 1]}])), "ok")
+    add("version_2_with_constants", _raw_payload(dict(desc, constants=[const]), version=2))
+    add("constants_not_list", _raw_payload(dict(desc, constants=const)))
+    for name, change in (("key_missing", {"key": None}), ("key_empty", {"key": ""}),
+                         ("key_not_string", {"key": 3}),
+                         ("scalar_type_unknown", {"scalar_type": 99}),
+                         ("scalar_type_negative", {"scalar_type": -1}),
+                         ("scalar_type_not_int", {"scalar_type": "float"}),
+                         ("size_negative", {"sizes": [2, -3]}),
+                         ("size_over_int32", {"sizes": [2, 2**31]}),
+                         ("size_not_int", {"sizes": [2, 3.5]}),
+                         ("dim_order_repeats", {"dim_order": [0, 0]}),
+                         ("dim_order_out_of_range", {"dim_order": [0, 2]}),
+                         ("dim_order_shorter", {"dim_order": [0]}),
+                         ("rank_17", {"sizes": [1] * 17, "dim_order": list(range(17))}),
+                         ("extra_field", {"nbytes": 24})):
+        entry = {k: x for k, x in {**const, **change}.items() if x is not None}
+        add(f"constant_{name}", _raw_payload(dict(desc, constants=[entry])))
+    add("constant_key_repeated", _raw_payload(dict(desc, constants=[const, const])))
     add("program_past_end", good[:-1])
     add("program_overlaps_descriptor", _raw_payload(desc, program_offset=P.HEADER_SIZE))
     add("program_misaligned", _raw_payload(desc, program_offset=len(json.dumps(desc)) + 40))

@@ -97,8 +97,16 @@ Error ReadPayload(const std::vector<uint8_t>& bytes, json* summary) {
   if (!payload.ok()) {
     return payload.error();
   }
+  json constants = json::array();
+  for (const ConstantLayoutSpec& c : payload->constants) {
+    constants.push_back({{"key", c.key},
+                         {"scalar_type", static_cast<int>(c.scalar_type)},
+                         {"sizes", c.sizes},
+                         {"dim_order", c.dim_order}});
+  }
   *summary = {{"inputs", payload->inputs},
               {"outputs", payload->outputs},
+              {"constants", constants},
               {"program_size", payload->program_size}};
   return Error::Ok;
 }

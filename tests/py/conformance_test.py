@@ -38,8 +38,7 @@ def _summary(reader, data):
             "aliased_io": [[a.output, a.input, a.kind, a.ownership] for a in meta.aliased_io],
         }
     parsed = P.read_portable_payload(data)
-    return {"inputs": list(parsed.descriptor.inputs), "outputs": list(parsed.descriptor.outputs),
-            "program_size": len(parsed.program)}
+    return {**parsed.descriptor.to_json(), "program_size": len(parsed.program)}
 
 
 class ConformanceTest(absltest.TestCase):

@@ -39,9 +39,10 @@ def _write(program, directory):
     return pte
 
 
-def _linear_weight_bytes(decoder):
-    return sum(m.weight.numel() * m.weight.element_size() for m in decoder.modules()
-               if isinstance(m, torch.nn.Linear))
+def _weight_bytes(decoder):
+    """Bytes of every parameter: the linears (XNNPACK's) and the embedding and norms (the
+    nested program's external constants)."""
+    return sum(p.numel() * p.element_size() for p in decoder.parameters())
 
 
 @delegate_library.needs_library
@@ -57,7 +58,7 @@ class ExternalWeightsTest(absltest.TestCase):
         cls.ptd = os.path.join(cls.dir, f"{EXTERNAL_WEIGHTS_TAG}.ptd")
 
     def test_weights_leave_the_pte_once(self):
-        weights = _linear_weight_bytes(self.decoder)
+        weights = _weight_bytes(self.decoder)
         self.assertEqual(sorted(os.listdir(self.dir)), ["model.ptd", "program.pte"])
         # The .pte loses the weights (stored once, though three methods use them) ...
         self.assertLessEqual(len(self.outside.buffer), len(self.inside.buffer) - weights)
@@ -65,6 +66,17 @@ class ExternalWeightsTest(absltest.TestCase):
         ptd_size = os.path.getsize(self.ptd)
         self.assertGreaterEqual(ptd_size, weights)
         self.assertLessEqual(ptd_size, weights + 4096)
+
+    def test_every_weight_is_stored_once(self):
+        # Three methods use each weight; XNNPACK's (the linears) and the nested programs' own
+        # constants (embedding, norms) alike are stored once: in the .pte, or only in the .ptd.
+        with open(self.ptd, "rb") as f:
+            ptd = f.read()
+        for name, param in self.decoder.named_parameters():
+            data = param.detach().numpy().tobytes()
+            self.assertEqual(self.inside.buffer.count(data), 1, name)
+            self.assertEqual(self.outside.buffer.count(data), 0, name)
+            self.assertEqual(ptd.count(data), 1, name)
 
     def test_outputs_equal_the_self_contained_program(self):
         from executorch_trt import runtime

@@ -21,6 +21,9 @@ runs on the delegate library's ``executorch_trt::gqa_attention`` kernel
 The outer partitioner's ``delegation_tag`` metadata is removed first: ``to_backend`` would
 otherwise see each node in two partitions ("found node ... in partition tensorrt_1 and
 partition tag0").
+The nested program keeps no data of its own: its XNNPACK weights and its other constants
+(emitted as external constants, ``external_constants=True``) go to the outer program's named
+data store, stored once per program (``shared_data.py``, issue 14).
 XNNPACK packs its weights at load, per nested method (the peak RSS of a program grows by about
 the weights' size). The runtime must register ``XnnpackBackend`` (``//core/engine:
 portable_engine`` links the wheel's backend library; the Python runtime loads the same one).
@@ -31,12 +34,10 @@ The payload descriptor lists the engine's binding names in nested-method order
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
-from executorch.exir._serialize._named_data_store import NamedDataStoreOutput
-from executorch.exir._serialize._serialize import serialize_for_executorch
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from executorch.exir.graph_module import get_control_flow_submodules
 from executorch.exir.passes import MemoryPlanningPass
@@ -46,6 +47,7 @@ from torch.export import ExportedProgram
 from executorch_trt.blob import AliasedIO
 from executorch_trt.engines.base import EnginePayload
 from executorch_trt.engines.portable.payload import PortableDescriptor, write_portable_payload
+from executorch_trt.engines.portable.shared_data import split_nested_program
 from executorch_trt.operator_support import is_cond, schema_name
 from executorch_trt.passes.cond_outputs import copy_cond_outputs
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
@@ -107,32 +109,6 @@ class _NestedXnnpackPartitioner(Partitioner):
                                partition_tags=tags)
 
 
-def _nested_pte_without_named_data(
-        et, config: ExecutorchBackendConfig, external_tag: Optional[str]
-) -> Tuple[bytes, Optional[NamedDataStoreOutput]]:
-    """The nested ``.pte`` without its named data, and that named data (``None`` if none).
-
-    The named data of a nested program is what its XNNPACK delegates stored (packed-weight
-    sources, keyed by the SHA-256 of their bytes). Left inside, every method's nested program
-    would carry its own copy of every weight; moved to the outer program's named data store
-    (``EnginePayload.named_data``), ExecuTorch stores each key once per program, and the
-    engine hands the outer ``NamedDataMap`` to the nested method's load (``portable_engine.h``).
-    Re-serialises ``et``'s emitter output (private to ExecuTorch 1.5.1's
-    ``ExecutorchProgramManager``: ``_emitter_output``, ``_named_data``, ``_data_serializer``)
-    with no named data, as ``to_executorch`` itself serialises it. ``external_tag``: put the
-    data in the outer program's external data file ``<external_tag>.ptd`` instead of its
-    ``.pte`` (``external_weights``)."""
-    named = et._named_data
-    if named is None or not named.pte_data:
-        return et.buffer, None
-    pte, _ = serialize_for_executorch(et._emitter_output, config, et._data_serializer, None)
-    entries = dict(named.pte_data)
-    moved = NamedDataStoreOutput(
-        buffers=list(named.buffers), pte_data={} if external_tag else entries,
-        external_data={external_tag: entries} if external_tag else {})
-    return bytes(pte), moved
-
-
 def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
           options: Optional["CompileOptions"] = None) -> EnginePayload:
     """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
@@ -147,8 +123,8 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
         options: the partition's ``CompileOptions``; ``portable_xnnpack`` (default ``True``)
             lowers the nested program with XNNPACK (module docstring).
 
-    Returns the payload (``PORTABLE_FORMAT.md``) and the nested program's named data, moved
-    out of it (``_nested_pte_without_named_data``). Raises ``ValueError`` if the nested
+    Returns the payload (``PORTABLE_FORMAT.md``) and the nested program's data, moved out of
+    it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested
     method's input/output names or counts disagree with ``ep``'s signature.
     """
     del aliases  # the blob metadata carries them (module docstring)
@@ -167,7 +143,8 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
         manager = manager.to_backend(_NestedXnnpackPartitioner())
     config = ExecutorchBackendConfig(
         memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False,
-                                                 alloc_graph_output=False))
+                                                 alloc_graph_output=False),
+        external_constants=True)
     et = manager.to_executorch(config)
     nested_sig = et.exported_program(METHOD_NAME).graph_signature
     if list(nested_sig.user_inputs) != input_names:
@@ -183,9 +160,9 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
         )
     # to_executorch keeps the output order (the partition has no mutation outputs), so the
     # engine's output binding j is the partition's output j.
-    descriptor = PortableDescriptor(inputs=tuple(input_names), outputs=tuple(output_names))
     external = options is not None and options.external_weights
-    external_tag = EXTERNAL_WEIGHTS_TAG if external else None
-    nested_pte, named_data = _nested_pte_without_named_data(et, config, external_tag)
-    return EnginePayload(payload=write_portable_payload(descriptor, nested_pte),
-                         named_data=named_data)
+    parts = split_nested_program(et, config, EXTERNAL_WEIGHTS_TAG if external else None)
+    descriptor = PortableDescriptor(inputs=tuple(input_names), outputs=tuple(output_names),
+                                    constants=tuple(sorted(parts.constants.items())))
+    return EnginePayload(payload=write_portable_payload(descriptor, parts.pte),
+                         named_data=parts.named_data)

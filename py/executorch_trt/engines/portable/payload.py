@@ -1,20 +1,23 @@
 """Writer and fail-closed reader for the portable engine payload
-(``core/engine/PORTABLE_FORMAT.md``, version 2).
+(``core/engine/PORTABLE_FORMAT.md``, version 3).
 
 Layout (little-endian)::
 
-    0  magic "ETPE" | 4 version u32 (2) | 8 descriptor_size u64 |
+    0  magic "ETPE" | 4 version u32 (3) | 8 descriptor_size u64 |
     16 program_offset u64 (16-byte aligned) | 24 program_size u64 |
     32 descriptor JSON | pad to 16 | nested .pte (method "forward")
 
 The descriptor is the engine's own description of its I/O, independent of the delegate
-metadata: ``{"inputs": [...], "outputs": [...]}``, the binding names in the nested method's
-input/output order (engine binding order). Version 2 is version 1 without the descriptor's
-``"aliases"``: the alias decision is stored once, in the blob metadata's ``aliased_io``, and the
-portable engine takes its aliases from there. Version 1 payloads are rejected (re-export).
+metadata: ``{"inputs": [...], "outputs": [...], "constants": [...]}``, the binding names in the
+nested method's input/output order (engine binding order), and the layout of each external
+constant the nested method loads from the outer program's named data
+(``shared_data.ConstantLayout``, by key). Version 2 (no ``"constants"``) is still read; version
+1 (with ``"aliases"``) is rejected (re-export).
 
 The reader follows the C++ one (``PortablePayload::Parse``, ``core/engine/portable_payload.cpp``)
-check for check: names are non-empty strings, unique over inputs and outputs together.
+check for check: names are non-empty strings, unique over inputs and outputs together; constant
+keys are non-empty and unique, scalar types known, sizes non-negative int32, dim orders
+permutations.
 """
 
 from __future__ import annotations
@@ -25,9 +28,15 @@ import struct
 from typing import Any, Dict, Tuple
 
 from executorch_trt.blob import parse_json
+from executorch_trt.scalar_types import TORCH_DTYPES
+from executorch_trt.engines.portable.shared_data import ConstantLayout
 
 MAGIC = b"ETPE"
-VERSION = 2
+VERSION = 3
+#: Versions the reader accepts: 2 is 3 without ``"constants"``.
+READABLE_VERSIONS = (2, 3)
+#: ExecuTorch's ``kTensorDimensionLimit``.
+MAX_RANK = 16
 HEADER_SIZE = 32
 #: Byte offset of each header field (C++ ``kPortablePayloadOffset*`` in
 #: ``core/engine/portable_payload.h``): 4-byte magic, u32 version, then u64s.
@@ -40,13 +49,16 @@ assert _HEADER.size == HEADER_SIZE
 
 @dataclasses.dataclass(frozen=True)
 class PortableDescriptor:
-    """Engine binding names in nested-method order."""
+    """Engine binding names in nested-method order, and the nested method's external
+    constants' layouts by named-data key (``shared_data``)."""
 
     inputs: Tuple[str, ...]
     outputs: Tuple[str, ...]
+    constants: Tuple[Tuple[str, ConstantLayout], ...] = ()
 
     def to_json(self) -> Dict[str, Any]:
-        return {"inputs": list(self.inputs), "outputs": list(self.outputs)}
+        return {"inputs": list(self.inputs), "outputs": list(self.outputs),
+                "constants": [{"key": k, **c.to_json()} for k, c in self.constants]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +68,8 @@ class PortablePayload:
 
 
 def _validate(descriptor: PortableDescriptor) -> None:
-    """Names are non-empty strings, unique over inputs and outputs together."""
+    """Names are non-empty strings, unique over inputs and outputs together; constants as
+    ``_validate_constant`` says, keys unique."""
     seen = set()
     for group, names in (("inputs", descriptor.inputs), ("outputs", descriptor.outputs)):
         for name in names:
@@ -67,6 +80,45 @@ def _validate(descriptor: PortableDescriptor) -> None:
                 raise ValueError(f"portable payload: descriptor names binding '{name}' twice; "
                                  "names must be unique")
             seen.add(name)
+    keys = set()
+    for key, layout in descriptor.constants:
+        _validate_constant(key, layout)
+        if key in keys:
+            raise ValueError(f"portable payload: descriptor lists constant '{key}' twice")
+        keys.add(key)
+
+
+def _validate_constant(key: object, layout: ConstantLayout) -> None:
+    """A non-empty key; a dtype with a torch equivalent (``scalar_types.TORCH_DTYPES``, what
+    the writer emits); at most ``MAX_RANK`` sizes, each an int32 >= 0; ``dim_order`` a
+    permutation of the dimensions."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"portable payload: constant key {key!r} must be a non-empty string")
+    if type(layout.scalar_type) is not int or layout.scalar_type not in TORCH_DTYPES:
+        raise ValueError(f"portable payload: constant '{key}' has unknown scalar_type "
+                         f"{layout.scalar_type!r}")
+    sizes, order = layout.sizes, layout.dim_order
+    if len(sizes) > MAX_RANK or any(type(s) is not int or not 0 <= s < 2**31 for s in sizes):
+        raise ValueError(f"portable payload: constant '{key}' has bad sizes {list(sizes)}")
+    if sorted(order) != list(range(len(sizes))) or any(type(d) is not int for d in order):
+        raise ValueError(f"portable payload: constant '{key}' dim_order {list(order)} is not a "
+                         f"permutation of its {len(sizes)} dimensions")
+
+
+def _parse_constants(entries: object) -> Tuple[Tuple[str, ConstantLayout], ...]:
+    """The descriptor's ``"constants"`` list; ``ValueError`` for a malformed entry."""
+    if not isinstance(entries, list):
+        raise ValueError("portable payload: descriptor 'constants' must be a list")
+    out = []
+    for entry in entries:
+        fields = ("key", "scalar_type", "sizes", "dim_order")
+        if not isinstance(entry, dict) or sorted(entry) != sorted(fields) or not isinstance(
+                entry["sizes"], list) or not isinstance(entry["dim_order"], list):
+            raise ValueError(f"portable payload: constant entry {entry!r} needs exactly "
+                             "'key', 'scalar_type', 'sizes' (list), 'dim_order' (list)")
+        out.append((entry["key"], ConstantLayout(entry["scalar_type"], tuple(entry["sizes"]),
+                                                 tuple(entry["dim_order"]))))
+    return tuple(out)
 
 
 def write_portable_payload(descriptor: PortableDescriptor, program: bytes) -> bytes:
@@ -89,9 +141,9 @@ def read_portable_payload(data: bytes) -> PortablePayload:
     magic, version, desc_size, prog_off, prog_size = _HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise ValueError(f"portable payload: wrong magic {magic!r}, expected {MAGIC!r}")
-    if version != VERSION:
-        raise ValueError(f"portable payload: version {version} is not supported ({VERSION}); "
-                         "re-export with a matching version")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"portable payload: version {version} is not supported "
+                         f"({READABLE_VERSIONS}); re-export with a matching version")
     if HEADER_SIZE + desc_size > len(data):
         raise ValueError("portable payload: descriptor lies past the end of the payload")
     if prog_off < HEADER_SIZE + desc_size:
@@ -109,11 +161,13 @@ def read_portable_payload(data: bytes) -> PortablePayload:
         obj.get("outputs"), list
     ):
         raise ValueError("portable payload: descriptor needs 'inputs' and 'outputs' lists")
-    unknown = sorted(set(obj) - {"inputs", "outputs"})
+    allowed = {"inputs", "outputs"} | ({"constants"} if version >= 3 else set())
+    unknown = sorted(set(obj) - allowed)
     if unknown:
-        # Version 1 carried "aliases" here; version 2 keeps them only in the blob metadata.
+        # Version 1 carried "aliases" here; versions 2 and 3 keep them only in the blob metadata.
         raise ValueError(f"portable payload: descriptor has unknown key '{unknown[0]}'; "
-                         "version 2 has only 'inputs' and 'outputs'")
-    descriptor = PortableDescriptor(tuple(obj["inputs"]), tuple(obj["outputs"]))
+                         f"version {version} has only {sorted(allowed)}")
+    descriptor = PortableDescriptor(tuple(obj["inputs"]), tuple(obj["outputs"]),
+                                    _parse_constants(obj.get("constants", [])))
     _validate(descriptor)
     return PortablePayload(descriptor, data[prog_off : prog_off + prog_size])
