@@ -14,6 +14,7 @@ import lowering_utils as lu
 import executorch_trt
 from executorch_trt import TensorRTPartitioner
 from executorch_trt.engines.portable.payload import read_portable_payload
+from executorch_trt.engines.portable.shared_data import CONSTANT_KEY_PREFIX
 from executorch_trt.operator_support import schema_name
 
 
@@ -185,23 +186,35 @@ class DecoderLoweringTest(absltest.TestCase):
                                               "executorch_trt::gqa_attention.out"}
             self.assertEmpty(missing, method)
 
-    def test_xnnpack_weights_stored_once_per_program(self):
-        # Issue 14: the nested programs' XNNPACK weights live in the outer program's named
-        # data, one entry per linear weight however many methods use it (prefill and decode
-        # both do); no nested program keeps named data of its own.
+    def test_weights_stored_once_per_program(self):
+        # Issue 14: the nested programs' weights live in the outer program's named data, one
+        # entry per distinct weight however many methods use it (prefill and decode both do):
+        # XNNPACK's (the linears, keyed by the SHA-256 of their bytes) and the nested
+        # programs' own constants (embedding, norms: external constants keyed by content). No
+        # nested program keeps named data of its own, nor constant data beyond lifted scalars
+        # (ExecuTorch keeps those in the program: external_constants_pass skips them).
         for method in ("prefill", "decode", "read_state"):
             ep = self.et.exported_program(method)
             for call in lu.delegate_calls(ep.graph_module):
                 nested = deserialize_pte_binary(
                     read_portable_payload(lu.blob_of(ep.graph_module, call).payload).program)
                 self.assertIsNone(nested.named_data, method)
+                self.assertEmpty([b for b in nested.program.constant_buffer
+                                  if len(b.storage) > 16], method)
         named = deserialize_pte_binary(self.et.buffer).named_data
+        buffers = {k: bytes(named.buffers[e.buffer_index]) for k, e in named.pte_data.items()}
+        xnnpack = {k: b for k, b in buffers.items() if not k.startswith(CONSTANT_KEY_PREFIX)}
+        constants = {k: b for k, b in buffers.items() if k.startswith(CONSTANT_KEY_PREFIX)}
         linears = [m.weight for m in self.decoder.modules() if isinstance(m, torch.nn.Linear)]
         self.assertLen(linears, 2 * 7 + 1)
-        self.assertLen(named.pte_data, len(linears))
-        self.assertLen(named.buffers, len(linears))
-        self.assertEqual(sorted(len(b) for b in named.buffers),
-                         sorted(w.numel() * w.element_size() for w in linears))
+        self.assertEqual(sorted(xnnpack.values()),
+                         sorted(w.detach().numpy().tobytes() for w in linears))
+        others = [p for p in self.decoder.parameters()
+                  if not any(p is w for w in linears)]
+        self.assertNotEmpty(others)  # the embedding and the norms
+        for p in others:
+            self.assertEqual(list(constants.values()).count(p.detach().numpy().tobytes()), 1)
+        self.assertLen(set(constants.values()), len(constants))  # no content twice
 
     def test_zero_caches_add_no_bytes(self):
         # Issue 14: an all-zero initial value (the KV caches) is not serialised, so capacity
