@@ -26,6 +26,7 @@ from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_er
 from executorch_trt.options import ExportOptions
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
+from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
 from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
                                                               zero_buffer_placeholders)
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
@@ -151,7 +152,9 @@ def export(
 
     Cross-attention caches a ``torch.cond`` updates with ``executorch::update_cross_attn_cache``
     become mutable buffers updated in place (``passes.cross_attn_cache``; this records them in
-    the given programs' graph signatures).
+    the given programs' graph signatures). With the portable engine, SDPA results are given a
+    fixed layout in the given programs' graphs (``passes.sdpa_layout``), so that attention
+    over several query rows (prefill) also runs on the engine's attention kernel.
 
     Returns the ``ExecutorchProgramManager`` (``.buffer`` is the ``.pte``). Raises ``TypeError``
     when ``programs`` is neither an ``ExportedProgram`` nor a dict of them (e.g. an
@@ -168,9 +171,12 @@ def export(
     """
     _check_programs(programs)
     opts = ExportOptions.from_kwargs(**dict(options, engine=engine, kv_cache=kv_cache))
+    partitioner = TensorRTPartitioner.from_options(opts)
+    keeps_sdpa = "aten::scaled_dot_product_attention" in partitioner.operator_support.supported_ops
     for program in (programs.values() if isinstance(programs, dict) else [programs]):
         expose_cross_attn_cache_writes(program)  # in place, idempotent
-    partitioner = TensorRTPartitioner.from_options(opts)
+        if keeps_sdpa:
+            pin_sdpa_layout(program)  # in place, idempotent: prefill SDPA can stay whole
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
     _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)
     with torch.no_grad():

@@ -63,6 +63,7 @@ from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
                                                     cond_cache_outputs)
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
+from executorch_trt.passes.sdpa_layout import is_layout_pinned
 from executorch_trt.static_shapes import check_partition_boundary
 from executorch_trt.wire import BACKEND_ID
 
@@ -230,7 +231,7 @@ class TensorRTPartitioner(Partitioner):
         And keeps ``aten.scaled_dot_product_attention.default`` (issue 13), top level only,
         when the ``gqa_attention`` kernel can run it (float32, no dropout:
         ``passes.gqa_attention.sdpa_kernel_rejection``) and its exported result is contiguous
-        (e.g. one query row, as in decode; see the filter): decomposed, it is a ``repeat_kv``
+        (e.g. one query row, as in decode) or pinned (``passes.sdpa_layout``; see the filter): decomposed, it is a ``repeat_kv``
         copy of both caches and matrix products over the whole capacity every step; whole,
         the portable engine runs it as ``executorch_trt::gqa_attention`` over the caches in
         place and only at the positions the mask allows (``passes.gqa_attention``)."""
@@ -256,9 +257,11 @@ class TensorRTPartitioner(Partitioner):
             # Kept whole, SDPA is re-traced with a contiguous result, while the export traced
             # the CPU flash kernel's [B, T, H, D]-strided one: a view recorded on that layout
             # (transformers' transpose + reshape) would fail unless the two agree, which they
-            # do when T == 1 (decode) or the export's result was contiguous anyway.
+            # do when T == 1 (decode), when the export's result was contiguous anyway, or when
+            # executorch_trt.export pinned the layout (passes.sdpa_layout).
             val = node.meta.get("val")
-            return (isinstance(val, torch.Tensor) and val.is_contiguous()
+            return (isinstance(val, torch.Tensor)
+                    and (val.is_contiguous() or is_layout_pinned(node))
                     and sdpa_kernel_rejection(node) is None)
 
         return keep + whole, keep_node

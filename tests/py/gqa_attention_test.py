@@ -9,6 +9,10 @@ runtime for several steps, each against eager PyTorch (output and caches). What 
 * the kernel reads only what the mask allows: the positions-read counter grows by
   ``H_q * filled`` per step under a causal mask and by ``H_q * window`` under a sliding window,
   whatever the capacity;
+* transformers' Llama (examples/decoder_model.py) attends on the kernel in prefill (several
+  query rows, whose exported SDPA result is laid out by the CPU flash kernel:
+  ``passes.sdpa_layout``) and in decode, reading exactly the causal positions, and matches
+  eager;
 * what the kernel cannot run (float64) is left to the decomposition and still matches eager;
 * the op's eager/fake implementation rejects what the kernel rejects.
 """
@@ -105,6 +109,43 @@ def _run_steps(test, model, steps):
             torch.testing.assert_close(loaded.buffer(name), getattr(model, name), atol=1e-6, rtol=1e-5,
                                        msg=f"step {step}: {name}")
     return reads
+
+
+@delegate_library.needs_library
+class TransformersPrefillTest(absltest.TestCase):
+
+    def test_prefill_and_decode_attend_on_the_kernel(self):
+        from decoder_model import build_model, exportable_decoder
+        from executorch_trt import runtime
+        from executorch_trt.passes.sdpa_layout import SDPA_OP, is_layout_pinned
+
+        max_seq, prompt = 32, torch.tensor([[5, 9, 1, 3]])
+        module = exportable_decoder(build_model(max_seq), max_seq)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            methods = {
+                "prefill": torch.export.export(module, (prompt, torch.arange(4)), strict=False),
+                "decode": torch.export.export(module, (torch.tensor([[7]]), torch.tensor([4])),
+                                              strict=False)}
+            sdpa = [n for n in methods["prefill"].graph.nodes if n.target is SDPA_OP]
+            self.assertLen(sdpa, 2)  # the flash kernel's layout: not contiguous
+            self.assertFalse(any(n.meta["val"].is_contiguous() for n in sdpa))
+            program = executorch_trt.export(methods, require_inplace=True)
+        self.assertTrue(all(is_layout_pinned(n) for n in sdpa))
+        loaded = runtime.load(program.buffer)
+        prefill, decode = loaded.load_method("prefill"), loaded.load_method("decode")
+        eager = exportable_decoder(build_model(max_seq), max_seq)  # same seed, fresh caches
+        layers, heads = 2, 4
+        for method, ids, pos, attended in (
+                (prefill, prompt, torch.arange(4), 1 + 2 + 3 + 4),  # causal over 4 new rows
+                (decode, torch.tensor([[7]]), torch.tensor([4]), 5)):
+            before = runtime.gqa_attention_positions_read()
+            got = method.execute([ids, pos])[0]
+            self.assertEqual(runtime.gqa_attention_positions_read() - before,
+                             layers * heads * attended)
+            with torch.no_grad():
+                want = eager(ids, pos)
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 @delegate_library.needs_library
