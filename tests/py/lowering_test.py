@@ -229,19 +229,16 @@ class DecoderLoweringTest(absltest.TestCase):
         self.assertGreater(cache_bytes, 100_000)
         self.assertLess(abs(sizes[512] - sizes[16]), 4096, sizes)
 
-    def test_decode_attention_runs_on_the_gqa_kernel(self):
-        # Issue 13: decode's SDPA (one query row) is kept whole and runs as gqa_attention over
-        # the caches themselves: no repeat_kv expand_copy is left. Prefill's (several rows) is
-        # decomposed (partitioner.ops_to_not_decompose), repeat_kv included.
-        ops = {}
+    def test_attention_runs_on_the_gqa_kernel(self):
+        # Issue 13: SDPA is kept whole and runs as gqa_attention over the caches themselves: no
+        # repeat_kv expand_copy is left. Decode's (one query row) and, since its exported layout
+        # is pinned (passes.sdpa_layout), prefill's (several rows) too.
         for method in ("prefill", "decode"):
             ep = self.et.exported_program(method)
             (call,) = lu.delegate_calls(ep.graph_module)
-            ops[method] = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
-        self.assertIn("executorch_trt::gqa_attention.out", ops["decode"])
-        self.assertNotIn("aten::expand_copy.out", ops["decode"])
-        self.assertNotIn("executorch_trt::gqa_attention.out", ops["prefill"])
-        self.assertIn("aten::expand_copy.out", ops["prefill"])
+            ops = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
+            self.assertIn("executorch_trt::gqa_attention.out", ops, method)
+            self.assertNotIn("aten::expand_copy.out", ops, method)
 
     def test_linear_kept_whole(self):
         # Issue 13: to_edge would decompose every nn.Linear into permute_copy(weight) + mm (a
