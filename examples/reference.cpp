@@ -229,7 +229,12 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
   if (!in) return Fail(error, path, "cannot open the reference file (does it exist?)");
   std::stringstream buf;
   buf << in.rdbuf();
-  const json j = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  return ParseReference(buf.str(), path, out, error);
+}
+
+bool ParseReference(std::string_view text, const std::string& path, Reference* out,
+                    std::string* error) {
+  const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return Fail(error, path,
                 "not valid JSON or not a JSON object (NaN/Infinity are not JSON); is this "
