@@ -1,0 +1,58 @@
+"""fuzz_target: a libFuzzer target with its `bazel run` entry point and its smoke test.
+
+Under --config=fuzz (.bazelrc: clang 19, --define=fuzzing_engine=libfuzzer) the target links
+libFuzzer (-fsanitize=fuzzer) and the smoke test fuzzes for `smoke_seconds`. In every other
+build (gcc, including --config=asan) it links tests/fuzz/replay_main.cpp instead, and the
+smoke test runs every seed and regression input once: the corpora are regression tests in
+`bazel test //...` without clang.
+"""
+
+load("@rules_cc//cc:defs.bzl", "cc_binary")
+
+def fuzz_target(name, srcs, deps = [], seeds = [], dictionary = None, smoke_seconds = 20):
+    """Declares `name` (bazel run), `name`_bin (the binary) and `name`_smoke (a test).
+
+    Args:
+      name: the fuzzer; `./bazelw run //tests/fuzz:<name> -- <libFuzzer flags>`.
+      srcs: the sources defining LLVMFuzzerTestOneInput (and optionally LLVMFuzzerInitialize).
+      deps: the libraries under test.
+      seeds: labels of seed files or filegroups (copied into the working corpus).
+      dictionary: a libFuzzer dictionary file (-dict=), or None.
+      smoke_seconds: -max_total_time of the smoke test under --config=fuzz.
+    """
+    binary = name + "_bin"
+    cc_binary(
+        name = binary,
+        testonly = True,
+        srcs = srcs,
+        deps = deps + select({
+            "//tests/fuzz:libfuzzer": [],
+            "//conditions:default": ["//tests/fuzz:replay_main"],
+        }),
+        linkopts = select({
+            "//tests/fuzz:libfuzzer": ["-fsanitize=fuzzer"],
+            "//conditions:default": [],
+        }),
+    )
+    data = [":" + binary] + seeds + ([dictionary] if dictionary else [])
+    args = [name, "$(rootpath :%s)" % binary] + ["$(rootpaths %s)" % s for s in seeds] + ["--"]
+    if dictionary:
+        args.append("-dict=$(rootpath %s)" % dictionary)
+    native.sh_binary(
+        name = name,
+        testonly = True,
+        srcs = ["//tests/fuzz:run_fuzzer.sh"],
+        data = data,
+        args = args,
+    )
+    native.sh_test(
+        name = name + "_smoke",
+        size = "medium",
+        srcs = ["//tests/fuzz:run_fuzzer.sh"],
+        data = data,
+        args = args + [
+            "-max_total_time=%d" % smoke_seconds,
+            "-timeout=10",
+            "-print_final_stats=1",
+        ],
+    )
