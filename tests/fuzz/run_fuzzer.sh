@@ -13,6 +13,12 @@
 # named (e.g. a crash file to reproduce), BINARY runs on exactly those.
 set -euo pipefail
 
+# Readable sanitizer stacks: Bazel's strict action environment keeps LLVM's bin/ off PATH.
+symbolizer=/usr/lib/llvm-19/bin/llvm-symbolizer
+if [[ -z ${ASAN_SYMBOLIZER_PATH:-} && -x $symbolizer ]]; then
+  export ASAN_SYMBOLIZER_PATH=$symbolizer UBSAN_SYMBOLIZER_PATH=$symbolizer
+fi
+
 name=$1
 binary=$2
 shift 2
