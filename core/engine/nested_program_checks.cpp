@@ -187,12 +187,15 @@ class PlanChecker {
     uint64_t nbytes = ElementSize(tensor.scalar_type());
     if (nbytes == 0) return Fail("a tensor has an unknown dtype", v, int(tensor.scalar_type()));
     const auto* sizes = tensor.sizes();
-    for (uint32_t d = 0; d < Size(sizes); ++d) {
+    // ExecuTorch (and the engine) store strides as int32: the product of the sizes from any
+    // dimension to the innermost must fit, or computing the contiguous strides overflows.
+    int64_t suffix = 1;
+    for (uint32_t d = Size(sizes); d-- > 0;) {
       const int32_t s = sizes->Get(d);
       if (s < 0) return Fail("a tensor has a negative size", v, s);
-      if (__builtin_mul_overflow(nbytes, static_cast<uint64_t>(s), &nbytes)) {
-        return Fail("a tensor's byte size overflows", v, s);
-      }
+      suffix *= s;  // both factors <= INT32_MAX: no int64 overflow
+      if (suffix > INT32_MAX) return Fail("a tensor's strides overflow int32", v, s);
+      nbytes *= static_cast<uint64_t>(s);  // <= 8 * INT32_MAX
     }
     if (tensor.dim_order() != nullptr && Size(tensor.dim_order()) != Size(sizes)) {
       return Fail("a tensor's dim order does not match its rank", v, Size(tensor.dim_order()));

@@ -29,7 +29,8 @@ namespace executorch_trt {
 //     values; every KernelCall's op_index is < the number of operators; every
 //     DelegateCall's delegate_index is < the number of delegates; every jump's destination
 //     is within its chain; every instruction has one of the known argument types;
-//   - every tensor value has a known dtype, non-negative sizes, a dim order of its rank, and,
+//   - every tensor value has a known dtype, non-negative sizes whose products from any
+//     dimension inwards fit int32 (ExecuTorch's stride type), a dim order of its rank, and,
 //     when memory-planned, a buffer id of the plan with its extent (offset + bytes) not
 //     overflowing;
 //   - every planned buffer (ids >= 1) is no larger than the extent of the tensors planned in it

@@ -109,6 +109,17 @@ TEST_F(NestedProgramChecksTest, RejectsAPlannedBufferNoTensorNeeds) {
   EXPECT_EQ(CheckNestedProgram(program.data(), program.size(), kMethod), Error::InvalidProgram);
 }
 
+TEST_F(NestedProgramChecksTest, RejectsATensorWhoseStridesOverflowInt32) {
+  // portable_payload_fuzzer: an input's sizes changed so that 581 * 1347699976 elements lie
+  // behind its outer dimension; computing its contiguous strides overflowed int32 (UBSan).
+  const std::vector<uint8_t> payload = testing::ReadFile(
+      "tests/fuzz/regressions/portable_payload_fuzzer/strides_overflow_int32.bin");
+  ASSERT_FALSE(payload.empty());
+  const std::vector<uint8_t> program = ProgramOfPayload(payload.data(), payload.size());
+  ASSERT_FALSE(program.empty());
+  EXPECT_EQ(CheckNestedProgram(program.data(), program.size(), kMethod), Error::InvalidProgram);
+}
+
 TEST_F(NestedProgramChecksTest, RejectsWhatIsNotAProgramWithThatMethod) {
   const std::vector<uint8_t> pte = testing::ReadFile(testing::TestDataPath("nested_kv.pte"));
   ASSERT_FALSE(pte.empty());
