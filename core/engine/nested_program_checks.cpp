@@ -154,6 +154,13 @@ class PlanChecker {
     extents_.assign(num_buffers, 0);
     for (uint32_t v = 0; v < static_cast<uint32_t>(num_values_); ++v) {
       const fb::EValue* value = plan_.values()->Get(v);
+      const bool read = value->val_type() == fb::KernelTypes::Tensor ||
+                        value->val_type() == fb::KernelTypes::TensorList ||
+                        value->val_type() == fb::KernelTypes::OptionalTensorList;
+      if (read && value->val() == nullptr) {
+        return Fail("a tensor or tensor list value has no table", v,
+                    static_cast<int64_t>(value->val_type()));
+      }
       switch (value->val_type()) {
         case fb::KernelTypes::TensorList:
           if (value->val_as_TensorList()->items() != nullptr) {
@@ -247,6 +254,11 @@ class PlanChecker {
   }
 
   Error CheckInstruction(const fb::Instruction& instruction, uint32_t chain_size, uint32_t i) {
+    // A union whose type is set may still have no table (the flatbuffer verifies).
+    if (instruction.instr_args() == nullptr) {
+      return Fail("an instruction has no arguments", i,
+                  static_cast<int64_t>(instruction.instr_args_type()));
+    }
     switch (instruction.instr_args_type()) {
       case fb::InstructionArguments::KernelCall: {
         const fb::KernelCall* call = instruction.instr_args_as_KernelCall();

@@ -120,6 +120,18 @@ TEST_F(NestedProgramChecksTest, RejectsATensorWhoseStridesOverflowInt32) {
   EXPECT_EQ(CheckNestedProgram(program.data(), program.size(), kMethod), Error::InvalidProgram);
 }
 
+TEST_F(NestedProgramChecksTest, RejectsAnInstructionWithoutItsArguments) {
+  // portable_payload_fuzzer (against the first version of these checks): an instruction
+  // whose union type says KernelCall but whose table is absent; reading it was a null
+  // member call (UBSan).
+  const std::vector<uint8_t> payload = testing::ReadFile(
+      "tests/fuzz/regressions/portable_payload_fuzzer/kernel_call_without_table.bin");
+  ASSERT_FALSE(payload.empty());
+  const std::vector<uint8_t> program = ProgramOfPayload(payload.data(), payload.size());
+  ASSERT_FALSE(program.empty());
+  EXPECT_EQ(CheckNestedProgram(program.data(), program.size(), kMethod), Error::InvalidProgram);
+}
+
 TEST_F(NestedProgramChecksTest, RejectsWhatIsNotAProgramWithThatMethod) {
   const std::vector<uint8_t> pte = testing::ReadFile(testing::TestDataPath("nested_kv.pte"));
   ASSERT_FALSE(pte.empty());
