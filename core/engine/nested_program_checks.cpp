@@ -224,9 +224,16 @@ class PlanChecker {
   }
 
   Error CheckPlannedBuffers() {
+    // flatbuffers' verifier aligns a vector's length, not its 8-byte elements; a builder
+    // always aligns them (and the buffer is aligned here), so a misaligned table is corrupt,
+    // and reading it would be a misaligned load (UBSan).
+    const auto* sizes = plan_.non_const_buffer_sizes();
+    if (sizes != nullptr && reinterpret_cast<uintptr_t>(sizes->Data()) % alignof(int64_t) != 0) {
+      return Fail("the planned buffer sizes are misaligned", -1, 0);
+    }
     // Buffer 0 is reserved (constants); the engine allocates buffers 1..n at init.
     for (uint32_t id = 1; id < extents_.size(); ++id) {
-      const int64_t size = plan_.non_const_buffer_sizes()->Get(id);
+      const int64_t size = sizes->Get(id);
       if (size < 0) return Fail("a planned buffer has a negative size", id, size);
       if (static_cast<uint64_t>(size) > extents_[id] + kNestedPlannedBufferSlack) {
         return Fail("a planned buffer is larger than the tensors planned in it", id, size);

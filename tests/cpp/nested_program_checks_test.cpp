@@ -132,6 +132,18 @@ TEST_F(NestedProgramChecksTest, RejectsAnInstructionWithoutItsArguments) {
   EXPECT_EQ(CheckNestedProgram(program.data(), program.size(), kMethod), Error::InvalidProgram);
 }
 
+TEST_F(NestedProgramChecksTest, RejectsMisalignedPlannedBufferSizes) {
+  // portable_payload_fuzzer: the offset of the int64 buffer-size vector moved by 4 bytes;
+  // flatbuffers' verifier accepts it (it aligns the length only) and reading it was a
+  // misaligned load (UBSan), in the checks and in ExecuTorch's own MethodMeta alike.
+  const std::vector<uint8_t> payload = testing::ReadFile(
+      "tests/fuzz/regressions/portable_payload_fuzzer/misaligned_buffer_sizes.bin");
+  ASSERT_FALSE(payload.empty());
+  const std::vector<uint8_t> program = ProgramOfPayload(payload.data(), payload.size());
+  ASSERT_FALSE(program.empty());
+  EXPECT_EQ(CheckNestedProgram(program.data(), program.size(), kMethod), Error::InvalidProgram);
+}
+
 TEST_F(NestedProgramChecksTest, RejectsWhatIsNotAProgramWithThatMethod) {
   const std::vector<uint8_t> pte = testing::ReadFile(testing::TestDataPath("nested_kv.pte"));
   ASSERT_FALSE(pte.empty());
