@@ -9,7 +9,7 @@ smoke test runs every seed and regression input once: the corpora are regression
 
 load("@rules_cc//cc:defs.bzl", "cc_binary")
 
-def fuzz_target(name, srcs, deps = [], seeds = [], dictionary = None, smoke_seconds = 20):
+def fuzz_target(name, srcs, deps = [], seeds = [], dictionary = None, max_len = None, smoke_seconds = 20):
     """Declares `name` (bazel run), `name`_bin (the binary) and `name`_smoke (a test).
 
     Args:
@@ -18,6 +18,8 @@ def fuzz_target(name, srcs, deps = [], seeds = [], dictionary = None, smoke_seco
       deps: the libraries under test.
       seeds: labels of seed files or filegroups (copied into the working corpus).
       dictionary: a libFuzzer dictionary file (-dict=), or None.
+      max_len: libFuzzer's -max_len (longest input it generates; longer seeds are truncated),
+        or None for the longest seed.
       smoke_seconds: -max_total_time of the smoke test under --config=fuzz.
     """
     binary = name + "_bin"
@@ -38,6 +40,8 @@ def fuzz_target(name, srcs, deps = [], seeds = [], dictionary = None, smoke_seco
     args = [name, "$(rootpath :%s)" % binary] + ["$(rootpaths %s)" % s for s in seeds] + ["--"]
     if dictionary:
         args.append("-dict=$(rootpath %s)" % dictionary)
+    if max_len:
+        args.append("-max_len=%d" % max_len)
     native.sh_binary(
         name = name,
         testonly = True,
