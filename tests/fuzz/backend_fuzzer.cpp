@@ -10,8 +10,11 @@
 // in-place export does), and the handle is destroyed. Any crash, sanitizer report or leak is a
 // bug: init must reject what execute cannot run.
 
+#include <algorithm>
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -25,6 +28,7 @@
 #include "core/backend/tensorrt_backend.h"
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
+#include "core/common/little_endian.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
@@ -42,6 +46,21 @@ using executorch_trt::TensorBinding;
 constexpr size_t kMaxTensorBytes = size_t{1} << 22;
 
 BackendInterface* g_backend = nullptr;
+
+// How far inputs got, printed at exit when EXECUTORCH_TRT_FUZZ_STATS is set (to see that
+// mutated blobs do reach execute, not only the parsers).
+struct Stats {
+  uint64_t inputs = 0, inits_accepted = 0, executes_ok = 0;
+  ~Stats() {
+    if (std::getenv("EXECUTORCH_TRT_FUZZ_STATS") != nullptr) {
+      std::fprintf(stderr,
+                   "backend_fuzzer: %" PRIu64 " inputs, %" PRIu64 " accepted by init, %" PRIu64
+                   " executed successfully\n",
+                   inputs, inits_accepted, executes_ok);
+    }
+  }
+};
+Stats g_stats;
 
 // A zero-filled contiguous tensor with the binding's dtype and shape, and its EValue.
 struct ArgTensor {
@@ -106,11 +125,55 @@ void ExecuteOnce(const std::vector<uint8_t>& blob, DelegateHandle* handle) {
     args.push_back(arg);
   }
   executorch::runtime::BackendExecutionContext context;
-  (void)g_backend->execute(context, handle,
-                           executorch::runtime::Span<EValue*>(args.data(), args.size()));
+  if (g_backend->execute(context, handle,
+                         executorch::runtime::Span<EValue*>(args.data(), args.size())) ==
+      executorch::runtime::Error::Ok) {
+    ++g_stats.executes_ok;
+  }
 }
 
 }  // namespace
+
+// libFuzzer's own mutator (weak: the replay build has none and never mutates).
+extern "C" __attribute__((weak)) size_t LLVMFuzzerMutate(uint8_t* data, size_t size,
+                                                         size_t max_size);
+
+// Structure-aware mutation (used by libFuzzer builds; the replay driver never calls it): half
+// the time libFuzzer's own mutation of the whole blob; otherwise a size-preserving mutation of
+// a few bytes of one section, the metadata JSON or the payload (descriptor and nested
+// program), so every
+// offset around it stays valid and the mutated bytes reach the parsers and the nested
+// program's loader instead of failing the header's range checks. The checksum is recomputed
+// either way (LLVMFuzzerTestOneInput reseals too, for inputs from elsewhere).
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  uint64_t begin = 0, length = 0;
+  if (size >= executorch_trt::kBlobMinHeaderSize && seed % 2 == 1) {
+    const bool metadata = (seed / 2) % 3 == 0;  // one time in three: the metadata
+    begin = executorch_trt::ReadU64(data + (metadata ? executorch_trt::kBlobOffsetMetadataOffset
+                                                     : executorch_trt::kBlobOffsetPayloadOffset));
+    length = executorch_trt::ReadU64(data + (metadata ? executorch_trt::kBlobOffsetMetadataSize
+                                                      : executorch_trt::kBlobOffsetPayloadSize));
+    if (begin > size || length > size - begin || length == 0) length = 0;
+  }
+  std::vector<uint8_t> blob;
+  if (length > 0) {
+    // Mutate a window of 1 to 16 bytes of the section (most of a nested program is flatbuffer
+    // offsets: changing many at once rarely gets past its verifier), then write back as many
+    // bytes as the window has now.
+    const uint64_t window = std::min<uint64_t>(length, 1 + (seed >> 8) % 16);
+    const uint64_t at = begin + (seed >> 12) % (length - window + 1);
+    std::vector<uint8_t> part(data + at, data + at + window);
+    const size_t mutated = LLVMFuzzerMutate(part.data(), part.size(), part.size());
+    std::copy(part.begin(), part.begin() + mutated, data + at);
+  } else {
+    size = LLVMFuzzerMutate(data, size, max_size);
+  }
+  blob.assign(data, data + size);
+  executorch_trt::fuzz::ResealChecksum(&blob);
+  std::copy(blob.begin(), blob.end(), data);
+  return size;
+}
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   executorch_trt::fuzz::InitRuntimeForFuzzing();
@@ -122,6 +185,7 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The delegate borrows the blob until destroy (as it borrows ExecuTorch's processed
   // buffer), so it lives in this frame.
+  ++g_stats.inputs;
   std::vector<uint8_t> blob(data, data + size);
   executorch_trt::fuzz::ResealChecksum(&blob);
   FreeableBuffer processed(blob.data(), blob.size(), nullptr);
@@ -129,6 +193,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   executorch::runtime::Result<DelegateHandle*> handle =
       g_backend->init(init_context, &processed, {});
   if (!handle.ok()) return 0;
+  ++g_stats.inits_accepted;
   ExecuteOnce(blob, handle.get());
   g_backend->destroy(handle.get());
   return 0;
