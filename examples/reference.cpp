@@ -46,6 +46,14 @@ bool Fail(std::string* error, const std::string& path, const std::string& what) 
   return false;
 }
 
+// obj[key] when it is a string, else "" (json::value(key, "") throws type_error when the
+// field is there with another type: reference_json_fuzzer found {"dtype": 0} aborting the
+// runner).
+std::string StringField(const json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 bool ReadInts(const json& j, std::vector<int64_t>* out) {
   if (!j.is_array()) return false;
   for (const auto& v : j) {
@@ -108,7 +116,7 @@ bool ParseCaches(const json& j, const std::string& path, bool encoder_decoder, R
     CacheSpec spec;
     if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("shape") ||
         !ReadInts(c["shape"], &spec.shape) || spec.shape.empty() ||
-        c.value("dtype", "") != "float32") {
+        StringField(c, "dtype") != "float32") {
       return Fail(error, path, "each cache needs \"name\", \"shape\" and dtype \"float32\"");
     }
     spec.name = c["name"].get<std::string>();
@@ -118,7 +126,7 @@ bool ParseCaches(const json& j, const std::string& path, bool encoder_decoder, R
                   "cache " + spec.name + " has a bad dimension or is implausibly large");
     }
     if (encoder_decoder) {
-      const std::string kind = c.value("kind", "");
+      const std::string kind = StringField(c, "kind");
       if (kind != "self" && kind != "cross") {
         return Fail(error, path, "cache " + spec.name + " needs \"kind\" \"self\" or \"cross\"");
       }
@@ -229,7 +237,12 @@ bool LoadReference(const std::string& path, Reference* out, std::string* error) 
   if (!in) return Fail(error, path, "cannot open the reference file (does it exist?)");
   std::stringstream buf;
   buf << in.rdbuf();
-  const json j = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  return ParseReference(buf.str(), path, out, error);
+}
+
+bool ParseReference(std::string_view text, const std::string& path, Reference* out,
+                    std::string* error) {
+  const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return Fail(error, path,
                 "not valid JSON or not a JSON object (NaN/Infinity are not JSON); is this "

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "examples/float_tensor.h"
@@ -84,5 +85,11 @@ struct Reference {
 // message naming the file and what is wrong (missing, not JSON, unknown format, missing or
 // mistyped field, inconsistent sizes, a value that is not a finite float32). Never throws.
 bool LoadReference(const std::string& path, Reference* out, std::string* error);
+
+// The same on reference JSON already in memory (`text`); `path` only names it in `error`.
+// `out` must be a default-constructed Reference. Never throws, never reads outside `text`
+// (fuzzed by //tests/fuzz:reference_json_fuzzer).
+bool ParseReference(std::string_view text, const std::string& path, Reference* out,
+                    std::string* error);
 
 }  // namespace executorch_trt::examples

@@ -17,6 +17,7 @@
 #include "core/common/shape_string.h"
 #include "core/engine/constant_layouts_data_map.h"
 #include "core/engine/empty_named_data_map.h"
+#include "core/engine/nested_program_checks.h"
 #include "core/engine/portable_payload.h"
 
 namespace executorch_trt {
@@ -83,6 +84,12 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
            "ExecuTorch.",
            payload->program_size, static_cast<uint32_t>(program.error()));
     return program.error();
+  }
+  // ExecuTorch's loader does not range-check the execution plan (an operator index past the
+  // table crashes at execute; nested_program_checks.h).
+  const Error checked = CheckNestedProgram(program_data, payload->program_size, kMethodName);
+  if (checked != Error::Ok) {
+    return checked;
   }
   program_ = std::make_unique<executorch::runtime::Program>(std::move(program.get()));
 

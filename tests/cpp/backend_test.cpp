@@ -271,7 +271,11 @@ TEST_F(BackendTest, BlobsWithoutTheChecksumFeatureStillRun) {
   // As written by an older exporter: CHECKSUM bit clear, checksum field 0.
   // Then re-sealed with a checksum by the test writer: same result.
   for (uint64_t features : {uint64_t{0b11}, uint64_t{0b111}}) {
-    Result<DelegateHandle*> handle = Init(WithMetadata(MetadataText(), features));
+    // The engine borrows the blob (the nested program is loaded from it in place), so it
+    // must outlive the handle, as ExecuTorch's processed buffer does (ASan found the test
+    // passing a temporary).
+    const std::vector<uint8_t> blob = WithMetadata(MetadataText(), features);
+    Result<DelegateHandle*> handle = Init(blob);
     ASSERT_TRUE(handle.ok()) << "features " << features;
     ExpectOneCorrectStep(handle.get());
     backend_->destroy(handle.get());

@@ -1,0 +1,364 @@
+// Copyright (c) executorch-trt authors.
+//
+// nested_program_checks.cpp: see nested_program_checks.h. The program flatbuffer is read with
+// the C++ code flatc generates from ExecuTorch's own schema (//core/schema:program_schema),
+// after flatbuffers::Verifier has checked every offset, length and alignment in it.
+
+#include "core/engine/nested_program_checks.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <executorch/runtime/core/exec_aten/exec_aten.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/platform/log.h>
+
+// libexecutorch.so exports the inline functions of its own FlatBuffers release and of its own
+// code generated from this schema under the same names as ours; hidden, each side binds to its
+// own (as in examples/plan_copies.cpp).
+#pragma GCC visibility push(hidden)
+#include <flatbuffers/flatbuffers.h>
+
+#include "core/schema/program_generated.h"
+#pragma GCC visibility pop
+
+namespace executorch_trt {
+namespace {
+
+namespace fb = executorch_flatbuffer;
+using executorch::runtime::Error;
+
+constexpr const char* kCorrupt = "the nested program is corrupt; re-export";
+
+template <typename T>
+uint32_t Size(const flatbuffers::Vector<T>* v) {
+  return v == nullptr ? 0 : v->size();
+}
+
+// Bytes per element of `type`, or 0 if it is not one of ExecuTorch's scalar types.
+size_t ElementSize(fb::ScalarType type) {
+  switch (static_cast<executorch::aten::ScalarType>(type)) {
+#define EXECUTORCH_TRT_ELEMENT_SIZE(ctype, name) \
+  case executorch::aten::ScalarType::name:       \
+    return sizeof(ctype);
+    ET_FORALL_SCALAR_TYPES(EXECUTORCH_TRT_ELEMENT_SIZE)
+#undef EXECUTORCH_TRT_ELEMENT_SIZE
+    default:
+      return 0;
+  }
+}
+
+// True for valid UTF-8 with no ASCII control characters (what may be logged safely).
+bool IsCleanUtf8(const flatbuffers::String* s) {
+  if (s == nullptr) return true;
+  const auto* p = reinterpret_cast<const uint8_t*>(s->data());
+  const size_t n = s->size();
+  for (size_t i = 0; i < n;) {
+    const uint8_t c = p[i];
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3f);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// Checks one execution plan; `method` names it in log lines.
+class PlanChecker {
+ public:
+  PlanChecker(const fb::ExecutionPlan& plan, const char* method)
+      : plan_(plan), method_(method), num_values_(Size(plan.values())) {}
+
+  Error Check() {
+    if (plan_.values() == nullptr) return Fail("has no value table", -1, 0);
+    Error err = CheckIndices(plan_.inputs(), "method input");
+    if (err == Error::Ok) err = CheckIndices(plan_.outputs(), "method output");
+    if (err == Error::Ok) err = CheckNames();
+    if (err == Error::Ok) err = CheckValues();
+    if (err == Error::Ok) err = CheckPlannedBuffers();
+    for (uint32_t c = 0; err == Error::Ok && c < Size(plan_.chains()); ++c) {
+      err = CheckChain(*plan_.chains()->Get(c), c);
+    }
+    return err;
+  }
+
+ private:
+  Error Fail(const char* what, int64_t index, int64_t value) {
+    ET_LOG(Error,
+           "executorch_trt: nested method '%s': %s (index %" PRId64 ", value %" PRId64 "); %s.",
+           method_, what, index, value, kCorrupt);
+    return Error::InvalidProgram;
+  }
+
+  bool IsValue(int64_t index) const { return index >= 0 && index < num_values_; }
+
+  Error CheckIndices(const flatbuffers::Vector<int32_t>* indices, const char* what) {
+    for (uint32_t i = 0; i < Size(indices); ++i) {
+      if (!IsValue(indices->Get(i))) return Fail(what, i, indices->Get(i));
+    }
+    return Error::Ok;
+  }
+
+  Error CheckNames() {
+    if (!IsCleanUtf8(plan_.name())) return Fail("its name is not clean UTF-8", -1, 0);
+    for (uint32_t i = 0; i < Size(plan_.operators()); ++i) {
+      const fb::Operator* op = plan_.operators()->Get(i);
+      if (op->name() == nullptr || op->name()->size() == 0) {
+        return Fail("an operator has no name", i, 0);
+      }
+      if (!IsCleanUtf8(op->name()) || !IsCleanUtf8(op->overload())) {
+        return Fail("an operator name or overload is not clean UTF-8", i, 0);
+      }
+    }
+    for (uint32_t i = 0; i < Size(plan_.delegates()); ++i) {
+      if (!IsCleanUtf8(plan_.delegates()->Get(i)->id())) {
+        return Fail("a delegate id is not clean UTF-8", i, 0);
+      }
+    }
+    return Error::Ok;
+  }
+
+  Error CheckValues() {
+    const uint32_t num_buffers = Size(plan_.non_const_buffer_sizes());
+    extents_.assign(num_buffers, 0);
+    for (uint32_t v = 0; v < static_cast<uint32_t>(num_values_); ++v) {
+      const fb::EValue* value = plan_.values()->Get(v);
+      const bool read = value->val_type() == fb::KernelTypes::Tensor ||
+                        value->val_type() == fb::KernelTypes::TensorList ||
+                        value->val_type() == fb::KernelTypes::OptionalTensorList;
+      if (read && value->val() == nullptr) {
+        return Fail("a tensor or tensor list value has no table", v,
+                    static_cast<int64_t>(value->val_type()));
+      }
+      switch (value->val_type()) {
+        case fb::KernelTypes::TensorList:
+          if (value->val_as_TensorList()->items() != nullptr) {
+            Error err = CheckIndices(value->val_as_TensorList()->items(), "tensor list item");
+            if (err != Error::Ok) return err;
+          }
+          break;
+        case fb::KernelTypes::OptionalTensorList: {
+          const auto* items = value->val_as_OptionalTensorList()->items();
+          for (uint32_t i = 0; i < Size(items); ++i) {
+            // -1 is an absent tensor.
+            if (items->Get(i) != -1 && !IsValue(items->Get(i))) {
+              return Fail("optional tensor list item", v, items->Get(i));
+            }
+          }
+          break;
+        }
+        case fb::KernelTypes::Tensor: {
+          Error err = CheckTensor(*value->val_as_Tensor(), v);
+          if (err != Error::Ok) return err;
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    return Error::Ok;
+  }
+
+  Error CheckTensor(const fb::Tensor& tensor, uint32_t v) {
+    uint64_t nbytes = ElementSize(tensor.scalar_type());
+    if (nbytes == 0) return Fail("a tensor has an unknown dtype", v, int(tensor.scalar_type()));
+    const auto* sizes = tensor.sizes();
+    // ExecuTorch (and the engine) store strides as int32: the product of the sizes from any
+    // dimension to the innermost must fit, or computing the contiguous strides overflows.
+    int64_t suffix = 1;
+    for (uint32_t d = Size(sizes); d-- > 0;) {
+      const int32_t s = sizes->Get(d);
+      if (s < 0) return Fail("a tensor has a negative size", v, s);
+      suffix *= s;  // both factors <= INT32_MAX: no int64 overflow
+      if (suffix > INT32_MAX) return Fail("a tensor's strides overflow int32", v, s);
+      nbytes *= static_cast<uint64_t>(s);  // <= 8 * INT32_MAX
+    }
+    if (tensor.dim_order() != nullptr && Size(tensor.dim_order()) != Size(sizes)) {
+      return Fail("a tensor's dim order does not match its rank", v, Size(tensor.dim_order()));
+    }
+    const fb::AllocationDetails* where = tensor.allocation_info();
+    if (where == nullptr) return Error::Ok;
+    if (where->memory_id() >= extents_.size()) {
+      return Fail("a tensor is planned in a buffer the method does not have", v,
+                  where->memory_id());
+    }
+    const uint64_t offset =
+        (uint64_t{where->memory_offset_high()} << 32) | where->memory_offset_low();
+    uint64_t end = 0;
+    if (__builtin_add_overflow(offset, nbytes, &end)) {
+      return Fail("a planned tensor's extent overflows", v, static_cast<int64_t>(offset));
+    }
+    extents_[where->memory_id()] = std::max(extents_[where->memory_id()], end);
+    return Error::Ok;
+  }
+
+  Error CheckPlannedBuffers() {
+    // flatbuffers' verifier aligns a vector's length, not its 8-byte elements; a builder
+    // always aligns them (and the buffer is aligned here), so a misaligned table is corrupt,
+    // and reading it would be a misaligned load (UBSan).
+    const auto* sizes = plan_.non_const_buffer_sizes();
+    if (sizes != nullptr && reinterpret_cast<uintptr_t>(sizes->Data()) % alignof(int64_t) != 0) {
+      return Fail("the planned buffer sizes are misaligned", -1, 0);
+    }
+    // Buffer 0 is reserved (constants); the engine allocates buffers 1..n at init.
+    for (uint32_t id = 1; id < extents_.size(); ++id) {
+      const int64_t size = sizes->Get(id);
+      if (size < 0) return Fail("a planned buffer has a negative size", id, size);
+      if (static_cast<uint64_t>(size) > extents_[id] + kNestedPlannedBufferSlack) {
+        return Fail("a planned buffer is larger than the tensors planned in it", id, size);
+      }
+    }
+    return Error::Ok;
+  }
+
+  Error CheckChain(const fb::Chain& chain, uint32_t c) {
+    Error err = CheckIndices(chain.inputs(), "chain input");
+    if (err == Error::Ok) err = CheckIndices(chain.outputs(), "chain output");
+    if (err != Error::Ok) return err;
+    const uint32_t n = Size(chain.instructions());
+    for (uint32_t i = 0; i < n; ++i) {
+      const fb::Instruction* instruction = chain.instructions()->Get(i);
+      err = CheckInstruction(*instruction, n, i);
+      if (err != Error::Ok) {
+        ET_LOG(Error,
+               "executorch_trt: nested method '%s': at chain %" PRIu32 ", instruction %" PRIu32 ".",
+               method_, c, i);
+        return err;
+      }
+    }
+    return Error::Ok;
+  }
+
+  Error CheckInstruction(const fb::Instruction& instruction, uint32_t chain_size, uint32_t i) {
+    // A union whose type is set may still have no table (the flatbuffer verifies).
+    if (instruction.instr_args() == nullptr) {
+      return Fail("an instruction has no arguments", i,
+                  static_cast<int64_t>(instruction.instr_args_type()));
+    }
+    switch (instruction.instr_args_type()) {
+      case fb::InstructionArguments::KernelCall: {
+        const fb::KernelCall* call = instruction.instr_args_as_KernelCall();
+        if (call->op_index() < 0 ||
+            static_cast<uint32_t>(call->op_index()) >= Size(plan_.operators())) {
+          return Fail("a kernel call names an operator past the operator table", i,
+                      call->op_index());
+        }
+        return CheckIndices(call->args(), "kernel call argument");
+      }
+      case fb::InstructionArguments::DelegateCall: {
+        const fb::DelegateCall* call = instruction.instr_args_as_DelegateCall();
+        if (call->delegate_index() < 0 ||
+            static_cast<uint32_t>(call->delegate_index()) >= Size(plan_.delegates())) {
+          return Fail("a delegate call names a delegate past the delegate table", i,
+                      call->delegate_index());
+        }
+        return CheckIndices(call->args(), "delegate call argument");
+      }
+      case fb::InstructionArguments::MoveCall: {
+        const fb::MoveCall* move = instruction.instr_args_as_MoveCall();
+        if (!IsValue(move->move_from())) return Fail("a move source", i, move->move_from());
+        if (!IsValue(move->move_to())) return Fail("a move destination", i, move->move_to());
+        return Error::Ok;
+      }
+      case fb::InstructionArguments::JumpFalseCall: {
+        const fb::JumpFalseCall* jump = instruction.instr_args_as_JumpFalseCall();
+        if (!IsValue(jump->cond_value_index())) {
+          return Fail("a jump condition", i, jump->cond_value_index());
+        }
+        if (jump->destination_instruction() < 0 ||
+            static_cast<uint32_t>(jump->destination_instruction()) > chain_size) {
+          return Fail("a jump leaves its chain", i, jump->destination_instruction());
+        }
+        return Error::Ok;
+      }
+      case fb::InstructionArguments::FreeCall: {
+        const fb::FreeCall* free_call = instruction.instr_args_as_FreeCall();
+        if (!IsValue(free_call->value_index())) {
+          return Fail("a freed value", i, free_call->value_index());
+        }
+        return Error::Ok;
+      }
+      default:
+        return Fail("an instruction of unknown type", i,
+                    static_cast<int64_t>(instruction.instr_args_type()));
+    }
+  }
+
+  const fb::ExecutionPlan& plan_;
+  const char* method_;
+  const int64_t num_values_;
+  std::vector<uint64_t> extents_;  // by planned buffer id: end of the last tensor in it
+};
+
+}  // namespace
+
+Error CheckNestedProgram(const void* data, size_t size, const char* method_name) {
+  if (data == nullptr || size < 8) {
+    ET_LOG(Error, "executorch_trt: the nested program is %zu bytes; %s.", size, kCorrupt);
+    return Error::InvalidProgram;
+  }
+  // A flatbuffer cannot reach past this (the verifier asserts a smaller buffer): what follows
+  // it, e.g. segments, is never part of the program table.
+  size = std::min<size_t>(size, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
+  // The verifier and the accessors load scalars in place: give them an aligned buffer.
+  std::unique_ptr<std::max_align_t[]> aligned;
+  if (reinterpret_cast<uintptr_t>(data) % alignof(std::max_align_t) != 0) {
+    aligned.reset(
+        new (std::nothrow)
+            std::max_align_t[(size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)]);
+    if (aligned == nullptr) return Error::MemoryAllocationFailed;
+    std::memcpy(aligned.get(), data, size);
+    data = aligned.get();
+  }
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  flatbuffers::Verifier verifier(bytes, size);
+  if (!flatbuffers::BufferHasIdentifier(bytes, fb::ProgramIdentifier()) ||
+      !fb::VerifyProgramBuffer(verifier)) {
+    ET_LOG(Error, "executorch_trt: the nested program fails flatbuffer verification; %s.",
+           kCorrupt);
+    return Error::InvalidProgram;
+  }
+  const fb::Program* program = fb::GetProgram(bytes);
+  for (uint32_t i = 0; i < Size(program->execution_plan()); ++i) {
+    const fb::ExecutionPlan* plan = program->execution_plan()->Get(i);
+    if (plan->name() != nullptr && plan->name()->str() == method_name) {
+      return PlanChecker(*plan, method_name).Check();
+    }
+  }
+  ET_LOG(Error, "executorch_trt: the nested program has no method '%s'; %s.", method_name,
+         kCorrupt);
+  return Error::InvalidProgram;
+}
+
+}  // namespace executorch_trt
