@@ -19,7 +19,7 @@
 #pragma GCC visibility push(hidden)
 #include <flatbuffers/flatbuffers.h>
 
-#include "examples/program_generated.h"
+#include "core/schema/program_generated.h"
 #pragma GCC visibility pop
 
 namespace executorch_trt::examples {
