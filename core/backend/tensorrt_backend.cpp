@@ -53,8 +53,8 @@ Result<DelegateHandle*> TensorRTBackend::init(
   if (!header.ok()) {
     return header.error();
   }
-  Result<DelegateMetadata> metadata =
-      DelegateMetadata::Parse(header->Metadata(blob), header->required_features);
+  Result<DelegateMetadata> metadata = DelegateMetadata::Parse(
+      header->Metadata(blob), header->required_features, header->format_version);
   if (!metadata.ok()) {
     return metadata.error();
   }

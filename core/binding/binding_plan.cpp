@@ -54,6 +54,21 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata, const 
 
   BindingPlan plan;
   plan.num_inputs_ = metadata.inputs.size();
+  plan.symbols_ = metadata.symbols;
+  // Each call's inputs must give every symbol's value.
+  for (size_t k = 0; k < metadata.symbols.size(); ++k) {
+    bool in_an_input = false;
+    for (const TensorBinding& in : metadata.inputs) {
+      for (int32_t s : in.dim_symbol) {
+        in_an_input = in_an_input || s == static_cast<int32_t>(k);
+      }
+    }
+    if (!in_an_input) {
+      return Reject("symbol '" + metadata.symbols[k].name +
+                    "' is not a dimension of any input, so no call can give its value; the "
+                    "blob is inconsistent, re-export.");
+    }
+  }
   std::map<std::string, size_t> arg_by_name;
   for (size_t i = 0; i < metadata.inputs.size() + metadata.outputs.size(); ++i) {
     const bool is_input = i < metadata.inputs.size();
@@ -86,8 +101,14 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata, const 
       return Reject(what + " has dtype " + DTypeName(meta.dtype) + " in the blob but " +
                     DTypeName(dtype.get()) + " in the engine; re-export the model.");
     }
-    if (shape.get() != meta.shape) {
-      return Reject(what + " has shape " + ShapeString(meta.shape) + " in the blob but " +
+    // A dynamic dimension: the engine says -1 (TensorRT) or its upper bound (portable).
+    bool same_shape = shape->size() == meta.shape.size();
+    for (size_t d = 0; same_shape && d < meta.shape.size(); ++d) {
+      same_shape = shape.get()[d] == meta.shape[d] || (meta.symbol(d) >= 0 && shape.get()[d] == -1);
+    }
+    if (!same_shape) {
+      return Reject(what + " has shape " + ShapeString(meta.shape) +
+                    " in the blob (dynamic dimensions at their max) but " +
                     ShapeString(shape.get()) + " in the engine; re-export the model.");
     }
     PlannedBinding b;
@@ -95,6 +116,15 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata, const 
     b.mode = want;
     b.dtype = meta.dtype;
     b.shape = meta.shape;
+    for (size_t d = 0; d < meta.shape.size(); ++d) {
+      const int32_t k = meta.symbol(d);
+      if (k >= static_cast<int32_t>(metadata.symbols.size())) {
+        return Reject(what + " dimension " + std::to_string(d) + " names symbol " +
+                      std::to_string(k) + ", which the metadata does not declare.");
+      }
+      b.dim_symbol.push_back(k);
+    }
+    b.is_static = meta.is_static();
     b.nbytes = NumBytes(meta.dtype, meta.shape);
     plan.bindings_.push_back(std::move(b));
   }
@@ -148,11 +178,16 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata, const 
     // Both kinds share one storage, so they must describe the same bytes. For
     // kv_cache_update the engine agrees with the alias, so a mismatch means a corrupt
     // engine; for user it is the only check there is.
-    if (in.dtype != out.dtype || in.shape != out.shape) {
+    if (in.dtype != out.dtype || in.shape != out.shape || in.dim_symbol != out.dim_symbol) {
       return Reject(what + ": input is " + DTypeName(in.dtype) + " " + ShapeString(in.shape) +
                     " but output is " + DTypeName(out.dtype) + " " + ShapeString(out.shape) +
                     "; an output can only alias an input of the same dtype and shape. Fix "
                     "the alias declaration and re-export.");
+    }
+    if (!in.is_static) {
+      return Reject(what + ": input '" + alias.input + "' has a dynamic shape " +
+                    ShapeString(in.shape) +
+                    " (upper bounds); aliased (state) bindings must be static, re-export.");
     }
     out.aliased = true;
     out.alias_input_arg = in_it->second;

@@ -31,8 +31,12 @@ struct PlannedBinding {
   std::string name;  // engine binding name
   TensorIOMode mode = TensorIOMode::kNone;
   executorch::aten::ScalarType dtype = executorch::aten::ScalarType::Float;
+  // Static sizes, and each dynamic dimension's upper bound (its symbol's max).
   std::vector<int64_t> shape;
-  size_t nbytes = 0;
+  // Per dimension: -1 static, else the index of its symbol in BindingPlan::symbols().
+  std::vector<int32_t> dim_symbol;
+  bool is_static = true;
+  size_t nbytes = 0;  // bytes of `shape` (the upper bound when dynamic)
   // Outputs only: true if this output updates an input in place.
   bool aliased = false;
   size_t alias_input_arg = 0;  // delegate argument index of that input
@@ -57,7 +61,10 @@ class BindingPlan {
   //     (an engine that cannot tell, e.g. TensorRT < 10.15, is trusted with a log line);
   //   - kind user whose input and output differ in dtype or shape;
   //   - an engine alias the metadata does not declare (the engine would write into an
-  //     input the delegate treats as read-only).
+  //     input the delegate treats as read-only);
+  //   - (format version 2) a symbol that is no input's dimension, an aliased binding with
+  //     a dynamic dimension, or an engine dimension that is neither -1 nor the symbol's
+  //     max where the metadata has a dynamic one.
   // All of these are Error::InvalidProgram. `engine` is only read; neither argument is
   // retained.
   static executorch::runtime::Result<BindingPlan> Create(const DelegateMetadata& metadata,
@@ -68,13 +75,22 @@ class BindingPlan {
   size_t num_args() const { return bindings_.size(); }
   // Binding of delegate argument `index` (< num_args()).
   const PlannedBinding& arg(size_t index) const { return bindings_[index]; }
+  // The dynamic dimensions (empty for a static delegate).
+  const std::vector<SymbolRange>& symbols() const { return symbols_; }
 
   // Runs `engine` on the delegate arguments `args` (inputs, then outputs).
   //
   // Checks the argument count and each argument's type (tensor), dtype and shape
-  // against the plan (Error::InvalidArgument, logged, before touching the engine);
-  // binds each input to its tensor's storage, each non-aliased output to its own
-  // storage and each aliased output to its *input's* storage; runs the engine; then,
+  // against the plan (Error::InvalidArgument, logged with the argument, the dimension,
+  // the value and the range, before touching the engine): static dimensions must match;
+  // each dynamic input dimension must lie in its symbol's [min, max] and equal every
+  // other dimension of the same symbol. Each dynamic output is resized (ExecuTorch
+  // resize_tensor) to its sizes for this call, and its storage must hold its upper bound
+  // (ExecuTorch plans a dynamic-bound tensor at its upper bound). Then it sets each
+  // input's shape, binds each input to its tensor's storage, each non-aliased output to
+  // its own storage and each aliased output to its *input's* storage; runs the engine;
+  // checks that each dynamic output came out with the sizes the symbols give
+  // (Error::InvalidState otherwise); then,
   // for an aliased output whose tensor has different storage than its input (ExecuTorch
   // passed a separate output tensor), copies the updated input into it and adds the
   // bytes to the process copy counter (copy_counter.h). When the exporter made the
@@ -86,7 +102,14 @@ class BindingPlan {
  private:
   BindingPlan() = default;
 
+  // Checks every input's shape against the plan and records each symbol's value in
+  // `values` (sized symbols_.size()); InvalidArgument, logged, on a mismatch.
+  executorch::runtime::Error ResolveSymbols(
+      executorch::runtime::Span<executorch::runtime::EValue*> args,
+      std::vector<int64_t>* values) const;
+
   std::vector<PlannedBinding> bindings_;  // delegate argument order
+  std::vector<SymbolRange> symbols_;
   size_t num_inputs_ = 0;
 };
 

@@ -110,14 +110,14 @@ Result<BlobHeader> BlobHeader::Parse(const void* data, size_t size) {
   h.payload_size = ReadU64(bytes + kBlobOffsetPayloadSize);
   h.checksum = ReadU64(bytes + kBlobOffsetChecksum);
 
-  if (h.format_version != kBlobFormatVersion) {
+  if (h.format_version < kBlobFormatVersionMin || h.format_version > kBlobFormatVersion) {
     ET_LOG(Error,
            "executorch_trt: blob format_version is %" PRIu32
-           ", this runtime reads only "
-           "version %" PRIu32
+           ", this runtime reads "
+           "versions %" PRIu32 " to %" PRIu32
            "; re-export the model with a matching executorch-trt, or "
            "update the runtime.",
-           h.format_version, kBlobFormatVersion);
+           h.format_version, kBlobFormatVersionMin, kBlobFormatVersion);
     return Error::DelegateInvalidCompatibility;
   }
   const uint64_t unknown = h.required_features & ~kBlobKnownFeatures;

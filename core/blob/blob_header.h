@@ -21,8 +21,12 @@ namespace executorch_trt {
 // "ETRT", the first four bytes of every delegate blob.
 inline constexpr char kBlobMagic[4] = {'E', 'T', 'R', 'T'};
 
-// The only format version this runtime reads.
-inline constexpr uint32_t kBlobFormatVersion = 1;
+// The format versions this runtime reads: 1 (static shapes) through kBlobFormatVersion.
+// Version 2 adds dynamic dimensions (`symbols`; FORMAT.md); a writer stamps 2 only on a
+// blob that has one, so static delegates still load in version-1 runtimes.
+inline constexpr uint32_t kBlobFormatVersionMin = 1;
+inline constexpr uint32_t kBlobFormatVersionDynamic = 2;
+inline constexpr uint32_t kBlobFormatVersion = 2;
 
 // Minimum (and, in version 1, exact) size of the header in bytes.
 inline constexpr uint32_t kBlobMinHeaderSize = 64;
@@ -85,7 +89,8 @@ struct BlobHeader {
   //     kBlobFeatureChecksum: metadata not wholly before the payload, or a checksum
   //     that does not match the bytes (the blob is corrupted); without it: a non-zero
   //     `checksum` field (reserved, 0 in blobs without the feature).
-  //   - Error::DelegateInvalidCompatibility: `format_version` != 1, or a
+  //   - Error::DelegateInvalidCompatibility: `format_version` outside
+  //     [kBlobFormatVersionMin, kBlobFormatVersion], or a
   //     `required_features` bit outside kBlobKnownFeatures (blob from a newer or older
   //     writer; re-export with a matching version).
   // Never reads outside [data, data + size). Thread-safe; does not retain `data`.

@@ -3,6 +3,8 @@
 #include "core/blob/delegate_metadata.h"
 
 #include <limits>
+#include <map>
+#include <set>
 #include <utility>
 
 #include <executorch/runtime/platform/log.h>
@@ -104,7 +106,88 @@ bool GetString(const json& obj, const char* key, const std::string& where, std::
   return true;
 }
 
-Result<TensorBinding> ParseBinding(const json& entry, const std::string& where) {
+// An integer JSON value in [0, 2^31) in `*out`; false for anything else (a float, a bool, a
+// negative or larger number). get<>() on a value known to be a number cannot throw.
+bool GetSize(const json& value, int64_t* out) {
+  int64_t v = -1;
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    v = u <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) ? static_cast<int64_t>(u)
+                                                                        : -1;
+  } else if (value.is_number_integer()) {
+    v = value.get<int64_t>();
+  }
+  if (v < 0 || v > std::numeric_limits<int32_t>::max()) {
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+Result<SymbolRange> ParseSymbol(const json& entry, size_t index) {
+  const std::string where = "symbols[" + std::to_string(index) + "]";
+  if (!entry.is_object()) {
+    return Fail(where + " must be an object, got " + entry.type_name() + ".");
+  }
+  SymbolRange symbol;
+  if (!GetString(entry, "name", where, &symbol.name)) {
+    return Error::InvalidProgram;
+  }
+  if (symbol.name.empty()) {
+    return Fail(where + " has an empty 'name'.");
+  }
+  const struct {
+    const char* key;
+    int64_t* value;
+  } fields[] = {{"min", &symbol.min}, {"max", &symbol.max}, {"opt", &symbol.opt}};
+  for (const auto& field : fields) {
+    auto it = entry.find(field.key);
+    if (it == entry.end() || !GetSize(*it, field.value)) {
+      return Fail(
+          "symbol '" + symbol.name + "' field '" + field.key + "' must be an integer in [0, 2^31)" +
+          (it == entry.end() ? std::string(", it is missing.") : ", got " + it->dump()) + ".");
+    }
+  }
+  if (!(symbol.min <= symbol.opt && symbol.opt <= symbol.max)) {
+    return Fail("symbol '" + symbol.name + "' needs min <= opt <= max, got min " +
+                std::to_string(symbol.min) + ", opt " + std::to_string(symbol.opt) + ", max " +
+                std::to_string(symbol.max) + "; re-export the model.");
+  }
+  return symbol;
+}
+
+Error ParseSymbols(const json& root, uint32_t format_version, std::vector<SymbolRange>* out) {
+  auto list = root.find("symbols");
+  if (list == root.end()) {
+    return Error::Ok;
+  }
+  if (format_version < kBlobFormatVersionDynamic) {
+    return Fail("'symbols' needs format_version " + std::to_string(kBlobFormatVersionDynamic) +
+                ", the header says " + std::to_string(format_version) +
+                "; the blob is corrupt, re-export it.");
+  }
+  if (!list->is_array()) {
+    return Fail(std::string("'symbols' must be an array, got ") + list->type_name() + ".");
+  }
+  size_t index = 0;
+  std::set<std::string> names;
+  for (const json& entry : *list) {
+    Result<SymbolRange> symbol = ParseSymbol(entry, index++);
+    if (!symbol.ok()) {
+      return symbol.error();
+    }
+    if (!names.insert(symbol->name).second) {
+      return Fail("symbol '" + symbol->name + "' is declared twice; re-export the model.");
+    }
+    out->push_back(std::move(symbol.get()));
+  }
+  return Error::Ok;
+}
+
+// `symbol_index` maps each name of `symbols` to its index.
+Result<TensorBinding> ParseBinding(const json& entry, const std::string& where,
+                                   const std::vector<SymbolRange>& symbols,
+                                   const std::map<std::string, size_t>& symbol_index) {
   if (!entry.is_object()) {
     return Fail(where + " must be an object, got " + entry.type_name() + ".");
   }
@@ -129,36 +212,53 @@ Result<TensorBinding> ParseBinding(const json& entry, const std::string& where) 
   if (shape == entry.end() || !shape->is_array()) {
     return Fail(named + " needs 'shape' as an array of non-negative integers.");
   }
+  // Every entry's type first, then the symbol names: the Python reader's order, so both
+  // report the same first problem.
+  int64_t value = -1;
   for (const json& dim : *shape) {
-    // get<>() on a value already known to be a number cannot throw.
-    int64_t value = -1;
-    if (dim.is_number_unsigned()) {
-      const uint64_t u = dim.get<uint64_t>();
-      value = u <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max())
-                  ? static_cast<int64_t>(u)
-                  : -1;
-    } else if (dim.is_number_integer()) {
-      value = dim.get<int64_t>();
-    }
-    if (value < 0 || value > std::numeric_limits<int32_t>::max()) {
+    if (!GetSize(dim, &value) && !dim.is_string()) {
       return Fail(named + " has shape entry " + dim.dump() +
-                  "; dimensions must be integers in [0, 2^31) (dynamic dimensions are "
-                  "not supported by format version 1).");
+                  "; dimensions must be integers in [0, 2^31) or (format version 2) names "
+                  "of symbols.");
     }
-    binding.shape.push_back(value);
+  }
+  for (const json& dim : *shape) {
+    if (GetSize(dim, &value)) {
+      binding.shape.push_back(value);
+      binding.dim_symbol.push_back(-1);
+      continue;
+    }
+    const std::string& name = dim.get_ref<const std::string&>();
+    auto found = symbol_index.find(name);
+    if (found == symbol_index.end()) {
+      return Fail(named + " dimension " + std::to_string(binding.shape.size()) + " names symbol '" +
+                  name + "', which 'symbols' does not declare.");
+    }
+    binding.shape.push_back(symbols[found->second].max);
+    binding.dim_symbol.push_back(static_cast<int32_t>(found->second));
+  }
+  if (binding.shape.size() > kMaxBindingRank) {
+    return Fail(named + " has " + std::to_string(binding.shape.size()) + " dimensions; at most " +
+                std::to_string(kMaxBindingRank) + " are supported.");
   }
   return binding;
 }
 
-Error ParseBindings(const json& root, const char* key, std::vector<TensorBinding>* out) {
+Error ParseBindings(const json& root, const char* key, const std::vector<SymbolRange>& symbols,
+                    std::vector<TensorBinding>* out) {
   auto list = root.find(key);
   if (list == root.end() || !list->is_array()) {
     return Fail(std::string("'") + key + "' must be an array of bindings.");
   }
   const std::string singular = std::string(key).substr(0, std::string(key).size() - 1);
+  std::map<std::string, size_t> symbol_index;
+  for (size_t k = 0; k < symbols.size(); ++k) {
+    symbol_index.emplace(symbols[k].name, k);
+  }
   size_t index = 0;
   for (const json& entry : *list) {
-    Result<TensorBinding> binding = ParseBinding(entry, singular + " " + std::to_string(index));
+    Result<TensorBinding> binding =
+        ParseBinding(entry, singular + " " + std::to_string(index), symbols, symbol_index);
     if (!binding.ok()) {
       return binding.error();
     }
@@ -216,7 +316,8 @@ Result<AliasedIo> ParseAlias(const json& entry, size_t index, uint64_t required_
 }  // namespace
 
 Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
-                                                 uint64_t required_features) {
+                                                 uint64_t required_features,
+                                                 uint32_t format_version) {
   json root = json::parse(json_text.begin(), json_text.end(), /*cb=*/nullptr,
                           /*allow_exceptions=*/false);
   if (root.is_discarded()) {
@@ -235,11 +336,15 @@ Result<DelegateMetadata> DelegateMetadata::Parse(std::string_view json_text,
     return Fail("unknown engine '" + engine + "'; expected one of " + KnownNames(kEngineNames) +
                 ".");
   }
-  Error err = ParseBindings(root, "inputs", &metadata.inputs);
+  Error err = ParseSymbols(root, format_version, &metadata.symbols);
   if (err != Error::Ok) {
     return err;
   }
-  err = ParseBindings(root, "outputs", &metadata.outputs);
+  err = ParseBindings(root, "inputs", metadata.symbols, &metadata.inputs);
+  if (err != Error::Ok) {
+    return err;
+  }
+  err = ParseBindings(root, "outputs", metadata.symbols, &metadata.outputs);
   if (err != Error::Ok) {
     return err;
   }

@@ -17,6 +17,7 @@
 //   SetInputShape(name, shape)     IExecutionContext::setInputShape(name, dims)
 //   SetTensorAddress(name, p, n)   IExecutionContext::setTensorAddress(name, p)
 //   Execute()                      IExecutionContext::enqueueV3(stream) + completion
+//   OutputShape(name)              IExecutionContext::getTensorShape(name) after Execute()
 //
 // Tensors are identified by binding name; every name is unique across inputs and
 // outputs.
@@ -82,7 +83,10 @@ class Engine {
   virtual executorch::runtime::Result<executorch::aten::ScalarType> TensorDType(
       const std::string& name) const = 0;
 
-  // Static shape of `name` as the engine was built. Error::NotFound if no such tensor.
+  // Shape of `name` as the engine was built: a static size per dimension, and for a
+  // dimension the engine takes dynamically either -1 (TensorRT's convention) or its upper
+  // bound (the portable engine: ExecuTorch plans a dynamic-bound tensor at its upper
+  // bound). Error::NotFound if no such tensor.
   virtual executorch::runtime::Result<std::vector<int64_t>> TensorShape(
       const std::string& name) const = 0;
 
@@ -90,15 +94,18 @@ class Engine {
   // output the result is {kNotAliased}.
   virtual AliasReport AliasedInput(const std::string& name) const = 0;
 
-  // Sets the runtime shape of input `name` for the next Execute().
-  // Errors: Error::NotFound (no such input), Error::InvalidArgument (shape the engine
-  // cannot take).
+  // Sets the runtime shape of input `name` for the next Execute(); an input keeps the
+  // last shape set. Errors: Error::NotFound (no such input), Error::InvalidArgument (a
+  // shape the engine cannot take: another rank, a static dimension changed, a dynamic one
+  // past its bound).
   virtual executorch::runtime::Error SetInputShape(const std::string& name,
                                                    const std::vector<int64_t>& shape) = 0;
 
   // Binds the storage of tensor `name` for the next Execute(): `data` points to
   // `nbytes` bytes the caller owns and keeps alive until Execute() returns. An output
-  // may be bound to the same address as an input (in-place update).
+  // may be bound to the same address as an input (in-place update). An input needs the
+  // bytes of its current shape (SetInputShape), an output those of its built shape
+  // (TensorShape: its upper bound when dynamic).
   // Errors: Error::NotFound (no such tensor), Error::InvalidArgument (null data for a
   // non-empty tensor, or `nbytes` smaller than the tensor needs).
   virtual executorch::runtime::Error SetTensorAddress(const std::string& name, void* data,
@@ -108,6 +115,11 @@ class Engine {
   // (synchronous from the caller's point of view). Errors: Error::InvalidState (a
   // tensor was not bound), or the engine's own failure.
   virtual executorch::runtime::Error Execute() = 0;
+
+  // Shape of output `name` as the last successful Execute() wrote it (a dynamic output's
+  // actual sizes). Error::NotFound if there is no such output.
+  virtual executorch::runtime::Result<std::vector<int64_t>> OutputShape(
+      const std::string& name) const = 0;
 };
 
 }  // namespace executorch_trt

@@ -10,6 +10,7 @@
 #include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
 #include <executorch/runtime/platform/log.h>
 
@@ -157,6 +158,7 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
     }
     ContiguousStrides(b.runtime_sizes, &b.strides);
     b.nbytes = info->nbytes();
+    b.runtime_nbytes = b.nbytes;
     index_by_name_.emplace(b.name, bindings_.size());
     bindings_.push_back(std::move(b));
   }
@@ -275,15 +277,30 @@ Error PortableEngine::SetInputShape(const std::string& name, const std::vector<i
            name.c_str());
     return Error::NotFound;
   }
-  // Format version 1 has static shapes only; the nested method's set_input would also
-  // reject a resize of a static tensor, but say so here with the names.
-  if (shape != b->shape) {
+  // The nested method's set_input resizes its input to this shape (ExecuTorch
+  // resize_tensor): only a dynamic-bound tensor may change, and only within the upper
+  // bound it was planned at. Check the bound here, with the names.
+  bool fits = shape.size() == b->shape.size();
+  for (size_t d = 0; fits && d < shape.size(); ++d) {
+    fits = shape[d] >= 0 && shape[d] <= b->shape[d];
+  }
+  if (!fits) {
     ET_LOG(Error,
-           "executorch_trt: portable engine: input '%s' was built with shape %s, got %s; "
-           "dynamic shapes are not supported, re-export with this shape.",
+           "executorch_trt: portable engine: input '%s' was built with shape %s (the upper "
+           "bound of each dynamic dimension), got %s.",
            name.c_str(), ShapeString(b->shape).c_str(), ShapeString(shape).c_str());
     return Error::InvalidArgument;
   }
+  if (shape == b->shape && b->runtime_nbytes == b->nbytes) {
+    return Error::Ok;  // the static case: nothing changes
+  }
+  size_t nbytes = executorch::runtime::elementSize(b->dtype);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    b->runtime_sizes[d] = static_cast<int32_t>(shape[d]);
+    nbytes *= static_cast<size_t>(shape[d]);
+  }
+  b->runtime_nbytes = nbytes;
+  ContiguousStrides(b->runtime_sizes, &b->strides);
   return Error::Ok;
 }
 
@@ -294,11 +311,12 @@ Error PortableEngine::SetTensorAddress(const std::string& name, void* data, size
            name.c_str());
     return Error::NotFound;
   }
-  if (nbytes < b->nbytes || (data == nullptr && b->nbytes > 0)) {
+  const size_t needed = b->mode == TensorIOMode::kInput ? b->runtime_nbytes : b->nbytes;
+  if (nbytes < needed || (data == nullptr && needed > 0)) {
     ET_LOG(Error,
            "executorch_trt: portable engine: tensor '%s' needs %zu bytes, got %zu bytes "
            "at %p.",
-           name.c_str(), b->nbytes, nbytes, data);
+           name.c_str(), needed, nbytes, data);
     return Error::InvalidArgument;
   }
   b->address = data;
@@ -330,7 +348,18 @@ Error PortableEngine::Execute() {
           b.dim_order.data(), b.strides.data());
       err = method_->set_input(EValue(executorch::aten::Tensor(&impl)), b.method_index);
     } else {
-      err = method_->set_output_data_ptr(b.address, b.bound_nbytes, b.method_index);
+      // set_output_data_ptr checks the storage against the output's current size, which a
+      // dynamic output keeps from the last call; the bound storage holds the upper bound
+      // (SetTensorAddress), so size the output back to it. The kernels resize it to the
+      // call's actual sizes as they write (OutputShape reads them).
+      const executorch::aten::Tensor out = method_->get_output(b.method_index).toTensor();
+      if (out.nbytes() != b.nbytes) {
+        err = executorch::runtime::resize_tensor(out,
+                                                 {b.runtime_sizes.data(), b.runtime_sizes.size()});
+      }
+      if (err == Error::Ok) {
+        err = method_->set_output_data_ptr(b.address, b.bound_nbytes, b.method_index);
+      }
     }
     if (err != Error::Ok) {
       ET_LOG(Error,
@@ -354,6 +383,16 @@ Error PortableEngine::Execute() {
     b.bound_nbytes = 0;
   }
   return err;
+}
+
+Result<std::vector<int64_t>> PortableEngine::OutputShape(const std::string& name) const {
+  const Binding* b = Find(name);
+  if (b == nullptr || b->mode != TensorIOMode::kOutput || method_ == nullptr) {
+    return Error::NotFound;
+  }
+  const executorch::aten::Tensor out = method_->get_output(b->method_index).toTensor();
+  std::vector<int64_t> shape(out.sizes().begin(), out.sizes().end());
+  return shape;
 }
 
 }  // namespace executorch_trt

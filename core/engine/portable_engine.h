@@ -83,6 +83,9 @@ class PortableEngine final : public Engine {
   // with Method::set_output_data_ptr, then runs Method::execute. All tensors must have
   // been bound since the previous Execute(); bindings are cleared afterwards.
   executorch::runtime::Error Execute() override;
+  // The nested method's output tensor sizes after the last Execute().
+  executorch::runtime::Result<std::vector<int64_t>> OutputShape(
+      const std::string& name) const override;
 
  private:
   struct Binding {
@@ -90,11 +93,12 @@ class PortableEngine final : public Engine {
     TensorIOMode mode = TensorIOMode::kNone;
     size_t method_index = 0;  // index among the method's inputs or outputs
     executorch::aten::ScalarType dtype = executorch::aten::ScalarType::Float;
-    std::vector<int64_t> shape;          // static shape from MethodMeta
+    std::vector<int64_t> shape;          // shape from MethodMeta (upper bound if dynamic)
     std::vector<int32_t> runtime_sizes;  // shape for the next Execute() (inputs)
     std::vector<int32_t> strides;        // contiguous strides of runtime_sizes
     std::vector<uint8_t> dim_order;      // identity
-    size_t nbytes = 0;                   // bytes of the static shape
+    size_t nbytes = 0;                   // bytes of `shape`
+    size_t runtime_nbytes = 0;           // bytes of runtime_sizes (inputs)
     void* address = nullptr;
     size_t bound_nbytes = 0;
     bool bound = false;

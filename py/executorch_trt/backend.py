@@ -41,7 +41,7 @@ def analyse_partition(
     FunctionalCopyPass()(edge_program.graph_module)
     KVCacheUpdatePass()(edge_program.graph_module)
     DropNoOpCopiesPass()(edge_program.graph_module)
-    contract = binding_contract(edge_program)
+    contract = binding_contract(edge_program, options.symbol_ranges)
     return contract, decide_aliases(contract, options)
 
 
@@ -77,6 +77,7 @@ class TensorRTBackend(BackendDetails):
             inputs=contract.inputs,
             outputs=contract.outputs,
             aliased_io=decision.aliases,
+            symbols=contract.symbols,
         )
         return PreprocessResult(processed_bytes=write_blob(metadata, built.payload),
                                 data_store_output=built.named_data)

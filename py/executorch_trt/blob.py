@@ -1,4 +1,5 @@
-"""Writer and fail-closed reader for the delegate blob (``core/blob/FORMAT.md``, version 1).
+"""Writer and fail-closed reader for the delegate blob (``core/blob/FORMAT.md``, versions 1
+and 2; version 2 adds dynamic dimensions: ``symbols`` and symbol names in binding shapes).
 
 The blob is what ``TensorRTBackend.preprocess`` returns and ``TensorRTBackend::init`` (C++)
 receives::
@@ -6,7 +7,7 @@ receives::
     [64-byte header][UTF-8 JSON metadata][pad to 16][engine payload]
 
 Header (little-endian): magic ``b"ETRT"``, ``header_size`` u32 (64), ``format_version`` u32
-(1), reserved u32, ``required_features`` u64, ``metadata_offset``/``metadata_size`` u64,
+(1, or 2 when a binding has a dynamic dimension), reserved u32, ``required_features`` u64, ``metadata_offset``/``metadata_size`` u64,
 ``payload_offset`` (16-byte aligned)/``payload_size`` u64, ``checksum`` u64. The constants are
 in ``executorch_trt.wire``.
 
@@ -23,7 +24,8 @@ reverse (version skew fails closed, FORMAT.md "A reader fails closed"):
 * ``parse_metadata``: ``DelegateMetadata::Parse`` (``core/blob/delegate_metadata.cpp``);
 * ``check_bindings``: the rules of ``BindingPlan::Create`` (``core/binding/binding_plan.cpp``)
   that do not need the engine: binding names unique over inputs and outputs together, an alias
-  names an output and an input, one alias per output and per input, same dtype and shape.
+  names an output and an input, one alias per output and per input, same dtype and shape;
+  (version 2) every declared symbol is a dimension of an input, aliased bindings are static.
 
 The writer runs ``parse_metadata`` and ``check_bindings`` on the JSON it is about to write, so
 it never produces a blob the reader would reject.
@@ -35,12 +37,13 @@ import dataclasses
 import hashlib
 import json
 import struct
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Tuple, Union
 
 from executorch_trt.wire import (ALIAS_KINDS, ALIAS_KV_CACHE_UPDATE, BLOB_CHECKSUM_OFFSET,
-                                 BLOB_FORMAT_VERSION, BLOB_HEADER_SIZE, BLOB_MAGIC,
+                                 BLOB_FORMAT_VERSION, BLOB_FORMAT_VERSION_DYNAMIC,
+                                 BLOB_FORMAT_VERSIONS, BLOB_HEADER_SIZE, BLOB_MAGIC,
                                  BLOB_PAYLOAD_ALIGNMENT, DTYPES, ENGINES, KNOWN_FEATURES,
-                                 MAX_DIMENSION, OWNERSHIP_CALLER, OWNERSHIPS, Feature)
+                                 MAX_DIMENSION, MAX_RANK, OWNERSHIP_CALLER, OWNERSHIPS, Feature)
 
 _HEADER = struct.Struct("<4sIIIQQQQQQ")
 assert _HEADER.size == BLOB_HEADER_SIZE
@@ -76,17 +79,42 @@ class BlobHeader:
         )
 
 
+#: One binding dimension: a static size, or the name of a ``SymbolRange`` (format version 2).
+Dimension = Union[int, str]
+
+
 @dataclasses.dataclass(frozen=True)
 class Binding:
     """One engine I/O binding: ``name`` (engine binding name), ``dtype`` (a ``wire.DTYPES``
-    name), ``shape`` (static sizes, one int in ``[0, 2^31)`` per dimension)."""
+    name), ``shape`` (one entry per dimension: a static int in ``[0, 2^31)``, or the name of a
+    ``DelegateMetadata.symbols`` entry for a dynamic dimension)."""
 
     name: str
     dtype: str
-    shape: Tuple[int, ...]
+    shape: Tuple[Dimension, ...]
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
 
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclasses.dataclass(frozen=True)
+class SymbolRange:
+    """A dynamic dimension shared by every binding dimension that names it (format version
+    2): each call's value lies in ``[min, max]``; ``opt`` (``min <= opt <= max``) is the size
+    to tune for (a TensorRT optimization profile's opt shape; the example input's size).
+    Sizes are element counts in ``[0, 2^31)``."""
+
+    name: str
+    min: int
+    max: int
+    opt: int
+
+    def to_json(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +145,14 @@ class DelegateMetadata:
     inputs: Tuple[Binding, ...]
     outputs: Tuple[Binding, ...]
     aliased_io: Tuple[AliasedIO, ...] = ()
+    #: The dynamic dimensions (format version 2); empty for a static delegate (version 1).
+    symbols: Tuple[SymbolRange, ...] = ()
+
+    @property
+    def format_version(self) -> int:
+        """2 when a binding has a dynamic dimension, else 1 (so a static delegate's blob
+        still loads in a version-1 runtime)."""
+        return BLOB_FORMAT_VERSION_DYNAMIC if self.symbols else BLOB_FORMAT_VERSION
 
     def required_features(self) -> int:
         features = Feature(0)
@@ -125,12 +161,15 @@ class DelegateMetadata:
         return int(features)
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        obj = {
             "engine": self.engine,
             "inputs": [b.to_json() for b in self.inputs],
             "outputs": [b.to_json() for b in self.outputs],
             "aliased_io": [a.to_json() for a in self.aliased_io],
         }
+        if self.symbols:
+            obj["symbols"] = [s.to_json() for s in self.symbols]
+        return obj
 
     def aliased_output_to_input(self) -> Dict[int, int]:
         """Maps an output position to the input position it aliases (delegate argument
@@ -154,8 +193,9 @@ def _align(n: int, alignment: int) -> int:
 
 
 def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
-    """Serialises ``metadata`` and ``payload`` into a version-1 blob with the ``CHECKSUM``
-    feature (the header's ``checksum`` covers metadata, padding and payload).
+    """Serialises ``metadata`` and ``payload`` into a blob of ``metadata.format_version`` (1,
+    or 2 with dynamic dimensions) with the ``CHECKSUM`` feature (the header's ``checksum``
+    covers metadata, padding and payload).
 
     The metadata JSON is checked by the reader's own ``parse_metadata`` and ``check_bindings``
     first, so the writer never produces a blob the reader would reject. Raises ``ValueError``
@@ -163,13 +203,13 @@ def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
     """
     meta_bytes = json.dumps(metadata.to_json(), separators=(",", ":")).encode("utf-8")
     features = metadata.required_features() | int(Feature.CHECKSUM)
-    check_bindings(parse_metadata(meta_bytes, features))
+    check_bindings(parse_metadata(meta_bytes, features, metadata.format_version))
     metadata_offset = BLOB_HEADER_SIZE
     payload_offset = _align(metadata_offset + len(meta_bytes), BLOB_PAYLOAD_ALIGNMENT)
     padding = b"\0" * (payload_offset - metadata_offset - len(meta_bytes))
     body = meta_bytes + padding + bytes(payload)
     header = BlobHeader(
-        format_version=BLOB_FORMAT_VERSION,
+        format_version=metadata.format_version,
         required_features=features,
         metadata_offset=metadata_offset,
         metadata_size=len(meta_bytes),
@@ -212,10 +252,11 @@ def read_header(data: bytes, *, verify_checksum: bool = True) -> BlobHeader:
     )
     if magic != BLOB_MAGIC:
         raise ValueError(f"delegate blob: wrong magic {magic!r}, expected {BLOB_MAGIC!r}")
-    if version != BLOB_FORMAT_VERSION:
+    if version not in BLOB_FORMAT_VERSIONS:
         raise ValueError(
             f"delegate blob: format_version {version} is not supported (this reader supports "
-            f"{BLOB_FORMAT_VERSION}); re-export the model with a matching executorch_trt"
+            f"{', '.join(map(str, BLOB_FORMAT_VERSIONS))}); re-export the model with a "
+            "matching executorch_trt"
         )
     unknown = features & ~int(KNOWN_FEATURES)
     if unknown:
@@ -298,7 +339,48 @@ def _string(obj: Dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _parse_binding(entry: Any, where: str) -> Binding:
+def _size(value: Any) -> bool:
+    """Whether ``value`` is a JSON integer in ``[0, 2^31)`` (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_DIMENSION
+
+
+def _parse_symbol(entry: Any, index: int) -> SymbolRange:
+    where = f"symbols[{index}]"
+    if not isinstance(entry, dict):
+        raise ValueError(f"delegate blob: {where} is not an object")
+    name = _string(entry, "name", where)
+    if not name:
+        raise ValueError(f"delegate blob: {where} has an empty name")
+    values = []
+    for key in ("min", "max", "opt"):
+        if key not in entry or not _size(entry[key]):
+            raise ValueError(f"delegate blob: symbol '{name}' field '{key}' must be an integer "
+                             f"in [0, 2^31), got {entry.get(key)!r}")
+        values.append(entry[key])
+    lo, hi, opt = values
+    if not lo <= opt <= hi:
+        raise ValueError(f"delegate blob: symbol '{name}' needs min <= opt <= max, got min {lo}, "
+                         f"opt {opt}, max {hi}")
+    return SymbolRange(name, lo, hi, opt)
+
+
+def _parse_symbols(obj: Dict[str, Any], version: int) -> Tuple[SymbolRange, ...]:
+    if "symbols" not in obj:
+        return ()
+    if version < BLOB_FORMAT_VERSION_DYNAMIC:
+        raise ValueError(f"delegate blob: 'symbols' needs format_version "
+                         f"{BLOB_FORMAT_VERSION_DYNAMIC}, the header says {version}")
+    entries = obj["symbols"]
+    if not isinstance(entries, list):
+        raise ValueError("delegate blob: 'symbols' must be a list")
+    symbols = tuple(_parse_symbol(e, i) for i, e in enumerate(entries))
+    names = [s.name for s in symbols]
+    if len(set(names)) != len(names):
+        raise ValueError(f"delegate blob: symbol names repeat in {names}")
+    return symbols
+
+
+def _parse_binding(entry: Any, where: str, symbols: Dict[str, SymbolRange]) -> Binding:
     if not isinstance(entry, dict):
         raise ValueError(f"delegate blob: {where} is not an object")
     name = _string(entry, "name", where)
@@ -308,24 +390,29 @@ def _parse_binding(entry: Any, where: str) -> Binding:
     if dtype not in DTYPES:
         raise ValueError(f"delegate blob: binding '{name}' has unknown dtype {dtype!r}")
     shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIMENSION
-        for d in shape
-    ):
+    if not isinstance(shape, list) or not all(_size(d) or isinstance(d, str) for d in shape):
         raise ValueError(
             f"delegate blob: binding '{name}' has invalid shape {shape!r}; dimensions must be "
-            "integers in [0, 2^31) (dynamic dimensions are not supported by format version 1)"
+            "integers in [0, 2^31) or (format version 2) names of symbols"
         )
+    for dim, d in enumerate(shape):
+        if isinstance(d, str) and d not in symbols:
+            raise ValueError(f"delegate blob: binding '{name}' dimension {dim} names symbol "
+                             f"{d!r}, which 'symbols' does not declare")
+    if len(shape) > MAX_RANK:
+        raise ValueError(f"delegate blob: binding '{name}' has {len(shape)} dimensions; at "
+                         f"most {MAX_RANK} are supported")
     return Binding(name, dtype, tuple(shape))
 
 
-def _parse_bindings(obj: Dict[str, Any], key: str) -> Tuple[Binding, ...]:
+def _parse_bindings(obj: Dict[str, Any], key: str,
+                    symbols: Dict[str, SymbolRange]) -> Tuple[Binding, ...]:
     entries = obj.get(key)
     if key not in obj:
         raise ValueError(f"delegate blob: metadata has no '{key}'")
     if not isinstance(entries, list):
         raise ValueError("delegate blob: 'inputs' and 'outputs' must be lists")
-    return tuple(_parse_binding(e, f"{key}[{i}]") for i, e in enumerate(entries))
+    return tuple(_parse_binding(e, f"{key}[{i}]", symbols) for i, e in enumerate(entries))
 
 
 def _parse_alias(entry: Any, index: int, required_features: int) -> AliasedIO:
@@ -352,11 +439,15 @@ def _parse_alias(entry: Any, index: int, required_features: int) -> AliasedIO:
     return AliasedIO(output, input_, kind, ownership)
 
 
-def parse_metadata(text: bytes, required_features: int) -> DelegateMetadata:
-    """Parses the metadata JSON of a blob whose header requires ``required_features``, in
-    ``DelegateMetadata::Parse``'s order: a UTF-8 JSON object; ``engine`` (a ``wire.ENGINES``
-    name); ``inputs`` and ``outputs`` (each binding an object with a non-empty ``name``, a
-    ``wire.DTYPES`` ``dtype`` and a ``shape`` of integers in ``[0, 2^31)``); ``aliased_io``
+def parse_metadata(text: bytes, required_features: int,
+                   version: int = BLOB_FORMAT_VERSION) -> DelegateMetadata:
+    """Parses the metadata JSON of a blob whose header (``format_version`` ``version``)
+    requires ``required_features``, in ``DelegateMetadata::Parse``'s order: a UTF-8 JSON
+    object; ``engine`` (a ``wire.ENGINES`` name); ``symbols`` (version 2 only, optional: each
+    ``{name, min, max, opt}``, unique non-empty names, ``0 <= min <= opt <= max < 2^31``);
+    ``inputs`` and ``outputs`` (each binding an object with a non-empty ``name``, a
+    ``wire.DTYPES`` ``dtype`` and a ``shape`` of at most ``MAX_RANK`` integers in
+    ``[0, 2^31)`` or declared symbol names); ``aliased_io``
     (optional; strings ``output``/``input``, ``kind`` and ``ownership`` known when present,
     ``ownership`` required under ``OWNERSHIP``); entries require the ``ALIASED_IO`` bit. Raises
     ``ValueError`` naming the problem. Cross-binding rules are ``check_bindings``'."""
@@ -369,8 +460,10 @@ def parse_metadata(text: bytes, required_features: int) -> DelegateMetadata:
     engine = _string(obj, "engine", "metadata")
     if engine not in ENGINES:
         raise ValueError(f"delegate blob: unknown engine {engine!r} (known: {', '.join(ENGINES)})")
-    inputs = _parse_bindings(obj, "inputs")
-    outputs = _parse_bindings(obj, "outputs")
+    symbols = _parse_symbols(obj, version)
+    by_name = {sym.name: sym for sym in symbols}
+    inputs = _parse_bindings(obj, "inputs", by_name)
+    outputs = _parse_bindings(obj, "outputs", by_name)
     aliases_raw = obj.get("aliased_io", [])
     if not isinstance(aliases_raw, list):
         raise ValueError("delegate blob: 'aliased_io' must be a list")
@@ -380,7 +473,7 @@ def parse_metadata(text: bytes, required_features: int) -> DelegateMetadata:
             "delegate blob: metadata has aliased_io entries but required_features lacks "
             "ALIASED_IO (a reader that ignored them would bind the wrong storage)"
         )
-    return DelegateMetadata(engine, inputs, outputs, aliases)
+    return DelegateMetadata(engine, inputs, outputs, aliases, symbols)
 
 
 # --- bindings: BindingPlan::Create, without the engine --------------------------------------
@@ -389,8 +482,10 @@ def check_bindings(metadata: DelegateMetadata) -> None:
     """The rules the runtime's binding plan checks before it consults the engine
     (``BindingPlan::Create``): binding names are unique over inputs and outputs together; each
     ``aliased_io`` entry names an output binding and an input binding; an output is aliased
-    once and an input by one output at most; an output has its input's dtype and shape.
-    Raises ``ValueError`` naming the binding."""
+    once and an input by one output at most; an output has its input's dtype and shape, and
+    both are static (a dynamic state tensor is not supported); every symbol is a dimension of
+    some input (so each call's inputs give its value). Raises ``ValueError`` naming the
+    binding or the symbol."""
     seen = set()
     for b in metadata.inputs + metadata.outputs:
         if b.name in seen:
@@ -421,13 +516,22 @@ def check_bindings(metadata: DelegateMetadata) -> None:
                 f"delegate blob: aliased output '{a.output}' ({o.dtype}{list(o.shape)}) does not "
                 f"match input '{a.input}' ({i.dtype}{list(i.shape)})"
             )
+        if not i.is_static:
+            raise ValueError(f"delegate blob: aliased input '{a.input}' has a dynamic shape "
+                             f"{list(i.shape)}; aliased (state) bindings must be static")
+    in_inputs = {d for b in metadata.inputs for d in b.shape if isinstance(d, str)}
+    for sym in metadata.symbols:
+        if sym.name not in in_inputs:
+            raise ValueError(f"delegate blob: symbol '{sym.name}' is not a dimension of any "
+                             "input, so no call can give its value")
 
 
 # --- whole blobs -----------------------------------------------------------------------------
 
 def _metadata_of(data: memoryview, header: BlobHeader) -> DelegateMetadata:
     start = header.metadata_offset
-    metadata = parse_metadata(data[start:start + header.metadata_size], header.required_features)
+    metadata = parse_metadata(data[start:start + header.metadata_size], header.required_features,
+                              header.format_version)
     check_bindings(metadata)
     return metadata
 

@@ -17,21 +17,22 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
-from executorch_trt.blob import AliasedIO, Binding
+from executorch_trt.blob import AliasedIO, Binding, Dimension, SymbolRange
 from executorch_trt.operator_support import is_cond, op_name, schema_name
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.kv_cache_update_pass import (KV_CACHE_UPDATE, VIEW_COPY_BYTES,
                                                         match_kv_write)
-from executorch_trt.static_shapes import (SYMBOLIC_KINDS, WHAT_TO_DO, describe_symbols,
-                                          shape_text, symbols_of)
-from executorch_trt.wire import ALIAS_KV_CACHE_UPDATE, ALIAS_USER, OWNERSHIP_CALLER, dtype_name
+from executorch_trt.dynamic_shapes import (SYMBOLIC_KINDS, WHAT_TO_DO, describe_symbols,
+                                           finite_ranges, shape_text, symbols_of)
+from executorch_trt.wire import (ALIAS_KV_CACHE_UPDATE, ALIAS_USER, MAX_DIMENSION, OWNERSHIP_CALLER,
+                                 dtype_name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,8 @@ class BindingContract:
     outputs: Tuple[Binding, ...]
     input_nodes: Tuple[torch.fx.Node, ...]
     output_nodes: Tuple[torch.fx.Node, ...]
+    #: The dynamic dimensions the bindings name (blob format version 2), in first-use order.
+    symbols: Tuple[SymbolRange, ...] = ()
 
 
 def _contiguous(val: torch.Tensor) -> bool:
@@ -53,14 +56,51 @@ def _contiguous(val: torch.Tensor) -> bool:
         return True
 
 
-def _binding(name: str, node: torch.fx.Node) -> Binding:
-    """The ``Binding`` of partition input/output ``node``. Raises ``ValueError`` for a value
-    that is not a tensor, an unsupported dtype, or a dynamic size: a tensor with a symbolic
-    dimension, or a symbolic int/float/bool (e.g. the ``sym_size`` of ``self.cache[:N, pos] =
-    k`` with ``N`` a ``torch.export.Dim``). Dynamic-size messages name the symbol, the partition
-    input dimension it comes from when there is one, and what to do
-    (``static_shapes.WHAT_TO_DO``); ``executorch_trt.export`` and ``TensorRTPartitioner``
-    reject these earlier, naming the method input."""
+def _dimension(size, name: str, dim: int, node: torch.fx.Node,
+               symbols: Dict[str, SymbolRange], ranges: Dict[str, Tuple[int, int]]) -> Dimension:
+    """Dimension ``dim`` of binding ``name``: ``size`` itself when static; for a symbolic size
+    that is a single symbol (a ``torch.export.Dim``), the symbol's name, recording its range in
+    ``symbols``: ``[min, max]`` from ``ranges`` (the method's ``range_constraints``,
+    ``CompileOptions.symbol_ranges``), else from the shape environment
+    (``ShapeEnv.var_to_range``), and ``opt`` the example input's size
+    (``ShapeEnv.var_to_val``), as Torch-TensorRT derives an optimization profile from the
+    example inputs. Raises ``ValueError`` for an expression of symbols (``2*s0``,
+    ``s0 + 1``: the blob names sizes, not formulas) and for a dynamic size without a finite
+    upper bound (ExecuTorch plans memory at the upper bound)."""
+    if isinstance(size, int):
+        return size
+    expr = size.node.expr
+    where = (f"TensorRTBackend: binding '{name}' dimension {dim} "
+             f"(shape {shape_text(node.meta['val'].shape)})")
+    if not expr.is_Symbol:
+        raise ValueError(
+            f"{where} is the expression {expr} of dynamic sizes; a delegate binding's dynamic "
+            "dimension must be a dynamic size itself (a torch.export.Dim). Compute the "
+            "expression outside the delegate, or make the input's size its own Dim.")
+    shape_env = size.node.shape_env
+    if str(expr) not in ranges and expr in shape_env.var_to_range:
+        ranges = finite_ranges({expr: shape_env.var_to_range[expr]})
+    lower, upper = ranges.get(str(expr), (0, None))
+    if upper is None or upper > MAX_DIMENSION:
+        raise ValueError(
+            f"{where} is the dynamic size {expr} with no finite upper bound below 2^31; "
+            "ExecuTorch plans memory at the upper bound, so give it one: "
+            "torch.export.Dim(name, min=..., max=...)")
+    example = shape_env.var_to_val.get(expr)
+    opt = min(max(int(example), lower), upper) if example is not None else upper
+    symbols.setdefault(str(expr), SymbolRange(str(expr), lower, upper, opt))
+    return str(expr)
+
+
+def _binding(name: str, node: torch.fx.Node, symbols: Dict[str, SymbolRange],
+             ranges: Dict[str, Tuple[int, int]]) -> Binding:
+    """The ``Binding`` of partition input/output ``node``; a dynamic dimension becomes its
+    symbol's name with the range recorded in ``symbols`` (``_dimension``). Raises
+    ``ValueError`` for a value that is not a tensor, an unsupported dtype, a non-contiguous
+    layout, a symbolic int/float/bool passed into the delegate (e.g. the ``sym_size`` of
+    ``self.cache[:N, pos] = k`` with ``N`` a ``torch.export.Dim``; ``executorch_trt.export``
+    and ``TensorRTPartitioner`` reject these earlier, naming the method input), and for a
+    dynamic dimension ``_dimension`` cannot express."""
     val = node.meta.get("val")
     if isinstance(val, tuple(SYMBOLIC_KINDS)):
         raise ValueError(
@@ -81,21 +121,15 @@ def _binding(name: str, node: torch.fx.Node) -> Binding:
             f"for shape {list(val.shape)}, e.g. a channels_last buffer); the delegate binds "
             "tensors in the default (contiguous) dim order only. Make it contiguous before "
             "export, e.g. register_buffer(name, tensor.contiguous()).")
-    shape = []
-    others = [n.name for n in node.graph.nodes if n.op == "placeholder" and n is not node]
-    for dim, d in enumerate(val.shape):
-        if not isinstance(d, int):
-            raise ValueError(
-                f"TensorRTBackend: binding '{name}' has a dynamic dimension {dim} "
-                f"({describe_symbols(symbols_of(d), node.graph, others)}) in shape "
-                f"{shape_text(val.shape)}. {WHAT_TO_DO}"
-            )
-        shape.append(d)
-    return Binding(name, dtype, tuple(shape))
+    shape = tuple(_dimension(d, name, dim, node, symbols, ranges)
+                  for dim, d in enumerate(val.shape))
+    return Binding(name, dtype, shape)
 
 
-def binding_contract(ep: ExportedProgram) -> BindingContract:
-    """Builds the ordered bindings of partition program ``ep``.
+def binding_contract(ep: ExportedProgram,
+                     symbol_ranges: Sequence[Tuple[str, int, int]] = ()) -> BindingContract:
+    """Builds the ordered bindings of partition program ``ep``; ``symbol_ranges``
+    (``CompileOptions.symbol_ranges``) gives each dynamic size's range.
 
     Inputs: ``ep.graph_signature.user_inputs`` (names = placeholder names). Outputs:
     ``ep.graph_signature.user_outputs`` (names = output node names). Raises ``ValueError`` if
@@ -124,12 +158,21 @@ def binding_contract(ep: ExportedProgram) -> BindingContract:
             f"{[getattr(n, 'name', n) for n in output_nodes]} vs graph_signature.user_outputs "
             f"{list(sig.user_outputs)}"
         )
-    return BindingContract(
-        inputs=tuple(_binding(n.name, n) for n in placeholders),
-        outputs=tuple(_binding(n.name, n) for n in output_nodes),
-        input_nodes=tuple(placeholders),
-        output_nodes=tuple(output_nodes),
-    )
+    symbols: Dict[str, SymbolRange] = {}
+    ranges = {name: (lo, hi) for name, lo, hi in symbol_ranges}
+    inputs = tuple(_binding(n.name, n, symbols, ranges) for n in placeholders)
+    given = set(symbols)
+    outputs = tuple(_binding(n.name, n, symbols, ranges) for n in output_nodes)
+    for b in outputs:
+        for dim, d in enumerate(b.shape):
+            if isinstance(d, str) and d not in given:
+                raise ValueError(
+                    f"TensorRTBackend: output '{b.name}' dimension {dim} is the dynamic size "
+                    f"{d}, which is no input's dimension (a data-dependent size); the delegate "
+                    "must know every output size from its inputs. Keep the op that produces it "
+                    "out of the delegate.")
+    return BindingContract(inputs=inputs, outputs=outputs, input_nodes=tuple(placeholders),
+                           output_nodes=tuple(output_nodes), symbols=tuple(symbols.values()))
 
 
 @dataclasses.dataclass(frozen=True)

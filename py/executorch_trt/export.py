@@ -31,7 +31,7 @@ from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableB
                                                               zero_buffer_placeholders)
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
-from executorch_trt.static_shapes import check_static_shapes
+from executorch_trt.dynamic_shapes import check_dynamic_shapes
 
 
 def _check_programs(programs: Any) -> None:
@@ -85,15 +85,15 @@ def _export_hint(value: Any) -> str:
 
 
 def _check_methods(programs: Dict[str, ExportedProgram], opts: ExportOptions) -> None:
-    """Rejects, before lowering and naming the method: dynamic shapes
-    (``static_shapes.check_static_shapes``), mutated user inputs
+    """Rejects, before lowering and naming the method: unsupported dynamic shapes
+    (``dynamic_shapes.check_dynamic_shapes``: dynamic dimensions the delegate cannot bind), mutated user inputs
     (``graph_mutations.mutated_user_input_error``, issue 9 item 7) and buffers that would be
     shared across methods without being one model's state
     (``buffer_sharing.check_buffer_sharing``, issue 9 item 6; only when the program shares
     mutable buffers; ``share_mutable_buffers=True`` given explicitly allows sharing equal
     buffers of different module instances by name)."""
     for method, ep in programs.items():
-        check_static_shapes(ep, method)
+        check_dynamic_shapes(ep, method)
         user_inputs = mutated_inputs(ep).user_inputs
         if user_inputs:
             raise mutated_user_input_error(user_inputs, method)
@@ -150,6 +150,11 @@ def export(
             ``alloc_mutable_buffers``, ``emit_mutable_buffer_names``, ``init_mutable_buffers``,
             ``inplace``, ``require_inplace``, ``portable_xnnpack``, ``external_weights``).
 
+    Dynamic shapes: a method exported with ``dynamic_shapes`` whose dynamic dimensions are
+    ``torch.export.Dim``s with a finite max runs for any size in the Dim's range on one loaded
+    program (blob format version 2; ``dynamic_shapes``): e.g. ``prefill`` with
+    ``Dim("T", min=1, max=max_seq_len)`` takes prompts of every length.
+
     Cross-attention caches a ``torch.cond`` updates with ``executorch::update_cross_attn_cache``
     become mutable buffers updated in place (``passes.cross_attn_cache``; this records them in
     the given programs' graph signatures). With the portable engine, SDPA results are given a
@@ -162,7 +167,8 @@ def export(
     values of the wrong type (booleans must be ``True``/``False``); ``ValueError`` for an empty
     dict and bad option values; ``RuntimeError`` when the engine cannot be built here
     (``engine="tensorrt"`` without TensorRT); ``ValueError``, naming the method and the input
-    or buffer, for a dynamic shape (``static_shapes``), a mutated user input (register the
+    or buffer, for a dynamic shape the delegate cannot bind (``dynamic_shapes``: a symbolic-int
+    input, an expression of sizes, no upper bound), a mutated user input (register the
     cache as a buffer: ``graph_mutations``) and a buffer that two methods would share without
     being one model's state (``buffer_sharing``); ``NotInPlaceError`` (a ``ValueError``) with
     ``require_inplace=True`` when a buffer update would be copied back. Without
@@ -179,8 +185,12 @@ def export(
             pin_sdpa_layout(program)  # in place, idempotent: prefill SDPA can stay whole
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
     _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)
+    # One partitioner per method, carrying that method's dynamic-size ranges as torch.export
+    # reported them (to_edge recomputes them and loses a minimum of 0 or 1).
+    per_method = ({name: [partitioner.for_method(ep)] for name, ep in programs.items()}
+                  if isinstance(programs, dict) else [partitioner.for_method(programs)])
     with torch.no_grad():
-        edge = to_edge_transform_and_lower(programs, partitioner=[partitioner])
+        edge = to_edge_transform_and_lower(programs, partitioner=per_method)
         for name in edge.methods:
             materialise_buffer_to_buffer_writes(edge.exported_program(name))
         zero_buffers = zero_buffer_placeholders(edge.exported_program(n) for n in edge.methods)

@@ -40,6 +40,16 @@ def schema_name(node: torch.fx.Node) -> str:
     return schema.name if schema is not None else ""
 
 
+def symbolic_op_name(node: torch.fx.Node) -> str:
+    """``"aten::sym_size"`` or ``"operator::mul"`` for a node computing a symbolic int (a
+    dynamic dimension's size, or arithmetic on one), ``""`` for anything else."""
+    if node.op != "call_function" or not isinstance(node.meta.get("val"), torch.SymInt):
+        return ""
+    if getattr(node.target, "__module__", None) == "_operator":
+        return f"operator::{node.target.__name__}"
+    return schema_name(node)
+
+
 def op_name(node: torch.fx.Node) -> str:
     """``schema_name(node)``, or the target's text for a node without a schema (for
     messages)."""
@@ -82,6 +92,11 @@ class DelegateOperatorSupport(OperatorSupportBase):
                     and _has_supported_tensor_outputs(node)
                     and all(self._graph_supported(dict(b.named_modules()), b.graph)
                             for b in branches))
+        symbolic = symbolic_op_name(node)
+        if symbolic:
+            # A size the partition computes from its own tensors (SYMBOLIC in op_groups);
+            # one that must leave the partition is rejected at the boundary (dynamic_shapes).
+            return symbolic in self.supported_ops
         if node.target is operator.getitem:
             producer = node.args[0]
             return (isinstance(producer, torch.fx.Node)

@@ -31,6 +31,11 @@ Compile spec keys are UTF-8 strings, values UTF-8 bytes:
   input ``input`` carries (a ``BUFFER_MUTATION`` of the method). Only these outputs may be
   aliased: an output that is *not* a buffer's new value (e.g. a functional ``index_copy``
   returned to the user) must leave its input untouched, as eager PyTorch does.
+* ``symbol_ranges`` (JSON list of ``[symbol, min, max]``): set by the partitioner: the range of
+  each dynamic size (``torch.export.Dim``) of the method, from the exported program's own
+  ``range_constraints`` (``executorch_trt.export`` passes them: ExecuTorch's ``to_edge``
+  recomputes the ranges and raises a minimum of 0 or 1 to 2). ``preprocess`` writes them into
+  the blob's ``symbols`` (format version 2).
 """
 
 from __future__ import annotations
@@ -160,11 +165,14 @@ class ExportOptions:
         return ExportOptions(**options)
 
     def compile_options(self, shared_inputs: Sequence[str] = (),
-                        buffer_updates: Sequence[Tuple[str, str]] = ()) -> "CompileOptions":
+                        buffer_updates: Sequence[Tuple[str, str]] = (),
+                        symbol_ranges: Sequence[Tuple[str, int, int]] = ()
+                        ) -> "CompileOptions":
         """The ``CompileOptions`` of one partition (the partitioner's findings)."""
         return CompileOptions(self.engine, self.kv_cache, self.require_inplace,
                               tuple(shared_inputs), tuple(buffer_updates),
-                              self.portable_xnnpack, self.external_weights)
+                              self.portable_xnnpack, self.external_weights,
+                              tuple(symbol_ranges))
 
 
 _STRING_OPTIONS = frozenset({"engine", "kv_cache"})
@@ -205,6 +213,8 @@ class CompileOptions:
     buffer_updates: Tuple[Tuple[str, str], ...] = ()
     portable_xnnpack: bool = True
     external_weights: bool = False
+    #: ``(symbol, min, max)`` per dynamic size of the method (module docstring).
+    symbol_ranges: Tuple[Tuple[str, int, int], ...] = ()
 
     def to_compile_specs(self) -> List[CompileSpec]:
         return [
@@ -216,6 +226,8 @@ class CompileOptions:
                         json.dumps([list(p) for p in self.buffer_updates]).encode()),
             CompileSpec("portable_xnnpack", json.dumps(self.portable_xnnpack).encode()),
             CompileSpec("external_weights", json.dumps(self.external_weights).encode()),
+            CompileSpec("symbol_ranges",
+                        json.dumps([list(r) for r in self.symbol_ranges]).encode()),
         ]
 
     @staticmethod
@@ -259,6 +271,17 @@ def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
     return tuple((out, inp) for out, inp in value)
 
 
+def _ranges(text: str) -> Tuple[Tuple[str, int, int], ...]:
+    value = json.loads(text)
+    if not isinstance(value, list) or not all(
+            isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in r[1:])
+            for r in value):
+        raise ValueError(text)
+    return tuple((name, lo, hi) for name, lo, hi in value)
+
+
 _SPEC_DECODERS = {"engine": str, "kv_cache": str, "require_inplace": _flag,
                   "shared_inputs": _names, "buffer_updates": _name_pairs,
-                  "portable_xnnpack": _flag, "external_weights": _flag}
+                  "portable_xnnpack": _flag, "external_weights": _flag,
+                  "symbol_ranges": _ranges}

@@ -36,7 +36,7 @@ Rules (DESIGN.md contract 1, "Ownership"):
   as a constant and the update lost.
 * Every value crossing a partition's boundary must have a static shape; a dynamic one (a tensor
   with a symbolic dimension, or a symbolic int such as ``sym_size``) is rejected naming the
-  method input it comes from (``static_shapes.check_partition_boundary``).
+  method input it comes from (``dynamic_shapes.check_partition_boundary``).
 * ``ops_to_not_decompose`` keeps ``aten.index_copy`` and ``aten.select_scatter`` intact through
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
@@ -47,7 +47,7 @@ Rules (DESIGN.md contract 1, "Ownership"):
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
@@ -64,7 +64,7 @@ from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
 from executorch_trt.passes.sdpa_layout import is_layout_pinned
-from executorch_trt.static_shapes import check_partition_boundary
+from executorch_trt.dynamic_shapes import check_partition_boundary, finite_ranges
 from executorch_trt.wire import BACKEND_ID
 
 SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
@@ -170,6 +170,16 @@ class TensorRTPartitioner(Partitioner):
         self.options = options
         self.freeze_buffers = freeze_buffers
         self.operator_support = DelegateOperatorSupport(get_engine(options.engine).supported_ops)
+        #: ``{symbol: (min, max)}``: the method's dynamic-size ranges as ``torch.export``
+        #: reported them (``executorch_trt.export`` sets it per method; ``symbol_ranges``).
+        self.symbol_ranges: Dict[str, Tuple[int, int]] = {}
+
+    def for_method(self, ep: ExportedProgram) -> "TensorRTPartitioner":
+        """A copy of this partitioner for one method exported as ``ep``, which carries
+        ``ep.range_constraints`` (``symbol_ranges``) to the partitions it finds."""
+        partitioner = TensorRTPartitioner.from_options(self.options, self.freeze_buffers)
+        partitioner.symbol_ranges = finite_ranges(ep.range_constraints)
+        return partitioner
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
@@ -201,9 +211,12 @@ class TensorRTPartitioner(Partitioner):
             check_partition_boundary(
                 exported_program,
                 [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag])
+            ranges = dict(finite_ranges(exported_program.range_constraints),
+                          **self.symbol_ranges)
             options = self.options.compile_options(
                 shared_inputs=shared_inputs(exported_program.graph, tag),
-                buffer_updates=buffer_updates(exported_program, tag))
+                buffer_updates=buffer_updates(exported_program, tag),
+                symbol_ranges=[(name, lo, hi) for name, (lo, hi) in sorted(ranges.items())])
             tags[tag] = DelegationSpec(BACKEND_ID, options.to_compile_specs())
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
 

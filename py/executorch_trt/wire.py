@@ -47,6 +47,9 @@ def dtype_name(dtype: torch.dtype) -> Optional[str]:
 #: Largest static dimension a binding may have (C++ ``DelegateMetadata::Parse``: dimensions are
 #: integers in ``[0, 2^31)``).
 MAX_DIMENSION = (1 << 31) - 1
+#: Most dimensions a binding may have (C++ ``kMaxBindingRank``; ExecuTorch's
+#: ``kTensorDimensionLimit`` is 16).
+MAX_RANK = 16
 
 #: ``aliased_io`` kinds: who enforces the alias (FORMAT.md "kind"; C++ ``AliasKind``).
 ALIAS_KV_CACHE_UPDATE = "kv_cache_update"
@@ -59,7 +62,12 @@ OWNERSHIPS = (OWNERSHIP_CALLER,)
 #: Blob header constants (FORMAT.md; C++ ``core/blob/blob_header.h``).
 BLOB_MAGIC = b"ETRT"
 BLOB_HEADER_SIZE = 64
+#: The version a writer stamps on a delegate with static shapes only (readable by every
+#: runtime), and the one it stamps when a binding has a dynamic dimension (``symbols``).
 BLOB_FORMAT_VERSION = 1
+BLOB_FORMAT_VERSION_DYNAMIC = 2
+#: Every version this reader accepts (C++ ``kBlobFormatVersionMin``..``kBlobFormatVersion``).
+BLOB_FORMAT_VERSIONS = (BLOB_FORMAT_VERSION, BLOB_FORMAT_VERSION_DYNAMIC)
 BLOB_PAYLOAD_ALIGNMENT = 16
 #: Byte offset of each header field (FORMAT.md "Header"; C++ ``kBlobOffset*`` in
 #: ``core/blob/blob_header.h``). Fields are little-endian; ``magic`` is 4 bytes, the next four

@@ -47,7 +47,8 @@ def _reseal(data: bytes) -> bytes:
     return _put(data, "checksum", B.checksum(data[start:]))
 
 
-def _raw_blob(meta: Any, payload: bytes = b"PAYLOAD!", features: int = 0b111) -> bytes:
+def _raw_blob(meta: Any, payload: bytes = b"PAYLOAD!", features: int = 0b111,
+              version: int = W.BLOB_FORMAT_VERSION) -> bytes:
     """A blob around arbitrary metadata (a JSON value or raw bytes), laid out as ``write_blob``
     lays it out but without its validation, so that invalid metadata can be written."""
     meta_bytes = meta if isinstance(meta, bytes) else json.dumps(meta).encode("utf-8")
@@ -55,9 +56,28 @@ def _raw_blob(meta: Any, payload: bytes = b"PAYLOAD!", features: int = 0b111) ->
     p_off = -(-(m_off + len(meta_bytes)) // W.BLOB_PAYLOAD_ALIGNMENT) * W.BLOB_PAYLOAD_ALIGNMENT
     body = meta_bytes + b"\0" * (p_off - m_off - len(meta_bytes)) + payload
     checksum = B.checksum(body) if features & W.Feature.CHECKSUM else 0
-    header = B.BlobHeader(W.BLOB_FORMAT_VERSION, features, m_off, len(meta_bytes), p_off,
+    header = B.BlobHeader(version, features, m_off, len(meta_bytes), p_off,
                           len(payload), checksum=checksum)
     return header.pack() + body
+
+
+def _v2(meta: Any) -> bytes:
+    return _raw_blob(meta, version=W.BLOB_FORMAT_VERSION_DYNAMIC)
+
+
+def _symbol(name: str = "T", lo: int = 1, hi: int = 16, opt: int = 4) -> Dict[str, Any]:
+    return {"name": name, "min": lo, "max": hi, "opt": opt}
+
+
+def _dynamic_meta(**overrides) -> Dict[str, Any]:
+    """A prefill-like delegate: ``x[1, T, 4]`` and ``pos[T]`` share ``T``; the cache is
+    static and aliased; ``y[1, T, 4]``."""
+    meta = _meta(inputs=[_binding("k_cache"), _binding("x", shape=(1, "T", 4)),
+                         _binding("pos", "int64", ("T",))],
+                 outputs=[_binding("k_cache_out"), _binding("y", shape=(1, "T", 4))],
+                 symbols=[_symbol()])
+    meta.update(overrides)
+    return meta
 
 
 def _binding(name: str, dtype: str = "float32", shape=(1, 8, 4)) -> Dict[str, Any]:
@@ -90,6 +110,7 @@ def _summary(meta: B.DelegateMetadata) -> Dict[str, Any]:
         "inputs": [[b.name, b.dtype, list(b.shape)] for b in meta.inputs],
         "outputs": [[b.name, b.dtype, list(b.shape)] for b in meta.outputs],
         "aliased_io": [[a.output, a.input, a.kind, a.ownership] for a in meta.aliased_io],
+        "symbols": [[s.name, s.min, s.max, s.opt] for s in meta.symbols],
     }
 
 
@@ -136,7 +157,8 @@ def blob_vectors() -> List[Dict[str, Any]]:
     add("short_63_bytes", good[:63])
     add("empty", b"")
     add("wrong_magic", b"ETRX" + good[4:])
-    add("format_version_2", _put(good, "format_version", 2), "incompatible")
+    add("format_version_3", _put(good, "format_version", 3), "incompatible")
+    add("ok_version_2_static", _put(good, "format_version", 2), "ok")
     add("format_version_0", _put(good, "format_version", 0), "incompatible")
     add("unknown_required_feature", _reseal(_put(good, "required_features", 0b1111)),
         "incompatible")
@@ -216,6 +238,45 @@ def blob_vectors() -> List[Dict[str, Any]]:
         outputs=[_binding("k_cache_out", "float16"), _binding("y", shape=(1, 4))])))
     add("user_alias_shape_mismatch", _raw_blob(_meta(aliased_io=[_alias(output="y",
                                                                         kind="user")])))
+    # Format version 2: dynamic dimensions (FORMAT.md "Dynamic dimensions").
+    add("ok_v2_dynamic_prefill", B.write_blob(B.parse_metadata(
+        json.dumps(_dynamic_meta()).encode(), 0b11, 2), b"PAYLOAD!"), "ok")
+    add("ok_v2_two_symbols_point_range", _v2(_dynamic_meta(
+        inputs=[_binding("k_cache"), _binding("x", shape=("B", "T", 4)),
+                _binding("pos", "int64", ("T",))],
+        outputs=[_binding("k_cache_out"), _binding("y", shape=("B", "T", 4))],
+        symbols=[_symbol(), _symbol("B", 3, 3, 3)])), "ok")
+    add("ok_v2_min_zero_max_largest", _v2(_dynamic_meta(
+        symbols=[_symbol(lo=0, hi=W.MAX_DIMENSION, opt=0)])), "ok")
+    add("v2_symbols_in_version_1", _raw_blob(_dynamic_meta()))
+    add("v1_symbol_name_in_shape", _raw_blob(_dynamic_meta(symbols=[])))
+    add("v2_undeclared_symbol", _v2(_dynamic_meta(symbols=[_symbol("S")])))
+    add("v2_symbols_not_list", _v2(_dynamic_meta(symbols={"T": [1, 16]})))
+    add("v2_symbol_not_object", _v2(_dynamic_meta(symbols=["T"])))
+    add("v2_symbol_empty_name", _v2(_dynamic_meta(symbols=[_symbol(), _symbol("")])))
+    add("v2_symbol_name_not_string", _v2(_dynamic_meta(symbols=[_symbol(), dict(_symbol(),
+                                                                              name=5)])))
+    add("v2_symbol_declared_twice", _v2(_dynamic_meta(symbols=[_symbol(), _symbol()])))
+    add("v2_max_below_min", _v2(_dynamic_meta(symbols=[_symbol(lo=8, hi=4, opt=6)])))
+    add("v2_opt_above_max", _v2(_dynamic_meta(symbols=[_symbol(opt=17)])))
+    add("v2_opt_below_min", _v2(_dynamic_meta(symbols=[_symbol(lo=2, opt=1)])))
+    for field in ("min", "max", "opt"):
+        add(f"v2_{field}_missing", _v2(_dynamic_meta(symbols=[
+            {k: x for k, x in _symbol().items() if k != field}])))
+        for label, bad in (("negative", -1), ("float", 4.0), ("bool", True),
+                           ("two_to_the_31", W.MAX_DIMENSION + 1), ("string", "4")):
+            add(f"v2_{field}_{label}", _v2(_dynamic_meta(symbols=[dict(_symbol(),
+                                                                      **{field: bad})])))
+    add("v2_symbol_only_in_an_output", _v2(_dynamic_meta(
+        outputs=[_binding("k_cache_out"), _binding("y", shape=(1, "S", 4))],
+        symbols=[_symbol(), _symbol("S")])))
+    add("v2_unused_symbol", _v2(_dynamic_meta(symbols=[_symbol(), _symbol("S")])))
+    add("v2_dynamic_aliased_binding", _v2(_dynamic_meta(
+        inputs=[_binding("k_cache", shape=(1, "T", 4)), _binding("x", shape=(1, "T", 4)),
+                _binding("pos", "int64", ("T",))],
+        outputs=[_binding("k_cache_out", shape=(1, "T", 4)), _binding("y", shape=(1, "T", 4))])))
+    add("rank_17", _raw_blob(_meta(inputs=[_binding("k_cache"), _binding("x", shape=[1] * 17),
+                                           _binding("pos", "int64", (1,))])))
     return v
 
 

@@ -42,8 +42,17 @@ TEST(BlobHeaderTest, RejectsBadMagic) {
   EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(), Error::InvalidProgram);
 }
 
+TEST(BlobHeaderTest, ReadsVersionsOneAndTwo) {
+  for (uint32_t version : {1u, 2u}) {
+    std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload, 0b11, version);
+    auto header = BlobHeader::Parse(blob.data(), blob.size());
+    ASSERT_TRUE(header.ok()) << "version " << version;
+    EXPECT_EQ(header->format_version, version);
+  }
+}
+
 TEST(BlobHeaderTest, RejectsFutureAndPastVersions) {
-  for (uint32_t version : {0u, 2u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 3u, 0xffffffffu}) {
     std::vector<uint8_t> blob = MakeBlob(kMeta, kPayload);
     PutU32(&blob, kBlobOffsetFormatVersion, version);
     EXPECT_EQ(BlobHeader::Parse(blob.data(), blob.size()).error(),

@@ -42,10 +42,16 @@ std::vector<uint8_t> FromHex(const std::string& hex) {
   return out;
 }
 
-json Bindings(const std::vector<TensorBinding>& bindings) {
+// Bindings as make_vectors.py summarises them: a dynamic dimension by its symbol's name.
+json Bindings(const std::vector<TensorBinding>& bindings, const std::vector<SymbolRange>& symbols) {
   json out = json::array();
   for (const TensorBinding& b : bindings) {
-    out.push_back({b.name, DTypeName(b.dtype), b.shape});
+    json shape = json::array();
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      const int32_t k = b.symbol(d);
+      shape.push_back(k < 0 ? json(b.shape[d]) : json(symbols[k].name));
+    }
+    out.push_back({b.name, DTypeName(b.dtype), shape});
   }
   return out;
 }
@@ -70,8 +76,8 @@ Error ReadBlob(const std::vector<uint8_t>& bytes, json* summary) {
   if (!header.ok()) {
     return header.error();
   }
-  Result<DelegateMetadata> metadata =
-      DelegateMetadata::Parse(header->Metadata(bytes.data()), header->required_features);
+  Result<DelegateMetadata> metadata = DelegateMetadata::Parse(
+      header->Metadata(bytes.data()), header->required_features, header->format_version);
   if (!metadata.ok()) {
     return metadata.error();
   }
@@ -85,10 +91,15 @@ Error ReadBlob(const std::vector<uint8_t>& bytes, json* summary) {
     aliases.push_back(
         json::array({a.output, a.input, AliasKindName(a.kind), OwnershipName(a.ownership)}));
   }
+  json symbols = json::array();
+  for (const SymbolRange& s : metadata->symbols) {
+    symbols.push_back(json::array({s.name, s.min, s.max, s.opt}));
+  }
   *summary = {{"engine", EngineKindName(metadata->engine)},
-              {"inputs", Bindings(metadata->inputs)},
-              {"outputs", Bindings(metadata->outputs)},
-              {"aliased_io", aliases}};
+              {"inputs", Bindings(metadata->inputs, metadata->symbols)},
+              {"outputs", Bindings(metadata->outputs, metadata->symbols)},
+              {"aliased_io", aliases},
+              {"symbols", symbols}};
   return Error::Ok;
 }
 

@@ -53,8 +53,8 @@ std::vector<std::vector<uint8_t>> NestedProgramsIn(const std::vector<uint8_t>& p
     if (std::memcmp(pte.data() + at, kBlobMagic, sizeof(kBlobMagic)) != 0) continue;
     auto header = BlobHeader::Parse(pte.data() + at, pte.size() - at);
     if (!header.ok()) continue;
-    auto metadata =
-        DelegateMetadata::Parse(header->Metadata(pte.data() + at), header->required_features);
+    auto metadata = DelegateMetadata::Parse(header->Metadata(pte.data() + at),
+                                            header->required_features, header->format_version);
     if (!metadata.ok() || metadata->engine != EngineKind::kPortable) continue;
     programs.push_back(ProgramOfPayload(header->Payload(pte.data() + at), header->payload_size));
   }

@@ -43,17 +43,17 @@ inline void ResealBlob(std::vector<uint8_t>* blob) {
          Blake2b64(blob->data() + kBlobMinHeaderSize, blob->size() - kBlobMinHeaderSize));
 }
 
-// Writes a version-1 blob: 64-byte header, metadata at 64, payload 16-aligned after it.
-// With kBlobFeatureChecksum in `features` the checksum field is filled in (the default,
-// 0b11, writes a blob as an older writer did: no checksum, field 0).
+// Writes a blob of `version` (default 1): 64-byte header, metadata at 64, payload
+// 16-aligned after it. With kBlobFeatureChecksum in `features` the checksum field is filled
+// in (the default, 0b11, writes a blob as an older writer did: no checksum, field 0).
 inline std::vector<uint8_t> MakeBlob(const std::string& metadata,
-                                     const std::vector<uint8_t>& payload,
-                                     uint64_t features = 0b11) {
+                                     const std::vector<uint8_t>& payload, uint64_t features = 0b11,
+                                     uint32_t version = kBlobFormatVersionMin) {
   const size_t payload_offset = Align16(kBlobMinHeaderSize + metadata.size());
   std::vector<uint8_t> blob(payload_offset + payload.size(), 0);
   std::memcpy(blob.data() + kBlobOffsetMagic, kBlobMagic, sizeof(kBlobMagic));
   PutU32(&blob, kBlobOffsetHeaderSize, kBlobMinHeaderSize);
-  PutU32(&blob, kBlobOffsetFormatVersion, kBlobFormatVersion);
+  PutU32(&blob, kBlobOffsetFormatVersion, version);
   PutU64(&blob, kBlobOffsetRequiredFeatures, features);
   PutU64(&blob, kBlobOffsetMetadataOffset, kBlobMinHeaderSize);
   PutU64(&blob, kBlobOffsetMetadataSize, metadata.size());
@@ -170,6 +170,9 @@ class DescribedEngine final : public Engine {
     return executorch::runtime::Error::NotSupported;
   }
   executorch::runtime::Error Execute() override { return executorch::runtime::Error::NotSupported; }
+  executorch::runtime::Result<std::vector<int64_t>> OutputShape(const std::string&) const override {
+    return executorch::runtime::Error::NotSupported;
+  }
 
  private:
   const Tensor* Find(const std::string& name) const {

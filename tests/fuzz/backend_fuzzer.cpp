@@ -99,8 +99,8 @@ std::unique_ptr<ArgTensor> MakeArg(const TensorBinding& binding) {
 void ExecuteOnce(const std::vector<uint8_t>& blob, DelegateHandle* handle) {
   executorch::runtime::Result<BlobHeader> header = BlobHeader::Parse(blob.data(), blob.size());
   executorch_trt::fuzz::Check(header.ok(), "init accepted a blob whose header does not parse");
-  executorch::runtime::Result<DelegateMetadata> metadata =
-      DelegateMetadata::Parse(header->Metadata(blob.data()), header->required_features);
+  executorch::runtime::Result<DelegateMetadata> metadata = DelegateMetadata::Parse(
+      header->Metadata(blob.data()), header->required_features, header->format_version);
   executorch_trt::fuzz::Check(metadata.ok(), "init accepted a blob whose metadata is invalid");
   std::vector<std::unique_ptr<ArgTensor>> tensors;
   std::vector<EValue*> args;

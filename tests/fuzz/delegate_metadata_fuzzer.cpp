@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   for (uint64_t features = 0; features <= executorch_trt::kBlobKnownFeatures; ++features) {
     executorch::runtime::Result<DelegateMetadata> metadata =
-        DelegateMetadata::Parse(text, features);
+        DelegateMetadata::Parse(text, features, executorch_trt::kBlobFormatVersion);
     if (!metadata.ok()) continue;
     for (const auto* list : {&metadata->inputs, &metadata->outputs}) {
       for (const auto& binding : *list) {

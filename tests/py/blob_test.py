@@ -86,7 +86,7 @@ class BlobFailClosedTest(absltest.TestCase):
         self.assertRejected(_raw_blob(_metadata().to_json(), magic=b"TR01"), "wrong magic")
 
     def test_newer_and_older_version(self):
-        self.assertRejected(_raw_blob(_metadata().to_json(), version=2), "format_version 2")
+        self.assertRejected(_raw_blob(_metadata().to_json(), version=3), "format_version 3")
         self.assertRejected(_raw_blob(_metadata().to_json(), version=0), "format_version 0")
 
     def test_unknown_feature_bit(self):

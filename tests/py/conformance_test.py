@@ -36,6 +36,7 @@ def _summary(reader, data):
             "inputs": [[b.name, b.dtype, list(b.shape)] for b in meta.inputs],
             "outputs": [[b.name, b.dtype, list(b.shape)] for b in meta.outputs],
             "aliased_io": [[a.output, a.input, a.kind, a.ownership] for a in meta.aliased_io],
+            "symbols": [[s.name, s.min, s.max, s.opt] for s in meta.symbols],
         }
     parsed = P.read_portable_payload(data)
     return {**parsed.descriptor.to_json(), "program_size": len(parsed.program)}

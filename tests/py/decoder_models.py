@@ -164,6 +164,24 @@ def export_methods(decoder: TinyDecoder, prompt_len: int = 4) -> Dict[str, torch
         }
 
 
+def export_dynamic_prefill(decoder: TinyDecoder, example_len: int = 3
+                           ) -> Dict[str, torch.export.ExportedProgram]:
+    """``{"prefill", "decode", "read_state"}`` like ``export_methods``, but ``prefill`` takes
+    any prompt length ``T`` in ``[1, decoder.max_seq]`` (``torch.export.Dim``; ``tokens[1, T]``
+    and ``pos[T]`` share it), exported at ``example_len``."""
+    length = torch.export.Dim("T", min=1, max=decoder.max_seq)
+    with torch.no_grad():
+        return {
+            "prefill": torch.export.export(
+                Step(decoder), (torch.zeros(1, example_len, dtype=torch.long),
+                                torch.arange(example_len)),
+                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}}),
+            "decode": torch.export.export(
+                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([example_len]))),
+            "read_state": torch.export.export(ReadState(decoder), (torch.ones(1),)),
+        }
+
+
 class ReorderedKV(torch.nn.Module):
     """``forward(pos[1] int64, x[1, 1, 4]) -> (k_cache * 2).sum(-1)`` ``[1, 6]`` after
     ``k_cache[:, pos] = proj(x)``. Inside the partition ``x`` is used first, then the cache,

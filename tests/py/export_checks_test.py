@@ -9,11 +9,12 @@ from absl.testing import absltest, parameterized
 from executorch.exir import to_edge_transform_and_lower
 
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt.contract import _binding
 from executorch_trt.graph_mutations import mutated_inputs
 
-_WHAT_TO_DO = (r"static shapes only\. Export with fixed sizes: call torch\.export\.export without "
-               r"dynamic_shapes.*one method per shape")
+_WHAT_TO_DO = (r"The delegate takes a dynamic dimension when it is a torch\.export\.Dim with a "
+               r"finite max.*static shapes")
 
 
 class Affine(torch.nn.Module):
@@ -40,9 +41,8 @@ class Scale(torch.nn.Module):
         return x * n
 
 
-def _export_affine_dynamic():
-    return torch.export.export(Affine(), (torch.randn(4, 8),),
-                               dynamic_shapes={"x": {0: torch.export.Dim("batch", max=16)}})
+def _export_affine(dim):
+    return torch.export.export(Affine(), (torch.randn(4, 8),), dynamic_shapes={"x": {0: dim}})
 
 
 def _export_prefix_write_dynamic():
@@ -52,26 +52,38 @@ def _export_prefix_write_dynamic():
             dynamic_shapes={"k": {0: torch.export.Dim("n", min=1, max=8)}, "pos": None})
 
 
+class Doubled(torch.nn.Module):
+    """``cat([x, x])``: an output dimension ``2*n`` that is no input's dimension."""
+
+    def forward(self, x):
+        return torch.cat([x, x]) * 2
+
+
 def _lower(ep):
     with torch.no_grad():
         return to_edge_transform_and_lower(ep, partitioner=[executorch_trt.TensorRTPartitioner()])
 
 
 class DynamicShapesTest(absltest.TestCase):
+    """What the delegate cannot bind is rejected before lowering, naming the method, input,
+    dimension, symbol and range (``dynamic_shapes``); what it can bind exports and runs
+    (``dynamic_shapes_test`` runs a decoder's prefill at every length)."""
 
-    def test_export_names_method_input_dimension_symbol_and_range(self):
+    def test_export_rejects_a_dimension_without_a_max(self):
         static = torch.export.export(Affine(), (torch.randn(4, 8),))
         with self.assertRaisesRegex(
-                ValueError, r"executorch_trt\.export: method 'decode': input 'x' has a dynamic "
-                            r"dimension 0 \(s\d+ in \[\d, 16\]\) in shape \[s\d+, 8\]\. The "
-                            r"delegate \(blob format version 1\) supports " + _WHAT_TO_DO):
-            executorch_trt.export({"prefill": static, "decode": _export_affine_dynamic()})
+                ValueError, r"executorch_trt\.export: method 'decode': input 'x' dimension 0 is "
+                            r"s\d+ \(s\d+ in \[\d, inf\]\), without a finite upper bound, in "
+                            r"shape \[s\d+, 8\]\. " + _WHAT_TO_DO):
+            executorch_trt.export({"prefill": static,
+                                   "decode": _export_affine(torch.export.Dim("batch"))})
 
-    def test_export_rejects_the_dimension_a_symbolic_int_comes_from(self):
+    def test_export_rejects_an_expression_dimension(self):
+        ep = _export_affine(2 * torch.export.Dim("h", min=1, max=8))
         with self.assertRaisesRegex(
-                ValueError, r"method 'forward': input 'k' has a dynamic dimension 0 "
-                            r"\(s\d+ in \[1, 8\]\) in shape \[s\d+, 1, 4\].*" + _WHAT_TO_DO):
-            executorch_trt.export(_export_prefix_write_dynamic())
+                ValueError, r"method 'forward': input 'x' dimension 0 is 2\*s\d+ .*an expression "
+                            r"of dynamic sizes, in shape \[2\*s\d+, 8\]\. " + _WHAT_TO_DO):
+            executorch_trt.export(ep)
 
     def test_export_rejects_a_symbolic_int_input(self):
         ep = torch.export.export(Scale(), (torch.ones(3), 4),
@@ -80,21 +92,30 @@ class DynamicShapesTest(absltest.TestCase):
                                                 r"\(s\d+ in \[0, inf\]\).*" + _WHAT_TO_DO):
             executorch_trt.export(ep)
 
-    def test_partitioner_names_the_input_a_symbolic_int_comes_from(self):
-        # The issue's case on the composable path: was "binding 'sym_size' is not a tensor
-        # (SymInt)" from preprocess.
+    def test_partitioner_rejects_an_output_size_no_input_carries(self):
+        ep = torch.export.export(Doubled(), (torch.randn(2, 4),),
+                                 dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=8)}})
         with self.assertRaisesRegex(
-                ValueError, r"TensorRTPartitioner: .*delegate input 'sym_size\w*' is a symbolic "
-                            r"int \(s\d+ in \[\d, 8\] = dimension 0 of input 'k'\).*"
-                            + _WHAT_TO_DO):
-            _lower(_export_prefix_write_dynamic())
+                ValueError, r"TensorRTPartitioner: delegate output '\w+' is a tensor of shape "
+                            r"\[2\*s\d+, 4\] \(s\d+ in \[\d, 8\] = dimension 0 of input "
+                            r"'x'\)\. " + _WHAT_TO_DO):
+            _lower(ep)
 
-    def test_partitioner_names_a_dynamic_tensor_input(self):
-        with self.assertRaisesRegex(
-                ValueError, r"TensorRTPartitioner: delegate input 'x' is a tensor of shape "
-                            r"\[s\d+, 8\] \(s\d+ in \[\d, 16\] = dimension 0 of input 'x'\).*"
-                            + _WHAT_TO_DO):
-            _lower(_export_affine_dynamic())
+    def test_a_size_used_inside_the_partition_stays_inside(self):
+        # self.cache[:n, pos] = k with n = k.shape[0] dynamic: sym_size and what uses it are
+        # taken together (op_groups.SYMBOLIC), so no symbolic int crosses the boundary.
+        gm, call = lu.lower_single_delegate(_export_prefix_write_dynamic())
+        blob = lu.blob_of(gm, call)
+        (symbol,) = blob.metadata.symbols
+        self.assertEqual((symbol.min, symbol.max), (2, 8))  # to_edge's range: see below
+        self.assertEqual({b.name: b.shape for b in blob.metadata.inputs}["k"],
+                         (symbol.name, 1, 4))
+        # executorch_trt.export carries the exported program's own range (min 1).
+        et = executorch_trt.export(_export_prefix_write_dynamic())
+        gm = et.exported_program().graph_module
+        (call,) = lu.delegate_calls(gm)
+        (symbol,) = lu.blob_of(gm, call).metadata.symbols
+        self.assertEqual((symbol.min, symbol.max), (1, 8))
 
     def test_binding_messages_name_the_dimension(self):
         # preprocess' own check (contract._binding), for programs partitioned by other means.
@@ -103,12 +124,17 @@ class DynamicShapesTest(absltest.TestCase):
         (size,) = [n for n in ep.graph.nodes if n.name.startswith("sym_size")]
         with self.assertRaisesRegex(
                 ValueError, rf"binding '{size.name}' is a symbolic int \(s\d+ = dimension 0 of "
-                            r"input 'k'\), i\.e\. a dynamic size passed into the delegate\. The "
-                            r"delegate \(blob format version 1\) supports " + _WHAT_TO_DO):
-            _binding(size.name, size)
-        with self.assertRaisesRegex(ValueError, r"binding 'k' has a dynamic dimension 0 \(s\d+\) "
-                                                r"in shape \[s\d+, 1, 4\]\..*" + _WHAT_TO_DO):
-            _binding("k", nodes["k"])
+                            r"input 'k'\), i\.e\. a dynamic size passed into the delegate\. "
+                            + _WHAT_TO_DO):
+            _binding(size.name, size, {}, {})
+        symbols = {}
+        binding = _binding("k", nodes["k"], symbols, {})
+        (symbol,) = symbols.values()
+        self.assertEqual(binding.shape, (symbol.name, 1, 4))
+        self.assertEqual((symbol.min, symbol.max, symbol.opt), (2, 8, 2))  # the shape env's
+        symbols = {}
+        _binding("k", nodes["k"], symbols, {symbol.name: (1, 8)})
+        self.assertEqual(symbols[symbol.name].min, 1)
 
 
 class UserCache(torch.nn.Module):

@@ -50,6 +50,13 @@ KV_WRITES = _aten({"index_put", "index_copy", "slice_scatter", "select_scatter",
 CROSS_ATTN_CACHE = frozenset({"executorch::alias", "executorch::update_cross_attn_cache"})
 CONTROL_FLOW = frozenset({"higher_order::cond"})
 
+#: Sizes of dynamic dimensions (issue 15): ``aten.sym_size.int`` and Python arithmetic on its
+#: result (``operator.mul`` etc., named ``operator::<name>``; ``operator_support.op_name``),
+#: as ``view(b, t, ...)`` with ``t`` a ``torch.export.Dim`` exports. ExecuTorch emits them as
+#: ``executorch_prim`` ops the nested program evaluates at run time.
+SYMBOLIC = frozenset({"aten::sym_size", "aten::sym_numel", "operator::add", "operator::sub",
+                      "operator::mul", "operator::floordiv", "operator::mod", "operator::neg"})
+
 #: Every group: what a decoder block needs end to end.
 DECODER = (LINEAR | NORMS | ACTIVATIONS | ATTENTION | SHAPE | MASKS | ARITHMETIC | DIM_ORDER
-           | KV_WRITES)
+           | KV_WRITES | SYMBOLIC)

@@ -32,7 +32,8 @@ import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
 from executorch_trt.operator_support import schema_name
-from executorch_trt.passes.graph_edit import EDGE, cast_to, reshape_to
+from executorch_trt.passes.graph_edit import (EDGE, cast_to, is_static, reshape_to, same_shape,
+                                              shape_argument)
 
 
 class FunctionalCopyPass(PassBase):
@@ -68,13 +69,17 @@ def _rewrite_in_place(node: torch.fx.Node, src: torch.fx.Node, target: torch.Ten
     """Turns ``node`` (``copy(target, src)``) into the op that produces its value from ``src``
     alone, keeping the node (and its name)."""
     s = src.meta["val"]
-    if list(s.shape) != list(target.shape):
+    if not same_shape(s.shape, target.shape):
         value = cast_to(node, src, target.dtype)
         if value.meta["val"].dim() < target.dim():
             padded = [1] * (target.dim() - value.meta["val"].dim()) + list(value.meta["val"].shape)
             value = reshape_to(node, value, padded)
+        have = value.meta["val"].shape
+        if any(not is_static(d) and not same_shape([h], [d]) for h, d in zip(have, target.shape)):
+            raise ValueError(f"copy_ of a {[str(h) for h in have]} value into a dynamic "
+                             f"{[str(d) for d in target.shape]} target is not supported")
         node.target = EDGE.aten.expand_copy.default
-        node.args, node.kwargs = (value, [int(d) for d in target.shape]), {}
+        node.args, node.kwargs = (value, shape_argument(target.shape, "copy_")), {}
     else:
         node.target = EDGE.dim_order_ops._to_dim_order_copy.default
         node.args = (src,)
@@ -98,6 +103,6 @@ def _fill_without_reading(node: torch.fx.Node) -> bool:
     position = _FILL_LIKE[name]
     fill = node.args[position] if position is not None else _IMPLIED_FILL[name]
     node.target = EDGE.aten.full.default
-    node.args = ([int(d) for d in val.shape], fill)
+    node.args = (shape_argument(val.shape, schema_name(node)), fill)
     node.kwargs = {"dtype": val.dtype}
     return True

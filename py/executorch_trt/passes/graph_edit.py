@@ -14,6 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch._guards import detect_fake_mode
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.export.exported_program import ExportGraphSignature
 
 EDGE = exir_ops.edge
@@ -41,31 +42,64 @@ def insert_before(anchor: torch.fx.Node, target: Any, args: Sequence[Any],
     return node
 
 
+def same_shape(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether shapes ``a`` and ``b`` (ints or ``SymInt``s) are provably equal. Uses
+    ``statically_known_true``, so comparing a symbolic size never installs a guard: ``int()``
+    or ``==`` on a ``SymInt`` would specialise the symbol to its example value for the whole
+    graph (the dynamic dimension silently becomes static; issue 15)."""
+    a, b = list(a), list(b)
+    return len(a) == len(b) and all(statically_known_true(x == y) for x, y in zip(a, b))
+
+
+def is_static(size: Any) -> bool:
+    """Whether ``size`` is a plain ``int`` (not a ``SymInt``)."""
+    return isinstance(size, int)
+
+
+def shape_argument(shape: Sequence[Any], what: str) -> list:
+    """``shape`` as a ``view_copy``/``expand_copy`` argument: static sizes as ints, at most one
+    symbolic size as ``-1`` (``view`` infers it from the element count; ``expand`` keeps the
+    input's size, which the caller has checked is the same symbol). Raises ``ValueError``
+    naming ``what`` for two or more symbolic sizes, which a node argument cannot express
+    without ``sym_size`` nodes."""
+    symbolic = [k for k, d in enumerate(shape) if not is_static(d)]
+    if len(symbolic) > 1:
+        raise ValueError(f"{what}: shape {[str(d) for d in shape]} has more than one dynamic "
+                         "size; only one dynamic dimension per reshaped value is supported")
+    return [-1 if k in symbolic else int(d) for k, d in enumerate(shape)]
+
+
 def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node,
-               shape: Sequence[int]) -> torch.fx.Node:
+               shape: Sequence[Any]) -> torch.fx.Node:
     """``value`` broadcast to ``shape`` (``view_copy`` to pad its rank with leading 1s, then
     ``expand_copy``), inserted before ``anchor``; ``value`` itself when it already has
-    ``shape``. The caller has checked that ``value`` broadcasts to ``shape``."""
-    shape = [int(s) for s in shape]
+    ``shape``. The caller has checked that ``value`` broadcasts to ``shape``; a symbolic size
+    in ``shape`` must be ``value``'s own size there (``shape_argument``)."""
     current = list(value.meta["val"].shape)
-    if current == shape:
+    if same_shape(current, shape):
         return value
     if len(current) < len(shape):
         current = [1] * (len(shape) - len(current)) + current
-        value = insert_before(anchor, EDGE.aten.view_copy.default, (value, current))
-    if current != shape:
-        value = insert_before(anchor, EDGE.aten.expand_copy.default, (value, shape))
+        value = insert_before(anchor, EDGE.aten.view_copy.default,
+                              (value, shape_argument(current, "reshape_to")))
+    if not same_shape(current, shape):
+        for have, want in zip(current, shape):
+            if not is_static(want) and not statically_known_true(have == want):
+                raise ValueError(f"reshape_to: cannot broadcast size {have} to dynamic {want}")
+        value = insert_before(anchor, EDGE.aten.expand_copy.default,
+                              (value, shape_argument(shape, "reshape_to")))
     return value
 
 
 def view_as(anchor: torch.fx.Node, value: torch.fx.Node,
-            shape: Sequence[int]) -> torch.fx.Node:
+            shape: Sequence[Any]) -> torch.fx.Node:
     """``view_copy(value, shape)`` before ``anchor`` (same number of elements), or ``value``
-    itself when it already has ``shape``."""
-    shape = [int(s) for s in shape]
-    if list(value.meta["val"].shape) == shape:
+    itself when it already has ``shape``. ``shape`` may hold one symbolic size
+    (``shape_argument``)."""
+    if same_shape(value.meta["val"].shape, shape):
         return value
-    return insert_before(anchor, EDGE.aten.view_copy.default, (value, shape))
+    return insert_before(anchor, EDGE.aten.view_copy.default,
+                         (value, shape_argument(shape, "view_as")))
 
 
 def cast_to(anchor: torch.fx.Node, value: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:

@@ -233,10 +233,10 @@ def _rewrite(write: KVWrite) -> None:
     size = int(c.shape[dim])
     if write.form == "aten::index_copy":
         _, _, idx, value = node.args[:4]
-        idx = view_as(node, idx, [int(idx.meta["val"].numel())])
+        idx = view_as(node, idx, [idx.meta["val"].numel()])
     elif write.form == "aten::index_fill":
         _, _, idx, fill = node.args[:4]
-        rows = [int(idx.meta["val"].numel())]
+        rows = [idx.meta["val"].numel()]
         shape = list(c.shape[:dim]) + rows + list(c.shape[dim + 1:])
         if isinstance(fill, torch.fx.Node):   # a 0-d tensor: broadcast it to the rows
             value = reshape_to(node, cast_to(node, fill, c.dtype), shape)
@@ -247,7 +247,7 @@ def _rewrite(write: KVWrite) -> None:
         idx, value = node.args[1][dim], node.args[2]
         i = idx.meta["val"]
         value = reshape_to(node, value, _indexed_shape(c, dim, i))
-        rows = [int(i.numel())]
+        rows = [i.numel()]
         value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1:]))
         # The op takes int64 indices (ops.py); index_put also accepts int32.
         idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)

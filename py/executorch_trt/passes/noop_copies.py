@@ -46,6 +46,7 @@ import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
 from executorch_trt.operator_support import is_cond, schema_name
+from executorch_trt.passes.graph_edit import same_shape
 
 #: Copies whose result equals the operand whenever dtype, shape and dim order are unchanged.
 _ALWAYS_IDENTITY = frozenset({
@@ -71,12 +72,12 @@ def _same_tensor_layout(a: object, b: object) -> bool:
     """Whether two ``meta["val"]`` fake tensors have one shape, dtype, device and dim order."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         return False
-    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+    if not same_shape(a.shape, b.shape) or a.dtype != b.dtype or a.device != b.device:
         return False
     try:
         return tuple(a.dim_order()) == tuple(b.dim_order())
     except (RuntimeError, ValueError, AttributeError):  # ambiguous strides: not provably equal
-        return a.stride() == b.stride()
+        return same_shape(a.stride(), b.stride())
 
 
 def _in_place_storage(graph: torch.fx.Graph) -> Set[torch.fx.Node]:

@@ -1,37 +1,35 @@
-"""Dynamic shapes: where they come from, and the rejections that name them.
+"""Dynamic shapes: what the delegate takes (blob format version 2), and the rejections that
+name what it does not.
 
-The delegate (blob format version 1) binds static shapes only; issue 15 adds shape ranges.
-Until then every symbolic size that would reach a delegate is rejected with the input it comes
-from and what to do, in two places:
+A delegate binding's dimension may be a dynamic size: a ``torch.export.Dim`` with a finite
+upper bound (``Dim("T", min=1, max=128)``), written into the blob as a symbol with its range
+(``core/blob/FORMAT.md`` version 2). ExecuTorch plans such a tensor at its upper bound and the
+runtime checks every call's sizes against the range. Rejected, each naming the method, the
+input, the dimension, the symbol and its range (``ep.range_constraints``) and what to do:
 
-* ``check_static_shapes(ep, method)``: ``executorch_trt.export`` calls it per method before
-  lowering. Every user input whose example value has a symbolic dimension (a
-  ``torch.export.Dim`` in ``dynamic_shapes``), and every symbolic-int user input, is rejected
-  with the method, the input, the dimension, the symbol and its range
-  (``ep.range_constraints``).
-* ``check_partition_boundary(ep, nodes)``: ``TensorRTPartitioner`` calls it per partition
-  (the composable ``to_edge_transform_and_lower`` path), on every value crossing the partition
-  boundary (a tensor with a symbolic dimension, or a symbolic int such as ``sym_size`` from
-  ``self.cache[:N, pos] = k`` with ``N`` dynamic) and names the method input each symbol
-  comes from.
+* ``check_dynamic_shapes(ep, method)`` (``executorch_trt.export``, per method, before
+  lowering): a symbolic-int user input, a user input dimension that is an expression of
+  symbols, or a dynamic size without a finite upper bound.
+* ``check_partition_boundary(ep, nodes)`` (``TensorRTPartitioner``, per partition): a symbolic
+  int/float/bool crossing the partition boundary (e.g. a ``sym_size`` computed inside and used
+  outside), and a tensor whose dimension is an expression of symbols.
 
-What to do, in every message: export with static shapes (no ``dynamic_shapes``, or every
-dimension static), and for several sizes export one method per shape (e.g.
-``{"prefill": ep_prefill, "decode": ep_decode}``).
+``finite_ranges(range_constraints)`` reads ``{symbol: (min, max)}`` off an exported program.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 from torch.export import ExportedProgram
 
 WHAT_TO_DO = (
-    "The delegate (blob format version 1) supports static shapes only. Export with fixed "
-    "sizes: call torch.export.export without dynamic_shapes (or with every dimension static), "
-    "and for several sizes export one method per shape, e.g. "
-    "executorch_trt.export({'prefill': ep_prefill, 'decode': ep_decode})"
+    "The delegate takes a dynamic dimension when it is a torch.export.Dim with a finite max "
+    "(e.g. Dim('T', min=1, max=128)) that the delegate's inputs carry; pass sizes as tensor "
+    "dimensions, not as ints, and keep expressions of sizes (2*T, T+1) outside the delegate, "
+    "or export with static shapes (one method per shape, e.g. "
+    "executorch_trt.export({'prefill': ep_prefill, 'decode': ep_decode}))"
 )
 
 
@@ -111,6 +109,28 @@ def _describe(ep: ExportedProgram, symbols: Iterable[str]) -> str:
                             ep.range_constraints)
 
 
+def finite_ranges(range_constraints) -> Dict[str, Tuple[int, int]]:
+    """``{symbol: (min, max)}`` for every symbol of ``range_constraints`` (an
+    ``ExportedProgram.range_constraints``) with a finite upper bound; the minimum is at least
+    0."""
+    ranges = {}
+    for sym, vr in (range_constraints or {}).items():
+        # torch's int_oo (an unbounded Dim) claims is_finite; a finite bound is an Integer.
+        if getattr(vr.upper, "is_Integer", False) and getattr(vr.lower, "is_Integer", False):
+            ranges[str(sym)] = (max(int(vr.lower), 0), int(vr.upper))
+    return ranges
+
+
+def _problem(size, range_constraints) -> Optional[str]:
+    """Why dynamic size ``size`` (a ``SymInt``) cannot be a binding dimension, or ``None``."""
+    expr = size.node.expr
+    if not expr.is_Symbol:
+        return "an expression of dynamic sizes"
+    if str(expr) not in finite_ranges(range_constraints):
+        return "without a finite upper bound"
+    return None
+
+
 def _dynamic_description(value) -> Optional[List[str]]:
     """The symbols of ``value`` if it is dynamic (a tensor with a symbolic dimension, or a
     symbolic scalar), else ``None``."""
@@ -125,10 +145,12 @@ def _dynamic_description(value) -> Optional[List[str]]:
     return None
 
 
-def check_static_shapes(ep: ExportedProgram, method: str) -> None:
-    """Raises ``ValueError`` if a user input of ``ep`` (method ``method``) has a dynamic shape
-    or is a symbolic int, naming the method, the input, the dimension, the symbol and its range
-    (``ep.range_constraints``), and saying what to do (``WHAT_TO_DO``)."""
+def check_dynamic_shapes(ep: ExportedProgram, method: str) -> None:
+    """Raises ``ValueError`` if a user input of ``ep`` (method ``method``) is a symbolic int,
+    or has a dynamic dimension the delegate cannot bind (an expression of symbols, or one
+    without a finite upper bound), naming the method, the input, the dimension, the symbol and
+    its range (``ep.range_constraints``), and saying what to do (``WHAT_TO_DO``). A dimension
+    that is a ``torch.export.Dim`` with a finite max is accepted."""
     user_inputs = set(ep.graph_signature.user_inputs)
     problems = []
     for node in ep.graph.nodes:
@@ -137,11 +159,14 @@ def check_static_shapes(ep: ExportedProgram, method: str) -> None:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             for dim, size in enumerate(val.shape):
-                if not isinstance(size, int):
+                if isinstance(size, int):
+                    continue
+                problem = _problem(size, ep.range_constraints)
+                if problem:
                     symbol = describe_symbols(symbols_of(size), ep.graph, (),
                                               ep.range_constraints)
-                    problems.append(f"input {node.name!r} has a dynamic dimension {dim} "
-                                    f"({symbol}) in shape {shape_text(val.shape)}")
+                    problems.append(f"input {node.name!r} dimension {dim} is {size} "
+                                    f"({symbol}), {problem}, in shape {shape_text(val.shape)}")
         elif isinstance(val, tuple(SYMBOLIC_KINDS)):
             symbol = describe_symbols(symbols_of(val), ep.graph, (), ep.range_constraints)
             problems.append(
@@ -153,9 +178,10 @@ def check_static_shapes(ep: ExportedProgram, method: str) -> None:
 
 def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]) -> None:
     """Raises ``ValueError`` if a value entering or leaving the partition made of ``nodes``
-    (a node of ``ep``'s graph each) has a dynamic shape or is a symbolic scalar. The message
-    names the value, its symbols with their ranges and the method inputs they come from, and
-    says what to do (``WHAT_TO_DO``)."""
+    (a node of ``ep``'s graph each) is a symbolic scalar, or a tensor with a dimension that is
+    an expression of symbols. The message names the value, its symbols with their ranges and
+    the method inputs they come from, and says what to do (``WHAT_TO_DO``). Dimensions that
+    are a single symbol pass (the bindings carry them; ``contract``)."""
     members = set(nodes)
     crossing = []
     for node in members:
@@ -174,6 +200,9 @@ def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]
         if symbols is None:
             continue
         val = node.meta["val"]
+        if isinstance(val, torch.Tensor) and all(
+                isinstance(d, int) or d.node.expr.is_Symbol for d in val.shape):
+            continue
         what = (f"a tensor of shape {shape_text(val.shape)}"
                 if isinstance(val, torch.Tensor) else f"a symbolic {SYMBOLIC_KINDS[type(val)]}")
         problems.append(f"delegate {role} {node.name!r} is {what} "
