@@ -86,7 +86,8 @@ def _dimension(size, name: str, dim: int, node: torch.fx.Node,
             f"{where} is the dynamic size {expr} with no finite upper bound below 2^31; "
             "ExecuTorch plans memory at the upper bound, so give it one: "
             "torch.export.Dim(name, min=..., max=...)")
-    example = shape_env.var_to_val.get(expr)
+    examples = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
+    example = examples.get(expr)
     opt = min(max(int(example), lower), upper) if example is not None else upper
     symbols.setdefault(str(expr), SymbolRange(str(expr), lower, upper, opt))
     return str(expr)

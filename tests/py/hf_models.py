@@ -13,9 +13,9 @@ wrappers (``transformers.integrations.executorch``):
 * Whisper (``WhisperForConditionalGeneration``): ``encoder`` (input_features -> encoder hidden
   states, a small wrapper over ``model.get_encoder()``), ``prefill`` (the forced decoder
   prefix) and ``decode`` (one token), the last two from ONE
-  ``Seq2SeqLMDecoderExportableModuleWithStaticCache``. Every shape is static (the delegate
-  supports static shapes only; transformers' ``Seq2SeqLMExportableModule.export`` would make
-  the encoder length dynamic).
+  ``Seq2SeqLMDecoderExportableModuleWithStaticCache``. Every shape is static here; dynamic
+  shapes (transformers' ``Seq2SeqLMExportableModule.export`` makes the encoder length dynamic)
+  are covered by ``hf_dynamic_shapes_test.py``.
 
 ``Family.session(...)`` gives the eager reference on a *fresh* wrapper around the same model
 (same weights, zeroed caches); ``ProgramSession`` runs the exported program through
