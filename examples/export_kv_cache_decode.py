@@ -1,10 +1,13 @@
 """Exports a Llama-architecture decoder with a static KV cache through executorch_trt.
 
 Writes one program with two methods that share the KV cache (same buffer FQNs, shared
-mutable buffers): `prefill(input_ids[1, T], cache_position[T]) -> logits[1, T, V]` and
-`decode(input_ids[1, 1], cache_position[1]) -> logits[1, 1, V]`, plus a JSON reference
-computed with eager PyTorch on the same weights for a fixed prompt: the greedy tokens, each
-step's last-position logits, and each step's cache checksums (see `cache_checksum`).
+mutable buffers): `prefill(input_ids[1, T], cache_position[T]) -> logits[1, T, V]` for any
+prompt length T in [1, max_seq_len] (a `torch.export.Dim`, blob format version 2; or only
+--prompt-len with --static-prefill) and `decode(input_ids[1, 1], cache_position[1]) ->
+logits[1, 1, V]`, plus a JSON reference computed with eager PyTorch on the same weights for a
+fixed prompt: the greedy tokens, each step's last-position logits, and each step's cache
+checksums (see `cache_checksum`); and for each of --extra-prompt-lens a further prompt of that
+length with --extra-prompt-steps decode steps, each from empty caches ("prompts").
 
 The model is a Hugging Face `transformers` LlamaForCausalLM with seeded random weights
 (no hub download): 2 layers, grouped-query attention (4 query heads, 2 KV heads), a static
@@ -13,6 +16,7 @@ cache of --max-seq-len positions. Output is byte-identical across runs (fixed se
 usage: export_kv_cache_decode.py --pte OUT.pte --reference OUT.json
            [--steps N] [--max-seq-len S] [--prompt-len T] [--kv-cache inplace|copy_back]
            [--variant normal|clear_cache] [--no-inplace-planning] [--data OUT.ptd]
+           [--static-prefill] [--extra-prompt-lens 1,3,...] [--extra-prompt-steps N]
 `--variant clear_cache` exports a deliberately broken program whose decode method zeroes its
 cache before every step (the cache does not persist): the checker must reject it.
 """
@@ -54,6 +58,16 @@ def reference(module, prompt: torch.Tensor, steps: int) -> dict:
     return records
 
 
+def _lengths(text: str) -> list:
+    try:
+        lengths = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated prompt lengths, got {text!r}")
+    if any(n < 1 for n in lengths):
+        raise argparse.ArgumentTypeError(f"prompt lengths must be >= 1, got {text!r}")
+    return lengths
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pte", required=True)
@@ -70,9 +84,18 @@ def main(argv=None) -> int:
                    help="finalise without the in-place memory planning (ExecuTorch's write-back "
                         "copies the cache; the delegate reflects its update into a separate "
                         "output): still correct, but not zero-copy")
+    p.add_argument("--static-prefill", action="store_true",
+                   help="export prefill for --prompt-len tokens only (no dynamic length)")
+    p.add_argument("--extra-prompt-lens", type=_lengths, default=[1, 3, 17],
+                   help="further prompt lengths for the reference's \"prompts\" (default "
+                        "1,3,17; empty for none)")
+    p.add_argument("--extra-prompt-steps", type=int, default=2,
+                   help="decode steps after each further prompt (default 2)")
     args = p.parse_args(argv)
     if args.prompt_len + args.steps > args.max_seq_len:
         p.error("--prompt-len + --steps must fit in --max-seq-len")
+    if any(n + args.extra_prompt_steps > args.max_seq_len for n in args.extra_prompt_lens):
+        p.error("each --extra-prompt-lens + --extra-prompt-steps must fit in --max-seq-len")
 
     model = build_model(args.max_seq_len)
     module = exportable_decoder(model, args.max_seq_len)
@@ -81,11 +104,22 @@ def main(argv=None) -> int:
 
     # Reference first; then export a fresh wrapper (new, zeroed caches; same weights).
     ref_steps = reference(module, prompt, args.steps)
+    prompts = []
+    for length in args.extra_prompt_lens:
+        extra = torch.randint(0, model.config.vocab_size, (1, length), dtype=torch.long)
+        fresh = exportable_decoder(model, args.max_seq_len)
+        prompts.append({"prompt": [int(x) for x in extra[0]],
+                        "steps": reference(fresh, extra, args.extra_prompt_steps)})
     module = exportable_decoder(model, args.max_seq_len,
                                 clear_cache_each_call=args.variant == "clear_cache")
     t = args.prompt_len
+    # Any prompt length up to the cache's: input_ids[1, T] and cache_position[T] share T.
+    length = torch.export.Dim("T", min=1, max=args.max_seq_len)
+    dynamic = None if args.static_prefill else {"input_ids": {1: length},
+                                                 "cache_position": {0: length}}
     with torch.no_grad():
-        prefill = torch.export.export(module, (prompt, torch.arange(t, dtype=torch.long)), strict=False)
+        prefill = torch.export.export(module, (prompt, torch.arange(t, dtype=torch.long)),
+                                      dynamic_shapes=dynamic, strict=False)
         decode = torch.export.export(
             module, (torch.tensor([[0]]), torch.tensor([t], dtype=torch.long)), strict=False)
         program = executorch_trt.export(
@@ -120,6 +154,7 @@ def main(argv=None) -> int:
         "prompt": [int(x) for x in prompt[0]],
         "caches": [{"name": k, "shape": list(v.shape), "dtype": "float32"} for k, v in caches.items()],
         "steps": ref_steps,
+        "prompts": prompts,
     }
     with open(args.reference, "w") as f:
         json.dump(ref, f, indent=None, separators=(",", ":"))

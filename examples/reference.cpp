@@ -230,6 +230,39 @@ bool ParseUtterances(const json& j, const std::string& path, Reference* out, std
   return true;
 }
 
+// The vocabulary holds every token of `prompt`; `what` names the prompt in the message.
+bool CheckPromptTokens(const std::vector<int64_t>& prompt, const std::string& what,
+                       const std::string& path, const Reference& ref, std::string* error) {
+  for (int64_t tok : prompt) {
+    if (tok < 0 || tok >= ref.vocab_size) {
+      return Fail(error, path,
+                  what + " token " + std::to_string(tok) + " is outside the vocabulary [0, " +
+                      std::to_string(ref.vocab_size) + ")");
+    }
+  }
+  return true;
+}
+
+// The optional "prompts" of a decoder-only reference (reference.h).
+bool ParsePrompts(const json& j, const std::string& path, Reference* out, std::string* error) {
+  if (!j.contains("prompts")) return true;
+  if (!j["prompts"].is_array()) return Fail(error, path, "\"prompts\" must be an array");
+  for (const auto& entry : j["prompts"]) {
+    const std::string label = "prompts[" + std::to_string(out->prompts.size()) + "]: ";
+    PromptRun run;
+    if (!entry.is_object() || !entry.contains("prompt") || !entry.contains("steps") ||
+        !ReadInts(entry["prompt"], &run.prompt) || run.prompt.empty()) {
+      return Fail(error, path, label + "needs a non-empty \"prompt\" of token ids and \"steps\"");
+    }
+    if (!ParseSteps(entry["steps"], path, label, out, &run.steps, error) ||
+        !CheckPromptTokens(run.prompt, label + "prompt", path, *out, error)) {
+      return false;
+    }
+    out->prompts.push_back(std::move(run));
+  }
+  return true;
+}
+
 }  // namespace
 
 bool LoadReference(const std::string& path, Reference* out, std::string* error) {
@@ -276,18 +309,12 @@ bool ParseReference(std::string_view text, const std::string& path, Reference* o
       return Fail(error, path, "\"steps\" must be a non-empty array");
     }
     out->utterances.emplace_back();
-    if (!ParseSteps(j["steps"], path, "", out, &out->utterances[0].steps, error)) {
+    if (!ParseSteps(j["steps"], path, "", out, &out->utterances[0].steps, error) ||
+        !ParsePrompts(j, path, out, error)) {
       return false;
     }
   }
-  for (int64_t tok : out->prompt) {
-    if (tok < 0 || tok >= out->vocab_size) {
-      return Fail(error, path,
-                  "prompt token " + std::to_string(tok) + " is outside the vocabulary [0, " +
-                      std::to_string(out->vocab_size) + ")");
-    }
-  }
-  return true;
+  return CheckPromptTokens(out->prompt, "prompt", path, *out, error);
 }
 
 }  // namespace executorch_trt::examples

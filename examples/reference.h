@@ -12,6 +12,10 @@
 //             cache_checksums:{name:[sum, weighted sum, sum |x|, weighted sum |x|]}}]
 //            (examples/decoder_model.py cache_checksum: weights 1 + flat index mod 1021)
 //            step 0 = after prefill, step k = after the k-th decode step.
+//   prompts: (optional) [{prompt:[T' token ids], steps:[as above]}]: further conversations,
+//            each from empty caches, with prompts of other lengths for the same loaded
+//            program (a prefill exported with a dynamic length, issue 15). Each has at
+//            least one step; their steps count independently of the main conversation's.
 //
 // "executorch_trt.cross_attn_decode_reference/1" (examples/export_cross_attn_decode.py), an
 // encoder-decoder model whose cross-attention caches are written once per utterance, several
@@ -62,6 +66,13 @@ struct Utterance {
   std::vector<ReferenceStep> steps;   // step 0 = after prefill, step k = after decode step k
 };
 
+// A further conversation of a decoder-only reference ("prompts"): its own prompt, of any
+// length the program's prefill takes, and its steps from empty caches.
+struct PromptRun {
+  std::vector<int64_t> prompt;
+  std::vector<ReferenceStep> steps;  // step 0 = after prefill
+};
+
 struct Reference {
   // The cross_attn_decode_reference format: an encoder-decoder model (utterances have input
   // features, caches may be cross caches).
@@ -74,6 +85,8 @@ struct Reference {
   std::vector<CacheSpec> caches;
   // At least one; exactly one for decoder-only. All have the same number of steps (>= 1).
   std::vector<Utterance> utterances;
+  // Decoder-only only: further prompts, each from empty caches (may be empty).
+  std::vector<PromptRun> prompts;
   int64_t vocab_size = 0;
 
   // Decode steps per utterance (steps after the prefill step 0).

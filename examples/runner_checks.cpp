@@ -102,11 +102,20 @@ Outcome LoadProgram(const Flags& flags, const Reference& ref,
   if (!p.ok()) {
     return Outcome::Invalid(error);
   }
+  // A prefill exported with a dynamic length is planned at its upper bound; a static one
+  // at its only length (a prompt of another length then fails at set_input, named there).
+  size_t longest = ref.prompt.size();
+  for (const PromptRun& run : ref.prompts) {
+    longest = std::max(longest, run.prompt.size());
+  }
   const auto meta = (*p)->method_meta(Phase::kPrefill).input_tensor_meta(0);
-  if (!meta.ok() || meta->sizes().size() != 2 ||
-      meta->sizes()[1] != static_cast<int64_t>(ref.prompt.size())) {
-    return Outcome::Invalid(path + ": prefill's input_ids must be [1, " +
-                            std::to_string(ref.prompt.size()) + "] (the reference prompt length)");
+  if (!meta.ok() || meta->sizes().size() != 2 || meta->sizes()[1] < static_cast<int64_t>(longest)) {
+    return Outcome::Invalid(
+        path + ": prefill's input_ids take at most [1, " +
+        (meta.ok() && meta->sizes().size() == 2 ? std::to_string(meta->sizes()[1]) : "?") +
+        "] but the reference has a prompt of " + std::to_string(longest) +
+        " tokens: export prefill with a dynamic length up to it (torch.export.Dim), or "
+        "re-export the program with its reference");
   }
   if (ref.encoder_decoder) {
     const Utterance& u = ref.utterances[0];
@@ -282,11 +291,28 @@ Outcome EncodeUtterance(PrefillDecodeProgram* p, const Flags& flags, const Utter
   return Outcome::Pass();
 }
 
-// Check 1 for one utterance of `ref` on the loaded `p` (module comment of CheckRun).
-Outcome RunUtterance(PrefillDecodeProgram* p, const Flags& flags, const Reference& ref, size_t u,
-                     int steps, const ProgramCopies& plan_copies, std::vector<StepRow>* rows) {
-  const Utterance& utterance = ref.utterances[u];
-  const int label = UtteranceLabel(ref, u);
+// One conversation a check runs against the reference: its prompt and reference steps (with
+// the features of an encoder-decoder utterance), how rows label it (StepRow::utterance) and
+// the prefix of its messages ("" names it by its steps alone).
+struct Conversation {
+  const std::vector<int64_t>& prompt;
+  const Utterance& utterance;
+  int label = -1;
+  std::string who;
+};
+
+// Check 1 for utterance `u` of `ref`.
+Conversation UtteranceConversation(const Reference& ref, size_t u) {
+  return {ref.prompt, ref.utterances[u], UtteranceLabel(ref, u), ""};
+}
+
+// Check 1 (and 4) for one conversation on the loaded `p` (module comment of CheckRun).
+Outcome RunConversation(PrefillDecodeProgram* p, const Flags& flags, const Reference& ref,
+                        const Conversation& conversation, int steps,
+                        const ProgramCopies& plan_copies, std::vector<StepRow>* rows) {
+  const Utterance& utterance = conversation.utterance;
+  const size_t u = static_cast<size_t>(std::max(conversation.label, 0));
+  const int label = conversation.label;
   FloatTensor states;
   const FloatTensor* context = nullptr;
   uint64_t encode_delegate = 0;
@@ -306,7 +332,9 @@ Outcome RunUtterance(PrefillDecodeProgram* p, const Flags& flags, const Referenc
   int64_t token = 0;
   for (int step = 0; step <= steps; ++step) {
     const ReferenceStep& want = utterance.steps[step];
-    const std::string where = StepName(label, step);
+    const std::string where = conversation.who.empty()
+                                  ? StepName(label, step)
+                                  : conversation.who + ", " + StepName(label, step);
     const Phase phase = PhaseOfStep(step);
     std::vector<const void*> before;
     for (size_t c = 0; c < p->num_caches(); ++c) {
@@ -316,7 +344,7 @@ Outcome RunUtterance(PrefillDecodeProgram* p, const Flags& flags, const Referenc
     const uint64_t cross_before = CrossAttnCacheUpdates();
     const uint64_t copied_before = BytesCopied();
     const auto t0 = std::chrono::steady_clock::now();
-    Outcome o = RunStep(p, ref.prompt, step, token, context, &logits, where);
+    Outcome o = RunStep(p, conversation.prompt, step, token, context, &logits, where);
     const auto elapsed = std::chrono::steady_clock::now() - t0;
     if (!o.ok()) {
       return o;
@@ -469,8 +497,46 @@ Outcome CheckRun(const Flags& flags, const Reference& ref, int steps,
           "to the last utterance: the next one starts from this one's self caches)\n",
           u, ref.decode_steps(), steps);
     }
-    o = RunUtterance(p.get(), flags, ref, u, last ? steps : ref.decode_steps(), plan_copies, rows);
+    o = RunConversation(p.get(), flags, ref, UtteranceConversation(ref, u),
+                        last ? steps : ref.decode_steps(), plan_copies, rows);
     if (!o.ok()) {
+      return o;
+    }
+  }
+  return Outcome::Pass();
+}
+
+Outcome CheckPrompts(const Flags& flags, const Reference& ref, const ProgramCopies& plan_copies) {
+  std::unique_ptr<PrefillDecodeProgram> p;
+  Outcome o = LoadProgram(flags, ref, &p);
+  if (!o.ok()) {
+    return o;
+  }
+  for (size_t k = 0; k < ref.prompts.size(); ++k) {
+    const PromptRun& run = ref.prompts[k];
+    // A new conversation: zeroed cache memory of its own, bound by name.
+    std::vector<std::vector<float>> memory;
+    for (const auto& spec : ref.caches) {
+      memory.emplace_back(static_cast<size_t>(spec.numel()), 0.0f);
+    }
+    std::string error;
+    if (p->BindCaches(&memory, &error) != Error::Ok) {
+      return Outcome::Fail(error);
+    }
+    Utterance utterance;
+    utterance.steps = run.steps;
+    const std::string who = "prompt " + std::to_string(k) + " (" +
+                            std::to_string(run.prompt.size()) +
+                            (run.prompt.size() == 1 ? " token)" : " tokens)");
+    std::vector<StepRow> rows;
+    o = RunConversation(p.get(), flags, ref, {run.prompt, utterance, -1, who},
+                        static_cast<int>(run.steps.size()) - 1, plan_copies, &rows);
+    if (!o.ok()) {
+      if (rows.empty()) {
+        o.message +=
+            " (a prefill exported with static shapes takes only its exported length: export it "
+            "with a dynamic length, torch.export.Dim)";
+      }
       return o;
     }
   }

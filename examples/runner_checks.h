@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// runner_checks.h: the runners' three checks of a prefill/decode program against its
+// runner_checks.h: the runners' checks of a prefill/decode program against its
 // eager-PyTorch reference (examples/reference.h): kv_cache_decode_check's (a decoder-only
 // program, one conversation) and cross_attn_decode_check's (an encoder-decoder program with
 // an `encode` method and cross-attention caches, several utterances). Each loads the program
@@ -60,5 +60,13 @@ Outcome CheckReload(const Flags& flags, const Reference& ref);
 // of each utterance), give exactly the same tokens and logits interleaved step by step as
 // alone; conversation 0 (the reference's prompt and features) gives the reference's tokens.
 Outcome CheckSessions(const Flags& flags, const Reference& ref, int steps);
+
+// Check 4, prompts (a decoder-only reference with "prompts"): on one fresh load, each further
+// prompt of the reference, of its own length, as a new conversation with zeroed cache memory
+// of its own bound by name: prefill, then its decode steps, each checked as in check 1 (token,
+// logits, cache checksums, storage unmoved, no state copied). A prefill exported with a
+// dynamic length (torch.export.Dim) takes them all; a static one fails at the first prompt of
+// another length, saying so.
+Outcome CheckPrompts(const Flags& flags, const Reference& ref, const ProgramCopies& plan_copies);
 
 }  // namespace executorch_trt::examples

@@ -96,24 +96,36 @@ int RunnerMain(int argc, char** argv, const RunnerSpec& spec) {
   PrintWriteBacks(*plan_copies, methods);
   std::vector<StepRow> rows;
   const char* check = "run";
+  const int checks = ref.prompts.empty() ? 3 : 4;
   if (ref.encoder_decoder) {
     std::printf(
-        "[1/3] fresh load, %zu utterances (encode, prefill, decode) vs reference; cross caches "
+        "[1/%d] fresh load, %zu utterances (encode, prefill, decode) vs reference; cross caches "
         "written once per utterance\n",
-        ref.utterances.size());
+        checks, ref.utterances.size());
   } else {
-    std::printf("[1/3] fresh load, prefill + %d decode steps vs reference\n", steps);
+    std::printf("[1/%d] fresh load, prefill + %d decode steps vs reference\n", checks, steps);
   }
   Outcome outcome = CheckRun(flags, ref, steps, *plan_copies, &rows);
   if (outcome.ok()) {
     check = "reload";
-    std::printf("[2/3] fresh reload starts from the known state\n");
+    std::printf("[2/%d] fresh reload starts from the known state\n", checks);
     outcome = CheckReload(flags, ref);
   }
   if (outcome.ok() && flags.sessions > 0) {
     check = "sessions";
-    std::printf("[3/3] %d interleaved sessions, each with its own cache memory\n", flags.sessions);
+    std::printf("[3/%d] %d interleaved sessions, each with its own cache memory\n", checks,
+                flags.sessions);
     outcome = CheckSessions(flags, ref, steps);
+  }
+  if (outcome.ok() && !ref.prompts.empty()) {
+    check = "prompts";
+    std::string lengths;
+    for (const PromptRun& run : ref.prompts) {
+      lengths += (lengths.empty() ? "" : ", ") + std::to_string(run.prompt.size());
+    }
+    std::printf("[4/4] prompts of %s tokens on one load, each with its own cache memory\n",
+                lengths.c_str());
+    outcome = CheckPrompts(flags, ref, *plan_copies);
   }
   if (!rows.empty()) {
     PrintTable(rows, flags.allow_state_copies);
