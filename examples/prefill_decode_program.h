@@ -8,6 +8,8 @@
 //
 // The program (a .pte) has two methods that share their KV caches:
 //   prefill(input_ids int64 [1, T], cache_position int64 [T])  -> logits float32 [1, T, V]
+//     (T any length in the range prefill was exported with: a torch.export.Dim; ExecuTorch
+//     resizes the inputs within their upper bound, the delegate checks the range)
 //   decode(input_ids int64 [1, 1], cache_position int64 [1])   -> logits float32 [1, 1, V]
 // An encoder-decoder program (Load with `encoder`) has a third method and a third input:
 //   encode(input_features float32 [...])                      -> encoder states float32 [...]

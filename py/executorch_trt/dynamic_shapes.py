@@ -11,8 +11,10 @@ input, the dimension, the symbol and its range (``ep.range_constraints``) and wh
   lowering): a symbolic-int user input, a user input dimension that is an expression of
   symbols, or a dynamic size without a finite upper bound.
 * ``check_partition_boundary(ep, nodes)`` (``TensorRTPartitioner``, per partition): a symbolic
-  int/float/bool crossing the partition boundary (e.g. a ``sym_size`` computed inside and used
-  outside), and a tensor whose dimension is an expression of symbols.
+  int/float/bool crossing the partition boundary, and a tensor whose dimension is an
+  expression of symbols. (A ``sym_size`` read both inside and outside the delegate does not
+  cross it under ``executorch_trt.export``: ``passes/size_copies.py`` gives the delegate its
+  own copy.)
 
 ``finite_ranges(range_constraints)`` reads ``{symbol: (min, max)}`` off an exported program.
 """

@@ -27,6 +27,7 @@ from executorch_trt.options import ExportOptions
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
+from executorch_trt.passes.size_copies import SizeCopiesPass
 from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
                                                               zero_buffer_placeholders)
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
@@ -190,7 +191,10 @@ def export(
     per_method = ({name: [partitioner.for_method(ep)] for name, ep in programs.items()}
                   if isinstance(programs, dict) else [partitioner.for_method(programs)])
     with torch.no_grad():
-        edge = to_edge_transform_and_lower(programs, partitioner=per_method)
+        # A dynamic size read inside and outside the delegate: the delegate computes its own.
+        edge = to_edge_transform_and_lower(
+            programs, transform_passes=[SizeCopiesPass(partitioner.operator_support)],
+            partitioner=per_method)
         for name in edge.methods:
             materialise_buffer_to_buffer_writes(edge.exported_program(name))
         zero_buffers = zero_buffer_placeholders(edge.exported_program(n) for n in edge.methods)

@@ -94,9 +94,12 @@ class DelegateOperatorSupport(OperatorSupportBase):
                             for b in branches))
         symbolic = symbolic_op_name(node)
         if symbolic:
-            # A size the partition computes from its own tensors (SYMBOLIC in op_groups);
-            # one that must leave the partition is rejected at the boundary (dynamic_shapes).
-            return symbolic in self.supported_ops
+            # A size the partition computes from its own tensors (op_groups.SYMBOLIC), taken
+            # only when everything reading it is taken too: a size leaving the partition would
+            # be a symbolic-int delegate output, which no binding can carry. A size read inside
+            # and outside is copied for the readers inside first (passes/size_copies.py).
+            return symbolic in self.supported_ops and all(
+                self.is_node_supported(submodules, user) for user in node.users)
         if node.target is operator.getitem:
             producer = node.args[0]
             return (isinstance(producer, torch.fx.Node)

@@ -111,5 +111,40 @@ class DynamicPrefillTest(parameterized.TestCase):
         self._step("prefill", 2, 4, "prefill after the rejections")
 
 
+class SharedSize(torch.nn.Module):
+    """``n = x.shape[0]`` read by a delegated ``reshape`` and by ``topk``, which the delegate
+    does not take: the size is needed on both sides of the delegate."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        y = (x * 2).reshape(n, 2, 4)
+        values, _ = torch.topk(x.sum(-1), n)
+        return y + 1, values
+
+
+@delegate_library.needs_library
+class SharedSizeTest(parameterized.TestCase):
+    """passes/size_copies.py: the delegate computes its own copy of a size read outside too."""
+
+    def _export(self):
+        return torch.export.export(SharedSize(), (torch.randn(6, 8),),
+                                   dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=16)}})
+
+    def test_runs_at_every_size_and_matches_eager(self):
+        et = executorch_trt.export(self._export())
+        self.assertLen(lu.delegate_calls(et.exported_program().graph_module), 1)
+        method = runtime.load(et.buffer).load_method("forward")
+        for n in (1, 5, 16):
+            x = torch.randn(n, 8)
+            for got, want in zip(method.execute([x]), SharedSize()(x)):
+                torch.testing.assert_close(got, want, msg=f"n = {n}")
+
+    def test_without_the_copy_the_size_would_cross_the_boundary(self):
+        from executorch.exir import to_edge_transform_and_lower
+        with self.assertRaisesRegex(ValueError, r"delegate input 'sym_size\w*' is a symbolic int"):
+            to_edge_transform_and_lower(self._export(),
+                                        partitioner=[executorch_trt.TensorRTPartitioner()])
+
+
 if __name__ == "__main__":
     absltest.main()
