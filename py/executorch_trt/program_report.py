@@ -91,8 +91,9 @@ ProgramReadError = pa.ProgramReadError
 class DelegateReport:
     """One entry of a plan's ``delegates``: ``backend`` id and how many ``DelegateCall``
     instructions call it. For ``TensorRTBackend``, read from its blob: ``engine``, the number
-    of ``inputs``/``outputs`` bindings and of ``aliased_outputs``; ``note`` says why the blob
-    could not be read (the counts are then None)."""
+    of ``inputs``/``outputs`` bindings and of ``aliased_outputs``, and ``dynamic``: each dynamic
+    size as ``"name in [min, max]"`` (blob format version 2; empty when every shape is static);
+    ``note`` says why the blob could not be read (the counts are then None)."""
 
     index: int
     backend: str
@@ -102,6 +103,7 @@ class DelegateReport:
     outputs: Optional[int] = None
     aliased_outputs: Optional[int] = None
     note: Optional[str] = None
+    dynamic: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,9 +305,10 @@ def _delegate_reports(program: schema.Program, plan: schema.ExecutionPlan
         if meta is None:
             reports.append(DelegateReport(index, delegate.id, calls[index], note=note))
         else:
-            reports.append(DelegateReport(index, delegate.id, calls[index], meta.engine,
-                                          len(meta.inputs), len(meta.outputs),
-                                          len(meta.aliased_io)))
+            reports.append(DelegateReport(
+                index, delegate.id, calls[index], meta.engine, len(meta.inputs),
+                len(meta.outputs), len(meta.aliased_io),
+                dynamic=tuple(f"{s.name} in [{s.min}, {s.max}]" for s in meta.symbols)))
     return reports, metadata
 
 
@@ -549,6 +552,8 @@ def _delegate_line(d: DelegateReport) -> str:
     if d.engine is not None:
         text += (f", {d.engine} engine, {d.inputs} inputs, {d.outputs} outputs, "
                  f"{d.aliased_outputs} aliased")
+    if d.dynamic:
+        text += f", dynamic {', '.join(d.dynamic)}"
     if d.note:
         text += f" ({d.note})"
     return text

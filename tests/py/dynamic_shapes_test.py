@@ -77,6 +77,12 @@ class DynamicPrefillTest(parameterized.TestCase):
             for blob in _blobs(self.et, method):
                 self.assertEqual(blob.header.format_version, 1, method)
                 self.assertEqual(blob.metadata.symbols, (), method)
+        # executorch_trt.inspect (and //tools:inspect_pte) says so.
+        report = executorch_trt.inspect(self.et.buffer)
+        self.assertEqual(report.method("prefill").delegates[0].dynamic,
+                         (f"{symbol.name} in [1, {MAX_SEQ}]",))
+        self.assertEqual(report.method("decode").delegates[0].dynamic, ())
+        self.assertIn(f"dynamic {symbol.name} in [1, {MAX_SEQ}]", str(report))
 
     @parameterized.parameters(1, 2, MAX_SEQ - 1, MAX_SEQ)
     def test_prompt_length_then_decode(self, length):
