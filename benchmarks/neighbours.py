@@ -149,6 +149,8 @@ def table(variant: str, befores: Sequence[str], caps: Sequence[int],
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line (module docstring): prints the table, returns 0; bad flags or a
+    missing program exit 2 (argparse) naming the flag or the file."""
     p = argparse.ArgumentParser(prog="decode_neighbours", description=__doc__.split("\n\n")[0])
     p.add_argument("--programs", required=True, help="OUT/programs of `decode --keep-programs`")
     p.add_argument("--variant", default="delegate_inplace", choices=sorted(VARIANTS))
