@@ -5,10 +5,12 @@ Two kinds of worker run per capacity:
 * the timing worker (`time_interleaved`): loads every variant into one process, fills each
   one's cache and prefills, warms each up, then times `repeats` rounds; each round times one
   decode step of every variant, in an order rotated every round. Every variant therefore sees
-  the same machine state (frequency, cache, other load) over the same wall-clock window, and
-  no variant always follows the same neighbour. Timing each variant in a process of its own
-  instead showed run-to-run differences between processes of up to ~20% at 256 positions,
-  larger than the effect measured.
+  the same machine state (frequency, cache, other load) over the same wall-clock window. A
+  rotation keeps the cyclic order, so a variant runs right after the same neighbour in every
+  round but one in `len(variants)`, and pays for what that neighbour leaves behind (its CPU
+  cache footprint, its duration; `neighbours.py` measures it). Timing each variant in a
+  process of its own instead showed run-to-run differences between processes of up to ~20% at
+  256 positions, larger than the effect measured.
 * one profile worker per variant (`profile_variant`): that variant alone in a fresh process,
   for its peak resident memory (every worker imports the same modules first, so the
   differences are the variants' own) and the delegate's copy counter

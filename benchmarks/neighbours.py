@@ -1,0 +1,186 @@
+"""One variant's decode step timed alone and right after another variant's step (issue 13).
+
+usage: ./bazelw run //benchmarks:decode_neighbours -- --programs DIR [--variant delegate_inplace]
+           [--before none,executorch_xnnpack,eager,sweep:64,idle:25]
+           [--max-seq-lens 256,4096] [--repeats 100] [--warmup 5] [--threads N]
+
+`DIR` holds the `.pte` files of an earlier `decode --keep-programs` run (`OUT/programs`:
+`<variant>_<capacity>.pte`, `delegate_external_<capacity>/program.pte`). Everything runs in one
+process: the timed variant at every capacity, and each `--before` variant at every capacity,
+loaded, filled and prefilled as the benchmark's timing worker does (`measure.prepare_step`).
+A round runs every (before, capacity) pair once, in a seeded shuffled order; each pair runs
+the `before` step (untimed) and then times one decode step of `--variant` at that capacity.
+
+`before` is a variant name, `none` (the variant's previous step is the step before: it runs
+back to back), `sweep:MiB` (NumPy adds 1 to a float32 array of that many MiB, one thread:
+reads and writes every byte, evicting the CPU caches without ExecuTorch) or `idle:MS` (sleeps).
+
+Prints, per `before`, the median step time (ms) at each capacity and the growth (largest /
+smallest capacity). The decode benchmark's rotated rounds run a variant right after the same
+neighbour in nearly every round (`delegate_inplace` after `executorch_xnnpack`): this separates
+what the step itself costs at each capacity from what its neighbour leaves in the CPU caches.
+Exit 0, or 2 on bad usage (a missing program is named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import measure  # noqa: E402
+from benchmarks.bench_config import BenchConfig, full_config  # noqa: E402
+from benchmarks.variants import VARIANTS, data_path  # noqa: E402
+
+NONE = "none"
+SEED = 13
+
+Pair = Tuple[str, int]  # (before, capacity)
+
+
+def program_path(programs_dir: str, variant: str, max_seq_len: int) -> Optional[str]:
+    """Where `decode --keep-programs` wrote `variant`'s `.pte` at `max_seq_len` under
+    `programs_dir` (None for eager, which has no program)."""
+    if VARIANTS[variant].kind == "eager":
+        return None
+    directory = os.path.join(programs_dir, f"{variant}_{max_seq_len}")
+    if os.path.isdir(directory):  # external weights: the .pte beside its model.ptd
+        return os.path.join(directory, "program.pte")
+    return os.path.join(programs_dir, f"{variant}_{max_seq_len}.pte")
+
+
+def parse_before(text: str) -> List[str]:
+    """Comma-separated `--before` entries, checked; `ValueError` naming a bad one."""
+    entries = list(dict.fromkeys(e.strip() for e in text.split(",") if e.strip()))
+    for e in entries:
+        kind, _, value = e.partition(":")
+        if e == NONE or e in VARIANTS:
+            continue
+        if kind in ("sweep", "idle") and value.isdigit() and int(value) > 0:
+            continue
+        raise ValueError(f"--before: {e!r} is not none, a variant ({', '.join(VARIANTS)}), "
+                         "sweep:MiB or idle:MS")
+    if not entries:
+        raise ValueError("--before: nothing given")
+    return entries
+
+
+def schedule(befores: Sequence[str], max_seq_lens: Sequence[int], rounds: int,
+             seed: int = SEED) -> List[List[Pair]]:
+    """`rounds` rounds, each every (before, capacity) pair once in a seeded random order, so
+    no pair always follows the same other pair."""
+    rng = random.Random(seed)
+    pairs = [(b, c) for b in befores for c in max_seq_lens]
+    out = []
+    for _ in range(rounds):
+        order = pairs[:]
+        rng.shuffle(order)
+        out.append(order)
+    return out
+
+
+def _sweep(mib: int) -> Callable[[], None]:
+    import numpy
+
+    data = numpy.ones(mib * 2**20 // 4, dtype=numpy.float32)
+
+    def run() -> None:
+        data.__iadd__(1.0)  # one thread, every byte read and written
+    return run
+
+
+def prepare_before(config: BenchConfig, before: str, max_seq_len: int,
+                   programs_dir: str) -> Callable[[], object]:
+    """The untimed step that runs before each timed one: a variant's decode step (loaded,
+    filled and prefilled as in the timing worker), a sweep, a sleep or nothing."""
+    kind, _, value = before.partition(":")
+    if before == NONE:
+        return lambda: None
+    if kind == "sweep":
+        return _sweep(int(value))
+    if kind == "idle":
+        return lambda: time.sleep(int(value) / 1e3)
+    path = program_path(programs_dir, before, max_seq_len)
+    return measure.prepare_step(config, before, max_seq_len, path)
+
+
+def time_after(config: BenchConfig, variant: str, befores: Sequence[str],
+               programs_dir: str) -> Dict[Pair, List[float]]:
+    """{(before, capacity): `config.repeats` step times of `variant` in ms}, every pair
+    measured in the same process over the same rounds (see the module docstring). `warmup`
+    untimed rounds run first."""
+    measure.import_common_modules()
+    measure.set_threads(config.threads, True)
+    caps = list(config.max_seq_lens)
+    steps = {c: measure.prepare_step(config, variant, c, program_path(programs_dir, variant, c))
+             for c in caps}
+    before_steps = {(b, c): prepare_before(config, b, c, programs_dir)
+                    for b in befores for c in caps}
+    times: Dict[Pair, List[float]] = {p: [] for p in before_steps}
+    for r, order in enumerate(schedule(befores, caps, config.warmup + config.repeats)):
+        for pair in order:
+            before_steps[pair]()
+            step = steps[pair[1]]
+            start = time.perf_counter()
+            step()
+            elapsed = (time.perf_counter() - start) * 1e3
+            if r >= config.warmup:
+                times[pair].append(elapsed)
+    return times
+
+
+def table(variant: str, befores: Sequence[str], caps: Sequence[int],
+          times: Dict[Pair, List[float]]) -> str:
+    """The medians (ms) per `before` and capacity, and the growth largest / smallest."""
+    lines = [f"{variant} decode step, median ms, after:",
+             f"{'before':22s}" + "".join(f"{c:>10d}" for c in caps) + "    growth"]
+    for b in befores:
+        meds = [statistics.median(times[(b, c)]) for c in caps]
+        lines.append(f"{b:22s}" + "".join(f"{m:10.3f}" for m in meds) +
+                     f"    {meds[-1] / meds[0]:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line (module docstring): prints the table, returns 0; bad flags or a
+    missing program exit 2 (argparse) naming the flag or the file."""
+    p = argparse.ArgumentParser(prog="decode_neighbours", description=__doc__.split("\n\n")[0])
+    p.add_argument("--programs", required=True, help="OUT/programs of `decode --keep-programs`")
+    p.add_argument("--variant", default="delegate_inplace", choices=sorted(VARIANTS))
+    p.add_argument("--before", default="none,executorch_xnnpack,eager,sweep:64,idle:25")
+    p.add_argument("--max-seq-lens", default="256,4096")
+    p.add_argument("--repeats", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    args = p.parse_args(argv)
+    try:
+        befores = parse_before(args.before)
+        caps = sorted({int(c) for c in args.max_seq_lens.split(",") if c.strip()})
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.repeats < 1 or args.warmup < 0 or args.threads < 1 or not caps:
+        p.error("--repeats and --threads must be >= 1, --warmup >= 0, --max-seq-lens not empty")
+    programs_dir = os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), args.programs)
+    for v in [args.variant] + [b for b in befores if b in VARIANTS]:
+        for c in caps:
+            path = program_path(programs_dir, v, c)
+            if path is not None and not os.path.isfile(path):
+                p.error(f"no program {path} (run decode --keep-programs with {v} at {c})")
+            if data_path(v, path) and not os.path.isfile(data_path(v, path)):
+                p.error(f"no data file {data_path(v, path)}")
+    config = full_config(args.threads).replace(max_seq_lens=tuple(caps), repeats=args.repeats,
+                                               warmup=args.warmup)
+    times = time_after(config, args.variant, befores, programs_dir)
+    print(table(args.variant, befores, caps, times))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
