@@ -7,8 +7,8 @@ usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,
 
 For each cache capacity it exports the same seeded Llama-architecture model once and builds
 each variant's program (variants.py). It then runs this script again as worker processes
-(measure.py): one timing worker with every variant loaded, timed in rotated round-robin
-rounds (median, p10, p90 of one decode step at a fixed position after a prefill), and one
+(measure.py): one timing worker with every variant loaded, timed in rounds shuffled every
+round (median, p10, p90 of one decode step at a fixed position after a prefill), and one
 profile worker per variant, alone, for its peak resident memory and the delegate's copy
 counter; and it times the delegate's in-place decode step once more from C++ (cpp_timing.py:
 the decode_step_cpp binary, no Python runtime in the process). Bytes copied per step =
@@ -43,7 +43,7 @@ from benchmarks.variants import VARIANTS, BuiltProgram, data_path, parse_variant
 RESULT_MARKER = "DECODE_BENCH_RESULT "
 WORKER_TIMEOUT_S = 900
 TIMING = ("all variants of a capacity in one process, one decode step each per round, "
-          "order rotated every round")
+          "order shuffled every round (seeded)")
 
 
 def _positive_int(flag: str, text: str, minimum: int = 1) -> int:

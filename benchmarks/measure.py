@@ -4,13 +4,15 @@ Two kinds of worker run per capacity:
 
 * the timing worker (`time_interleaved`): loads every variant into one process, fills each
   one's cache and prefills, warms each up, then times `repeats` rounds; each round times one
-  decode step of every variant, in an order rotated every round. Every variant therefore sees
-  the same machine state (frequency, cache, other load) over the same wall-clock window. A
-  rotation keeps the cyclic order, so a variant runs right after the same neighbour in every
-  round but one in `len(variants)`, and pays for what that neighbour leaves behind (its CPU
-  cache footprint, its duration; `neighbours.py` measures it). Timing each variant in a
-  process of its own instead showed run-to-run differences between processes of up to ~20% at
-  256 positions, larger than the effect measured.
+  decode step of every variant, in an order shuffled every round (a seeded `random.Random`, so
+  a run is repeatable). Every variant therefore sees the same machine state (frequency, cache,
+  other load) over the same wall-clock window, and follows every other variant about equally
+  often: a step pays for what the step before it leaves behind (its CPU cache footprint, its
+  duration; `neighbours.py` measures it), and with a fixed neighbour that cost lands on one
+  variant only. (Rotated rounds, used until issue 15's session, kept the cyclic order: the
+  delegate followed `executorch_xnnpack`, whose 4096-position step reads ~48 MiB, in 86 of 100
+  rounds.) Timing each variant in a process of its own instead showed run-to-run differences
+  between processes of up to ~20% at 256 positions, larger than the effect measured.
 * one profile worker per variant (`profile_variant`): that variant alone in a fresh process,
   for its peak resident memory (every worker imports the same modules first, so the
   differences are the variants' own) and the delegate's copy counter
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import random
 import resource
 import statistics
 import time
@@ -181,11 +184,15 @@ def prepare_step(config: BenchConfig, variant: str, max_seq_len: int,
                          data_path(variant, path))
 
 
+#: Seed of the timing worker's per-round shuffle (the same orders in every run).
+ROUND_ORDER_SEED = 15
+
+
 def time_interleaved(config: BenchConfig, max_seq_len: int,
                      programs: Dict[str, Optional[str]]) -> Dict[str, List[float]]:
     """The timing worker: {variant: `repeats` decode-step times in ms} for every variant in
     `programs` ({variant: .pte path, None for eager}), all loaded in this process and timed in
-    rotated round-robin order (see the module docstring)."""
+    an order shuffled every round (ROUND_ORDER_SEED; see the module docstring)."""
     import_common_modules()
     uses_executorch = any(VARIANTS[v].kind != "eager" for v in programs)
     set_threads(config.threads, uses_executorch)
@@ -195,9 +202,9 @@ def time_interleaved(config: BenchConfig, max_seq_len: int,
         for v in names:
             steps[v]()
     times: Dict[str, List[float]] = {v: [] for v in names}
-    for r in range(config.repeats):
-        k = r % len(names)
-        for v in names[k:] + names[:k]:
+    order = random.Random(ROUND_ORDER_SEED)
+    for _ in range(config.repeats):
+        for v in order.sample(names, len(names)):
             step = steps[v]
             start = time.perf_counter()
             step()

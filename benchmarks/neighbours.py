@@ -16,9 +16,10 @@ back to back), `sweep:MiB` (NumPy adds 1 to a float32 array of that many MiB, on
 reads and writes every byte, evicting the CPU caches without ExecuTorch) or `idle:MS` (sleeps).
 
 Prints, per `before`, the median step time (ms) at each capacity and the growth (largest /
-smallest capacity). The decode benchmark's rotated rounds run a variant right after the same
-neighbour in nearly every round (`delegate_inplace` after `executorch_xnnpack`): this separates
-what the step itself costs at each capacity from what its neighbour leaves in the CPU caches.
+smallest capacity). It separates what a step itself costs at each capacity from what the step
+before it leaves in the CPU caches (the decode benchmark's rounds were rotated until issue 15's
+session, which ran `delegate_inplace` right after `executorch_xnnpack` in nearly every round;
+they are shuffled now).
 Exit 0, or 2 on bad usage (a missing program is named).
 """
 
