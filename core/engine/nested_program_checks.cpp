@@ -27,6 +27,8 @@
 #include "core/schema/program_generated.h"
 #pragma GCC visibility pop
 
+#include "core/engine/operator_schemas.h"
+
 namespace executorch_trt {
 namespace {
 
@@ -34,6 +36,21 @@ namespace fb = executorch_flatbuffer;
 using executorch::runtime::Error;
 
 constexpr const char* kCorrupt = "the nested program is corrupt; re-export";
+
+// operator_schemas.h numbers the value types as the flatbuffer union does.
+static_assert(static_cast<int>(fb::KernelTypes::Null) == 1 &&
+                  static_cast<int>(fb::KernelTypes::Int) == 2 &&
+                  static_cast<int>(fb::KernelTypes::Bool) == 3 &&
+                  static_cast<int>(fb::KernelTypes::Double) == 4 &&
+                  static_cast<int>(fb::KernelTypes::Tensor) == 5 &&
+                  static_cast<int>(fb::KernelTypes::String) == 6 &&
+                  static_cast<int>(fb::KernelTypes::IntList) == 7 &&
+                  static_cast<int>(fb::KernelTypes::DoubleList) == 8 &&
+                  static_cast<int>(fb::KernelTypes::BoolList) == 9 &&
+                  static_cast<int>(fb::KernelTypes::TensorList) == 10 &&
+                  static_cast<int>(fb::KernelTypes::OptionalTensorList) == 11 &&
+                  static_cast<int>(fb::KernelTypes::MAX) == 11,
+              "operator_schemas.h's value type bits are the flatbuffer KernelTypes");
 
 template <typename T>
 uint32_t Size(const flatbuffers::Vector<T>* v) {
@@ -123,6 +140,11 @@ class PlanChecker {
 
   bool IsValue(int64_t index) const { return index >= 0 && index < num_values_; }
 
+  // The type of value `index` (in range).
+  fb::KernelTypes Type(int64_t index) const {
+    return plan_.values()->Get(static_cast<uint32_t>(index))->val_type();
+  }
+
   Error CheckIndices(const flatbuffers::Vector<int32_t>* indices, const char* what) {
     for (uint32_t i = 0; i < Size(indices); ++i) {
       if (!IsValue(indices->Get(i))) return Fail(what, i, indices->Get(i));
@@ -156,24 +178,60 @@ class PlanChecker {
       const fb::EValue* value = plan_.values()->Get(v);
       const bool read = value->val_type() == fb::KernelTypes::Tensor ||
                         value->val_type() == fb::KernelTypes::TensorList ||
-                        value->val_type() == fb::KernelTypes::OptionalTensorList;
+                        value->val_type() == fb::KernelTypes::OptionalTensorList ||
+                        value->val_type() == fb::KernelTypes::IntList;
       if (read && value->val() == nullptr) {
         return Fail("a tensor or tensor list value has no table", v,
                     static_cast<int64_t>(value->val_type()));
       }
       switch (value->val_type()) {
-        case fb::KernelTypes::TensorList:
-          if (value->val_as_TensorList()->items() != nullptr) {
-            Error err = CheckIndices(value->val_as_TensorList()->items(), "tensor list item");
-            if (err != Error::Ok) return err;
+        case fb::KernelTypes::IntList: {
+          // BoxedEvalueList<int64_t> reads each item with EValue::toInt() (ET_CHECK) when a
+          // kernel asks for the list.
+          const auto* items = value->val_as_IntList()->items();
+          // As for the planned buffer sizes: the verifier does not align 8-byte elements.
+          if (items != nullptr &&
+              reinterpret_cast<uintptr_t>(items->Data()) % alignof(int64_t) != 0) {
+            return Fail("an int list is misaligned", v, 0);
+          }
+          for (uint32_t i = 0; i < Size(items); ++i) {
+            if (!IsValue(items->Get(i))) return Fail("int list item", v, items->Get(i));
+            if (Type(items->Get(i)) != fb::KernelTypes::Int) {
+              return Fail("an int list item is not an Int", v, items->Get(i));
+            }
           }
           break;
+        }
+        case fb::KernelTypes::TensorList: {
+          // ExecuTorch's parseTensorList reads each item as a tensor while it parses the values
+          // in order: the items must be tensors parsed before the list.
+          const auto* items = value->val_as_TensorList()->items();
+          Error err = CheckIndices(items, "tensor list item");
+          if (err != Error::Ok) return err;
+          for (uint32_t i = 0; i < Size(items); ++i) {
+            if (Type(items->Get(i)) != fb::KernelTypes::Tensor ||
+                static_cast<uint32_t>(items->Get(i)) >= v) {
+              return Fail("a tensor list item is not a tensor value before the list", v,
+                          items->Get(i));
+            }
+          }
+          break;
+        }
         case fb::KernelTypes::OptionalTensorList: {
           const auto* items = value->val_as_OptionalTensorList()->items();
           for (uint32_t i = 0; i < Size(items); ++i) {
             // -1 is an absent tensor.
-            if (items->Get(i) != -1 && !IsValue(items->Get(i))) {
+            if (items->Get(i) == -1) continue;
+            if (!IsValue(items->Get(i))) {
               return Fail("optional tensor list item", v, items->Get(i));
+            }
+            const fb::KernelTypes t = Type(items->Get(i));
+            if ((t != fb::KernelTypes::Tensor && t != fb::KernelTypes::Null) ||
+                static_cast<uint32_t>(items->Get(i)) >= v) {
+              return Fail(
+                  "an optional tensor list item is not a tensor or null value before "
+                  "the list",
+                  v, items->Get(i));
             }
           }
           break;
@@ -274,7 +332,9 @@ class PlanChecker {
           return Fail("a kernel call names an operator past the operator table", i,
                       call->op_index());
         }
-        return CheckIndices(call->args(), "kernel call argument");
+        Error err = CheckIndices(call->args(), "kernel call argument");
+        if (err != Error::Ok) return err;
+        return CheckKernelArguments(*call, i);
       }
       case fb::InstructionArguments::DelegateCall: {
         const fb::DelegateCall* call = instruction.instr_args_as_DelegateCall();
@@ -283,12 +343,26 @@ class PlanChecker {
           return Fail("a delegate call names a delegate past the delegate table", i,
                       call->delegate_index());
         }
-        return CheckIndices(call->args(), "delegate call argument");
+        Error err = CheckIndices(call->args(), "delegate call argument");
+        if (err != Error::Ok) return err;
+        // A nested delegate (XNNPACK) reads every argument with EValue::toTensor() (ET_CHECK).
+        for (uint32_t a = 0; a < Size(call->args()); ++a) {
+          if (Type(call->args()->Get(a)) != fb::KernelTypes::Tensor) {
+            return Fail("a delegate call argument is not a tensor", a, call->args()->Get(a));
+          }
+        }
+        return Error::Ok;
       }
       case fb::InstructionArguments::MoveCall: {
         const fb::MoveCall* move = instruction.instr_args_as_MoveCall();
         if (!IsValue(move->move_from())) return Fail("a move source", i, move->move_from());
         if (!IsValue(move->move_to())) return Fail("a move destination", i, move->move_to());
+        // A move replaces the destination value (type included): a value of another type there
+        // would reach the kernels that read the destination, which were checked against its
+        // type in the program.
+        if (Type(move->move_from()) != Type(move->move_to())) {
+          return Fail("a move changes a value's type", i, move->move_to());
+        }
         return Error::Ok;
       }
       case fb::InstructionArguments::JumpFalseCall: {
@@ -307,12 +381,62 @@ class PlanChecker {
         if (!IsValue(free_call->value_index())) {
           return Fail("a freed value", i, free_call->value_index());
         }
+        // ExecuTorch frees a tensor's data (EValue::toTensor(): ET_CHECK).
+        if (Type(free_call->value_index()) != fb::KernelTypes::Tensor) {
+          return Fail("a freed value is not a tensor", i, free_call->value_index());
+        }
         return Error::Ok;
       }
       default:
         return Fail("an instruction of unknown type", i,
                     static_cast<int64_t>(instruction.instr_args_type()));
     }
+  }
+
+  // The kernel call's arguments against its operator's schema (operator_schemas.h): the
+  // operator is one the runtime has a schema for, the call passes exactly the values the
+  // emitter writes for it, and each value has a type the kernel reads it as. ExecuTorch's
+  // boxed kernels index the argument list unchecked and convert each value with an EValue
+  // accessor whose ET_CHECK aborts the process on another type.
+  Error CheckKernelArguments(const fb::KernelCall& call, uint32_t i) {
+    const fb::Operator* op = plan_.operators()->Get(static_cast<uint32_t>(call.op_index()));
+    // Names are clean UTF-8 without NULs (CheckNames ran first).
+    const char* name = op->name()->c_str();
+    const char* overload = op->overload() == nullptr ? "" : op->overload()->c_str();
+    const char* dot = overload[0] == '\0' ? "" : ".";
+    const OperatorSchema* schema = FindOperatorSchema(name, overload);
+    if (schema == nullptr) {
+      ET_LOG(Error,
+             "executorch_trt: nested method '%s': instruction %" PRIu32
+             " calls operator '%s%s%s', which is not one the runtime has a kernel schema for, "
+             "so its arguments cannot be checked; %s.",
+             method_, i, name, dot, overload, kCorrupt);
+      return Error::InvalidProgram;
+    }
+    const uint32_t n = Size(call.args());
+    if (n != schema->num_arguments) {
+      ET_LOG(Error,
+             "executorch_trt: nested method '%s': instruction %" PRIu32
+             " calls operator '%s' with %" PRIu32 " values, expected %" PRIu32 "; %s.",
+             method_, i, schema->name, n, schema->num_arguments, kCorrupt);
+      return Error::InvalidProgram;
+    }
+    const OperatorArgument* arguments =
+        GeneratedOperatorSchemas().arguments + schema->first_argument;
+    for (uint32_t a = 0; a < n; ++a) {
+      const int32_t index = call.args()->Get(a);
+      const uint32_t type = static_cast<uint32_t>(Type(index));
+      if (type < 16 && (arguments[a].tags & (1u << type)) != 0) continue;
+      char expected[128];
+      ET_LOG(Error,
+             "executorch_trt: nested method '%s': instruction %" PRIu32
+             " calls operator '%s' with argument %" PRIu32 " ('%s') = value %" PRId32
+             " of type %s, expected %s; %s.",
+             method_, i, schema->name, a, arguments[a].name, index, KernelTypeName(type),
+             KernelTypeMaskText(arguments[a].tags, expected, sizeof(expected)), kCorrupt);
+      return Error::InvalidProgram;
+    }
+    return Error::Ok;
   }
 
   const fb::ExecutionPlan& plan_;
