@@ -127,6 +127,7 @@ class PlanChecker {
     for (uint32_t c = 0; err == Error::Ok && c < Size(plan_.chains()); ++c) {
       err = CheckChain(*plan_.chains()->Get(c), c);
     }
+    if (err == Error::Ok) err = CheckUnplannedTensors();
     return err;
   }
 
@@ -139,6 +140,113 @@ class PlanChecker {
   }
 
   bool IsValue(int64_t index) const { return index >= 0 && index < num_values_; }
+
+  // Every non-empty tensor with no data of its own (not planned, not a constant, not a method
+  // input or output the engine binds: ExecuTorch gives it a null data pointer) must be given
+  // data, as the destination of a MoveCall (a torch.cond result) or the output of an et_view
+  // (an unplanned view), on every path through the chain before any instruction reads it: a kernel
+  // reading or writing it before that goes through null. Paths follow both successors of every jump
+  // (an over-approximation: it can only reject more).
+  Error CheckUnplannedTensors() {
+    if (unplanned_.empty()) return Error::Ok;
+    if (Size(plan_.chains()) != 1) {
+      return Fail("a tensor has no data (and the method has several chains)", unplanned_[0], 0);
+    }
+    const auto* instructions = plan_.chains()->Get(0)->instructions();
+    const uint32_t n = Size(instructions);
+    for (uint32_t v : unplanned_) {
+      // Lists whose items include v: passing one reads v.
+      std::vector<bool> holds_v(static_cast<size_t>(num_values_), false);
+      holds_v[v] = true;
+      for (uint32_t l = 0; l < static_cast<uint32_t>(num_values_); ++l) {
+        const fb::EValue* value = plan_.values()->Get(l);
+        const flatbuffers::Vector<int32_t>* items = nullptr;
+        if (value->val_type() == fb::KernelTypes::TensorList) {
+          items = value->val_as_TensorList()->items();
+        } else if (value->val_type() == fb::KernelTypes::OptionalTensorList) {
+          items = value->val_as_OptionalTensorList()->items();
+        }
+        for (uint32_t k = 0; k < Size(items); ++k) {
+          if (items->Get(k) == static_cast<int32_t>(v)) holds_v[l] = true;
+        }
+      }
+      const auto reads = [&](int64_t index) { return IsValue(index) && holds_v[index]; };
+      std::vector<bool> seen(n + 1, false);
+      std::vector<uint32_t> pending = {0};
+      while (!pending.empty()) {
+        const uint32_t i = pending.back();
+        pending.pop_back();
+        if (i >= n || seen[i]) continue;
+        seen[i] = true;
+        const fb::Instruction* instruction = instructions->Get(i);
+        const flatbuffers::Vector<int32_t>* args = nullptr;
+        bool read = false;
+        switch (instruction->instr_args_type()) {
+          case fb::InstructionArguments::KernelCall: {
+            const fb::KernelCall* call = instruction->instr_args_as_KernelCall();
+            args = call->args();
+            // executorch_prim::et_view.default(self, size, out) points `out` at self's data
+            // (ExecuTorch's emitter makes unplanned view outputs): it gives v data.
+            if (IsEtView(call->op_index()) && Size(args) == 3 &&
+                args->Get(2) == static_cast<int32_t>(v) && !reads(args->Get(0)) &&
+                !reads(args->Get(1))) {
+              continue;
+            }
+            break;
+          }
+          case fb::InstructionArguments::DelegateCall:
+            args = instruction->instr_args_as_DelegateCall()->args();
+            break;
+          case fb::InstructionArguments::MoveCall: {
+            const fb::MoveCall* move = instruction->instr_args_as_MoveCall();
+            if (reads(move->move_from())) {
+              read = true;
+            } else if (move->move_to() == static_cast<int32_t>(v)) {
+              continue;  // v has data from here on along this path
+            }
+            break;
+          }
+          case fb::InstructionArguments::JumpFalseCall: {
+            const fb::JumpFalseCall* jump = instruction->instr_args_as_JumpFalseCall();
+            read = reads(jump->cond_value_index());
+            pending.push_back(static_cast<uint32_t>(jump->destination_instruction()));
+            break;
+          }
+          case fb::InstructionArguments::FreeCall:
+            read = reads(instruction->instr_args_as_FreeCall()->value_index());
+            break;
+          default:
+            break;
+        }
+        for (uint32_t a = 0; a < Size(args) && !read; ++a) read = reads(args->Get(a));
+        if (read) {
+          return Fail(
+              "a tensor with no data (not memory-planned, not a constant, not a method input or "
+              "output, not yet given one by a move) is read",
+              v, i);
+        }
+        pending.push_back(i + 1);
+      }
+    }
+    return Error::Ok;
+  }
+
+  // Whether operator `op` (in range) is executorch_prim::et_view.default.
+  bool IsEtView(int32_t op) const {
+    const fb::Operator* o = plan_.operators()->Get(static_cast<uint32_t>(op));
+    return o->name()->str() == "executorch_prim::et_view" && o->overload() != nullptr &&
+           o->overload()->str() == "default";
+  }
+
+  // Whether value `v` is a method input or output (the engine binds their data).
+  bool IsBound(uint32_t v) const {
+    for (const auto* list : {plan_.inputs(), plan_.outputs()}) {
+      for (uint32_t i = 0; i < Size(list); ++i) {
+        if (list->Get(i) == static_cast<int32_t>(v)) return true;
+      }
+    }
+    return false;
+  }
 
   // The type of value `index` (in range).
   fb::KernelTypes Type(int64_t index) const {
@@ -266,7 +374,20 @@ class PlanChecker {
       return Fail("a tensor's dim order does not match its rank", v, Size(tensor.dim_order()));
     }
     const fb::AllocationDetails* where = tensor.allocation_info();
-    if (where == nullptr) return Error::Ok;
+    if (where == nullptr) {
+      // ExecuTorch gives a tensor data only from its memory plan, the program's constants or
+      // (EXTERNAL) the named data; any other tensor has a null data pointer until the
+      // application binds it, which the engine does for the method's inputs and outputs only.
+      // A kernel writing a non-empty one writes through null.
+      const bool constant =
+          tensor.data_buffer_idx() > 0 ||
+          (tensor.extra_tensor_info() != nullptr &&
+           tensor.extra_tensor_info()->location() == fb::TensorDataLocation::EXTERNAL);
+      // ExecuTorch's emitter leaves a torch.cond result and a view's output unplanned: a
+      // MoveCall or the et_view kernel gives them data (CheckUnplannedTensors).
+      if (!constant && nbytes > 0 && !IsBound(v)) unplanned_.push_back(v);
+      return Error::Ok;
+    }
     if (where->memory_id() >= extents_.size()) {
       return Fail("a tensor is planned in a buffer the method does not have", v,
                   where->memory_id());
@@ -442,7 +563,8 @@ class PlanChecker {
   const fb::ExecutionPlan& plan_;
   const char* method_;
   const int64_t num_values_;
-  std::vector<uint64_t> extents_;  // by planned buffer id: end of the last tensor in it
+  std::vector<uint64_t> extents_;    // by planned buffer id: end of the last tensor in it
+  std::vector<uint32_t> unplanned_;  // non-empty tensors ExecuTorch gives no data
 };
 
 }  // namespace

@@ -32,7 +32,10 @@ namespace executorch_trt {
 //   - every tensor value has a known dtype, non-negative sizes whose products from any
 //     dimension inwards fit int32 (ExecuTorch's stride type), a dim order of its rank, and,
 //     when memory-planned, a buffer id of the plan with its extent (offset + bytes) not
-//     overflowing;
+//     overflowing; a non-empty tensor that is neither memory-planned nor a constant (so
+//     ExecuTorch gives it a null data pointer) is a method input or output (the engine binds
+//     those), or is given data by a MoveCall (a torch.cond result) or an et_view (a view) on
+//     every path through the method before any instruction reads it;
 //   - every planned buffer (ids >= 1) is no larger than the extent of the tensors planned in it
 //     rounded up to kNestedPlannedBufferSlack bytes (the engine allocates each buffer at init,
 //     so a corrupt size must not make a small blob claim gigabytes);

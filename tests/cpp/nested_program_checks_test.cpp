@@ -382,6 +382,17 @@ TEST_F(NestedProgramChecksTest, TheSchemaTableHasEveryRegisteredKernel) {
   }
 }
 
+TEST_F(NestedProgramChecksTest, RejectsANonEmptyTensorWithoutData) {
+  // backend_fuzzer (after the kernel argument checks): an intermediate tensor lost its
+  // allocation info, so ExecuTorch gave it a null data pointer and opt_mul_out wrote through it
+  // (SEGV at address 0) at execute.
+  const std::vector<uint8_t> program = ProgramOfBlob(
+      testing::ReadFile("tests/fuzz/regressions/backend_fuzzer/tensor_without_data.bin"));
+  ASSERT_FALSE(program.empty());
+  EXPECT_EQ(CheckNestedProgram(program.data(), program.size(), kMethod), Error::InvalidProgram);
+  EXPECT_NE(Log().find("a tensor with no data"), std::string::npos) << Log();
+}
+
 TEST_F(NestedProgramChecksTest, LooksUpOperatorsAsExecuTorchJoinsTheirNames) {
   const OperatorSchema* add = FindOperatorSchema("aten::add", "out");
   ASSERT_NE(add, nullptr);
