@@ -28,6 +28,7 @@
 
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
+#include "core/engine/nested_delegate_checks.h"
 #include "core/engine/operator_schemas.h"
 #include "core/engine/portable_payload.h"
 #include "tests/cpp/test_util.h"
@@ -119,6 +120,12 @@ TEST_F(NestedProgramChecksTest, AcceptsEveryPartitionOfTheExamplePrograms) {
     EXPECT_GE(programs.size(), 2u) << path << ": expected a partition per method";
     for (size_t i = 0; i < programs.size(); ++i) {
       EXPECT_EQ(CheckNestedProgram(programs[i].data(), programs[i].size(), kMethod), Error::Ok)
+          << path << ", partition " << i;
+      // Their XNNPACK delegates (in segments) too; with no named data, the weights stored
+      // there by key are not compared (PortableEngine passes the program's named data).
+      EXPECT_EQ(CheckNestedXnnpackDelegates(programs[i].data(), programs[i].size(), kMethod,
+                                            /*named_data=*/nullptr),
+                Error::Ok)
           << path << ", partition " << i;
     }
   }

@@ -135,7 +135,9 @@ void MutateJson(Json* root, std::mt19937& rng) {
       return;
     case 1:  // an edge number, or a number nudged
       if (node.is_number_integer() && rng() % 2 == 0) {
-        node = node.get<int64_t>() + (rng() % 2 == 0 ? 1 : -1);
+        // Wrapping (unsigned) arithmetic: INT64_MIN - 1 must not overflow.
+        const uint64_t n = static_cast<uint64_t>(node.get<int64_t>());
+        node = static_cast<int64_t>(rng() % 2 == 0 ? n + 1 : n - 1);
       } else {
         node = EdgeNumber(rng);
       }

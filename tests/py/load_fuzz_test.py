@@ -8,6 +8,13 @@ payload changed, the checksum recomputed). A Python exception (a load or execute
 fine; a worker that dies by a signal (a crash or an abort inside the runtime) or hangs fails
 the test, naming the mutation index; the input is written to the test's undeclared outputs
 (or the temp dir) and the worker restarts after it, so one run reports every such input.
+The inputs it found are kept under ``regressions/load_fuzz/`` and must fail to load with a
+``RuntimeError``:
+
+* ``xnnpack_weight_dims_past_data.bin`` (seed 7, mutation 1085): the nested XNNPACK delegate's
+  weight dims changed from [8, 8] to [8, 3473416]; ExecuTorch's XnnpackBackend handed XNNPACK the
+  256-byte weight with those dims and ``xnn_create_fully_connected_nc_f32`` read past it
+  (SIGSEGV at load). Fixed by ``core/engine/nested_delegate_checks.h``.
 
 By hand, longer: ``LOAD_FUZZ_MUTATIONS=10000 LOAD_FUZZ_SEED=7 ./bazelw test
 //tests/py:load_fuzz_test --test_env=LOAD_FUZZ_MUTATIONS --test_env=LOAD_FUZZ_SEED
@@ -27,7 +34,7 @@ import executorch_trt
 import load_fuzz_worker
 from executorch_trt import runtime
 
-MUTATIONS = int(os.environ.get("LOAD_FUZZ_MUTATIONS", "1500"))
+MUTATIONS = int(os.environ.get("LOAD_FUZZ_MUTATIONS", "1000"))
 SEED = int(os.environ.get("LOAD_FUZZ_SEED", "1"))
 PARALLEL = 2
 BATCH = 300
@@ -46,8 +53,20 @@ class CacheWriter(torch.nn.Module):
         return self.cache.sum(1)
 
 
+REGRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions", "load_fuzz")
+
+
 @delegate_library.needs_library
 class LoadFuzzTest(absltest.TestCase):
+
+    def test_regression_inputs_fail_to_load_with_an_error(self):
+        names = sorted(os.listdir(REGRESSIONS))
+        self.assertIn("xnnpack_weight_dims_past_data.bin", names)
+        for name in names:
+            with open(os.path.join(REGRESSIONS, name), "rb") as f:
+                pte = f.read()
+            with self.assertRaisesRegex(RuntimeError, "cannot load method 'forward'", msg=name):
+                runtime.load(pte).load_method("forward").execute(load_fuzz_worker.INPUTS)
 
     def test_mutated_blobs_never_kill_the_process(self):
         tmp = self.create_tempdir().full_path
@@ -72,7 +91,8 @@ class LoadFuzzTest(absltest.TestCase):
         outcomes = {"ok": 0, "error": 0}
 
         def launch(first, count):
-            log = open(os.path.join(tmp, f"worker_{first}.log"), "w+")
+            # ExecuTorch's log lines may quote corrupt bytes.
+            log = open(os.path.join(tmp, f"worker_{first}.log"), "w+", errors="replace")
             proc = subprocess.Popen(
                 [sys.executable, script, base_path, str(SEED), str(first), str(count)], env=env,
                 stdout=subprocess.PIPE, stderr=log, text=True)
@@ -83,6 +103,9 @@ class LoadFuzzTest(absltest.TestCase):
                 launch(*batches.pop(0))
             first, count, proc, log = running.pop(0)
             out, _ = proc.communicate()
+            log.seek(0)
+            tail = log.read()[-3000:]
+            log.close()
             done, current = set(), None
             for line in out.splitlines():
                 parts = line.split()
@@ -93,8 +116,6 @@ class LoadFuzzTest(absltest.TestCase):
                     outcomes[parts[2]] += 1
             if proc.returncode == 0 and len(done) == count:
                 continue
-            log.seek(0)
-            tail = log.read()[-3000:]
             if current is None or current in done:
                 failures.append(f"worker [{first}, {first + count}) exited {proc.returncode} "
                                 f"outside an input\n{tail}")
