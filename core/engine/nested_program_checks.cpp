@@ -27,6 +27,8 @@
 #include "core/schema/program_generated.h"
 #pragma GCC visibility pop
 
+#include "core/engine/operator_schemas.h"
+
 namespace executorch_trt {
 namespace {
 
@@ -34,6 +36,21 @@ namespace fb = executorch_flatbuffer;
 using executorch::runtime::Error;
 
 constexpr const char* kCorrupt = "the nested program is corrupt; re-export";
+
+// operator_schemas.h numbers the value types as the flatbuffer union does.
+static_assert(static_cast<int>(fb::KernelTypes::Null) == 1 &&
+                  static_cast<int>(fb::KernelTypes::Int) == 2 &&
+                  static_cast<int>(fb::KernelTypes::Bool) == 3 &&
+                  static_cast<int>(fb::KernelTypes::Double) == 4 &&
+                  static_cast<int>(fb::KernelTypes::Tensor) == 5 &&
+                  static_cast<int>(fb::KernelTypes::String) == 6 &&
+                  static_cast<int>(fb::KernelTypes::IntList) == 7 &&
+                  static_cast<int>(fb::KernelTypes::DoubleList) == 8 &&
+                  static_cast<int>(fb::KernelTypes::BoolList) == 9 &&
+                  static_cast<int>(fb::KernelTypes::TensorList) == 10 &&
+                  static_cast<int>(fb::KernelTypes::OptionalTensorList) == 11 &&
+                  static_cast<int>(fb::KernelTypes::MAX) == 11,
+              "operator_schemas.h's value type bits are the flatbuffer KernelTypes");
 
 template <typename T>
 uint32_t Size(const flatbuffers::Vector<T>* v) {
@@ -110,6 +127,7 @@ class PlanChecker {
     for (uint32_t c = 0; err == Error::Ok && c < Size(plan_.chains()); ++c) {
       err = CheckChain(*plan_.chains()->Get(c), c);
     }
+    if (err == Error::Ok) err = CheckUnplannedTensors();
     return err;
   }
 
@@ -122,6 +140,118 @@ class PlanChecker {
   }
 
   bool IsValue(int64_t index) const { return index >= 0 && index < num_values_; }
+
+  // Every non-empty tensor with no data of its own (not planned, not a constant, not a method
+  // input or output the engine binds: ExecuTorch gives it a null data pointer) must be given
+  // data, as the destination of a MoveCall (a torch.cond result) or the output of an et_view
+  // (an unplanned view), on every path through the chain before any instruction reads it: a kernel
+  // reading or writing it before that goes through null. Paths follow both successors of every jump
+  // (an over-approximation: it can only reject more).
+  Error CheckUnplannedTensors() {
+    if (unplanned_.empty()) return Error::Ok;
+    if (Size(plan_.chains()) != 1) {
+      return Fail("a tensor has no data (and the method has several chains)", unplanned_[0], 0);
+    }
+    const auto* instructions = plan_.chains()->Get(0)->instructions();
+    const uint32_t n = Size(instructions);
+    for (uint32_t v : unplanned_) {
+      // Lists whose items include v: passing one reads v.
+      std::vector<bool> holds_v(static_cast<size_t>(num_values_), false);
+      holds_v[v] = true;
+      for (uint32_t l = 0; l < static_cast<uint32_t>(num_values_); ++l) {
+        const fb::EValue* value = plan_.values()->Get(l);
+        const flatbuffers::Vector<int32_t>* items = nullptr;
+        if (value->val_type() == fb::KernelTypes::TensorList) {
+          items = value->val_as_TensorList()->items();
+        } else if (value->val_type() == fb::KernelTypes::OptionalTensorList) {
+          items = value->val_as_OptionalTensorList()->items();
+        }
+        for (uint32_t k = 0; k < Size(items); ++k) {
+          if (items->Get(k) == static_cast<int32_t>(v)) holds_v[l] = true;
+        }
+      }
+      const auto reads = [&](int64_t index) { return IsValue(index) && holds_v[index]; };
+      std::vector<bool> seen(n + 1, false);
+      std::vector<uint32_t> pending = {0};
+      while (!pending.empty()) {
+        const uint32_t i = pending.back();
+        pending.pop_back();
+        if (i >= n || seen[i]) continue;
+        seen[i] = true;
+        const fb::Instruction* instruction = instructions->Get(i);
+        const flatbuffers::Vector<int32_t>* args = nullptr;
+        bool read = false;
+        switch (instruction->instr_args_type()) {
+          case fb::InstructionArguments::KernelCall: {
+            const fb::KernelCall* call = instruction->instr_args_as_KernelCall();
+            args = call->args();
+            // executorch_prim::et_view.default(self, size, out) points `out` at self's data
+            // (ExecuTorch's emitter makes unplanned view outputs): it gives v data.
+            if (IsEtView(call->op_index()) && Size(args) == 3 &&
+                args->Get(2) == static_cast<int32_t>(v) && !reads(args->Get(0)) &&
+                !reads(args->Get(1))) {
+              continue;
+            }
+            break;
+          }
+          case fb::InstructionArguments::DelegateCall:
+            args = instruction->instr_args_as_DelegateCall()->args();
+            break;
+          case fb::InstructionArguments::MoveCall: {
+            const fb::MoveCall* move = instruction->instr_args_as_MoveCall();
+            if (reads(move->move_from())) {
+              read = true;
+            } else if (move->move_to() == static_cast<int32_t>(v)) {
+              continue;  // v has data from here on along this path
+            }
+            break;
+          }
+          case fb::InstructionArguments::JumpFalseCall: {
+            const fb::JumpFalseCall* jump = instruction->instr_args_as_JumpFalseCall();
+            read = reads(jump->cond_value_index());
+            pending.push_back(static_cast<uint32_t>(jump->destination_instruction()));
+            break;
+          }
+          case fb::InstructionArguments::FreeCall:
+            read = reads(instruction->instr_args_as_FreeCall()->value_index());
+            break;
+          default:
+            break;
+        }
+        for (uint32_t a = 0; a < Size(args) && !read; ++a) read = reads(args->Get(a));
+        if (read) {
+          return Fail(
+              "a tensor with no data (not memory-planned, not a constant, not a method input or "
+              "output, not yet given one by a move) is read",
+              v, i);
+        }
+        pending.push_back(i + 1);
+      }
+    }
+    return Error::Ok;
+  }
+
+  // Whether operator `op` (in range) is executorch_prim::et_view.default.
+  bool IsEtView(int32_t op) const {
+    const fb::Operator* o = plan_.operators()->Get(static_cast<uint32_t>(op));
+    return o->name()->str() == "executorch_prim::et_view" && o->overload() != nullptr &&
+           o->overload()->str() == "default";
+  }
+
+  // Whether value `v` is a method input or output (the engine binds their data).
+  bool IsBound(uint32_t v) const {
+    for (const auto* list : {plan_.inputs(), plan_.outputs()}) {
+      for (uint32_t i = 0; i < Size(list); ++i) {
+        if (list->Get(i) == static_cast<int32_t>(v)) return true;
+      }
+    }
+    return false;
+  }
+
+  // The type of value `index` (in range).
+  fb::KernelTypes Type(int64_t index) const {
+    return plan_.values()->Get(static_cast<uint32_t>(index))->val_type();
+  }
 
   Error CheckIndices(const flatbuffers::Vector<int32_t>* indices, const char* what) {
     for (uint32_t i = 0; i < Size(indices); ++i) {
@@ -156,24 +286,60 @@ class PlanChecker {
       const fb::EValue* value = plan_.values()->Get(v);
       const bool read = value->val_type() == fb::KernelTypes::Tensor ||
                         value->val_type() == fb::KernelTypes::TensorList ||
-                        value->val_type() == fb::KernelTypes::OptionalTensorList;
+                        value->val_type() == fb::KernelTypes::OptionalTensorList ||
+                        value->val_type() == fb::KernelTypes::IntList;
       if (read && value->val() == nullptr) {
         return Fail("a tensor or tensor list value has no table", v,
                     static_cast<int64_t>(value->val_type()));
       }
       switch (value->val_type()) {
-        case fb::KernelTypes::TensorList:
-          if (value->val_as_TensorList()->items() != nullptr) {
-            Error err = CheckIndices(value->val_as_TensorList()->items(), "tensor list item");
-            if (err != Error::Ok) return err;
+        case fb::KernelTypes::IntList: {
+          // BoxedEvalueList<int64_t> reads each item with EValue::toInt() (ET_CHECK) when a
+          // kernel asks for the list.
+          const auto* items = value->val_as_IntList()->items();
+          // As for the planned buffer sizes: the verifier does not align 8-byte elements.
+          if (items != nullptr &&
+              reinterpret_cast<uintptr_t>(items->Data()) % alignof(int64_t) != 0) {
+            return Fail("an int list is misaligned", v, 0);
+          }
+          for (uint32_t i = 0; i < Size(items); ++i) {
+            if (!IsValue(items->Get(i))) return Fail("int list item", v, items->Get(i));
+            if (Type(items->Get(i)) != fb::KernelTypes::Int) {
+              return Fail("an int list item is not an Int", v, items->Get(i));
+            }
           }
           break;
+        }
+        case fb::KernelTypes::TensorList: {
+          // ExecuTorch's parseTensorList reads each item as a tensor while it parses the values
+          // in order: the items must be tensors parsed before the list.
+          const auto* items = value->val_as_TensorList()->items();
+          Error err = CheckIndices(items, "tensor list item");
+          if (err != Error::Ok) return err;
+          for (uint32_t i = 0; i < Size(items); ++i) {
+            if (Type(items->Get(i)) != fb::KernelTypes::Tensor ||
+                static_cast<uint32_t>(items->Get(i)) >= v) {
+              return Fail("a tensor list item is not a tensor value before the list", v,
+                          items->Get(i));
+            }
+          }
+          break;
+        }
         case fb::KernelTypes::OptionalTensorList: {
           const auto* items = value->val_as_OptionalTensorList()->items();
           for (uint32_t i = 0; i < Size(items); ++i) {
             // -1 is an absent tensor.
-            if (items->Get(i) != -1 && !IsValue(items->Get(i))) {
+            if (items->Get(i) == -1) continue;
+            if (!IsValue(items->Get(i))) {
               return Fail("optional tensor list item", v, items->Get(i));
+            }
+            const fb::KernelTypes t = Type(items->Get(i));
+            if ((t != fb::KernelTypes::Tensor && t != fb::KernelTypes::Null) ||
+                static_cast<uint32_t>(items->Get(i)) >= v) {
+              return Fail(
+                  "an optional tensor list item is not a tensor or null value before "
+                  "the list",
+                  v, items->Get(i));
             }
           }
           break;
@@ -208,7 +374,20 @@ class PlanChecker {
       return Fail("a tensor's dim order does not match its rank", v, Size(tensor.dim_order()));
     }
     const fb::AllocationDetails* where = tensor.allocation_info();
-    if (where == nullptr) return Error::Ok;
+    if (where == nullptr) {
+      // ExecuTorch gives a tensor data only from its memory plan, the program's constants or
+      // (EXTERNAL) the named data; any other tensor has a null data pointer until the
+      // application binds it, which the engine does for the method's inputs and outputs only.
+      // A kernel writing a non-empty one writes through null.
+      const bool constant =
+          tensor.data_buffer_idx() > 0 ||
+          (tensor.extra_tensor_info() != nullptr &&
+           tensor.extra_tensor_info()->location() == fb::TensorDataLocation::EXTERNAL);
+      // ExecuTorch's emitter leaves a torch.cond result and a view's output unplanned: a
+      // MoveCall or the et_view kernel gives them data (CheckUnplannedTensors).
+      if (!constant && nbytes > 0 && !IsBound(v)) unplanned_.push_back(v);
+      return Error::Ok;
+    }
     if (where->memory_id() >= extents_.size()) {
       return Fail("a tensor is planned in a buffer the method does not have", v,
                   where->memory_id());
@@ -274,7 +453,9 @@ class PlanChecker {
           return Fail("a kernel call names an operator past the operator table", i,
                       call->op_index());
         }
-        return CheckIndices(call->args(), "kernel call argument");
+        Error err = CheckIndices(call->args(), "kernel call argument");
+        if (err != Error::Ok) return err;
+        return CheckKernelArguments(*call, i);
       }
       case fb::InstructionArguments::DelegateCall: {
         const fb::DelegateCall* call = instruction.instr_args_as_DelegateCall();
@@ -283,12 +464,26 @@ class PlanChecker {
           return Fail("a delegate call names a delegate past the delegate table", i,
                       call->delegate_index());
         }
-        return CheckIndices(call->args(), "delegate call argument");
+        Error err = CheckIndices(call->args(), "delegate call argument");
+        if (err != Error::Ok) return err;
+        // A nested delegate (XNNPACK) reads every argument with EValue::toTensor() (ET_CHECK).
+        for (uint32_t a = 0; a < Size(call->args()); ++a) {
+          if (Type(call->args()->Get(a)) != fb::KernelTypes::Tensor) {
+            return Fail("a delegate call argument is not a tensor", a, call->args()->Get(a));
+          }
+        }
+        return Error::Ok;
       }
       case fb::InstructionArguments::MoveCall: {
         const fb::MoveCall* move = instruction.instr_args_as_MoveCall();
         if (!IsValue(move->move_from())) return Fail("a move source", i, move->move_from());
         if (!IsValue(move->move_to())) return Fail("a move destination", i, move->move_to());
+        // A move replaces the destination value (type included): a value of another type there
+        // would reach the kernels that read the destination, which were checked against its
+        // type in the program.
+        if (Type(move->move_from()) != Type(move->move_to())) {
+          return Fail("a move changes a value's type", i, move->move_to());
+        }
         return Error::Ok;
       }
       case fb::InstructionArguments::JumpFalseCall: {
@@ -307,6 +502,10 @@ class PlanChecker {
         if (!IsValue(free_call->value_index())) {
           return Fail("a freed value", i, free_call->value_index());
         }
+        // ExecuTorch frees a tensor's data (EValue::toTensor(): ET_CHECK).
+        if (Type(free_call->value_index()) != fb::KernelTypes::Tensor) {
+          return Fail("a freed value is not a tensor", i, free_call->value_index());
+        }
         return Error::Ok;
       }
       default:
@@ -315,10 +514,57 @@ class PlanChecker {
     }
   }
 
+  // The kernel call's arguments against its operator's schema (operator_schemas.h): the
+  // operator is one the runtime has a schema for, the call passes exactly the values the
+  // emitter writes for it, and each value has a type the kernel reads it as. ExecuTorch's
+  // boxed kernels index the argument list unchecked and convert each value with an EValue
+  // accessor whose ET_CHECK aborts the process on another type.
+  Error CheckKernelArguments(const fb::KernelCall& call, uint32_t i) {
+    const fb::Operator* op = plan_.operators()->Get(static_cast<uint32_t>(call.op_index()));
+    // Names are clean UTF-8 without NULs (CheckNames ran first).
+    const char* name = op->name()->c_str();
+    const char* overload = op->overload() == nullptr ? "" : op->overload()->c_str();
+    const char* dot = overload[0] == '\0' ? "" : ".";
+    const OperatorSchema* schema = FindOperatorSchema(name, overload);
+    if (schema == nullptr) {
+      ET_LOG(Error,
+             "executorch_trt: nested method '%s': instruction %" PRIu32
+             " calls operator '%s%s%s', which is not one the runtime has a kernel schema for, "
+             "so its arguments cannot be checked; %s.",
+             method_, i, name, dot, overload, kCorrupt);
+      return Error::InvalidProgram;
+    }
+    const uint32_t n = Size(call.args());
+    if (n != schema->num_arguments) {
+      ET_LOG(Error,
+             "executorch_trt: nested method '%s': instruction %" PRIu32
+             " calls operator '%s' with %" PRIu32 " values, expected %" PRIu32 "; %s.",
+             method_, i, schema->name, n, schema->num_arguments, kCorrupt);
+      return Error::InvalidProgram;
+    }
+    const OperatorArgument* arguments =
+        GeneratedOperatorSchemas().arguments + schema->first_argument;
+    for (uint32_t a = 0; a < n; ++a) {
+      const int32_t index = call.args()->Get(a);
+      const uint32_t type = static_cast<uint32_t>(Type(index));
+      if (type < 16 && (arguments[a].tags & (1u << type)) != 0) continue;
+      char expected[128];
+      ET_LOG(Error,
+             "executorch_trt: nested method '%s': instruction %" PRIu32
+             " calls operator '%s' with argument %" PRIu32 " ('%s') = value %" PRId32
+             " of type %s, expected %s; %s.",
+             method_, i, schema->name, a, arguments[a].name, index, KernelTypeName(type),
+             KernelTypeMaskText(arguments[a].tags, expected, sizeof(expected)), kCorrupt);
+      return Error::InvalidProgram;
+    }
+    return Error::Ok;
+  }
+
   const fb::ExecutionPlan& plan_;
   const char* method_;
   const int64_t num_values_;
-  std::vector<uint64_t> extents_;  // by planned buffer id: end of the last tensor in it
+  std::vector<uint64_t> extents_;    // by planned buffer id: end of the last tensor in it
+  std::vector<uint32_t> unplanned_;  // non-empty tensors ExecuTorch gives no data
 };
 
 }  // namespace

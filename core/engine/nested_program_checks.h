@@ -32,12 +32,28 @@ namespace executorch_trt {
 //   - every tensor value has a known dtype, non-negative sizes whose products from any
 //     dimension inwards fit int32 (ExecuTorch's stride type), a dim order of its rank, and,
 //     when memory-planned, a buffer id of the plan with its extent (offset + bytes) not
-//     overflowing;
+//     overflowing; a non-empty tensor that is neither memory-planned nor a constant (so
+//     ExecuTorch gives it a null data pointer) is a method input or output (the engine binds
+//     those), or is given data by a MoveCall (a torch.cond result) or an et_view (a view) on
+//     every path through the method before any instruction reads it;
 //   - every planned buffer (ids >= 1) is no larger than the extent of the tensors planned in it
 //     rounded up to kNestedPlannedBufferSlack bytes (the engine allocates each buffer at init,
 //     so a corrupt size must not make a small blob claim gigabytes);
 //   - the method, operator, overload and delegate names are valid UTF-8 without control
-//     characters.
+//     characters;
+//   - every KernelCall calls an operator in the runtime's schema table (operator_schemas.h,
+//     generated at build time from every kernel the runtime registers), passes exactly the
+//     number of values ExecuTorch's emitter writes for it, and each value has a type the
+//     kernel reads it as (ExecuTorch's boxed kernels index the argument list unchecked and
+//     convert each value with an EValue accessor whose ET_CHECK aborts the process on another
+//     type: toTensor, toBool, toIntList, toScalar, ...). The log line names the instruction,
+//     the operator, the argument index and name, the expected and the found type. An operator
+//     missing from the table is rejected: the runtime has no kernel for it either, unless an
+//     application registered one itself (the exporter never emits one);
+//   - every int list item is an Int value; every tensor list item is a tensor (optional: or
+//     null) value before the list (ExecuTorch reads them while parsing values in order);
+//     every nested delegate call argument and freed value is a tensor; a move does not change
+//     a value's type.
 // Never reads outside [data, data + size). Thread-safe. Does not retain `data`.
 executorch::runtime::Error CheckNestedProgram(const void* data, size_t size,
                                               const char* method_name);

@@ -18,6 +18,7 @@
 #include "core/common/shape_string.h"
 #include "core/engine/constant_layouts_data_map.h"
 #include "core/engine/empty_named_data_map.h"
+#include "core/engine/nested_delegate_checks.h"
 #include "core/engine/nested_program_checks.h"
 #include "core/engine/portable_payload.h"
 
@@ -185,6 +186,13 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
   // constants (constant_layouts_data_map.h).
   data_map_ = std::make_unique<ConstantLayoutsDataMap>(
       named_data != nullptr ? named_data : &kNoNamedData, std::move(payload->constants));
+  // ExecuTorch's XnnpackBackend does not compare a constant's dims with its data size
+  // (nested_delegate_checks.h): check the nested XNNPACK delegates before they are compiled.
+  const Error delegates_checked = CheckNestedXnnpackDelegates(program_data, payload->program_size,
+                                                              kMethodName, data_map_.get());
+  if (delegates_checked != Error::Ok) {
+    return delegates_checked;
+  }
   // XNNPACK's weight cache (ExecuTorch's "weight_cache_enabled" XnnpackBackend option): the
   // nested XNNPACK delegates of every method and partition share the weights they pack, by
   // named-data key, instead of each packing its own copy (issue 14; the cache is process-wide

@@ -6,10 +6,24 @@
 // program (tests/cpp/testdata/make_kv_testdata.py: x, pos, k_cache | y, k_cache_out) with each
 // alias report an engine can give. An accepted metadata must have non-empty binding names and
 // non-negative dimensions; an accepted plan must bind every argument.
+//
+// Its custom mutator (LLVMFuzzerCustomMutator) is structure-aware: it parses the input as JSON
+// (nlohmann-json, as the parser under test does), changes one node (a value of another type,
+// an edge number, a known or another node's string, a deleted or added key, an array element
+// duplicated, deleted or swapped) and re-serialises; an input that does not parse, or one time
+// in four, gets libFuzzer's own byte mutation instead.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/binding/binding_plan.h"
 #include "core/blob/blob_header.h"
@@ -45,7 +59,162 @@ const DescribedEngine& Engine(int which) {
   return kEngines[which];
 }
 
+using Json = nlohmann::json;
+
+// Strings the metadata format gives meaning to (core/blob/FORMAT.md; metadata.dict).
+constexpr const char* kWords[] = {
+    "engine",    "portable", "tensorrt", "inputs",  "outputs", "aliased_io",      "name",
+    "dtype",     "shape",    "output",   "input",   "kind",    "kv_cache_update", "user",
+    "ownership", "caller",   "delegate", "float32", "float16", "bfloat16",        "int64",
+    "int32",     "bool",     "uint8",    "x",       "pos",     "k_cache",         "k_cache_out",
+    "y",         "",         "\xff",
+};
+
+// Numbers at the edges of what the parser converts (int64, uint64, double, int32 shapes).
+Json EdgeNumber(std::mt19937& rng) {
+  switch (rng() % 10) {
+    case 0:
+      return 0;
+    case 1:
+      return -1;
+    case 2:
+      return std::numeric_limits<int64_t>::max();
+    case 3:
+      return std::numeric_limits<int64_t>::min();
+    case 4:
+      return std::numeric_limits<uint64_t>::max();
+    case 5:
+      return int64_t{1} << 31;
+    case 6:
+      return 1.5;
+    case 7:
+      return 1e300;
+    case 8:
+      return -0.0;
+    default:
+      return static_cast<int64_t>(rng() % 16);
+  }
+}
+
+// A value of a random type.
+Json AnyValue(std::mt19937& rng) {
+  switch (rng() % 7) {
+    case 0:
+      return nullptr;
+    case 1:
+      return rng() % 2 == 0;
+    case 2:
+      return EdgeNumber(rng);
+    case 3:
+      return kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))];
+    case 4:
+      return Json::array();
+    case 5:
+      return Json::object();
+    default:
+      return Json::array({EdgeNumber(rng)});
+  }
+}
+
+// Every node of `j` (itself included), depth first.
+void Collect(Json* j, std::vector<Json*>* nodes) {
+  nodes->push_back(j);
+  if (j->is_object() || j->is_array()) {
+    for (auto& child : *j) Collect(&child, nodes);
+  }
+}
+
+// One structural change to `root`.
+void MutateJson(Json* root, std::mt19937& rng) {
+  std::vector<Json*> nodes;
+  Collect(root, &nodes);
+  Json& node = *nodes[rng() % nodes.size()];
+  switch (rng() % 6) {
+    case 0:  // a value of another type
+      node = AnyValue(rng);
+      return;
+    case 1:  // an edge number, or a number nudged
+      if (node.is_number_integer() && rng() % 2 == 0) {
+        // Wrapping (unsigned) arithmetic: INT64_MIN - 1 must not overflow.
+        const uint64_t n = static_cast<uint64_t>(node.get<int64_t>());
+        node = static_cast<int64_t>(rng() % 2 == 0 ? n + 1 : n - 1);
+      } else {
+        node = EdgeNumber(rng);
+      }
+      return;
+    case 2: {  // a known word, or another string node's value (e.g. a binding name)
+      std::vector<const Json*> strings;
+      for (const Json* n : nodes) {
+        if (n->is_string()) strings.push_back(n);
+      }
+      if (!strings.empty() && rng() % 2 == 0) {
+        node = Json(*strings[rng() % strings.size()]);
+      } else {
+        node = kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))];
+      }
+      return;
+    }
+    case 3:  // delete a key or an element
+      if (node.is_object() && !node.empty()) {
+        auto it = node.begin();
+        std::advance(it, rng() % node.size());
+        node.erase(it);
+      } else if (node.is_array() && !node.empty()) {
+        node.erase(node.begin() + rng() % node.size());
+      } else {
+        node = AnyValue(rng);
+      }
+      return;
+    case 4:  // duplicate or swap array elements; add a key to an object
+      if (node.is_array() && !node.empty()) {
+        const size_t a = rng() % node.size(), b = rng() % node.size();
+        if (rng() % 2 == 0) {
+          node.insert(node.begin() + b, Json(node[a]));
+        } else {
+          std::swap(node[a], node[b]);
+        }
+      } else if (node.is_object()) {
+        node[kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))]] = AnyValue(rng);
+      } else {
+        node = AnyValue(rng);
+      }
+      return;
+    default:  // wrap the value in an array, or replace it by a copy of another node
+      if (rng() % 2 == 0) {
+        node = Json::array({Json(node)});
+      } else {
+        node = Json(*nodes[rng() % nodes.size()]);
+      }
+      return;
+  }
+}
+
 }  // namespace
+
+// libFuzzer's own mutator (weak: the replay build has none and never mutates).
+extern "C" __attribute__((weak)) size_t LLVMFuzzerMutate(uint8_t* data, size_t size,
+                                                         size_t max_size);
+
+// Structure-aware mutation (libFuzzer builds only; the replay driver never calls it): see the
+// file comment. Returns the new size (<= max_size).
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  std::mt19937 rng(seed);
+  if (rng() % 4 != 0) {
+    Json j = Json::parse(data, data + size, /*cb=*/nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) {
+      const int changes = 1 + static_cast<int>(rng() % 3);
+      for (int i = 0; i < changes; ++i) MutateJson(&j, rng);
+      // Invalid UTF-8 in a string makes dump() throw: replace it instead.
+      const std::string text = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+      if (text.size() <= max_size) {
+        std::memcpy(data, text.data(), text.size());
+        return text.size();
+      }
+    }
+  }
+  return LLVMFuzzerMutate(data, size, max_size);
+}
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   executorch_trt::fuzz::InitRuntimeForFuzzing();
