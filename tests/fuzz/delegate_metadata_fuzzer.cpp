@@ -1,7 +1,8 @@
 // Copyright (c) executorch-trt authors.
 //
 // delegate_metadata_fuzzer: DelegateMetadata::Parse (core/blob/delegate_metadata.h) on
-// arbitrary text, with every required-feature set of format version 1, and for accepted
+// arbitrary text, with every required-feature set, as format version 2 (a superset of 1:
+// dynamic dimensions), and for accepted
 // metadata the init-time cross-check BindingPlan::Create against engines describing the test
 // program (tests/cpp/testdata/make_kv_testdata.py: x, pos, k_cache | y, k_cache_out) with each
 // alias report an engine can give. An accepted metadata must have non-empty binding names and
