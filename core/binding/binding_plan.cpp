@@ -11,6 +11,7 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "core/blob/dtype_name.h"
+#include "core/common/num_bytes.h"
 #include "core/common/shape_string.h"
 
 namespace executorch_trt {
@@ -23,14 +24,6 @@ using executorch::runtime::Result;
 Error Reject(const std::string& message) {
   ET_LOG(Error, "executorch_trt: binding plan: %s", message.c_str());
   return Error::InvalidProgram;
-}
-
-size_t NumBytes(ScalarType dtype, const std::vector<int64_t>& shape) {
-  size_t n = executorch::runtime::elementSize(dtype);
-  for (int64_t d : shape) {
-    n *= static_cast<size_t>(d);
-  }
-  return n;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/binding/binding_plan.h"
 #include "core/binding/copy_counter.h"
 #include "core/blob/dtype_name.h"
+#include "core/common/num_bytes.h"
 #include "core/common/runtime_types.h"
 #include "core/common/shape_string.h"
 
@@ -24,16 +25,6 @@ std::string SizesString(const Tensor& t) {
     s += (i ? ", " : "") + std::to_string(t.size(i));
   }
   return s + "]";
-}
-
-// Bytes of `dtype` elements in a tensor of `sizes`.
-size_t NumBytes(ScalarType dtype,
-                const executorch::aten::ArrayRef<executorch::aten::SizesType> sizes) {
-  size_t n = executorch::runtime::elementSize(dtype);
-  for (auto d : sizes) {
-    n *= static_cast<size_t>(d);
-  }
-  return n;
 }
 
 Error NotATensor(const EValue* arg, size_t index, const PlannedBinding& b) {

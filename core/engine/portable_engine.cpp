@@ -14,6 +14,7 @@
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "core/common/num_bytes.h"
 #include "core/common/runtime_types.h"
 #include "core/common/shape_string.h"
 #include "core/engine/constant_layouts_data_map.h"
@@ -302,12 +303,10 @@ Error PortableEngine::SetInputShape(const std::string& name, const std::vector<i
   if (shape == b->shape && b->runtime_nbytes == b->nbytes) {
     return Error::Ok;  // the static case: nothing changes
   }
-  size_t nbytes = executorch::runtime::elementSize(b->dtype);
   for (size_t d = 0; d < shape.size(); ++d) {
     b->runtime_sizes[d] = static_cast<int32_t>(shape[d]);
-    nbytes *= static_cast<size_t>(shape[d]);
   }
-  b->runtime_nbytes = nbytes;
+  b->runtime_nbytes = NumBytes(b->dtype, shape);
   ContiguousStrides(b->runtime_sizes, &b->strides);
   return Error::Ok;
 }
