@@ -2,13 +2,14 @@
 plain ExecuTorch (issue #5).
 
 usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,2048,4096]
-           [--repeats N] [--warmup N] [--threads N] [--variants a,b,...] [--quick]
-           [--keep-programs]
+           [--repeats N] [--warmup N] [--lead-in N] [--threads N] [--variants a,b,...]
+           [--quick] [--keep-programs]
 
 For each cache capacity it exports the same seeded Llama-architecture model once and builds
 each variant's program (variants.py). It then runs this script again as worker processes
 (measure.py): one timing worker with every variant loaded, timed in rounds shuffled every
-round (median, p10, p90 of one decode step at a fixed position after a prefill), and one
+round (median, p10, p90 of one decode step at a fixed position after a prefill, run right
+after `--lead-in` steps of the same variant, as in a decode loop), and one
 profile worker per variant, alone, for its peak resident memory and the delegate's copy
 counter; and it times the delegate's in-place decode step once more from C++ (cpp_timing.py:
 the decode_step_cpp binary, no Python runtime in the process). Bytes copied per step =
@@ -26,6 +27,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,8 +44,9 @@ from benchmarks.variants import VARIANTS, BuiltProgram, data_path, parse_variant
 
 RESULT_MARKER = "DECODE_BENCH_RESULT "
 WORKER_TIMEOUT_S = 900
-TIMING = ("all variants of a capacity in one process, one decode step each per round, "
-          "order shuffled every round (seeded)")
+TIMING = ("all variants of a capacity in one process; each round runs every variant's lead-in "
+          "and timed decode step back to back, variants in an order shuffled every round "
+          "(seeded)")
 
 
 def _positive_int(flag: str, text: str, minimum: int = 1) -> int:
@@ -89,6 +92,9 @@ def parser() -> argparse.ArgumentParser:
                    help="timed decode steps per variant and capacity (default 100; quick 2)")
     p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s, minimum=0),
                    help="untimed decode steps before timing (default 5; quick 1)")
+    p.add_argument("--lead-in", type=lambda s: _positive_int("--lead-in", s, minimum=0),
+                   help="per round, decode steps of a variant right before its timed one "
+                        "(default 1; 0 times the step right after another variant's)")
     p.add_argument("--threads", type=lambda s: _positive_int("--threads", s),
                    help="intra-op threads in every variant (default: usable CPUs)")
     p.add_argument("--variants", type=_variant_list, default=list(VARIANTS),
@@ -116,7 +122,8 @@ def config_from_args(args, p: argparse.ArgumentParser) -> BenchConfig:
     threads = args.threads or machine.usable_cpus()
     config = quick_config(threads) if args.quick else full_config(threads)
     changes = {k: v for k, v in (("max_seq_lens", tuple(args.max_seq_lens or ())),
-                                 ("repeats", args.repeats), ("warmup", args.warmup))
+                                 ("repeats", args.repeats), ("warmup", args.warmup),
+                                 ("lead_in", args.lead_in))
                if v is not None and v != ()}
     config = config.replace(**changes)
     if min(config.max_seq_lens) <= config.prompt_len:
@@ -131,7 +138,8 @@ def config_from_args(args, p: argparse.ArgumentParser) -> BenchConfig:
 def run_worker(args, p: argparse.ArgumentParser) -> int:
     """Worker mode: `--worker time` times every variant of `--programs` ({variant: .pte path or
     null}) interleaved; `--worker profile` profiles its single variant. Prints RESULT_MARKER +
-    JSON: {variant: [ms, ...]} or a measure.Profile."""
+    JSON: measure.time_interleaved's {"steady": {variant: [ms, ...]}, "after_switch": ...} or a
+    measure.Profile."""
     if not (args.config_json and args.max_seq_len and args.programs):
         p.error("--worker needs --max-seq-len, --programs and --config-json")
     try:
@@ -229,10 +237,11 @@ def _file_size(path: Optional[str]) -> Optional[int]:
 
 
 def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
-             cpp: Optional[dict] = None) -> dict:
-    """One JSON row from a build (copy accounting), the variant's step times from the timing
-    worker (a list of ms, or {"error": ...}), its profile worker's result and, for a variant
-    timed in C++ too, decode_step_cpp's result (`cpp`; see cpp_fields)."""
+             cpp: Optional[dict] = None, after_switch: Optional[List[float]] = None) -> dict:
+    """One JSON row from a build (copy accounting), the variant's steady step times from the
+    timing worker (a list of ms, or {"error": ...}), its profile worker's result, for a variant
+    timed in C++ too decode_step_cpp's result (`cpp`; see cpp_fields), and the times of its
+    first step after another variant's (`after_switch`, ms; reported, not judged)."""
     from benchmarks import measure
 
     row = {"variant": built.variant, "max_seq_len": built.max_seq_len,
@@ -251,6 +260,7 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
         return {**row, "error": error, "step_ms_median": None, "step_ms_p10": None,
                 "step_ms_p90": None, "runtime_bytes_copied_per_step": None,
                 "cache_bytes_copied_per_step": None, "peak_rss_mb": None,
+                "step_ms_after_switch_median": None, "step_ms_after_switch_samples": None,
                 **cpp_fields(cpp)}
     delegate = profile["delegate_bytes_per_step"]
     return {
@@ -265,6 +275,8 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
         "baseline_rss_mb": profile["baseline_rss_mb"],
         "threads": profile["threads"],
         "step_ms_samples": step_ms,
+        "step_ms_after_switch_median": statistics.median(after_switch) if after_switch else None,
+        "step_ms_after_switch_samples": after_switch,
         **cpp_fields(cpp),
         "error": None,
     }
@@ -288,8 +300,9 @@ def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
     rows = []
     for name in names:
         b = built[name]
-        step_ms = timed if "error" in timed else timed.get(
+        step_ms = timed if "error" in timed else timed["steady"].get(
             name, {"error": "the timing worker returned no times for it"})
+        after_switch = None if "error" in timed else timed["after_switch"].get(name)
         profile = {} if b.error else spawn_worker(config, "profile", max_seq_len,
                                                   {name: b.path})
         cpp = None
@@ -300,7 +313,7 @@ def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
             if cpp.get("stderr_tail"):
                 print("    decode_step_cpp failed:\n" + "\n".join(
                     "      " + l for l in cpp.pop("stderr_tail").splitlines()), file=sys.stderr)
-        row = make_row(config, b, step_ms, profile, cpp)
+        row = make_row(config, b, step_ms, profile, cpp, after_switch)
         status = row["error"] or f"{row['step_ms_median']:.3f} ms/step"
         if row["cpp_error"]:
             status += f"; C++: {row['cpp_error']}"
@@ -330,7 +343,7 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
                          "prompt_len": config.prompt_len, "decode_position": config.prompt_len,
                          "timing": TIMING, "cpp_timing": cpp_timing.DESCRIPTION,
                          "repeats": config.repeats, "warmup": config.warmup,
-                         "threads": config.threads}}
+                         "lead_in": config.lead_in, "threads": config.threads}}
     targets = print_results(rows, meta)
     meta["targets"] = [{"target": n, "met": ok, "detail": d} for n, ok, d in targets]
     json_path = os.path.join(out_dir, report.JSON_NAME)
@@ -349,8 +362,9 @@ def results_text(rows: List[dict], meta: dict):
     """(the table and judged targets as text, the targets); raises KeyError/TypeError/
     ValueError on rows or metadata this benchmark did not write."""
     targets = report.check_targets(rows)
+    note = report.after_switch_note(rows)
     text = (report.table(rows, report.header(meta) + [""])
-            + "\n\ntargets:\n" + report.format_targets(targets))
+            + "\n\ntargets:\n" + report.format_targets(targets) + ("\n" + note if note else ""))
     return text, targets
 
 

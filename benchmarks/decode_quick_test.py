@@ -20,6 +20,7 @@ import io
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 
@@ -77,6 +78,11 @@ class DecodeBenchQuickTest(absltest.TestCase):
             samples = r["step_ms_samples"]
             self.assertLen(samples, repeats, f"{variant}@{capacity}")
             self.assertTrue(all(t > 0 for t in samples), f"{variant}@{capacity}: {samples}")
+            after = r["step_ms_after_switch_samples"]
+            self.assertLen(after, repeats, f"{variant}@{capacity}")
+            self.assertTrue(all(t > 0 for t in after), f"{variant}@{capacity}: {after}")
+            self.assertEqual(r["step_ms_after_switch_median"], statistics.median(after))
+        self.assertEqual(self.result["settings"]["lead_in"], 1)
 
     def test_metadata_and_plot(self):
         self.assertEqual(self.result["model"]["hidden_size"], QUICK_DIMS.hidden_size)

@@ -3,16 +3,21 @@
 Two kinds of worker run per capacity:
 
 * the timing worker (`time_interleaved`): loads every variant into one process, fills each
-  one's cache and prefills, warms each up, then times `repeats` rounds; each round times one
-  decode step of every variant, in an order shuffled every round (a seeded `random.Random`, so
-  a run is repeatable). Every variant therefore sees the same machine state (frequency, cache,
-  other load) over the same wall-clock window, and follows every other variant about equally
-  often: a step pays for what the step before it leaves behind (its CPU cache footprint, its
-  duration; `neighbours.py` measures it), and with a fixed neighbour that cost lands on one
-  variant only. (Rotated rounds, used until issue 15's session, kept the cyclic order: the
-  delegate followed `executorch_xnnpack`, whose 4096-position step reads ~48 MiB, in 86 of 100
-  rounds.) Timing each variant in a process of its own instead showed run-to-run differences
-  between processes of up to ~20% at 256 positions, larger than the effect measured.
+  one's cache and prefills, warms each up, then runs `repeats` rounds; each round runs every
+  variant, in an order shuffled every round (a seeded `random.Random`, so a run is
+  repeatable), `lead_in + 1` decode steps back to back, and times the last one (the steady
+  step) and the first one (the step after a switch). Every variant therefore sees the same
+  machine state (frequency, other load) over the same wall-clock window.
+  Why the lead-in: a step pays for what the step before it leaves behind (its CPU cache
+  footprint, its duration; `neighbours.py` measures it). A decode loop runs its own steps back
+  to back, so the steady step is the one a user's loop sees, and the one judged; the step after
+  a switch pays for whichever variant ran before, whose step (every variant's but the
+  delegate's) grows with the capacity. Until issue 13's last session the rounds timed that
+  first step only: rotated rounds put the delegate after `executorch_xnnpack` (whose
+  4096-position step reads ~48 MiB) in 86 of 100 rounds, shuffled ones after every variant
+  alike, and both measured the neighbours' growth as the delegate's (benchmarks/README.md).
+  Timing each variant in a process of its own instead showed run-to-run differences between
+  processes of up to ~20% at 256 positions, larger than the effect measured.
 * one profile worker per variant (`profile_variant`): that variant alone in a fresh process,
   for its peak resident memory (every worker imports the same modules first, so the
   differences are the variants' own) and the delegate's copy counter
@@ -189,10 +194,13 @@ ROUND_ORDER_SEED = 15
 
 
 def time_interleaved(config: BenchConfig, max_seq_len: int,
-                     programs: Dict[str, Optional[str]]) -> Dict[str, List[float]]:
-    """The timing worker: {variant: `repeats` decode-step times in ms} for every variant in
-    `programs` ({variant: .pte path, None for eager}), all loaded in this process and timed in
-    an order shuffled every round (ROUND_ORDER_SEED; see the module docstring)."""
+                     programs: Dict[str, Optional[str]]) -> Dict[str, Dict[str, List[float]]]:
+    """The timing worker: {"steady": {variant: ms...}, "after_switch": {variant: ms...}}, each
+    `repeats` decode-step times per variant in `programs` ({variant: .pte path, None for
+    eager}), all loaded in this process. Every round runs each variant's `lead_in + 1` steps
+    back to back, variants in an order shuffled every round (ROUND_ORDER_SEED); "steady" is
+    the last of a variant's steps in the round, "after_switch" the first (the same step when
+    `lead_in` is 0). See the module docstring for why."""
     import_common_modules()
     uses_executorch = any(VARIANTS[v].kind != "eager" for v in programs)
     set_threads(config.threads, uses_executorch)
@@ -201,15 +209,20 @@ def time_interleaved(config: BenchConfig, max_seq_len: int,
     for _ in range(config.warmup):
         for v in names:
             steps[v]()
-    times: Dict[str, List[float]] = {v: [] for v in names}
+    steady: Dict[str, List[float]] = {v: [] for v in names}
+    after_switch: Dict[str, List[float]] = {v: [] for v in names}
     order = random.Random(ROUND_ORDER_SEED)
     for _ in range(config.repeats):
         for v in order.sample(names, len(names)):
             step = steps[v]
-            start = time.perf_counter()
-            step()
-            times[v].append((time.perf_counter() - start) * 1e3)
-    return times
+            for i in range(config.lead_in + 1):
+                start = time.perf_counter()
+                step()
+                ms = (time.perf_counter() - start) * 1e3
+                if i == 0:
+                    after_switch[v].append(ms)
+            steady[v].append(ms)
+    return {"steady": steady, "after_switch": after_switch}
 
 
 PROFILE_STEPS = 5  # counted decode steps per profile worker: copies/step and peak memory are

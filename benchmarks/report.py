@@ -7,7 +7,9 @@ plus the breakdown (`cache_bytes_copied_per_step`, `other_bytes_copied_per_step`
 `baseline_rss_mb`, `threads`), the C++ timing of the same decode step (`step_ms_cpp_median`,
 `step_ms_cpp_p10`, `step_ms_cpp_p90`, `step_ms_cpp_samples` in ms, `cpp_threads`; None for the
 variants not timed in C++, and in JSON written before it existed), `cpp_error` (None, or why
-the C++ timing failed) and `error` (None, or why the row has no numbers).
+the C++ timing failed), `step_ms_after_switch_median` / `step_ms_after_switch_samples` (ms:
+the first of a variant's steps in each round, right after another variant's; None in JSON
+written before the lead-in existed) and `error` (None, or why the row has no numbers).
 """
 
 from __future__ import annotations
@@ -359,9 +361,26 @@ def header(meta: dict) -> List[str]:
         f"machine: {host['cpu']}, {host['cpus']} CPUs, {st['threads']} threads "
         f"(torch {host['torch']}, executorch {host['executorch']})",
         f"decode step at position {st['decode_position']} after a {st['prompt_len']}-token "
-        f"prefill; {st['repeats']} timed steps per variant after {st['warmup']} warm-up",
+        f"prefill; {st['repeats']} timed steps per variant after {st['warmup']} warm-up"
+        + (f", each after {st['lead_in']} lead-in step(s) of the same variant"
+           if st.get("lead_in") else ""),
         f"timing: {st.get('timing', 'one process per variant')}",
     ] + ([f"C++ timing: {st['cpp_timing']}"] if st.get("cpp_timing") else [])
+
+
+def after_switch_note(rows: Sequence[dict]) -> Optional[str]:
+    """One line, not a target: delegate in-place's median step time right after another
+    variant's step (`step_ms_after_switch_median`) at the smallest and largest capacity and its
+    growth, so what the neighbours' steps cost it stays visible (benchmarks/README.md, "Why
+    the Python rounds grow"). None when that was not measured at two capacities."""
+    m = {r["max_seq_len"]: r.get("step_ms_after_switch_median") for r in rows
+         if r["variant"] == INPLACE and not r.get("error")}
+    m = {s: v for s, v in m.items() if v is not None}
+    if len(m) < 2:
+        return None
+    lo, hi = min(m), max(m)
+    return (f"  (not judged) delegate in-place step right after another variant's, growth "
+            f"{lo}->{hi}: {m[hi] / m[lo]:.2f}x ({m[lo]:.3f} -> {m[hi]:.3f} ms)")
 
 
 def format_targets(results) -> str:

@@ -245,6 +245,20 @@ class TableTest(absltest.TestCase):
         self.assertEqual(lines[-1], "C++ timing of delegate_copy_back at 256 failed: "
                                     "decode_step_cpp failed (exit 1): boom")
 
+    def test_after_switch_note(self):
+        rows = [self.table_row("delegate_inplace", max_seq_len=256,
+                               step_ms_after_switch_median=1.0),
+                self.table_row("delegate_inplace", max_seq_len=4096,
+                               step_ms_after_switch_median=1.5),
+                self.table_row("eager", max_seq_len=4096, step_ms_after_switch_median=9.0)]
+        self.assertEqual(report.after_switch_note(rows),
+                         "  (not judged) delegate in-place step right after another "
+                         "variant's, growth 256->4096: 1.50x (1.000 -> 1.500 ms)")
+        # One capacity, or JSON written before the field existed: no note.
+        self.assertIsNone(report.after_switch_note(rows[:1] + rows[2:]))
+        self.assertIsNone(report.after_switch_note(
+            [self.table_row("delegate_inplace", max_seq_len=c) for c in (256, 4096)]))
+
 
 if __name__ == "__main__":
     absltest.main()
