@@ -50,11 +50,13 @@ class BenchConfig:
     * `max_seq_lens`: cache capacities (positions) to measure.
     * `prompt_len`: prefill length; every timed decode step runs at position `prompt_len`.
     * `repeats`: timed decode steps per variant and capacity; `warmup`: untimed steps before.
-    * `lead_in`: in every timing round, decode steps of a variant run right before its timed
-      step (0: the timed step directly follows another variant's). A decode loop runs its steps
-      back to back; the first step after another variant's pays for what that step left behind
-      (benchmarks/README.md, "Why the Python rounds grow"). The first of the `lead_in + 1`
-      steps is timed too, as the "after a switch" step (reported, not judged).
+    * `lead_in_ms`: in every timing round, a variant's decode steps run back to back for at
+      least this long (ms; at least one step) before its timed step; 0: the timed step directly
+      follows another variant's. A decode loop runs its steps back to back; the steps right
+      after another variant's pay for what it left behind, its thread pool still spinning and
+      its CPU cache footprint, for ~3 ms after `executorch_xnnpack`'s 4096-position step
+      (benchmarks/README.md, "Why the Python rounds grow"). The first lead-in step is timed
+      too, as the "after a switch" step (reported, not judged).
     * `threads`: intra-op threads for PyTorch and ExecuTorch's threadpool, in every variant.
     """
 
@@ -64,7 +66,7 @@ class BenchConfig:
     repeats: int
     warmup: int
     threads: int
-    lead_in: int = 1
+    lead_in_ms: float = 5.0
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -79,7 +81,7 @@ class BenchConfig:
             repeats=d["repeats"],
             warmup=d["warmup"],
             threads=d["threads"],
-            lead_in=d["lead_in"],
+            lead_in_ms=d["lead_in_ms"],
         )
 
     def replace(self, **changes) -> "BenchConfig":

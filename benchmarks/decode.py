@@ -2,14 +2,14 @@
 plain ExecuTorch (issue #5).
 
 usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,2048,4096]
-           [--repeats N] [--warmup N] [--lead-in N] [--threads N] [--variants a,b,...]
+           [--repeats N] [--warmup N] [--lead-in-ms MS] [--threads N] [--variants a,b,...]
            [--quick] [--keep-programs]
 
 For each cache capacity it exports the same seeded Llama-architecture model once and builds
 each variant's program (variants.py). It then runs this script again as worker processes
 (measure.py): one timing worker with every variant loaded, timed in rounds shuffled every
 round (median, p10, p90 of one decode step at a fixed position after a prefill, run right
-after `--lead-in` steps of the same variant, as in a decode loop), and one
+after the same variant's steps, as in a decode loop: `--lead-in-ms`), and one
 profile worker per variant, alone, for its peak resident memory and the delegate's copy
 counter; and it times the delegate's in-place decode step once more from C++ (cpp_timing.py:
 the decode_step_cpp binary, no Python runtime in the process). Bytes copied per step =
@@ -47,6 +47,16 @@ WORKER_TIMEOUT_S = 900
 TIMING = ("all variants of a capacity in one process; each round runs every variant's lead-in "
           "and timed decode step back to back, variants in an order shuffled every round "
           "(seeded)")
+
+
+def _non_negative_float(flag: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{flag} must be a number >= 0, got {text!r}")
+    return value
 
 
 def _positive_int(flag: str, text: str, minimum: int = 1) -> int:
@@ -92,9 +102,10 @@ def parser() -> argparse.ArgumentParser:
                    help="timed decode steps per variant and capacity (default 100; quick 2)")
     p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s, minimum=0),
                    help="untimed decode steps before timing (default 5; quick 1)")
-    p.add_argument("--lead-in", type=lambda s: _positive_int("--lead-in", s, minimum=0),
-                   help="per round, decode steps of a variant right before its timed one "
-                        "(default 1; 0 times the step right after another variant's)")
+    p.add_argument("--lead-in-ms", type=lambda s: _non_negative_float("--lead-in-ms", s),
+                   help="per round, run a variant's decode steps back to back for at least this "
+                        "long before its timed step (default 5; 0 times the step right after "
+                        "another variant's)")
     p.add_argument("--threads", type=lambda s: _positive_int("--threads", s),
                    help="intra-op threads in every variant (default: usable CPUs)")
     p.add_argument("--variants", type=_variant_list, default=list(VARIANTS),
@@ -123,7 +134,7 @@ def config_from_args(args, p: argparse.ArgumentParser) -> BenchConfig:
     config = quick_config(threads) if args.quick else full_config(threads)
     changes = {k: v for k, v in (("max_seq_lens", tuple(args.max_seq_lens or ())),
                                  ("repeats", args.repeats), ("warmup", args.warmup),
-                                 ("lead_in", args.lead_in))
+                                 ("lead_in_ms", args.lead_in_ms))
                if v is not None and v != ()}
     config = config.replace(**changes)
     if min(config.max_seq_lens) <= config.prompt_len:
@@ -343,7 +354,7 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str,
                          "prompt_len": config.prompt_len, "decode_position": config.prompt_len,
                          "timing": TIMING, "cpp_timing": cpp_timing.DESCRIPTION,
                          "repeats": config.repeats, "warmup": config.warmup,
-                         "lead_in": config.lead_in, "threads": config.threads}}
+                         "lead_in_ms": config.lead_in_ms, "threads": config.threads}}
     targets = print_results(rows, meta)
     meta["targets"] = [{"target": n, "met": ok, "detail": d} for n, ok, d in targets]
     json_path = os.path.join(out_dir, report.JSON_NAME)

@@ -82,7 +82,7 @@ class DecodeBenchQuickTest(absltest.TestCase):
             self.assertLen(after, repeats, f"{variant}@{capacity}")
             self.assertTrue(all(t > 0 for t in after), f"{variant}@{capacity}: {after}")
             self.assertEqual(r["step_ms_after_switch_median"], statistics.median(after))
-        self.assertEqual(self.result["settings"]["lead_in"], 1)
+        self.assertEqual(self.result["settings"]["lead_in_ms"], 5.0)
 
     def test_metadata_and_plot(self):
         self.assertEqual(self.result["model"]["hidden_size"], QUICK_DIMS.hidden_size)

@@ -5,19 +5,20 @@ Two kinds of worker run per capacity:
 * the timing worker (`time_interleaved`): loads every variant into one process, fills each
   one's cache and prefills, warms each up, then runs `repeats` rounds; each round runs every
   variant, in an order shuffled every round (a seeded `random.Random`, so a run is
-  repeatable), `lead_in + 1` decode steps back to back, and times the last one (the steady
-  step) and the first one (the step after a switch). Every variant therefore sees the same
-  machine state (frequency, other load) over the same wall-clock window.
-  Why the lead-in: a step pays for what the step before it leaves behind (its CPU cache
-  footprint, its duration; `neighbours.py` measures it). A decode loop runs its own steps back
-  to back, so the steady step is the one a user's loop sees, and the one judged; the step after
-  a switch pays for whichever variant ran before, whose step (every variant's but the
-  delegate's) grows with the capacity. Until issue 13's last session the rounds timed that
-  first step only: rotated rounds put the delegate after `executorch_xnnpack` (whose
-  4096-position step reads ~48 MiB) in 86 of 100 rounds, shuffled ones after every variant
-  alike, and both measured the neighbours' growth as the delegate's (benchmarks/README.md).
-  Timing each variant in a process of its own instead showed run-to-run differences between
-  processes of up to ~20% at 256 positions, larger than the effect measured.
+  repeatable): its decode steps back to back for at least `lead_in_ms` (the lead-in), then
+  one more, timed (the steady step). The first lead-in step is timed too (the step after a
+  switch). Every variant sees the same machine state (frequency, other load) over the same
+  wall-clock window.
+  Why the lead-in: a step pays for what the steps before it leave behind. A decode loop runs
+  its own steps back to back, so the steady step is the one a user's loop sees, and the one
+  judged. Right after another variant's step the delegate's step pays for that variant: for
+  ~3 ms after `executorch_xnnpack`'s 4096-position step (its thread pool spinning, its
+  ~48 MiB read; benchmarks/README.md), and every other variant's step grows with the
+  capacity. Until issue 13's last session the rounds timed only that first step (rotated
+  rounds put the delegate after `executorch_xnnpack` in 86 of 100 rounds, shuffled ones after
+  every variant alike), which measured the neighbours' growth as the delegate's. Timing each
+  variant in a process of its own instead showed run-to-run differences between processes of
+  up to ~20% at 256 positions, larger than the effect measured.
 * one profile worker per variant (`profile_variant`): that variant alone in a fresh process,
   for its peak resident memory (every worker imports the same modules first, so the
   differences are the variants' own) and the delegate's copy counter
@@ -197,10 +198,10 @@ def time_interleaved(config: BenchConfig, max_seq_len: int,
                      programs: Dict[str, Optional[str]]) -> Dict[str, Dict[str, List[float]]]:
     """The timing worker: {"steady": {variant: ms...}, "after_switch": {variant: ms...}}, each
     `repeats` decode-step times per variant in `programs` ({variant: .pte path, None for
-    eager}), all loaded in this process. Every round runs each variant's `lead_in + 1` steps
-    back to back, variants in an order shuffled every round (ROUND_ORDER_SEED); "steady" is
-    the last of a variant's steps in the round, "after_switch" the first (the same step when
-    `lead_in` is 0). See the module docstring for why."""
+    eager}), all loaded in this process. Every round runs each variant, in an order shuffled
+    every round (ROUND_ORDER_SEED): its lead-in steps back to back for at least
+    `config.lead_in_ms`, then the steady step. "after_switch" is the first lead-in step (the
+    steady step itself when `lead_in_ms` is 0). See the module docstring for why."""
     import_common_modules()
     uses_executorch = any(VARIANTS[v].kind != "eager" for v in programs)
     set_threads(config.threads, uses_executorch)
@@ -211,17 +212,24 @@ def time_interleaved(config: BenchConfig, max_seq_len: int,
             steps[v]()
     steady: Dict[str, List[float]] = {v: [] for v in names}
     after_switch: Dict[str, List[float]] = {v: [] for v in names}
+
+    def timed(step) -> float:
+        start = time.perf_counter()
+        step()
+        return (time.perf_counter() - start) * 1e3
+
     order = random.Random(ROUND_ORDER_SEED)
     for _ in range(config.repeats):
         for v in order.sample(names, len(names)):
             step = steps[v]
-            for i in range(config.lead_in + 1):
-                start = time.perf_counter()
-                step()
-                ms = (time.perf_counter() - start) * 1e3
-                if i == 0:
-                    after_switch[v].append(ms)
-            steady[v].append(ms)
+            if config.lead_in_ms > 0:
+                lead_in_start = time.perf_counter()
+                after_switch[v].append(timed(step))
+                while (time.perf_counter() - lead_in_start) * 1e3 < config.lead_in_ms:
+                    step()
+            steady[v].append(timed(step))
+            if config.lead_in_ms <= 0:
+                after_switch[v].append(steady[v][-1])
     return {"steady": steady, "after_switch": after_switch}
 
 

@@ -1,8 +1,8 @@
 """Unit test of the timing worker's schedule (measure.time_interleaved) with recorded fake
-steps and a fake clock: every round runs each variant's `lead_in + 1` steps back to back, the
-variants in a shuffled order (seeded: the same in every run) under which each variant follows
-each other one; warm-up runs before any timed step; each variant gets `repeats` steady and
-`repeats` after-switch samples, taken from the right step of its run."""
+steps and a fake clock: every round runs each variant once, in a shuffled order (seeded: the
+same in every run) under which each variant follows each other one; warm-up runs before any
+timed step; with a lead-in, a variant's steps run back to back for at least `lead_in_ms`
+before its steady step, and the first of them is the after-switch sample."""
 
 from unittest import mock
 
@@ -15,11 +15,23 @@ NAMES = ["eager", "executorch_default", "delegate_inplace"]
 PROGRAMS = {"eager": None, "executorch_default": "a.pte", "delegate_inplace": "b.pte"}
 # Fake step durations (s): a step right after another variant's is slower, as measured.
 AFTER_SWITCH_S, BACK_TO_BACK_S = 1.0, 0.5
+REPEATS = 30
+
+
+class InOrder:
+    """Stands in for random.Random: every round in the variants' own order (the last variant
+    of a round is never the first of the next, so every run starts after a switch)."""
+
+    def __init__(self, seed):
+        pass
+
+    def sample(self, names, k):
+        return list(names)[:k]
 
 
 class TimeInterleavedTest(absltest.TestCase):
 
-    def run_worker(self, lead_in):
+    def run_worker(self, lead_in_ms, shuffle=True):
         """(the variants' steps in call order, time_interleaved's result)."""
         calls, clock = [], [0.0]
 
@@ -30,52 +42,51 @@ class TimeInterleavedTest(absltest.TestCase):
                 calls.append(variant)
             return step
 
-        config = quick_config(1).replace(repeats=30, warmup=2, lead_in=lead_in)
+        config = quick_config(1).replace(repeats=REPEATS, warmup=2, lead_in_ms=lead_in_ms)
         with mock.patch.object(measure, "prepare_step", fake_prepare), \
                 mock.patch.object(measure, "import_common_modules"), \
                 mock.patch.object(measure, "set_threads"), \
-                mock.patch.object(measure.time, "perf_counter", lambda: clock[0]):
+                mock.patch.object(measure.time, "perf_counter", lambda: clock[0]), \
+                mock.patch.object(measure.random, "Random",
+                                  measure.random.Random if shuffle else InOrder):
             result = measure.time_interleaved(config, 32, PROGRAMS)
         return calls, result
 
-    def test_shuffled_rounds_with_lead_in(self):
-        calls, result = self.run_worker(lead_in=1)
+    def test_shuffled_rounds(self):
+        calls, result = self.run_worker(lead_in_ms=0)
         warmup, timed = calls[:2 * len(NAMES)], calls[2 * len(NAMES):]
         self.assertEqual(warmup, NAMES * 2)
-        per_round = 2 * len(NAMES)
-        rounds = [timed[i:i + per_round] for i in range(0, len(timed), per_round)]
-        self.assertLen(rounds, 30)
-        for r, steps in enumerate(rounds):
-            # Each variant's lead-in and timed step run back to back.
-            self.assertEqual(steps[0::2], steps[1::2], f"round {r}")
-            self.assertCountEqual(steps[0::2], NAMES, f"round {r}")
-        orders = [steps[0::2] for steps in rounds]
+        rounds = [timed[i:i + len(NAMES)] for i in range(0, len(timed), len(NAMES))]
+        self.assertLen(rounds, REPEATS)
+        for r, order in enumerate(rounds):
+            self.assertCountEqual(order, NAMES, f"round {r}")
         # Each variant runs right after each other one in some round (a rotation would give
         # every variant one fixed predecessor), and the schedule is the same in every run.
-        pairs = {(a, b) for order in orders for a, b in zip(order, order[1:])}
+        pairs = {(a, b) for order in rounds for a, b in zip(order, order[1:])}
         self.assertEqual(pairs, {(a, b) for a in NAMES for b in NAMES if a != b})
-        self.assertGreater(len({tuple(order) for order in orders}), 3)
-        again, result_again = self.run_worker(lead_in=1)
+        self.assertGreater(len({tuple(order) for order in rounds}), 3)
+        again, result_again = self.run_worker(lead_in_ms=0)
         self.assertEqual(again, calls)
         self.assertEqual(result_again, result)
+        # Without a lead-in the steady step is the step after a switch.
         self.assertEqual(sorted(result), ["after_switch", "steady"])
         for v in NAMES:
-            self.assertEqual(result["steady"][v], [BACK_TO_BACK_S * 1e3] * 30, v)
-            after = result["after_switch"][v]
-            self.assertLen(after, 30, v)
-            # The first step of a run follows another variant's, except when the variant
-            # ended the previous round and starts this one.
-            previous_last = [NAMES[-1]] + [order[-1] for order in orders[:-1]]  # warm-up first
-            repeats_across_rounds = sum(
-                1 for prev, order in zip(previous_last, orders) if prev == order[0] == v)
-            self.assertEqual(after.count(AFTER_SWITCH_S * 1e3), 30 - repeats_across_rounds, v)
-
-    def test_no_lead_in_times_the_step_after_a_switch(self):
-        calls, result = self.run_worker(lead_in=0)
-        self.assertLen(calls, 2 * len(NAMES) + 30 * len(NAMES))
-        for v in NAMES:
+            self.assertLen(result["steady"][v], REPEATS, v)
             self.assertEqual(result["steady"][v], result["after_switch"][v], v)
-            self.assertLen(result["steady"][v], 30, v)
+
+    def test_lead_in_runs_back_to_back_for_lead_in_ms(self):
+        # 1.2 s of lead-in: the after-switch step (1.0 s) and one more (0.5 s), then the steady
+        # step: three steps of each variant per round, back to back.
+        calls, result = self.run_worker(lead_in_ms=1200, shuffle=False)
+        self.assertEqual(calls[:2 * len(NAMES)], NAMES * 2)
+        expected_round = [v for v in NAMES for _ in range(3)]
+        self.assertEqual(calls[2 * len(NAMES):], expected_round * REPEATS)
+        for v in NAMES:
+            self.assertEqual(result["steady"][v], [BACK_TO_BACK_S * 1e3] * REPEATS, v)
+            self.assertEqual(result["after_switch"][v], [AFTER_SWITCH_S * 1e3] * REPEATS, v)
+        # A lead-in shorter than the first step: that step alone, then the steady step.
+        calls, _ = self.run_worker(lead_in_ms=1, shuffle=False)
+        self.assertEqual(calls[2 * len(NAMES):], [v for v in NAMES for _ in range(2)] * REPEATS)
 
 
 if __name__ == "__main__":

@@ -362,8 +362,8 @@ def header(meta: dict) -> List[str]:
         f"(torch {host['torch']}, executorch {host['executorch']})",
         f"decode step at position {st['decode_position']} after a {st['prompt_len']}-token "
         f"prefill; {st['repeats']} timed steps per variant after {st['warmup']} warm-up"
-        + (f", each after {st['lead_in']} lead-in step(s) of the same variant"
-           if st.get("lead_in") else ""),
+        + (f", each after >= {st['lead_in_ms']:g} ms of the same variant's steps"
+           if st.get("lead_in_ms") else ""),
         f"timing: {st.get('timing', 'one process per variant')}",
     ] + ([f"C++ timing: {st['cpp_timing']}"] if st.get("cpp_timing") else [])
 
