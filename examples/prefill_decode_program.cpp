@@ -108,15 +108,14 @@ Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
       return Error::InvalidArgument;
     }
   }
+  // All in one call: memory freed since the last bind may be reused by the new one, and
+  // binding one cache at a time would see it overlap another cache's old storage.
+  std::vector<BufferBinding> bindings;
   for (size_t i = 0; i < caches_.size(); ++i) {
     std::vector<float>& buffer = (*memory)[i];
-    const Error err =
-        program_->BindBuffer(caches_[i].name, buffer.data(), buffer.size() * sizeof(float), error);
-    if (err != Error::Ok) {
-      return err;
-    }
+    bindings.push_back({caches_[i].name, buffer.data(), buffer.size() * sizeof(float)});
   }
-  return Error::Ok;
+  return program_->BindBuffers(bindings, error);
 }
 
 Error PrefillDecodeProgram::Encode(const FloatTensor& features, FloatTensor* states,

@@ -128,8 +128,8 @@ class PrefillDecodeProgram {
   // them for a new conversation).
   //
   // Errors (*error says which cache): `memory` does not hold num_caches() buffers of each
-  // cache's numel (Error::InvalidArgument, nothing bound); LoadedProgram::BindBuffer's. After
-  // an error some caches may be bound and others not: bind again before the next call.
+  // cache's numel (Error::InvalidArgument, nothing bound); LoadedProgram::BindBuffers' (all
+  // caches are bound in one call: its checks bind nothing on an error).
   executorch::runtime::Error BindCaches(std::vector<std::vector<float>>* memory,
                                         std::string* error);
 

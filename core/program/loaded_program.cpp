@@ -318,27 +318,84 @@ const std::vector<uint8_t>& LoadedProgram::initial_value(std::string_view name) 
 
 Error LoadedProgram::BindBuffer(std::string_view name, void* data, size_t nbytes,
                                 std::string* error) {
-  const NamedBuffer* buffer = find_buffer(name);
-  if (buffer == nullptr) {
-    *error = UnknownBufferMessage(name);
-    return Error::NotFound;
+  return BindBuffers({BufferBinding{std::string(name), data, nbytes}}, error);
+}
+
+Error LoadedProgram::BindBuffers(const std::vector<BufferBinding>& bindings, std::string* error) {
+  const Error checked = CheckBindings(bindings, error);
+  if (checked != Error::Ok) {
+    return checked;
   }
-  if (nbytes != buffer->nbytes) {
-    *error = "binding buffer '" + buffer->name + "': " + std::to_string(nbytes) +
-             " bytes given for " + std::to_string(buffer->nbytes) + " (" +
-             SpecString(buffer->dtype, buffer->sizes) + ")";
-    return Error::InvalidArgument;
-  }
-  for (size_t m : buffer->methods) {
-    Result<Tensor> t = buffer_tensor(m, name);
-    Error err = t.error();
-    if (t.ok()) {
-      err = executorch::runtime::internal::set_tensor_data(t.get(), data, nbytes);
+  for (const BufferBinding& b : bindings) {
+    for (size_t m : find_buffer(b.name)->methods) {
+      Result<Tensor> t = buffer_tensor(m, b.name);
+      Error err = t.error();
+      if (t.ok()) {
+        err = executorch::runtime::internal::set_tensor_data(t.get(), b.data, b.nbytes);
+      }
+      if (err != Error::Ok) {
+        *error = "binding buffer '" + b.name + "' in method '" + methods_[m].name +
+                 "' failed (error " + ErrorCode(err) + ")";
+        return err;
+      }
     }
-    if (err != Error::Ok) {
-      *error = "binding buffer '" + buffer->name + "' in method '" + methods_[m].name +
-               "' failed (error " + ErrorCode(err) + ")";
-      return err;
+  }
+  return Error::Ok;
+}
+
+Error LoadedProgram::CheckBindings(const std::vector<BufferBinding>& bindings, std::string* error) {
+  for (const BufferBinding& b : bindings) {
+    const NamedBuffer* buffer = find_buffer(b.name);
+    if (buffer == nullptr) {
+      *error = UnknownBufferMessage(b.name);
+      return Error::NotFound;
+    }
+    if (b.nbytes != buffer->nbytes) {
+      *error = "binding buffer '" + buffer->name + "': " + std::to_string(b.nbytes) +
+               " bytes given for " + std::to_string(buffer->nbytes) + " (" +
+               SpecString(buffer->dtype, buffer->sizes) + ")";
+      return Error::InvalidArgument;
+    }
+  }
+  // Each buffer's storage once `bindings` are applied: the new memory for the buffers bound
+  // now, the current storage for the others.
+  struct Range {
+    const std::string* name;
+    uintptr_t begin;
+    uintptr_t end;
+    bool is_new;
+  };
+  std::vector<Range> ranges;
+  for (const NamedBuffer& buffer : buffers_) {
+    const BufferBinding* bound = nullptr;
+    for (const BufferBinding& b : bindings) {
+      if (b.name == buffer.name) {
+        bound = &b;  // the last binding of a name wins, as in the loop that binds
+      }
+    }
+    const auto begin =
+        reinterpret_cast<uintptr_t>(bound != nullptr ? bound->data : buffer_data(buffer.name));
+    if (begin == 0 || buffer.nbytes == 0) {
+      continue;  // no storage yet (alloc_mutable_buffers=False), or nothing to share
+    }
+    ranges.push_back({&buffer.name, begin, begin + buffer.nbytes, bound != nullptr});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sorted by start, range j > i overlaps range i iff it starts before i ends. Only pairs with
+  // a new binding are errors: the program's own storage is whatever its memory plan made it.
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    for (size_t j = i + 1; j < ranges.size() && ranges[j].begin < ranges[i].end; ++j) {
+      if (!ranges[i].is_new && !ranges[j].is_new) {
+        continue;
+      }
+      const Range& a = ranges[i].is_new ? ranges[i] : ranges[j];
+      const Range& b = ranges[i].is_new ? ranges[j] : ranges[i];
+      *error = "cannot bind buffer '" + *a.name + "': its memory overlaps buffer '" + *b.name +
+               "'" + (b.is_new ? " (bound in the same call)" : " (its current storage)") +
+               ": two buffers in one memory would overwrite each other. Bind each buffer "
+               "memory of its own; disjoint parts of one allocation are fine";
+      return Error::InvalidArgument;
     }
   }
   return Error::Ok;

@@ -51,6 +51,13 @@ struct NamedBuffer {
   std::vector<size_t> methods;
 };
 
+// One buffer's new storage: `nbytes` bytes at `data`, the caller's (LoadedProgram::BindBuffers).
+struct BufferBinding {
+  std::string name;
+  void* data = nullptr;
+  size_t nbytes = 0;
+};
+
 // A program with every requested method loaded into shared arenas.
 //
 // Ownership: the object owns the program's bytes or file, the Program, the arenas and the
@@ -124,11 +131,21 @@ class LoadedProgram {
   // it was all zeros (or had no storage, which a fresh conversation starts as zeros too).
   const std::vector<uint8_t>& initial_value(std::string_view name) const;
 
-  // Points buffer `name` of every method that has it at `data` (`nbytes` bytes, the caller's,
-  // its contents used as they are). Errors (*error names the buffer): an unknown name
-  // (Error::NotFound, listing the names), `nbytes` different from the buffer's
-  // (Error::InvalidArgument), set_tensor_data's error. After an error in one method the
-  // buffer may be bound in some methods only: bind it again before the next execute.
+  // Points each buffer of `bindings` in every method that has it at the binding's memory (the
+  // caller's, its contents used as they are; a name bound twice: the last binding wins).
+  // Checks every binding first, and on these errors binds nothing (*error names the buffer):
+  //   - an unknown name (Error::NotFound, listing the names);
+  //   - `nbytes` different from the buffer's (Error::InvalidArgument);
+  //   - memory overlapping another buffer's once `bindings` are applied, bound in the same call
+  //     or already (Error::InvalidArgument naming both): the two would overwrite each other
+  //     through the delegate's in-place updates, giving wrong numbers without an error.
+  //     Disjoint parts of one allocation are fine. To exchange two buffers' memory, bind
+  //     both in one call.
+  // set_tensor_data's error (after the checks) leaves the buffer bound in some methods only:
+  // bind it again before the next execute.
+  Error BindBuffers(const std::vector<BufferBinding>& bindings, std::string* error);
+
+  // BindBuffers() with one binding.
   Error BindBuffer(std::string_view name, void* data, size_t nbytes, std::string* error);
 
   // "'a', 'b'" (the buffer names, quoted) or "none".
@@ -161,6 +178,9 @@ class LoadedProgram {
   Error LoadIntoSharedArenas(const std::string& name);
   // Collects buffers_ from the loaded methods and records their initial values.
   Error CollectBuffers(const std::string& what, std::string* error);
+  // BindBuffers()'s checks: every name known, every size right, no two buffers' memory
+  // overlapping once `bindings` are applied.
+  Error CheckBindings(const std::vector<BufferBinding>& bindings, std::string* error);
 
   // Declaration order is destruction order in reverse: the Methods go first, then the memory
   // they were loaded into, then the Program and its data.

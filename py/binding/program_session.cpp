@@ -71,74 +71,7 @@ void* ProgramSession::buffer_data(std::string_view name) {
 
 Error ProgramSession::BindBuffers(const std::vector<Binding>& bindings, std::string* error) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Binding& b : bindings) {
-    const NamedBuffer* buffer = program_->find_buffer(b.name);
-    if (buffer == nullptr) {
-      *error = program_->UnknownBufferMessage(b.name);
-      return Error::NotFound;
-    }
-    if (b.nbytes != buffer->nbytes) {
-      *error = "buffer '" + b.name + "' has " + std::to_string(buffer->nbytes) + " bytes, got " +
-               std::to_string(b.nbytes);
-      return Error::InvalidArgument;
-    }
-  }
-  const Error overlap = CheckNoOverlap(bindings, error);
-  if (overlap != Error::Ok) {
-    return overlap;
-  }
-  for (const Binding& b : bindings) {
-    const Error err = program_->BindBuffer(b.name, b.data, b.nbytes, error);
-    if (err != Error::Ok) {
-      return err;
-    }
-  }
-  return Error::Ok;
-}
-
-Error ProgramSession::CheckNoOverlap(const std::vector<Binding>& bindings, std::string* error) {
-  // Each buffer's storage once `bindings` are applied: the new memory for the buffers bound
-  // now, the current storage for the others.
-  struct Range {
-    const std::string* name;
-    uintptr_t begin;
-    uintptr_t end;
-    bool is_new;
-  };
-  std::vector<Range> ranges;
-  for (const NamedBuffer& buffer : program_->buffers()) {
-    const Binding* bound = nullptr;
-    for (const Binding& b : bindings) {
-      if (b.name == buffer.name) {
-        bound = &b;  // the last binding of a name wins, as in the loop that binds
-      }
-    }
-    const auto begin = reinterpret_cast<uintptr_t>(
-        bound != nullptr ? bound->data : program_->buffer_data(buffer.name));
-    if (begin == 0 || buffer.nbytes == 0) {
-      continue;  // no storage yet (alloc_mutable_buffers=False), or nothing to share
-    }
-    ranges.push_back({&buffer.name, begin, begin + buffer.nbytes, bound != nullptr});
-  }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  // Sorted by start, range j > i overlaps range i iff it starts before i ends. Only pairs with
-  // a new binding are errors: the program's own storage is whatever its memory plan made it.
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    for (size_t j = i + 1; j < ranges.size() && ranges[j].begin < ranges[i].end; ++j) {
-      if (!ranges[i].is_new && !ranges[j].is_new) {
-        continue;
-      }
-      const Range& a = ranges[i].is_new ? ranges[i] : ranges[j];
-      const Range& b = ranges[i].is_new ? ranges[j] : ranges[i];
-      *error = "cannot bind buffer '" + *a.name + "': its memory overlaps buffer '" + *b.name +
-               "'" + (b.is_new ? " (bound in the same call)" : " (its current storage)") +
-               ": two buffers in one memory would overwrite each other. Bind each buffer its "
-               "own tensor (e.g. from new_state()); disjoint views of one tensor are fine";
-      return Error::InvalidArgument;
-    }
-  }
-  return Error::Ok;
+  return program_->BindBuffers(bindings, error);
 }
 
 Error ProgramSession::Signature(std::string_view method, MethodSignature* signature,

@@ -79,18 +79,11 @@ class ProgramSession {
   // The storage buffer `name` uses now (see LoadedProgram::buffer_data).
   void* buffer_data(std::string_view name);
 
-  // One buffer's new storage (the caller's memory; see LoadedProgram::BindBuffer).
-  struct Binding {
-    std::string name;
-    void* data = nullptr;
-    size_t nbytes = 0;
-  };
+  // One buffer's new storage (the caller's memory).
+  using Binding = BufferBinding;
 
-  // Binds every entry of `bindings` under one hold of the lock, so no execute sees some of them
-  // bound and others not. Checks all first (unknown name: Error::NotFound listing the names;
-  // wrong size: Error::InvalidArgument; memory that would overlap another buffer's, bound in
-  // the same call or already: Error::InvalidArgument naming both buffers; *error says which):
-  // on such an error nothing is bound.
+  // LoadedProgram::BindBuffers under one hold of the lock, so no execute sees some of
+  // `bindings` bound and others not; on a check's error nothing is bound.
   Error BindBuffers(const std::vector<Binding>& bindings, std::string* error);
 
   // The declared inputs and outputs of `method`; Error::NotFound for a method not loaded.
@@ -107,10 +100,6 @@ class ProgramSession {
                 std::vector<OutputValue>* outputs, std::string* error);
 
  private:
-  // Error::InvalidArgument (*error names both) when, with `bindings` applied, a buffer bound by
-  // them would share memory with another buffer. Called with mu_ held.
-  Error CheckNoOverlap(const std::vector<Binding>& bindings, std::string* error);
-
   std::mutex mu_;
   std::unique_ptr<LoadedProgram> program_;
 };
