@@ -2,21 +2,22 @@
 
 usage: ./bazelw run //benchmarks:decode_neighbours -- --programs DIR [--variant delegate_inplace]
            [--before none,executorch_xnnpack,eager,sweep:64,idle:25]
-           [--max-seq-lens 256,4096] [--repeats 100] [--warmup 5] [--threads N]
+           [--max-seq-lens 256,4096] [--repeats 100] [--warmup 5] [--threads N] [--steps K]
 
 `DIR` holds the `.pte` files of an earlier `decode --keep-programs` run (`OUT/programs`:
 `<variant>_<capacity>.pte`, `delegate_external_<capacity>/program.pte`). Everything runs in one
 process: the timed variant at every capacity, and each `--before` variant at every capacity,
 loaded, filled and prefilled as the benchmark's timing worker does (`measure.prepare_step`).
 A round runs every (before, capacity) pair once, in a seeded shuffled order; each pair runs
-the `before` step (untimed) and then times one decode step of `--variant` at that capacity.
+the `before` step (untimed) and then times `--steps` consecutive decode steps of `--variant`
+at that capacity (default 1): how many steps after another variant's the step takes to settle.
 
 `before` is a variant name, `none` (the variant's previous step is the step before: it runs
 back to back), `sweep:MiB` (NumPy adds 1 to a float32 array of that many MiB, one thread:
 reads and writes every byte, evicting the CPU caches without ExecuTorch) or `idle:MS` (sleeps).
 
-Prints, per `before`, the median step time (ms) at each capacity and the growth (largest /
-smallest capacity). It separates what a step itself costs at each capacity from what the step
+Prints, per `before` (and step after it, with `--steps`), the median step time (ms) at each
+capacity and the growth (largest / smallest capacity). It separates what a step itself costs at each capacity from what the step
 before it leaves in the CPU caches (the decode benchmark's rounds were rotated until issue 15's
 session, which ran `delegate_inplace` right after `executorch_xnnpack` in nearly every round;
 they are shuffled now).
@@ -113,10 +114,10 @@ def prepare_before(config: BenchConfig, before: str, max_seq_len: int,
 
 
 def time_after(config: BenchConfig, variant: str, befores: Sequence[str],
-               programs_dir: str) -> Dict[Pair, List[float]]:
-    """{(before, capacity): `config.repeats` step times of `variant` in ms}, every pair
-    measured in the same process over the same rounds (see the module docstring). `warmup`
-    untimed rounds run first."""
+               programs_dir: str, steps_after: int = 1) -> Dict[Pair, List[List[float]]]:
+    """{(before, capacity): for each of the `steps_after` consecutive steps of `variant` after
+    the before step, its `config.repeats` times in ms}, every pair measured in the same process
+    over the same rounds (see the module docstring). `warmup` untimed rounds run first."""
     measure.import_common_modules()
     measure.set_threads(config.threads, True)
     caps = list(config.max_seq_lens)
@@ -124,28 +125,34 @@ def time_after(config: BenchConfig, variant: str, befores: Sequence[str],
              for c in caps}
     before_steps = {(b, c): prepare_before(config, b, c, programs_dir)
                     for b in befores for c in caps}
-    times: Dict[Pair, List[float]] = {p: [] for p in before_steps}
+    times: Dict[Pair, List[List[float]]] = {p: [[] for _ in range(steps_after)]
+                                            for p in before_steps}
     for r, order in enumerate(schedule(befores, caps, config.warmup + config.repeats)):
         for pair in order:
             before_steps[pair]()
             step = steps[pair[1]]
-            start = time.perf_counter()
-            step()
-            elapsed = (time.perf_counter() - start) * 1e3
-            if r >= config.warmup:
-                times[pair].append(elapsed)
+            for k in range(steps_after):
+                start = time.perf_counter()
+                step()
+                elapsed = (time.perf_counter() - start) * 1e3
+                if r >= config.warmup:
+                    times[pair][k].append(elapsed)
     return times
 
 
 def table(variant: str, befores: Sequence[str], caps: Sequence[int],
-          times: Dict[Pair, List[float]]) -> str:
-    """The medians (ms) per `before` and capacity, and the growth largest / smallest."""
+          times: Dict[Pair, List[List[float]]]) -> str:
+    """The medians (ms) per `before` (and step k after it, "#k", when more than one step was
+    timed) and capacity, and the growth largest / smallest."""
     lines = [f"{variant} decode step, median ms, after:",
              f"{'before':22s}" + "".join(f"{c:>10d}" for c in caps) + "    growth"]
     for b in befores:
-        meds = [statistics.median(times[(b, c)]) for c in caps]
-        lines.append(f"{b:22s}" + "".join(f"{m:10.3f}" for m in meds) +
-                     f"    {meds[-1] / meds[0]:.2f}x")
+        per_step = times[(b, caps[0])]
+        for k in range(len(per_step)):
+            meds = [statistics.median(times[(b, c)][k]) for c in caps]
+            label = b if len(per_step) == 1 else f"{b} #{k + 1}"
+            lines.append(f"{label:22s}" + "".join(f"{m:10.3f}" for m in meds) +
+                         f"    {meds[-1] / meds[0]:.2f}x")
     return "\n".join(lines)
 
 
@@ -160,14 +167,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--repeats", type=int, default=100)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--steps", type=int, default=1,
+                   help="consecutive steps of --variant timed after each before step")
     args = p.parse_args(argv)
     try:
         befores = parse_before(args.before)
         caps = sorted({int(c) for c in args.max_seq_lens.split(",") if c.strip()})
     except ValueError as exc:
         p.error(str(exc))
-    if args.repeats < 1 or args.warmup < 0 or args.threads < 1 or not caps:
-        p.error("--repeats and --threads must be >= 1, --warmup >= 0, --max-seq-lens not empty")
+    if args.repeats < 1 or args.warmup < 0 or args.threads < 1 or args.steps < 1 or not caps:
+        p.error("--repeats, --threads and --steps must be >= 1, --warmup >= 0, --max-seq-lens "
+                "not empty")
     programs_dir = os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), args.programs)
     for v in [args.variant] + [b for b in befores if b in VARIANTS]:
         for c in caps:
@@ -178,7 +188,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 p.error(f"no data file {data_path(v, path)}")
     config = full_config(args.threads).replace(max_seq_lens=tuple(caps), repeats=args.repeats,
                                                warmup=args.warmup)
-    times = time_after(config, args.variant, befores, programs_dir)
+    times = time_after(config, args.variant, befores, programs_dir, args.steps)
     print(table(args.variant, befores, caps, times))
     return 0
 

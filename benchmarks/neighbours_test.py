@@ -26,13 +26,16 @@ class TimeAfterTest(absltest.TestCase):
         with mock.patch.object(measure, "prepare_step", fake_prepare), \
                 mock.patch.object(measure, "import_common_modules"), \
                 mock.patch.object(measure, "set_threads"):
-            times = neighbours.time_after(config, "delegate_inplace", befores, "/programs")
+            times = neighbours.time_after(config, "delegate_inplace", befores, "/programs",
+                                          steps_after=3)
         self.assertEqual(sorted(times), sorted((b, c) for b in befores for c in (8, 16)))
-        for pair, samples in times.items():
-            self.assertLen(samples, 7, pair)
-            self.assertTrue(all(t >= 0 for t in samples), pair)
+        for pair, per_step in times.items():
+            self.assertLen(per_step, 3, pair)
+            for samples in per_step:
+                self.assertLen(samples, 7, pair)
+                self.assertTrue(all(t >= 0 for t in samples), pair)
         timed = [i for i, (v, _) in enumerate(calls) if v == "delegate_inplace"]
-        self.assertLen(timed, (2 + 7) * 6)  # warm-up and timed rounds, 6 pairs each
+        self.assertLen(timed, (2 + 7) * 6 * 3)  # warm-up and timed rounds, 6 pairs, 3 steps
         followed = {}
         for i in timed:
             cap = calls[i][1]
@@ -40,10 +43,19 @@ class TimeAfterTest(absltest.TestCase):
             if prev is not None and prev[0] != "delegate_inplace":
                 self.assertEqual(prev[1], cap, f"call {i}: before step at another capacity")
                 followed[(prev[0], cap)] = followed.get((prev[0], cap), 0) + 1
-        # Each variant `before` runs right before every one of its pair's steps.
+                # The three steps run back to back at the pair's capacity.
+                self.assertEqual(calls[i:i + 3], [("delegate_inplace", cap)] * 3, f"call {i}")
+        # Each variant `before` runs right before every one of its pair's runs of steps.
         for b in ("executorch_xnnpack", "eager"):
             for cap in (8, 16):
                 self.assertEqual(followed[(b, cap)], 9, (b, cap))
+
+    def test_table_rows_per_step(self):
+        times = {("eager", 256): [[1.0, 1.0], [0.5, 0.5]], ("eager", 4096): [[2.0], [0.6]]}
+        self.assertEqual(neighbours.table("delegate_inplace", ["eager"], [256, 4096], times)
+                         .splitlines()[2:],
+                         ["eager #1                   1.000     2.000    2.00x",
+                          "eager #2                   0.500     0.600    1.20x"])
 
     def test_rounds_are_shuffled_and_complete(self):
         rounds = neighbours.schedule(["none", "eager"], [256, 4096], 20)
