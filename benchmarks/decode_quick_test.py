@@ -200,6 +200,8 @@ class DecodeBenchQuickTest(absltest.TestCase):
                     for r in self.result["rows"]]
             json.dump({**self.result, "rows": rows}, f)
         for argv, flag in ((["--repeats", "0"], "--repeats"),
+                           (["--lead-in-ms", "-1"], "--lead-in-ms"),
+                           (["--lead-in-ms", "nan"], "--lead-in-ms"),
                            (["--max-seq-lens", "abc"], "--max-seq-lens"),
                            (["--variants", "nope"], "--variants"),
                            (["--no-such-flag"], "--no-such-flag"),
