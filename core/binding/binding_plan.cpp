@@ -152,9 +152,12 @@ Result<BindingPlan> BindingPlan::Create(const DelegateMetadata& metadata, const 
       case AliasKind::kKvCacheUpdate: {
         const AliasReport report = engine.AliasedInput(alias.output);
         if (report.status == AliasReport::Status::kUnknown) {
-          ET_LOG(Info,
-                 "executorch_trt: binding plan: the engine cannot report aliases (TensorRT "
-                 "< 10.15); trusting the blob for output '%s' -> input '%s'.",
+          // The portable engine never reports (the blob decides its aliases) and TensorRT
+          // < 10.15 cannot: the blob is trusted. Debug, compiled out by default
+          // (ET_MIN_LOG_LEVEL Info): at Info it printed a line per cache on every load.
+          ET_LOG(Debug,
+                 "executorch_trt: binding plan: the engine does not report aliases; trusting "
+                 "the blob for output '%s' -> input '%s'.",
                  alias.output.c_str(), alias.input.c_str());
         } else if (report.status == AliasReport::Status::kNotAliased) {
           return Reject(what + ": the engine says output '" + alias.output +
