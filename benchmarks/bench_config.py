@@ -53,8 +53,8 @@ class BenchConfig:
     * `lead_in_ms`: in every timing round, a variant's decode steps run back to back for at
       least this long (ms; at least one step) before its timed step; 0: the timed step directly
       follows another variant's. A decode loop runs its steps back to back; the steps right
-      after another variant's pay for what it left behind, its thread pool still spinning and
-      its CPU cache footprint, for ~3 ms after `executorch_xnnpack`'s 4096-position step
+      after another variant's pay for what it left behind (its threads or its CPU cache
+      footprint: not told apart), for ~3 ms after `executorch_xnnpack`'s 4096-position step
       (benchmarks/README.md, "Why the Python rounds grow"). The first lead-in step is timed
       too, as the "after a switch" step (reported, not judged).
     * `threads`: intra-op threads for PyTorch and ExecuTorch's threadpool, in every variant.

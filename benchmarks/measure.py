@@ -12,9 +12,9 @@ Two kinds of worker run per capacity:
   Why the lead-in: a step pays for what the steps before it leave behind. A decode loop runs
   its own steps back to back, so the steady step is the one a user's loop sees, and the one
   judged. Right after another variant's step the delegate's step pays for that variant: for
-  ~3 ms after `executorch_xnnpack`'s 4096-position step (its thread pool spinning, its
-  ~48 MiB read; benchmarks/README.md), and every other variant's step grows with the
-  capacity. Until issue 13's last session the rounds timed only that first step (rotated
+  ~3 ms after `executorch_xnnpack`'s 4096-position step (its threads, its ~48 MiB read:
+  not told apart here; benchmarks/README.md), and every other variant's step grows with the
+  capacity. Until 2026-12-01 16:00 the rounds timed only that first step (rotated
   rounds put the delegate after `executorch_xnnpack` in 86 of 100 rounds, shuffled ones after
   every variant alike), which measured the neighbours' growth as the delegate's. Timing each
   variant in a process of its own instead showed run-to-run differences between processes of
