@@ -356,6 +356,11 @@ Error LoadedProgram::CheckBindings(const std::vector<BufferBinding>& bindings, s
                SpecString(buffer->dtype, buffer->sizes) + ")";
       return Error::InvalidArgument;
     }
+    if (b.data == nullptr && b.nbytes > 0) {
+      *error = "binding buffer '" + buffer->name + "': null memory for " +
+               std::to_string(b.nbytes) + " bytes; pass memory you own";
+      return Error::InvalidArgument;
+    }
   }
   // Each buffer's storage once `bindings` are applied: the new memory for the buffers bound
   // now, the current storage for the others.

@@ -135,7 +135,7 @@ class LoadedProgram {
   // caller's, its contents used as they are; a name bound twice: the last binding wins).
   // Checks every binding first, and on these errors binds nothing (*error names the buffer):
   //   - an unknown name (Error::NotFound, listing the names);
-  //   - `nbytes` different from the buffer's (Error::InvalidArgument);
+  //   - `nbytes` different from the buffer's, or null `data` (Error::InvalidArgument);
   //   - memory overlapping another buffer's once `bindings` are applied, bound in the same call
   //     or already (Error::InvalidArgument naming both): the two would overwrite each other
   //     through the delegate's in-place updates, giving wrong numbers without an error.

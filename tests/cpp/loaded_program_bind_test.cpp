@@ -4,7 +4,7 @@
 // prefill and decode sharing named KV caches): caller memory is bound in every method, memory
 // two buffers would share is refused with both named and nothing bound (they would overwrite
 // each other through the delegate's in-place updates), an exchange of memory works in one call,
-// and a bad name or size in a call binds none of its bindings.
+// and a bad name, size or null memory in a call binds none of its bindings.
 
 #include <cstdint>
 #include <memory>
@@ -151,6 +151,11 @@ TEST_F(LoadedProgramBindTest, ABadBindingBindsNoneOfTheCall) {
   EXPECT_NE(
       error.find(std::to_string(b_->nbytes - 1) + " bytes given for " + std::to_string(b_->nbytes)),
       std::string::npos)
+      << error;
+  EXPECT_EQ(program_->BindBuffers(
+                {{a_->name, x.data(), a_->nbytes}, {b_->name, nullptr, b_->nbytes}}, &error),
+            Error::InvalidArgument);
+  EXPECT_NE(error.find("binding buffer '" + b_->name + "': null memory"), std::string::npos)
       << error;
   ExpectNothingBound();
 }
