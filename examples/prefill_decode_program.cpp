@@ -60,7 +60,15 @@ Result<std::unique_ptr<PrefillDecodeProgram>> PrefillDecodeProgram::Load(
   for (size_t i = 0; i < names.size(); ++i) {
     p->methods_[i] = p->program_->method(names[i]);
   }
-  for (const CacheBuffer& cache : caches) {
+  for (size_t i = 0; i < caches.size(); ++i) {
+    const CacheBuffer& cache = caches[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (caches[j].name == cache.name) {
+        *error = path + ": cache '" + cache.name + "' is listed twice (" + std::to_string(j) +
+                 " and " + std::to_string(i) + "); list each buffer once";
+        return Error::InvalidArgument;
+      }
+    }
     if (p->program_->find_buffer(cache.name) == nullptr) {
       *error = path + ": " + p->program_->UnknownBufferMessage(cache.name) +
                " (none: export with emit_mutable_buffer_names=True; else the names belong to "
@@ -96,6 +104,10 @@ MethodMeta PrefillDecodeProgram::method_meta(Phase phase) const {
 
 Error PrefillDecodeProgram::BindCaches(std::vector<std::vector<float>>* memory,
                                        std::string* error) {
+  if (memory == nullptr) {
+    *error = "binding memory: no buffers given (null)";
+    return Error::InvalidArgument;
+  }
   if (memory->size() != caches_.size()) {
     *error = "binding memory: " + std::to_string(memory->size()) + " buffers for " +
              std::to_string(caches_.size()) + " caches";

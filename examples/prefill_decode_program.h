@@ -99,7 +99,9 @@ class PrefillDecodeProgram {
   //   - a cache name that is not a named mutable buffer of prefill and decode (Error::NotFound;
   //     the message lists the names the program has; none means it was exported without
   //     emit_mutable_buffer_names=True);
-  //   - a cache that is not float32 with `numel` elements (Error::InvalidProgram).
+  //   - a cache that is not float32 with `numel` elements (Error::InvalidProgram);
+  //   - a cache name listed twice (Error::InvalidArgument: BindCaches would bind one of the
+  //     two memories only).
   // `data_path` (empty: none): the program's external data file (.ptd), as
   // LoadedProgram::LoadFile takes it (a program exported with external_weights=True).
   static executorch::runtime::Result<std::unique_ptr<PrefillDecodeProgram>> Load(

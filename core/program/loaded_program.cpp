@@ -361,6 +361,19 @@ Error LoadedProgram::CheckBindings(const std::vector<BufferBinding>& bindings, s
                std::to_string(b.nbytes) + " bytes; pass memory you own";
       return Error::InvalidArgument;
     }
+    if (reinterpret_cast<uintptr_t>(b.data) > UINTPTR_MAX - b.nbytes) {
+      *error = "binding buffer '" + buffer->name + "': " + std::to_string(b.nbytes) +
+               " bytes at that address pass the end of the address space; not real memory";
+      return Error::InvalidArgument;
+    }
+    for (const BufferBinding& other : bindings) {
+      if (&other != &b && other.name == b.name && other.data != b.data) {
+        *error = "binding buffer '" + buffer->name +
+                 "' twice in one call, to different "
+                 "memory: only one would be used; bind each buffer once";
+        return Error::InvalidArgument;
+      }
+    }
   }
   // Each buffer's storage once `bindings` are applied: the new memory for the buffers bound
   // now, the current storage for the others.
@@ -375,7 +388,7 @@ Error LoadedProgram::CheckBindings(const std::vector<BufferBinding>& bindings, s
     const BufferBinding* bound = nullptr;
     for (const BufferBinding& b : bindings) {
       if (b.name == buffer.name) {
-        bound = &b;  // the last binding of a name wins, as in the loop that binds
+        bound = &b;  // a name given twice has the same memory both times (checked above)
       }
     }
     const auto begin =

@@ -132,10 +132,11 @@ class LoadedProgram {
   const std::vector<uint8_t>& initial_value(std::string_view name) const;
 
   // Points each buffer of `bindings` in every method that has it at the binding's memory (the
-  // caller's, its contents used as they are; a name bound twice: the last binding wins).
+  // caller's, its contents used as they are).
   // Checks every binding first, and on these errors binds nothing (*error names the buffer):
   //   - an unknown name (Error::NotFound, listing the names);
-  //   - `nbytes` different from the buffer's, or null `data` (Error::InvalidArgument);
+  //   - `nbytes` different from the buffer's, null `data`, a range past the end of the address
+  //     space, or one name given twice with different memory (Error::InvalidArgument);
   //   - memory overlapping another buffer's once `bindings` are applied, bound in the same call
   //     or already (Error::InvalidArgument naming both): the two would overwrite each other
   //     through the delegate's in-place updates, giving wrong numbers without an error.

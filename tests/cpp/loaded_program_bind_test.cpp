@@ -4,7 +4,8 @@
 // prefill and decode sharing named KV caches): caller memory is bound in every method, memory
 // two buffers would share is refused with both named and nothing bound (they would overwrite
 // each other through the delegate's in-place updates), an exchange of memory works in one call,
-// and a bad name, size or null memory in a call binds none of its bindings.
+// and a bad name, size, null or wrapping memory, or one name given two memories in a call
+// binds none of its bindings.
 
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <executorch/runtime/platform/runtime.h>
 
 #include "core/program/loaded_program.h"
+#include "examples/prefill_decode_program.h"
 
 namespace executorch_trt {
 namespace {
@@ -157,7 +159,52 @@ TEST_F(LoadedProgramBindTest, ABadBindingBindsNoneOfTheCall) {
             Error::InvalidArgument);
   EXPECT_NE(error.find("binding buffer '" + b_->name + "': null memory"), std::string::npos)
       << error;
+  // One name twice with different memory: one of them would silently go unused.
+  EXPECT_EQ(program_->BindBuffers(
+                {{a_->name, x.data(), a_->nbytes}, {a_->name, y.data(), a_->nbytes}}, &error),
+            Error::InvalidArgument);
+  EXPECT_NE(error.find("binding buffer '" + a_->name + "' twice in one call"), std::string::npos)
+      << error;
+  // A range that wraps past the end of the address space would hide an overlap.
+  const uintptr_t top = (UINTPTR_MAX - a_->nbytes / 2) & ~uintptr_t{63};
+  EXPECT_EQ(program_->BindBuffers({{a_->name, reinterpret_cast<void*>(top), a_->nbytes},
+                                   {b_->name, reinterpret_cast<void*>(top + 64), b_->nbytes}},
+                                  &error),
+            Error::InvalidArgument);
+  EXPECT_NE(error.find("pass the end of the address space"), std::string::npos) << error;
   ExpectNothingBound();
+}
+
+TEST_F(LoadedProgramBindTest, TheSameMemoryTwiceOrAgainIsFine) {
+  std::vector<uint8_t> x(a_->nbytes);
+  std::string error;
+  ASSERT_EQ(program_->BindBuffers(
+                {{a_->name, x.data(), a_->nbytes}, {a_->name, x.data(), a_->nbytes}}, &error),
+            Error::Ok)
+      << error;
+  ASSERT_EQ(program_->BindBuffer(a_->name, x.data(), a_->nbytes, &error), Error::Ok) << error;
+  EXPECT_EQ(program_->buffer_data(a_->name), x.data());
+}
+
+// PrefillDecodeProgram binds all its caches in one BindBuffers call: a cache listed twice is
+// refused at load (one of its two memories would go unused), null memory at bind.
+TEST(PrefillDecodeProgramBindTest, RefusesACacheListedTwiceAndNullMemory) {
+  using examples::CacheBuffer;
+  using examples::PrefillDecodeProgram;
+  executorch::runtime::runtime_init();
+  std::string error;
+  auto loaded = LoadedProgram::LoadFile(kProgram, {}, &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  const NamedBuffer& first = loaded.get()->buffers().at(0);
+  const CacheBuffer cache{first.name, static_cast<int64_t>(first.nbytes / 4)};
+  auto twice = PrefillDecodeProgram::Load(kProgram, {cache, cache}, &error);
+  EXPECT_EQ(twice.error(), Error::InvalidArgument);
+  EXPECT_NE(error.find("cache '" + first.name + "' is listed twice"), std::string::npos) << error;
+  auto once = PrefillDecodeProgram::Load(kProgram, {cache}, &error);
+  ASSERT_TRUE(once.ok()) << error;
+  EXPECT_EQ(once.get()->BindCaches(nullptr, &error), Error::InvalidArgument);
+  std::vector<std::vector<float>> memory(1, std::vector<float>(cache.numel));
+  EXPECT_EQ(once.get()->BindCaches(&memory, &error), Error::Ok) << error;
 }
 
 }  // namespace
