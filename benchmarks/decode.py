@@ -49,13 +49,19 @@ TIMING = ("all variants of a capacity in one process; each round runs every vari
           "(seeded)")
 
 
-def _non_negative_float(flag: str, text: str) -> float:
+#: --lead-in-ms upper bound: every round runs each variant's lead-in, and the timing worker
+#: must finish within WORKER_TIMEOUT_S (100 rounds x 7 variants x 1 s = 700 s).
+MAX_LEAD_IN_MS = 1000.0
+
+
+def _lead_in_ms(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{flag} must be a number >= 0, got {text!r}")
+    if not 0 <= value <= MAX_LEAD_IN_MS:
+        raise argparse.ArgumentTypeError(
+            f"--lead-in-ms must be a number from 0 to {MAX_LEAD_IN_MS:g}, got {text!r}")
     return value
 
 
@@ -102,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
                    help="timed decode steps per variant and capacity (default 100; quick 2)")
     p.add_argument("--warmup", type=lambda s: _positive_int("--warmup", s, minimum=0),
                    help="untimed decode steps before timing (default 5; quick 1)")
-    p.add_argument("--lead-in-ms", type=lambda s: _non_negative_float("--lead-in-ms", s),
+    p.add_argument("--lead-in-ms", type=_lead_in_ms,
                    help="per round, run a variant's decode steps back to back for at least this "
                         "long before its timed step (default 5; 0 times the step right after "
                         "another variant's)")
@@ -395,7 +401,7 @@ def show_json(path: str, p: argparse.ArgumentParser) -> int:
             result = json.load(f)
         rows = result["rows"]
         text, _ = results_text(rows, result)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
         p.error(f"--from-json: cannot read a decode_bench.json from {path!r} ({exc!r}); pass "
                 "a file this benchmark wrote")
     print("\n" + text)

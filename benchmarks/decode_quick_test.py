@@ -199,9 +199,20 @@ class DecodeBenchQuickTest(absltest.TestCase):
             rows = [{k: v for k, v in r.items() if k != "step_ms_samples"}
                     for r in self.result["rows"]]
             json.dump({**self.result, "rows": rows}, f)
+        zero_times = os.path.join(self.out, "zero_times.json")  # ratios would divide by zero
+        with open(zero_times, "w") as f:
+            rows = [{**r, "step_ms_samples": [0.0] * len(r["step_ms_samples"])}
+                    for r in self.result["rows"]]
+            json.dump({**self.result, "rows": rows}, f)
+        nested = os.path.join(self.out, "nested.json")  # deeper than the JSON parser recurses
+        with open(nested, "w") as f:
+            f.write("[" * 200000)
         for argv, flag in ((["--repeats", "0"], "--repeats"),
+                           (["--from-json", zero_times], "--from-json"),
+                           (["--from-json", nested], "--from-json"),
                            (["--lead-in-ms", "-1"], "--lead-in-ms"),
                            (["--lead-in-ms", "nan"], "--lead-in-ms"),
+                           (["--lead-in-ms", "1e308"], "--lead-in-ms"),
                            (["--max-seq-lens", "abc"], "--max-seq-lens"),
                            (["--variants", "nope"], "--variants"),
                            (["--no-such-flag"], "--no-such-flag"),

@@ -375,7 +375,7 @@ def after_switch_note(rows: Sequence[dict]) -> Optional[str]:
     the Python rounds grow"). None when that was not measured at two capacities."""
     m = {r["max_seq_len"]: r.get("step_ms_after_switch_median") for r in rows
          if r["variant"] == INPLACE and not r.get("error")}
-    m = {s: v for s, v in m.items() if v is not None}
+    m = {s: v for s, v in m.items() if v is not None and v > 0}  # > 0: also not NaN
     if len(m) < 2:
         return None
     lo, hi = min(m), max(m)

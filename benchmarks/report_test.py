@@ -258,6 +258,10 @@ class TableTest(absltest.TestCase):
         self.assertIsNone(report.after_switch_note(rows[:1] + rows[2:]))
         self.assertIsNone(report.after_switch_note(
             [self.table_row("delegate_inplace", max_seq_len=c) for c in (256, 4096)]))
+        # A zero or NaN median (a hand-edited file) is no measurement: no note, no crash.
+        for bad in (0.0, float("nan")):
+            rows[0]["step_ms_after_switch_median"] = bad
+            self.assertIsNone(report.after_switch_note(rows), bad)
 
 
 if __name__ == "__main__":
