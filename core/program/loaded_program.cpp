@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 #include <utility>
 
 #include <executorch/extension/data_loader/buffer_data_loader.h>
@@ -344,6 +345,7 @@ Error LoadedProgram::BindBuffers(const std::vector<BufferBinding>& bindings, std
 }
 
 Error LoadedProgram::CheckBindings(const std::vector<BufferBinding>& bindings, std::string* error) {
+  std::unordered_map<std::string_view, const BufferBinding*> by_name;  // one per name
   for (const BufferBinding& b : bindings) {
     const NamedBuffer* buffer = find_buffer(b.name);
     if (buffer == nullptr) {
@@ -366,13 +368,12 @@ Error LoadedProgram::CheckBindings(const std::vector<BufferBinding>& bindings, s
                " bytes at that address pass the end of the address space; not real memory";
       return Error::InvalidArgument;
     }
-    for (const BufferBinding& other : bindings) {
-      if (&other != &b && other.name == b.name && other.data != b.data) {
-        *error = "binding buffer '" + buffer->name +
-                 "' twice in one call, to different "
-                 "memory: only one would be used; bind each buffer once";
-        return Error::InvalidArgument;
-      }
+    const auto [it, first] = by_name.emplace(b.name, &b);
+    if (!first && it->second->data != b.data) {
+      *error = "binding buffer '" + buffer->name +
+               "' twice in one call, to different memory: only one would be used; bind each "
+               "buffer once";
+      return Error::InvalidArgument;
     }
   }
   // Each buffer's storage once `bindings` are applied: the new memory for the buffers bound
@@ -385,12 +386,8 @@ Error LoadedProgram::CheckBindings(const std::vector<BufferBinding>& bindings, s
   };
   std::vector<Range> ranges;
   for (const NamedBuffer& buffer : buffers_) {
-    const BufferBinding* bound = nullptr;
-    for (const BufferBinding& b : bindings) {
-      if (b.name == buffer.name) {
-        bound = &b;  // a name given twice has the same memory both times (checked above)
-      }
-    }
+    const auto it = by_name.find(buffer.name);
+    const BufferBinding* bound = it != by_name.end() ? it->second : nullptr;
     const auto begin =
         reinterpret_cast<uintptr_t>(bound != nullptr ? bound->data : buffer_data(buffer.name));
     if (begin == 0 || buffer.nbytes == 0) {
