@@ -190,6 +190,13 @@ def prepare_step(config: BenchConfig, variant: str, max_seq_len: int,
                          data_path(variant, path))
 
 
+def time_step(step: Callable[[], object]) -> float:
+    """Runs `step` once; its wall time in ms (`time.perf_counter`)."""
+    start = time.perf_counter()
+    step()
+    return (time.perf_counter() - start) * 1e3
+
+
 #: Seed of the timing worker's per-round shuffle (the same orders in every run).
 ROUND_ORDER_SEED = 15
 
@@ -213,21 +220,16 @@ def time_interleaved(config: BenchConfig, max_seq_len: int,
     steady: Dict[str, List[float]] = {v: [] for v in names}
     after_switch: Dict[str, List[float]] = {v: [] for v in names}
 
-    def timed(step) -> float:
-        start = time.perf_counter()
-        step()
-        return (time.perf_counter() - start) * 1e3
-
     order = random.Random(ROUND_ORDER_SEED)
     for _ in range(config.repeats):
         for v in order.sample(names, len(names)):
             step = steps[v]
             if config.lead_in_ms > 0:
                 lead_in_start = time.perf_counter()
-                after_switch[v].append(timed(step))
+                after_switch[v].append(time_step(step))
                 while (time.perf_counter() - lead_in_start) * 1e3 < config.lead_in_ms:
                     step()
-            steady[v].append(timed(step))
+            steady[v].append(time_step(step))
             if config.lead_in_ms <= 0:
                 after_switch[v].append(steady[v][-1])
     return {"steady": steady, "after_switch": after_switch}

@@ -132,9 +132,7 @@ def time_after(config: BenchConfig, variant: str, befores: Sequence[str],
             before_steps[pair]()
             step = steps[pair[1]]
             for k in range(steps_after):
-                start = time.perf_counter()
-                step()
-                elapsed = (time.perf_counter() - start) * 1e3
+                elapsed = measure.time_step(step)
                 if r >= config.warmup:
                     times[pair][k].append(elapsed)
     return times
