@@ -21,6 +21,7 @@
 #pragma GCC visibility push(hidden)
 #include <flatbuffers/flatbuffers.h>
 
+#include "core/common/little_endian.h"
 #include "core/schema/program_generated.h"
 #include "core/schema/runtime_schema_generated.h"
 #pragma GCC visibility pop
@@ -33,18 +34,6 @@ namespace xfb = fb_xnnpack;
 using executorch::runtime::Error;
 
 constexpr const char* kCorrupt = "the nested program is corrupt; re-export";
-
-uint32_t ReadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;  // little-endian hosts only (as the rest of the runtime)
-}
-
-uint64_t ReadU64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // Bits per element of an XNNPACK datatype, or 0 if unknown (then the tensor is not checked).
 uint32_t ElementBits(xfb::XNNDatatype type) {
@@ -95,7 +84,6 @@ class DelegateChecker {
       }
       graph = payload + fb_offset;
       graph_size = fb_size;
-      constants_ = payload + constant_offset;
       constants_size_ = constant_size;
     }
     if (graph_size < 8 ||
@@ -190,7 +178,6 @@ class DelegateChecker {
   const char* method_;
   const uint32_t delegate_;
   const executorch::runtime::NamedDataMap* named_data_;
-  const uint8_t* constants_ = nullptr;
   uint64_t constants_size_ = 0;
 };
 
