@@ -12,7 +12,6 @@
 #include "core/binding/binding_plan.h"
 #include "core/binding/copy_counter.h"
 #include "core/blob/dtype_name.h"
-#include "core/common/num_bytes.h"
 #include "core/common/runtime_types.h"
 #include "core/common/shape_string.h"
 
@@ -89,14 +88,10 @@ Error CheckArg(const Tensor& t, size_t index, const PlannedBinding& b,
     }
     value = size;
   }
-  // A dynamic output's sizes are stale until it is resized; its storage is checked
-  // against the upper bound by the engine.
-  const bool sized = b.is_static || values != nullptr;
-  const size_t nbytes = b.is_static ? b.nbytes : NumBytes(b.dtype, t.sizes());
-  if (sized && t.nbytes() != nbytes) {
-    return WrongArgument(t, index, b);
-  }
-  if (nbytes > 0 && t.const_data_ptr() == nullptr) {
+  // With dtype, rank and static sizes checked, t.nbytes() is the binding's size (a dynamic
+  // output's sizes are stale until it is resized; the engine checks its storage against the
+  // upper bound).
+  if (t.nbytes() > 0 && t.const_data_ptr() == nullptr) {
     ET_LOG(Error,
            "executorch_trt: delegate argument %zu (%s '%s') has no storage (null data); "
            "bind memory to it before execute.",
