@@ -62,13 +62,48 @@ const DescribedEngine& Engine(int which) {
 
 using Json = nlohmann::json;
 
-// Strings the metadata format gives meaning to (core/blob/FORMAT.md; metadata.dict).
+// Strings the metadata format gives meaning to (core/blob/FORMAT.md): every quoted word of
+// metadata.dict (keep the two alike), plus "delegate", "" and "\xff".
 constexpr const char* kWords[] = {
-    "engine",    "portable", "tensorrt", "inputs",  "outputs", "aliased_io",      "name",
-    "dtype",     "shape",    "output",   "input",   "kind",    "kv_cache_update", "user",
-    "ownership", "caller",   "delegate", "float32", "float16", "bfloat16",        "int64",
-    "int32",     "bool",     "uint8",    "x",       "pos",     "k_cache",         "k_cache_out",
-    "y",         "",         "\xff",
+    "engine",
+    "portable",
+    "tensorrt",
+    "inputs",
+    "outputs",
+    "aliased_io",
+    "name",
+    "dtype",
+    "shape",
+    "output",
+    "input",
+    "kind",
+    "kv_cache_update",
+    "user",
+    "ownership",
+    "caller",
+    "delegate",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float64",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "x",
+    "pos",
+    "k_cache",
+    "k_cache_out",
+    "y",
+    "symbols",
+    "min",
+    "max",
+    "opt",
+    "T",
+    "",
+    "\xff",
 };
 
 // Numbers at the edges of what the parser converts (int64, uint64, double, int32 shapes).
