@@ -11,6 +11,7 @@ reason. Every test that needs the library goes through ``require`` (or ``needs_l
 from __future__ import annotations
 
 import os
+import sys
 import unittest
 
 from executorch_trt import runtime
@@ -52,3 +53,13 @@ def needs_library(cls):
 
     cls.setUpClass = classmethod(setUpClass)
     return cls
+
+
+def subprocess_env() -> dict:
+    """This process's environment for a child Python process that loads programs: its
+    ``sys.path`` as ``PYTHONPATH`` and the delegate library and binding this process found
+    (``runtime.LIBRARY_ENV``, ``runtime.BINDING_ENV``, absolute). Call after ``require()``:
+    raises what ``runtime.library_path()`` raises when there is no library."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+                **{runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
+                   runtime.BINDING_ENV: os.path.abspath(runtime.binding_path())})

@@ -23,7 +23,6 @@ from absl.testing import absltest
 
 import caller_state_models as csm
 import delegate_library
-from executorch_trt import runtime
 
 PROCESSES = int(os.environ.get("FIRST_EXECUTE_PROCESSES", "10"))
 PARALLEL = 2
@@ -45,9 +44,7 @@ class FirstExecuteStressTest(absltest.TestCase):
         reference = os.path.join(tmp, "reference.pt")
         torch.save({"tokens": tokens, "outputs": eager}, reference)
 
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                   **{runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
-                      runtime.BINDING_ENV: os.path.abspath(runtime.binding_path())})
+        env = delegate_library.subprocess_env()
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                               "first_execute_worker.py")
         start = time.monotonic()

@@ -80,9 +80,7 @@ class LoadFuzzTest(absltest.TestCase):
         # The unmutated program runs (so the mutations start from a program that works).
         runtime.load(base).load_method("forward").execute(load_fuzz_worker.INPUTS)
 
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                   **{runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
-                      runtime.BINDING_ENV: os.path.abspath(runtime.binding_path())})
+        env = delegate_library.subprocess_env()
         script = os.path.abspath(load_fuzz_worker.__file__)
         start = time.monotonic()
         batches = [(b, min(BATCH, MUTATIONS - b)) for b in range(0, MUTATIONS, BATCH)]

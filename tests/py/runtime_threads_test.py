@@ -38,9 +38,7 @@ class FirstExecuteRaceTest(absltest.TestCase):
         path = os.path.join(self.create_tempdir().full_path, "tiny_attention.pte")
         with open(path, "wb") as f:
             f.write(csm.tiny_attention_pte())
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                   **{runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
-                      runtime.BINDING_ENV: os.path.abspath(runtime.binding_path())})
+        env = delegate_library.subprocess_env()
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_execute_race.py")
         procs = [subprocess.Popen([sys.executable, script, path, str(ROUNDS)], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
