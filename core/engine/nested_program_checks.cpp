@@ -154,6 +154,9 @@ class PlanChecker {
     }
     const auto* instructions = plan_.chains()->Get(0)->instructions();
     const uint32_t n = Size(instructions);
+    // Once, not per tensor and instruction (CheckChain has range-checked every op_index).
+    std::vector<bool> et_view(Size(plan_.operators()));
+    for (uint32_t op = 0; op < et_view.size(); ++op) et_view[op] = IsEtView(op);
     for (uint32_t v : unplanned_) {
       // Lists whose items include v: passing one reads v.
       std::vector<bool> holds_v(static_cast<size_t>(num_values_), false);
@@ -187,7 +190,7 @@ class PlanChecker {
             args = call->args();
             // executorch_prim::et_view.default(self, size, out) points `out` at self's data
             // (ExecuTorch's emitter makes unplanned view outputs): it gives v data.
-            if (IsEtView(call->op_index()) && Size(args) == 3 &&
+            if (et_view[static_cast<uint32_t>(call->op_index())] && Size(args) == 3 &&
                 args->Get(2) == static_cast<int32_t>(v) && !reads(args->Get(0)) &&
                 !reads(args->Get(1))) {
               continue;
@@ -232,10 +235,11 @@ class PlanChecker {
   }
 
   // Whether operator `op` (in range) is executorch_prim::et_view.default.
-  bool IsEtView(int32_t op) const {
-    const fb::Operator* o = plan_.operators()->Get(static_cast<uint32_t>(op));
-    return o->name()->str() == "executorch_prim::et_view" && o->overload() != nullptr &&
-           o->overload()->str() == "default";
+  bool IsEtView(uint32_t op) const {
+    const fb::Operator* o = plan_.operators()->Get(op);
+    return o->name() != nullptr &&
+           std::strcmp(o->name()->c_str(), "executorch_prim::et_view") == 0 &&
+           o->overload() != nullptr && std::strcmp(o->overload()->c_str(), "default") == 0;
   }
 
   // Whether value `v` is a method input or output (the engine binds their data).
