@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/schema/program_generated.h"
+
 namespace executorch_trt {
 namespace {
 
@@ -21,11 +23,6 @@ int CompareJoined(const char* schema_name, const char* name, const char* overloa
   if (*rest != '.') return static_cast<unsigned char>(*rest) - '.';
   return std::strcmp(rest + 1, overload);
 }
-
-constexpr const char* kTypeNames[] = {
-    "NONE",   "Null",    "Int",        "Bool",     "Double",     "Tensor",
-    "String", "IntList", "DoubleList", "BoolList", "TensorList", "OptionalTensorList",
-};
 
 }  // namespace
 
@@ -41,7 +38,12 @@ const OperatorSchema* FindOperatorSchema(const char* name, const char* overload)
 }
 
 const char* KernelTypeName(uint32_t type) {
-  return type < sizeof(kTypeNames) / sizeof(kTypeNames[0]) ? kTypeNames[type] : "?";
+  // The schema's own names (flatc's EnumNameKernelTypes; "" out of range).
+  const char* name = type <= static_cast<uint32_t>(executorch_flatbuffer::KernelTypes::MAX)
+                         ? executorch_flatbuffer::EnumNameKernelTypes(
+                               static_cast<executorch_flatbuffer::KernelTypes>(type))
+                         : "";
+  return name[0] != '\0' ? name : "?";
 }
 
 const char* KernelTypeMaskText(uint16_t tags, char* buffer, size_t size) {
