@@ -331,13 +331,13 @@ class MisuseTest(absltest.TestCase):
         # with two layers); both the partitioner and the planner say what to call.
         with torch.no_grad():
             ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
-        with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: torch.cond updates "
+        with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: update_cross_attn_cache updates "
                                     r"cross-attention cache\(s\) 'layers.0.k_cache', "
                                     r"'layers.1.k_cache'.*expose_cross_attn_cache_writes"):
             to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
         with torch.no_grad():
             ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
-        with self.assertRaisesRegex(ValueError, r"method #0: torch.cond updates .*"
+        with self.assertRaisesRegex(ValueError, r"method #0: update_cross_attn_cache updates .*"
                                     r"expose_cross_attn_cache_writes"):
             to_edge(ep).to_executorch(executorch_trt.backend_config())
 
@@ -351,8 +351,9 @@ class MisuseTest(absltest.TestCase):
     def test_a_reuse_branch_that_copies_is_rejected_with_how_to_fix_it(self):
         with torch.no_grad():
             ep = torch.export.export(_ClonesInsteadOfAlias(0), (torch.randn(SHAPE),))
-            with self.assertRaisesRegex(ValueError, r"output 0 is a computed tensor in the true "
-                                        r"branch and operand 0 in the false branch.*alias"):
+            with self.assertRaisesRegex(ValueError, r"output 0 is a tensor computed by "
+                                        r"aten::clone in the true branch and buffer "
+                                        r"'k_cache' in the false branch.*alias"):
                 executorch_trt.export(ep)
 
 

@@ -69,32 +69,67 @@ def _updated_operands(branch: torch.fx.GraphModule) -> Set[int]:
             if schema_name(n) == UPDATE and _cache_arg(n) in placeholders}
 
 
-def _mismatch_error(cond: torch.fx.Node, j, true_what: str, false_what: str) -> ValueError:
+def _operand_names(graph_signature: Optional[ExportGraphSignature]) -> Dict[str, str]:
+    """``{placeholder name: how the user knows it}``: ``buffer 'layers.0.k_cache'``,
+    ``method input 'x'``, ``parameter 'k.weight'``; empty without a signature."""
+    if graph_signature is None:
+        return {}
+    names = {}
+    for spec in graph_signature.input_specs:
+        kind = str(spec.kind).split(".")[-1].lower().replace("_", " ")
+        if spec.kind == InputKind.USER_INPUT:
+            names[spec.arg.name] = f"method input '{spec.arg.name}'"
+        elif spec.target is not None:
+            names[spec.arg.name] = f"{kind} '{spec.target}'"
+    return names
+
+
+def _describe_output(gm: torch.fx.GraphModule, cond: torch.fx.Node, branch: int, j: int,
+                     k: Optional[int], names: Dict[str, str]) -> str:
+    """What output ``j`` of branch ``branch`` (0 true, 1 false) of ``cond`` is, in the user's
+    terms: the cond operand ``k`` it returns (named through ``names``), else the op computing
+    it."""
+    if k is not None:
+        operand = cond.args[3][k]
+        return names.get(operand.name, f"'{operand.name}'")
+    graph = cond_branches(gm, cond)[branch]
+    outputs = pytree.tree_leaves(graph.graph.output_node().args[0])
+    value = outputs[j] if j < len(outputs) else None
+    if isinstance(value, torch.fx.Node) and value.op == "call_function":
+        return f"a tensor computed by {op_name(value)}"
+    return "a computed tensor"
+
+
+def _mismatch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node, j: int,
+                    true_k: Optional[int], false_k: Optional[int],
+                    names: Dict[str, str]) -> ValueError:
+    cache_k = true_k if true_k is not None else false_k
+    cache = _describe_output(gm, cond, 0 if true_k is not None else 1, j, cache_k, names)
     return ValueError(
-        f"executorch_trt: torch.cond '{cond.name}' output {j} is {true_what} in the true branch "
-        f"and {false_what} in the false branch; a cross-attention cache must be the same "
-        "operand in both: return torch.ops.executorch.alias(cache, ...)[0] when reusing it "
-        "(not cache.clone() or a new tensor) and update_cross_attn_cache(value, cache) when "
-        "recomputing.")
+        f"executorch_trt: torch.cond '{cond.name}' output {j} is "
+        f"{_describe_output(gm, cond, 0, j, true_k, names)} in the true branch and "
+        f"{_describe_output(gm, cond, 1, j, false_k, names)} in the false branch; the "
+        f"cross-attention cache {cache} must be returned at one output by both branches, so "
+        "that the output is the cache itself: return torch.ops.executorch.alias(cache, ...)[0] "
+        "when reusing it (not a tensor computed from it, cache.clone() or a new tensor) and "
+        "update_cross_attn_cache(value, cache) when recomputing, and compute from the cond's "
+        "output after the cond (k = torch.cond(...); out = k + extra).")
 
 
-def _what(k: Optional[int]) -> str:
-    return "a computed tensor" if k is None else f"operand {k}"
-
-
-def _returned_in_one_branch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node,
-                                  k: int) -> ValueError:
+def _returned_in_one_branch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node, k: int,
+                                  names: Dict[str, str]) -> ValueError:
     """The error for a cache operand ``k`` that ``cond`` updates but whose branches do not both
     return it at one output position."""
     true_map, false_map = (_branch_cache_outputs(b) for b in cond_branches(gm, cond))
     for j in sorted(set(true_map) | set(false_map)):
         if k in (true_map.get(j), false_map.get(j)):
-            return _mismatch_error(cond, j, _what(true_map.get(j)), _what(false_map.get(j)))
+            return _mismatch_error(gm, cond, j, true_map.get(j), false_map.get(j), names)
+    operand = cond.args[3][k]
     return ValueError(
-        f"executorch_trt: torch.cond '{cond.name}' updates operand {k} with "
-        "update_cross_attn_cache but no branch returns it, so the update would be lost; "
-        "return the update's result from the recompute branch and alias(cache, ...)[0] from "
-        "the reuse branch.")
+        f"executorch_trt: torch.cond '{cond.name}' updates "
+        f"{names.get(operand.name, repr(operand.name))} with update_cross_attn_cache but no "
+        "branch returns it, so the update would be lost; return the update's result from the "
+        "recompute branch and alias(cache, ...)[0] from the reuse branch.")
 
 
 def _not_a_buffer_error(cond: torch.fx.Node, operand: torch.fx.Node, kind) -> ValueError:
@@ -136,19 +171,21 @@ def _check_no_nested_updates(gm: torch.fx.GraphModule, cond: torch.fx.Node) -> N
 
 def unexposed_cache_writes(graph_module: torch.fx.GraphModule,
                            graph_signature: ExportGraphSignature) -> List[str]:
-    """FQNs of the buffers a top-level ``cond`` of ``graph_module`` updates with
-    ``update_cross_attn_cache`` (functional or ``.out``) that are not BUFFER_MUTATION targets:
+    """FQNs of the buffers that ``update_cross_attn_cache`` (functional or ``.out``; at the top
+    level or in a top-level ``cond``) updates and that are not BUFFER_MUTATION targets:
     ``expose_cross_attn_cache_writes`` was not applied, so ExecuTorch would plan the cache as
     a constant and lose the update."""
     buffers = graph_signature.inputs_to_buffers
     mutated = set(graph_signature.buffers_to_mutate.values())
     found = []
+    operands = [_cache_arg(n) for n in _top_level_updates(graph_module)]
     for cond in [n for n in graph_module.graph.nodes if is_cond(n)]:
         for branch in cond_branches(graph_module, cond):
-            for k in sorted(_updated_operands(branch)):
-                fqn = buffers.get(cond.args[3][k].name)
-                if fqn is not None and fqn not in mutated and fqn not in found:
-                    found.append(fqn)
+            operands += [cond.args[3][k] for k in sorted(_updated_operands(branch))]
+    for operand in operands:
+        fqn = buffers.get(operand.name)
+        if fqn is not None and fqn not in mutated and fqn not in found:
+            found.append(fqn)
     return found
 
 
@@ -159,10 +196,14 @@ def check_cache_writes_exposed(graph_module: torch.fx.GraphModule,
     names the stage for the message); does nothing without a signature."""
     if graph_signature is None:
         return
+    for node in _top_level_updates(graph_module):
+        if _cache_arg(node).name in graph_signature.user_inputs:
+            raise _method_input_error(node, _cache_arg(node),
+                                      f"{where}: update_cross_attn_cache '{node.name}'")
     missing = unexposed_cache_writes(graph_module, graph_signature)
     if missing:
         raise ValueError(
-            f"executorch_trt: {where}: torch.cond updates cross-attention cache(s) "
+            f"executorch_trt: {where}: update_cross_attn_cache updates cross-attention cache(s) "
             f"{', '.join(repr(m) for m in missing)} that the program does not record as "
             "mutated buffers, so ExecuTorch would treat them as constants and lose the "
             "updates. Call executorch_trt.passes.cross_attn_cache."
@@ -179,6 +220,102 @@ def _output_item(cond: torch.fx.Node, j: int) -> torch.fx.Node:
         item = cond.graph.call_function(operator.getitem, (cond, j))
     item.meta["val"] = cond.meta["val"][j]
     return item
+
+
+def _method_input_error(node: torch.fx.Node, operand: torch.fx.Node,
+                        where: str) -> ValueError:
+    return ValueError(
+        f"executorch_trt: {where} updates method input '{operand.name}' with "
+        "update_cross_attn_cache; a method input is the caller's tensor for one call, so the "
+        "cache would not persist to the next call and the caller's tensor would not be "
+        "written (eager PyTorch writes into it). Register the cache as a buffer of the module "
+        "(register_buffer) so it is state the program owns.")
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is an ATen view (its result aliases its input: ``slice``, ``view``,
+    ``select``, ``transpose``...), read off the op's schema."""
+    schema = getattr(node.target, "_schema", None)
+    return (node.op == "call_function" and schema is not None and bool(schema.returns)
+            and schema.returns[0].alias_info is not None
+            and not schema.returns[0].alias_info.is_write)
+
+
+def _top_level_updates(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if schema_name(n) == UPDATE]
+
+
+def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[str]:
+    """Makes each ``update_cross_attn_cache(value, cache)`` outside a ``cond`` the eager
+    write it is. The op declares no mutation, so torch.export records none: the graph goes on
+    reading the old ``cache`` after the call, and a buffer it writes becomes a constant (the
+    write is lost). Here every later reader of ``cache`` reads the op's result instead, and a
+    buffer's last update becomes its BUFFER_MUTATION value. Returns the FQNs of the buffers
+    newly recorded as mutated. ``ValueError`` for a cache that is a method input, a parameter
+    or constant, a view of another tensor (eager writes through it into that tensor), or a
+    buffer a ``cond`` also updates (``cond_fqns``)."""
+    updates = _top_level_updates(ep.graph_module)
+    if not updates:
+        return []
+    gm, sig = ep.graph_module, ep.graph_signature
+    kinds = {s.arg.name: s.kind for s in sig.input_specs}
+    buffers = {s.arg.name: s.target for s in sig.input_specs if s.kind == InputKind.BUFFER}
+    output = gm.graph.output_node()
+    mutation_specs = {s.target: k for k, s in enumerate(sig.output_specs)
+                      if s.kind == OutputKind.BUFFER_MUTATION}
+    out_args = list(output.args[0])
+    # The node holding each buffer's current value: its placeholder, then each write of it.
+    current: Dict[torch.fx.Node, str] = {
+        n: buffers[n.name] for n in gm.graph.nodes if n.op == "placeholder" and n.name in buffers}
+    for fqn, k in mutation_specs.items():
+        if isinstance(out_args[k], torch.fx.Node):
+            current[out_args[k]] = fqn
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    last: Dict[str, torch.fx.Node] = {}
+    for node in updates:
+        cache = _cache_arg(node)
+        where = f"update_cross_attn_cache '{node.name}' (outside a torch.cond)"
+        fqn = current.get(cache)
+        if fqn is None and cache.op == "placeholder":
+            if kinds.get(cache.name) == InputKind.USER_INPUT:
+                raise _method_input_error(node, cache, where)
+            kind = str(kinds.get(cache.name)).split(".")[-1].lower().replace("_", " ")
+            raise ValueError(
+                f"executorch_trt: {where} writes '{cache.name}', a {kind}, not a buffer: the "
+                "write would be lost. Register the cache as a buffer (register_buffer).")
+        if fqn is None and _is_view(cache):
+            raise ValueError(
+                f"executorch_trt: {where} writes '{cache.name}', a view "
+                f"({op_name(cache)}) of another tensor: eager PyTorch writes through the view "
+                "into that tensor, which the exported program cannot follow. Pass the whole "
+                "cache (a buffer) to update_cross_attn_cache.")
+        if fqn in cond_fqns:
+            raise ValueError(
+                f"executorch_trt: buffer '{fqn}' is updated by {where} and by a torch.cond; "
+                "update a cross-attention cache in one place.")
+        for user in list(cache.users):
+            if user is not node and order[user] > order[node]:
+                user.replace_input_with(cache, node)
+        if fqn is not None:
+            current[node] = fqn
+            last[fqn] = node
+    out_args = list(output.args[0])  # the readers above may include the output node
+    added = []
+    for fqn, node in last.items():
+        if fqn in mutation_specs:
+            k = mutation_specs[fqn]
+            if order[out_args[k]] < order[node]:  # cannot happen: a later write reads it
+                out_args[k] = node
+        else:
+            added.append((fqn, node))
+    output.args = (tuple(n for _, n in added) + tuple(out_args),)
+    sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name),
+                                       fqn) for fqn, n in added]
+    for spec, arg in zip(sig.output_specs, output.args[0]):
+        if isinstance(arg, torch.fx.Node) and isinstance(spec.arg, TensorArgument):
+            spec.arg.name = arg.name
+    gm.recompile()
+    return [fqn for fqn, _ in added]
 
 
 def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
@@ -209,31 +346,33 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
         for k in sorted(positions):
             operand = node.args[3][k]
             if operand.name in user_inputs:
-                raise ValueError(
-                    f"executorch_trt: torch.cond '{node.name}' updates method input "
-                    f"'{operand.name}' with update_cross_attn_cache; a method input is the "
-                    "caller's tensor for one call, so the cache would not persist to the next "
-                    "call (eager PyTorch writes into it). Register the cache as a buffer of "
-                    "the module (register_buffer) so it is state the program owns.")
+                raise _method_input_error(node, operand, f"torch.cond '{node.name}'")
             fqn = buffers.get(operand.name) if operand.op == "placeholder" else None
             if fqn is None:
                 raise _not_a_buffer_error(node, operand, kinds.get(operand.name))
             if fqn in mutated:
                 continue
             if k not in returned:
-                raise _returned_in_one_branch_error(gm, node, k)
+                raise _returned_in_one_branch_error(gm, node, k, _operand_names(sig))
             exposed.append(_output_item(node, returned[k]))
             fqns.append(fqn)
             mutated.add(fqn)
-    if not exposed:
-        return []
-    output = gm.graph.output_node()
-    # BUFFER_MUTATION outputs come first in an ExportedProgram's output list.
-    output.args = (tuple(exposed) + tuple(output.args[0]),)
-    sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name),
-                                       fqn) for n, fqn in zip(exposed, fqns)]
-    gm.recompile()
-    return fqns
+    if exposed:
+        output = gm.graph.output_node()
+        # BUFFER_MUTATION outputs come first in an ExportedProgram's output list.
+        output.args = (tuple(exposed) + tuple(output.args[0]),)
+        sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION,
+                                           TensorArgument(name=n.name), fqn)
+                                for n, fqn in zip(exposed, fqns)]
+        gm.recompile()
+    cond_fqns = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION
+                 and any(s.arg.name == n.name for n in _cond_outputs(gm))}
+    return fqns + _expose_top_level_updates(ep, cond_fqns)
+
+
+def _cond_outputs(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
+    return [u for n in gm.graph.nodes if is_cond(n) for u in n.users
+            if u.target is operator.getitem]
 
 
 def _returned_operand(value, placeholders: List[torch.fx.Node]) -> Optional[int]:
@@ -329,7 +468,8 @@ def plan_cond_caches_in_place(
         flat = list(specs) if isinstance(specs, (list, tuple)) else [specs]
         for j in set(true_map) | set(false_map):
             if true_map.get(j) != false_map.get(j):
-                raise _mismatch_error(cond, j, _what(true_map.get(j)), _what(false_map.get(j)))
+                raise _mismatch_error(graph_module, cond, j, true_map.get(j),
+                                      false_map.get(j), _operand_names(graph_signature))
             spec = operands[true_map[j]].meta["spec"]
             flat[j] = spec
             for user in cond.users:

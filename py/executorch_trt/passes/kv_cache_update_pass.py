@@ -56,6 +56,9 @@ SUPPORTED_FORMS = ("index_copy_ on any dimension", "index_put_ / cache[..., idx]
                    "bounds", "cache[..., i] = v with a static int", "index_fill_")
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
+#: ExecuTorch's cross-attention cache write (``cross_attn_ops``); outside a ``torch.cond``
+#: it is the write ``cache[:, :, :S] = value``.
+CROSS_ATTN_UPDATE = "executorch::update_cross_attn_cache"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +87,8 @@ def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
     if node.op != "call_function":
         return None
     name = schema_name(node)
+    if name == CROSS_ATTN_UPDATE:
+        return _match_cross_attn_update(node)
     if name not in WRITE_OPS:
         return None
     cache = node.args[0]
@@ -120,6 +125,22 @@ def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
     dim = dim % c.dim()
     expected = list(c.shape[:dim]) + list(c.shape[dim + 1:])
     return _check_source(node, cache, c, src, dim, expected, name)
+
+
+def _match_cross_attn_update(node: torch.fx.Node) -> Union[KVWrite, str]:
+    """``update_cross_attn_cache(value, cache)`` outside a ``cond``: ``cache[:, :, :S] = value``
+    (``value`` ``[B, H, S, D]``, ``S <= S_max``; ``S`` may be dynamic)."""
+    value, cache = node.args[0], node.args[1]
+    c, v = _val(cache), _val(value)
+    if c is None or v is None or c.dim() != 4 or v.dim() != 4:
+        return "update_cross_attn_cache of a value or cache that is not a 4-D tensor"
+    if any(not isinstance(d, int) for d in c.shape):
+        return f"update_cross_attn_cache of a cache with a dynamic shape {list(c.shape)}"
+    if v.dtype != c.dtype or any(not isinstance(v.shape[d], int) or v.shape[d] != c.shape[d]
+                                 for d in (0, 1, 3)):
+        return (f"update_cross_attn_cache of a {v.dtype} {list(v.shape)} value into a "
+                f"{c.dtype} {list(c.shape)} cache")
+    return KVWrite(node, cache, 2, CROSS_ATTN_UPDATE)
 
 
 def _slice_scatter_args(node: torch.fx.Node) -> list:
@@ -251,6 +272,22 @@ def _rewrite(write: KVWrite) -> None:
         value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1:]))
         # The op takes int64 indices (ops.py); index_put also accepts int32.
         idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
+    elif write.form == CROSS_ATTN_UPDATE:
+        value = node.args[0]
+        rows = value.meta["val"].shape[2]
+        if not isinstance(rows, int):  # a dynamic S: its size, read off the value at run time
+            with node.graph.inserting_before(node):
+                size = node.graph.call_function(torch.ops.aten.sym_size.int, (value, 2))
+            # Set, not computed: calling sym_size on the fake value would specialise S.
+            size.meta["val"] = rows
+            with node.graph.inserting_before(node):
+                idx = node.graph.call_function(EDGE.aten.arange.start_step, (0, size, 1),
+                                               {"dtype": torch.int64})
+            with value.meta["val"].fake_mode:  # no tensor argument to find the mode from
+                idx.meta["val"] = torch.arange(0, rows, 1, dtype=torch.int64)
+        else:
+            idx = insert_before(node, EDGE.aten.arange.start_step, (0, rows, 1),
+                                {"dtype": torch.int64})
     elif write.form == "aten::slice_scatter":
         _, value, _, start, end, step = _slice_scatter_args(node)
         start, end, step = slice(start, end, step).indices(size)
