@@ -26,6 +26,7 @@ from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_er
 from executorch_trt.options import ExportOptions
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
+from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
 from executorch_trt.passes.size_copies import SizeCopiesPass
 from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
@@ -125,6 +126,8 @@ def _backend_config(opts: ExportOptions, method_names: Optional[Sequence[str]] =
     )
     passes = ([InitializeMutableBuffersPass(zero_buffers)] if opts.initializes_mutable_buffers
               else [])
+    # Sibling conds would overwrite each other's live results (passes/cond_outputs.py).
+    passes.append(SiblingCondOutputsPass())
     return ExecutorchBackendConfig(
         passes=passes,
         memory_planning_pass=planner,

@@ -1,4 +1,8 @@
-"""``copy_cond_outputs``: a ``torch.cond`` result that a nested program returns is copied into
+"""Copies of ``torch.cond`` results where ExecuTorch would otherwise hand out a branch's own
+tensor: ``copy_cond_outputs`` (a result a nested program returns) and
+``SiblingCondOutputsPass`` (a result still read after another control-flow node has run).
+
+``copy_cond_outputs``: a ``torch.cond`` result that a nested program returns is copied into
 the output the caller bound, instead of being returned as the branch's own tensor.
 
 Why (verified, ExecuTorch 1.5.1, the portable engine): the emitter ends each branch with a
@@ -10,6 +14,17 @@ so the caller's storage is never written the first time each branch runs (stale 
 error), and the next ``set_output_data_ptr`` re-points the *branch's* tensor at caller memory
 for good. A copy after the ``cond`` is an ordinary kernel writing into the bound output.
 
+``SiblingCondOutputsPass`` (ExecuTorch #21490, verified on 1.5.1 with stock ExecuTorch):
+``memory_planning.apply_algo`` plans every control-flow submodule (both branches of every
+``cond``, ``while``/``map``/``scan`` bodies) of a graph from offset 0 of one shared region, and
+a ``cond`` result *is* its branch's tensor in that region (the ``MoveCall`` above). So with
+``a = cond(...)`` then ``b = cond(...)``, the second cond's branch overwrites ``a`` while ``a``
+is still to be read: the program returns ``a == b``-like garbage, for either predicate, with no
+error. The pass copies each such result (``_clone_dim_order``, planned in the graph's own
+memory, after the submodule region) right after its ``cond`` (``to_backend`` may have moved the
+``getitem`` after the next cond: it is moved back), and every reader reads the copy.
+Results read only before the next control-flow node runs are not copied.
+
 Cache outputs of a ``cond`` (``cross_attn_cache.cond_cache_outputs``) are left alone: they are
 the cache input itself (``plan_cond_caches_in_place``), never moved.
 """
@@ -19,9 +34,10 @@ from __future__ import annotations
 import operator
 
 import torch
+from executorch.exir.pass_base import PassBase, PassResult
 from torch.export import ExportedProgram
 
-from executorch_trt.operator_support import is_cond
+from executorch_trt.operator_support import cond_branches, is_cond
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
 from executorch_trt.passes.graph_edit import EDGE, insert_before
 
@@ -55,3 +71,58 @@ def copy_cond_outputs(ep: ExportedProgram) -> int:
         output.args = (type(output.args[0])(flat),)
         ep.graph_module.recompile()
     return copies
+
+
+#: Higher-order ops whose submodules ExecuTorch plans in the shared submodule region.
+_CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop,
+                 torch.ops.higher_order.map_impl, torch.ops.higher_order.scan)
+
+
+def _control_flow(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target in _CONTROL_FLOW
+
+
+def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
+    """In an edge graph (functional, before ``to_executorch``'s out-variant pass), copies each
+    ``getitem(cond, j)`` (not a cache output) that is read after a later control-flow node of
+    the same graph, and points every reader at the copy; likewise in every ``cond`` branch
+    (recursively). Returns the number of copies inserted; ``to_executorch`` renames the
+    outputs in the graph signature after its passes."""
+    graph = graph_module.graph
+    nodes = list(graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    flow = [order[n] for n in nodes if _control_flow(n)]
+    copies = 0
+    for cond in [n for n in nodes if is_cond(n)]:
+        for branch in cond_branches(graph_module, cond):
+            copies += copy_sibling_cond_outputs(branch)
+        later = [i for i in flow if i > order[cond]]
+        if not later:
+            continue
+        caches = cond_cache_outputs(graph_module, cond)
+        for item in [u for u in cond.users if u.target is operator.getitem]:
+            if item.args[1] in caches or not isinstance(item.meta.get("val"), torch.Tensor):
+                continue
+            if max((order.get(u, len(nodes)) for u in item.users), default=-1) < later[0]:
+                continue
+            # Right after the cond: lowering may have moved the getitem past the next cond.
+            cond.append(item)
+            rank = item.meta["val"].dim()
+            anchor = item.next
+            readers = list(item.users)
+            copy = insert_before(anchor, EDGE.dim_order_ops._clone_dim_order.default, (item,),
+                                 {"dim_order": list(range(rank))})
+            for reader in readers:
+                reader.replace_input_with(item, copy)
+            copies += 1
+    if copies:
+        graph_module.recompile()
+    return copies
+
+
+class SiblingCondOutputsPass(PassBase):
+    """``copy_sibling_cond_outputs`` as an ``ExecutorchBackendConfig`` pass (module docstring):
+    a ``cond`` result read after another ``cond`` (or loop) ran is read from a copy."""
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        return PassResult(graph_module, copy_sibling_cond_outputs(graph_module) > 0)

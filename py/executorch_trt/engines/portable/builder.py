@@ -49,7 +49,7 @@ from executorch_trt.engines.base import EnginePayload
 from executorch_trt.engines.portable.payload import PortableDescriptor, write_portable_payload
 from executorch_trt.engines.portable.shared_data import split_nested_program
 from executorch_trt.operator_support import is_cond, schema_name
-from executorch_trt.passes.cond_outputs import copy_cond_outputs
+from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond_outputs
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 from executorch_trt.passes.gqa_attention import use_gqa_attention
 from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG
@@ -142,6 +142,9 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
     if xnnpack:
         manager = manager.to_backend(_NestedXnnpackPartitioner())
     config = ExecutorchBackendConfig(
+        # After the nested XNNPACK lowering, which may reorder a cond's getitems: a cond
+        # result read after another cond ran is read from a copy (passes/cond_outputs.py).
+        passes=[SiblingCondOutputsPass()],
         memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False,
                                                  alloc_graph_output=False),
         external_constants=True)
