@@ -172,6 +172,68 @@ class InPlaceNumericsTest(parameterized.TestCase):
             self.assertEqual(raised, [], "static forms ignore pos")
 
 
+#: Forms a prefill writes with a dynamic length: ``pos`` is ``[T]``, ``v`` ``[1, H, T, D]``.
+PREFILL_FORMS = ("index_copy", "index_put", "index_put_explicit", "index_put_int32",
+                 "index_put_broadcast")
+
+
+class PrefillWriter(torch.nn.Module):
+    """``forward(x[1, T, D] f32, pos[T] i64) -> cache``: one write of T rows in ``form``."""
+
+    def __init__(self, form):
+        super().__init__()
+        torch.manual_seed(0)
+        self.form = form
+        self.proj = torch.nn.Linear(D, H * D)
+        self.register_buffer("cache", torch.zeros(CACHE_SHAPE))
+
+    def forward(self, x, pos):
+        v = self.proj(x).view(1, -1, H, D).transpose(1, 2)
+        if self.form == "index_copy":
+            self.cache.index_copy_(2, pos, v)
+        elif self.form == "index_put":             # the hand-written decoder's form
+            self.cache[:, :, pos] = v
+        elif self.form == "index_put_explicit":
+            torch.ops.aten.index_put_(self.cache, [None, None, pos], v)
+        elif self.form == "index_put_int32":
+            self.cache[:, :, pos.to(torch.int32)] = v
+        else:                                      # [T, D], broadcast over batch and heads
+            self.cache[:, :, pos] = v[0, 0]
+        return self.cache + 0
+
+
+@delegate_library.needs_library
+class DynamicLengthWritesTest(parameterized.TestCase):
+    """A prefill with ``Dim("T")`` writes its T rows in place, for any T in the range."""
+
+    @parameterized.parameters(*PREFILL_FORMS)
+    def test_in_place_for_every_length(self, form):
+        model = PrefillWriter(form).eval()
+        t = torch.export.Dim("T", min=1, max=S)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("error", NotInPlaceWarning)
+            ep = torch.export.export(model, (torch.randn(1, 3, D), torch.arange(3)),
+                                     dynamic_shapes=({1: t}, {0: t}))
+            et = executorch_trt.export(ep, require_inplace=True)
+        self.assertEqual(_cache_written_back(et), 0)
+        (call,) = lu.delegate_calls(et.exported_program().graph_module)
+        (alias,) = lu.blob_of(et.exported_program().graph_module, call).metadata.aliased_io
+        self.assertEqual((alias.input, alias.kind), ("b_cache", "kv_cache_update"))
+        method = runtime.load(et.buffer).load_method("forward")
+        eager = PrefillWriter(form).eval()
+        torch.manual_seed(3)
+        start = 0
+        for step, rows in enumerate((3, 1, 2, 2)):  # a prompt, then shorter chunks
+            x, pos = torch.randn(1, rows, D), torch.arange(start, start + rows)
+            with torch.no_grad():
+                want = eager(x, pos)
+            before = runtime.bytes_copied()
+            (got,) = method.execute([x, pos])
+            self.assertEqual(runtime.bytes_copied(), before, f"step {step}: delegate copied")
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=f"step {step}")
+            start += rows
+
+
 class Accumulate(dm.CacheModule):
     """``index_put_(..., accumulate=True)``: an add into the cache, not a write."""
 

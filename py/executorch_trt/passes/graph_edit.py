@@ -69,25 +69,59 @@ def shape_argument(shape: Sequence[Any], what: str) -> list:
     return [-1 if k in symbolic else int(d) for k, d in enumerate(shape)]
 
 
+def size_arguments(anchor: torch.fx.Node, value: torch.fx.Node,
+                   shape: Sequence[Any], what: str) -> list:
+    """``shape`` as a ``view_copy``/``expand_copy`` argument list built before ``anchor``:
+    static sizes as ints, each dynamic size as a ``sym_size(value, k)`` node reading it off a
+    dimension ``k`` of ``value`` that has that size. A ``-1`` would make the op infer the size
+    by calling ``int()`` on it, which specialises the dynamic size to its example value for the
+    whole graph. Falls back to ``shape_argument`` when ``value`` has no such dimension."""
+    have = list(value.meta["val"].shape)
+    args = []
+    for d in shape:
+        if is_static(d):
+            args.append(int(d))
+            continue
+        k = next((k for k, h in enumerate(have)
+                  if not is_static(h) and statically_known_true(h == d)), None)
+        if k is None:
+            return shape_argument(shape, what)
+        with anchor.graph.inserting_before(anchor):
+            size = anchor.graph.call_function(torch.ops.aten.sym_size.int, (value, k))
+        size.meta["val"] = have[k]  # set, not computed: calling sym_size would specialise it
+        args.append(size)
+    return args
+
+
 def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node,
                shape: Sequence[Any]) -> torch.fx.Node:
-    """``value`` broadcast to ``shape`` (``view_copy`` to pad its rank with leading 1s, then
-    ``expand_copy``), inserted before ``anchor``; ``value`` itself when it already has
+    """``value`` broadcast to ``shape`` (``unsqueeze_copy`` to pad its rank with leading 1s,
+    then ``expand_copy``), inserted before ``anchor``; ``value`` itself when it already has
     ``shape``. The caller has checked that ``value`` broadcasts to ``shape``; a symbolic size
     in ``shape`` must be ``value``'s own size there (``shape_argument``)."""
     current = list(value.meta["val"].shape)
     if same_shape(current, shape):
         return value
     if len(current) < len(shape):
+        # unsqueeze, not view_copy(-1): inferring the -1 from a dynamic size calls int() on
+        # it, which specialises it to its example value.
+        for _ in range(len(shape) - len(current)):
+            value = insert_before(anchor, EDGE.aten.unsqueeze_copy.default, (value, 0))
         current = [1] * (len(shape) - len(current)) + current
-        value = insert_before(anchor, EDGE.aten.view_copy.default,
-                              (value, shape_argument(current, "reshape_to")))
     if not same_shape(current, shape):
         for have, want in zip(current, shape):
             if not is_static(want) and not statically_known_true(have == want):
                 raise ValueError(f"reshape_to: cannot broadcast size {have} to dynamic {want}")
-        value = insert_before(anchor, EDGE.aten.expand_copy.default,
-                              (value, shape_argument(shape, "reshape_to")))
+        sizes = size_arguments(anchor, value, shape, "reshape_to")
+        if all(is_static(d) or d == -1 for d in sizes):
+            return insert_before(anchor, EDGE.aten.expand_copy.default, (value, sizes))
+        with anchor.graph.inserting_before(anchor):
+            expanded = anchor.graph.call_function(EDGE.aten.expand_copy.default, (value, sizes))
+        fake = value.meta["val"]
+        with fake.fake_mode:  # expand_copy's kernel takes no symbolic sizes; expand does
+            expanded.meta["val"] = fake.expand(
+                [_val(d) for d in sizes]).contiguous()
+        value = expanded
     return value
 
 

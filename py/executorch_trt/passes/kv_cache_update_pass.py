@@ -40,6 +40,7 @@ from typing import List, Optional, Union
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.pass_base import PassBase, PassResult
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from executorch_trt import ops as _ops  # noqa: F401
 from executorch_trt.operator_support import schema_name
@@ -225,17 +226,28 @@ def _match_index_put(node, cache, c) -> Union[KVWrite, str]:
         return "index_put with a non-tensor index or value"
     if i.dtype not in _INDEX_DTYPES:
         return f"index_put with a {i.dtype} index (boolean masks are not in place)"
-    if any(not isinstance(d, int) for d in i.shape):
-        return "index_put with an index of dynamic length"
+    if sum(not isinstance(d, int) for d in i.shape) > 1:
+        return "index_put with an index of more than one dynamic dimension"
     if v.dtype != c.dtype:
         return f"index_put of a {v.dtype} value into a {c.dtype} cache"
     target = _indexed_shape(c, dim, i)
-    try:
-        if list(torch.broadcast_shapes(tuple(v.shape), tuple(target))) != target:
-            raise RuntimeError
-    except RuntimeError:
+    if not _broadcasts(list(v.shape), target):
         return f"index_put value {list(v.shape)} does not broadcast to {target}"
     return KVWrite(node, cache, dim, "aten::index_put")
+
+
+def _broadcasts(shape: List, target: List) -> bool:
+    """Whether ``shape`` broadcasts to ``target``, where a dynamic size (``SymInt``) must be
+    the target's own size there. Decided with ``statically_known_true`` only: comparing with
+    ``==`` would install a guard that specialises the dynamic size (``graph_edit.same_shape``)."""
+    if len(shape) > len(target):
+        return False
+    for have, want in zip(reversed(shape), reversed(target)):
+        if isinstance(have, int) and have == 1:
+            continue
+        if not statically_known_true(have == want):
+            return False
+    return True
 
 
 def _wrapped(anchor: torch.fx.Node, idx: torch.fx.Node, size: int) -> torch.fx.Node:
