@@ -321,8 +321,10 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
 def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
     """Records each buffer a ``cond`` updates with ``update_cross_attn_cache`` as a
     BUFFER_MUTATION whose new value is the ``cond``'s output for it, ``getitem(cond, j)``
-    (created if the program does not read it; module docstring). Modifies ``ep`` in place;
-    returns the buffers' FQNs (empty when the program has no such ``cond``). Idempotent.
+    (created if the program does not read it; module docstring), and each buffer updated
+    outside a ``cond`` as the eager write it is (``_expose_top_level_updates``). Modifies ``ep``
+    in place; returns the buffers' FQNs (empty when the program has no such update).
+    Idempotent.
 
     Raises ``ValueError`` when the cache is a method input (it could not persist across calls;
     register it as a buffer), and when the branches do not both return the cache at one output

@@ -9,6 +9,7 @@ functional ``copy``)::
     index_put(cache, [None]*dim + [idx], v)      # cache[:, :, idx] = v  (idx a tensor)
     slice_scatter(cache, v, dim, start, end, step)   # cache[:, :, a:b] = v, narrow().copy_()
     select_scatter(cache, v, dim, i)             # cache[:, :, i] = v    (i a Python int)
+    update_cross_attn_cache(v, cache)            # cache[:, :, :S] = v   (outside a cond)
   ->
     kv_cache_update(cache, v', idx', dim)
 
@@ -16,7 +17,8 @@ functional ``copy``)::
   ``idx`` must be 1-D int64, as eager requires; out-of-range or negative indices fail at run
   time (the kernel's error), as eager raises ``IndexError``.
 * ``index_put`` (``accumulate=False``, every index before ``dim`` a full slice, one index
-  tensor of any rank, int64 or int32): ``v`` broadcasts to the indexed shape (size-1 or
+  tensor of any rank, int64 or int32, with at most one dynamic dimension: a prefill's ``[T]``
+  positions): ``v`` broadcasts to the indexed shape (size-1 or
   missing leading dimensions, as slice assignment produces), so ``v'`` is ``v`` expanded to it;
   ``idx'`` is ``idx`` flattened, converted to int64, with negative entries wrapped (``where(idx < 0, idx + size,
   idx)``), as ``index_put`` does. Entries outside ``[-size, size)`` still fail at run time.
@@ -54,7 +56,8 @@ WRITE_OPS = ("aten::index_copy", "aten::index_put", "aten::slice_scatter",
 #: How the README and warnings name the supported forms.
 SUPPORTED_FORMS = ("index_copy_ on any dimension", "index_put_ / cache[..., idx] = v with "
                    "leading full slices", "slice assignment / narrow().copy_() with static "
-                   "bounds", "cache[..., i] = v with a static int", "index_fill_")
+                   "bounds", "cache[..., i] = v with a static int", "index_fill_",
+                   "executorch::update_cross_attn_cache outside a torch.cond")
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 #: ExecuTorch's cross-attention cache write (``cross_attn_ops``); outside a ``torch.cond``
