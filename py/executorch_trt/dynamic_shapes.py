@@ -123,6 +123,56 @@ def finite_ranges(range_constraints) -> Dict[str, Tuple[int, int]]:
     return ranges
 
 
+def _shape_env(ep: ExportedProgram):
+    for node in ep.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            for d in val.shape:
+                if isinstance(d, torch.SymInt):
+                    return d.node.shape_env
+    return None
+
+
+def _declared_minimum(shape_env, symbol) -> Optional[int]:
+    """The minimum the user declared for ``symbol`` (``torch.export.Dim(min=...)``), read off
+    the shape environment's tracked inputs: ``var_to_sources`` names the input dimension,
+    whose ``constraint_sizes`` entry holds the declared range. ``None`` when not found."""
+    for source in shape_env.var_to_sources.get(symbol, ()):
+        base, idx = getattr(source, "base", None), getattr(source, "idx", None)
+        if base is None or idx is None:
+            continue
+        for tracked in getattr(shape_env, "tracked_fakes", None) or ():
+            if tracked.source.name != base.name:
+                continue
+            sizes = getattr(tracked.symbolic_context, "constraint_sizes", None) or ()
+            constraint = sizes[idx] if idx < len(sizes) else None
+            lower = getattr(getattr(constraint, "vr", None), "lower", None)
+            if getattr(lower, "is_Integer", False) or isinstance(lower, int):
+                return int(lower)
+    return None
+
+
+def declared_ranges(ep: ExportedProgram) -> Dict[str, Tuple[int, int]]:
+    """``finite_ranges(ep.range_constraints)`` with each minimum the user declared.
+
+    ``torch.export`` reports ``Dim("T", min=1, max=95)`` as ``[1, 95]``, but ExecuTorch
+    recomputes an edge program's ``range_constraints`` from the shape environment after a
+    pass, whose ranges start at 2 (sizes 0 and 1 are specialised apart): the partitioner
+    would then refuse every ``T = 1`` call. A minimum of exactly 2 is replaced by the declared
+    one when that is lower; any other range is the program's own."""
+    ranges = finite_ranges(ep.range_constraints)
+    shape_env = _shape_env(ep)
+    if shape_env is None:
+        return ranges
+    for sym in ep.range_constraints or {}:
+        name = str(sym)
+        if name in ranges and ranges[name][0] == 2:
+            declared = _declared_minimum(shape_env, sym)
+            if declared is not None and 0 <= declared < 2:
+                ranges[name] = (declared, ranges[name][1])
+    return ranges
+
+
 def _problem(size, range_constraints) -> Optional[str]:
     """Why dynamic size ``size`` (a ``SymInt``) cannot be a binding dimension, or ``None``."""
     expr = size.node.expr

@@ -189,15 +189,11 @@ def export(
             pin_sdpa_layout(program)  # in place, idempotent: prefill SDPA can stay whole
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
     _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)
-    # One partitioner per method, carrying that method's dynamic-size ranges as torch.export
-    # reported them (to_edge recomputes them and loses a minimum of 0 or 1).
-    per_method = ({name: [partitioner.for_method(ep)] for name, ep in programs.items()}
-                  if isinstance(programs, dict) else [partitioner.for_method(programs)])
     with torch.no_grad():
         # A dynamic size read inside and outside the delegate: the delegate computes its own.
         edge = to_edge_transform_and_lower(
             programs, transform_passes=[SizeCopiesPass(partitioner.operator_support)],
-            partitioner=per_method)
+            partitioner=[partitioner])
         for name in edge.methods:
             materialise_buffer_to_buffer_writes(edge.exported_program(name))
         zero_buffers = zero_buffer_placeholders(edge.exported_program(n) for n in edge.methods)

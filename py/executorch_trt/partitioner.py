@@ -47,7 +47,7 @@ Rules (DESIGN.md contract 1, "Ownership"):
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
@@ -64,7 +64,7 @@ from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
 from executorch_trt.passes.sdpa_layout import is_layout_pinned
-from executorch_trt.dynamic_shapes import check_partition_boundary, finite_ranges
+from executorch_trt.dynamic_shapes import check_partition_boundary, declared_ranges
 from executorch_trt.wire import BACKEND_ID
 
 SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
@@ -170,16 +170,6 @@ class TensorRTPartitioner(Partitioner):
         self.options = options
         self.freeze_buffers = freeze_buffers
         self.operator_support = DelegateOperatorSupport(get_engine(options.engine).supported_ops)
-        #: ``{symbol: (min, max)}``: the method's dynamic-size ranges as ``torch.export``
-        #: reported them (``executorch_trt.export`` sets it per method; ``symbol_ranges``).
-        self.symbol_ranges: Dict[str, Tuple[int, int]] = {}
-
-    def for_method(self, ep: ExportedProgram) -> "TensorRTPartitioner":
-        """A copy of this partitioner for one method exported as ``ep``, which carries
-        ``ep.range_constraints`` (``symbol_ranges``) to the partitions it finds."""
-        partitioner = TensorRTPartitioner.from_options(self.options, self.freeze_buffers)
-        partitioner.symbol_ranges = finite_ranges(ep.range_constraints)
-        return partitioner
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
@@ -211,8 +201,8 @@ class TensorRTPartitioner(Partitioner):
             check_partition_boundary(
                 exported_program,
                 [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag])
-            ranges = dict(finite_ranges(exported_program.range_constraints),
-                          **self.symbol_ranges)
+            # The user's declared ranges: the edge program's own start at 2 (dynamic_shapes).
+            ranges = declared_ranges(exported_program)
             options = self.options.compile_options(
                 shared_inputs=shared_inputs(exported_program.graph, tag),
                 buffer_updates=buffer_updates(exported_program, tag),

@@ -31,6 +31,59 @@ def _assert_close(test, got, want, context):
 
 
 @delegate_library.needs_library
+class LlamaSingleForwardTest(parameterized.TestCase):
+    """ExecuTorch's LLM convention: one ``forward(tokens[1, T], input_pos[T])`` with
+    ``Dim("T", min=1, ...)`` for the prompt and every decode step (T = 1), through
+    ``executorch_trt.export`` and through the composable path. ExecuTorch recomputes an edge
+    program's ranges from the shape environment ([2, max]); the partitioner must still give
+    the delegate the declared [1, max], or every decode step is refused."""
+
+    @classmethod
+    def setUpClass(cls):
+        from executorch.exir import to_edge_transform_and_lower
+        from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+        from executorch_trt.partitioner import TensorRTPartitioner
+
+        cls.model = H.FAMILIES["llama"].model()
+        wrapper = TorchExportableModuleForDecoderOnlyLM(cls.model, batch_size=1,
+                                                        max_cache_len=H.MAX_CACHE_LEN)
+        length = torch.export.Dim("T", min=1, max=H.MAX_CACHE_LEN - 1)
+
+        def export():
+            return wrapper.export(
+                input_ids=torch.ones(1, H.PROMPT_LEN, dtype=torch.long),
+                cache_position=torch.arange(H.PROMPT_LEN),
+                dynamic_shapes={"input_ids": {1: length}, "cache_position": {0: length}},
+                strict=True)
+
+        with torch.no_grad():
+            cls.programs = {
+                "executorch_trt.export": executorch_trt.export(export()),
+                "composable": to_edge_transform_and_lower(
+                    export(), partitioner=[TensorRTPartitioner()]).to_executorch(
+                        executorch_trt.backend_config()),
+            }
+        torch.manual_seed(6)
+        cls.tokens = torch.randint(3, H.VOCAB, (1, H.MAX_CACHE_LEN))
+
+    @parameterized.product(path=["executorch_trt.export", "composable"],
+                           prompt=[1, H.PROMPT_LEN, H.MAX_CACHE_LEN - 3])
+    def test_prompt_then_decode_steps_on_one_method(self, path, prompt):
+        program = runtime.load(self.programs[path].buffer)
+        method = program.load_method("forward")
+        eager = H.DecoderOnlyEager(self.model)
+        ids, start = self.tokens[:, :prompt], 0
+        for k in range(3):
+            pos = torch.arange(start, start + ids.shape[1])
+            (got,) = method.execute([ids, pos])
+            want = eager.step("forward", ids, pos)
+            _assert_close(self, got, want, f"{path}: call {k} (T={ids.shape[1]} at {start})")
+            start += ids.shape[1]
+            ids = torch.tensor([[int(want[0, -1].argmax())]])
+
+
+@delegate_library.needs_library
 class LlamaDynamicPrefillTest(parameterized.TestCase):
 
     @classmethod
