@@ -17,6 +17,8 @@
 #include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method_meta.h>
 
+#include "core/common/error_text.h"
+
 namespace executorch_trt {
 namespace {
 
@@ -25,8 +27,6 @@ using executorch::runtime::MethodMeta;
 // Planned buffers shared between methods, as Module(share_memory_arenas=true) shares them:
 // mem_id 1 (activations) and mem_id 2 (mutable buffers shared with share_mutable_buffers).
 constexpr size_t kSharedPlannedBuffers = 2;
-
-std::string ErrorCode(Error err) { return std::to_string(static_cast<int>(err)); }
 
 std::string SpecString(ScalarType dtype, const std::vector<int64_t>& sizes) {
   std::string s = std::string(executorch::runtime::toString(dtype)) + " [";
@@ -65,7 +65,7 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::LoadFile(
   std::unique_ptr<LoadedProgram> p(new LoadedProgram());
   Result<executorch::extension::MmapDataLoader> loader = MapFile(path);
   if (!loader.ok()) {
-    *error = path + ": cannot open the file (error " + ErrorCode(loader.error()) + ")";
+    *error = path + ": cannot open the file (error " + ErrorText(loader.error()) + ")";
     return loader.error();
   }
   p->loader_ = std::make_unique<executorch::extension::MmapDataLoader>(std::move(loader.get()));
@@ -96,7 +96,7 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
     Result<executorch::extension::MmapDataLoader> data_loader = MapFile(data_path);
     if (!data_loader.ok()) {
       *error =
-          data_path + ": cannot open the data file (error " + ErrorCode(data_loader.error()) + ")";
+          data_path + ": cannot open the data file (error " + ErrorText(data_loader.error()) + ")";
       return data_loader.error();
     }
     data_loader_ =
@@ -105,7 +105,7 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
         executorch::extension::FlatTensorDataMap::load(data_loader_.get());
     if (!data_map.ok()) {
       *error = data_path + ": not an ExecuTorch data file (.ptd) (error " +
-               ErrorCode(data_map.error()) + "); pass the .ptd written with the .pte";
+               ErrorText(data_map.error()) + "); pass the .ptd written with the .pte";
       return data_map.error();
     }
     data_map_ =
@@ -115,7 +115,7 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
   Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
       loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
   if (!program.ok()) {
-    *error = what + ": not a loadable ExecuTorch program (error " + ErrorCode(program.error()) +
+    *error = what + ": not a loadable ExecuTorch program (error " + ErrorText(program.error()) +
              "); re-export it";
     return program.error();
   }
@@ -149,7 +149,7 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
                       : " nor in " + data_path_ + "; check that it was written with this program") +
                  " (the missing key is in the log above)";
       } else {
-        *error = what + ": cannot load method '" + name + "' (error " + ErrorCode(err) +
+        *error = what + ": cannot load method '" + name + "' (error " + ErrorText(err) +
                  "): the program has no such method, or a delegate in it failed to initialise "
                  "(see the log above; a corrupted blob is rejected here)";
       }
@@ -336,7 +336,7 @@ Error LoadedProgram::BindBuffers(const std::vector<BufferBinding>& bindings, std
       }
       if (err != Error::Ok) {
         *error = "binding buffer '" + b.name + "' in method '" + methods_[m].name +
-                 "' failed (error " + ErrorCode(err) + ")";
+                 "' failed (error " + ErrorText(err) + ")";
         return err;
       }
     }

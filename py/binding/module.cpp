@@ -67,7 +67,9 @@ py::str Text(const std::string& text) { return py::str(EscapeInvalidUtf8(text));
 }
 
 // Runs `load(&error)` (a LoadedProgram factory) without the GIL; RuntimeError on failure (the
-// program is at fault, not the argument's type).
+// program is at fault, not the argument's type), with the error lines ExecuTorch and the
+// delegates logged while loading (a delegate's reason for rejecting its blob, a missing weight's
+// key) after LoadedProgram's message.
 template <typename LoadFn>
 std::shared_ptr<ProgramSession> LoadWithoutGil(LoadFn load) {
   std::unique_ptr<LoadedProgram> program;
@@ -76,9 +78,15 @@ std::shared_ptr<ProgramSession> LoadWithoutGil(LoadFn load) {
     py::gil_scoped_release release;
     InitializeRuntimeOnce();
     UseStderrLog();
+    LogCapture capture;
     Result<std::unique_ptr<LoadedProgram>> loaded = load(&error);
     if (loaded.ok()) {
       program = std::move(loaded.get());
+    } else {
+      const std::string lines = capture.Lines();
+      if (!lines.empty()) {
+        error += "; ExecuTorch logged:\n" + lines;
+      }
     }
   }
   if (program == nullptr) {

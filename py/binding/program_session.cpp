@@ -8,8 +8,10 @@
 
 #include <executorch/extension/tensor/tensor_ptr_maker.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/core/tensor_shape_dynamism.h>
 #include <executorch/runtime/executor/method_meta.h>
 
+#include "core/common/error_text.h"
 #include "py/binding/stderr_log.h"
 
 namespace executorch_trt::python {
@@ -18,16 +20,26 @@ namespace {
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Tag;
 
-std::string ErrorCode(Error err) { return std::to_string(static_cast<int>(err)); }
+// What `capture` holds, to end a message: "; ExecuTorch logged:\n  <line>\n  <line>" (the
+// error lines ExecuTorch and the delegate logged while the call ran), else `if_none`.
+std::string Logged(const LogCapture& capture, const std::string& if_none = "") {
+  const std::string lines = capture.Lines();
+  return lines.empty() ? if_none : "; ExecuTorch logged:\n" + lines;
+}
 
 template <typename Sizes>
-std::string SpecString(ScalarType dtype, const Sizes& sizes) {
-  std::string s = std::string(executorch::runtime::toString(dtype)) + " [";
+std::string SizesString(const Sizes& sizes) {
+  std::string s = "[";
   size_t i = 0;
   for (auto size : sizes) {
     s += (i++ ? ", " : "") + std::to_string(size);
   }
   return s + "]";
+}
+
+template <typename Sizes>
+std::string SpecString(ScalarType dtype, const Sizes& sizes) {
+  return std::string(executorch::runtime::toString(dtype)) + " " + SizesString(sizes);
 }
 
 std::string InputString(const InputValue& v) {
@@ -46,8 +58,24 @@ std::string InputString(const InputValue& v) {
   return "?";
 }
 
-// What the method declares for input `i`, for messages.
-std::string DeclaredInput(const MethodMeta& meta, size_t i) {
+// Whether input `i` of `m` is a tensor of dynamic shape. MethodMeta's sizes of such an input
+// are its upper bound (ExecuTorch plans it there), which reads like a static shape in a
+// message unless it says so.
+bool InputIsDynamic(const executorch::runtime::Method& m, size_t i) {
+  // ExecuTorch 1.5.1's MethodMeta/TensorInfo do not say whether a tensor is dynamic; the
+  // method's input tensor does (TensorImpl::shape_dynamism). get_input is deprecated in
+  // favour of MethodMeta, which cannot answer this; the value is only read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const EValue& value = m.get_input(i);
+#pragma GCC diagnostic pop
+  return value.isTensor() &&
+         value.toTensor().shape_dynamism() != executorch::runtime::TensorShapeDynamism::STATIC;
+}
+
+// What the method declares for input `i`, for messages. For a dynamic tensor input
+// (`dynamic`): its upper bound, said to be one, and which dimensions of `given` exceed it.
+std::string DeclaredInput(const MethodMeta& meta, size_t i, bool dynamic, const InputValue& given) {
   Result<Tag> tag = meta.input_tag(i);
   if (!tag.ok()) {
     return "?";
@@ -56,7 +84,30 @@ std::string DeclaredInput(const MethodMeta& meta, size_t i) {
     return std::string("a ") + executorch::runtime::tag_to_string(tag.get());
   }
   Result<executorch::runtime::TensorInfo> info = meta.input_tensor_meta(i);
-  return info.ok() ? "tensor " + SpecString(info->scalar_type(), info->sizes()) : "a tensor";
+  if (!info.ok()) {
+    return "a tensor";
+  }
+  if (!dynamic) {
+    return "tensor " + SpecString(info->scalar_type(), info->sizes());
+  }
+  const auto bound = info->sizes();
+  std::string s = "tensor " + std::string(executorch::runtime::toString(info->scalar_type())) +
+                  " with shape at most " + SizesString(bound) + ", a dynamic shape";
+  if (given.kind != InputValue::Kind::kTensor) {
+    return s;
+  }
+  if (given.sizes.size() != bound.size()) {
+    return s + " of rank " + std::to_string(bound.size());
+  }
+  const char* joint = " whose ";
+  for (size_t d = 0; d < bound.size(); ++d) {
+    if (given.sizes[d] > bound[d]) {
+      s += joint + std::string("dimension ") + std::to_string(d) + " is " +
+           std::to_string(given.sizes[d]) + " > " + std::to_string(bound[d]);
+      joint = " and ";
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -104,6 +155,9 @@ Error ProgramSession::Execute(std::string_view method, const std::vector<InputVa
                               std::vector<OutputValue>* outputs, std::string* error) {
   UseStderrLog();  // before the lock: re-registering logs through the previous log function
   std::lock_guard<std::mutex> lock(mu_);
+  // The reasons set_input and execute log (a delegate's size check, a kernel's index check)
+  // go into *error as well as to stderr.
+  LogCapture capture;
   executorch::runtime::Method* m = program_->method(method);
   const std::string name(method);
   if (m == nullptr) {
@@ -142,8 +196,8 @@ Error ProgramSession::Execute(std::string_view method, const std::vector<InputVa
     const Error err = m->set_input(value, i);
     if (err != Error::Ok) {
       *error = "method '" + name + "': input " + std::to_string(i) + " is " + InputString(in) +
-               ", expected " + DeclaredInput(m->method_meta(), i) + " (set_input error " +
-               ErrorCode(err) + ")";
+               ", expected " + DeclaredInput(m->method_meta(), i, InputIsDynamic(*m, i), in) +
+               " (set_input error " + ErrorText(err) + ")" + Logged(capture);
       return Error::InvalidArgument;
     }
   }
@@ -167,8 +221,10 @@ Error ProgramSession::Execute(std::string_view method, const std::vector<InputVa
   }
   const Error err = m->execute();
   if (err != Error::Ok) {
-    *error = "method '" + name + "': execute failed (error " + ErrorCode(err) +
-             "); ExecuTorch logged the reason above";
+    // No lines: another library's log function took over, or the reason was logged on
+    // another thread.
+    *error = "method '" + name + "': execute failed (error " + ErrorText(err) + ")" +
+             Logged(capture, "; ExecuTorch logged no reason on this thread (see stderr)");
     return Error::Internal;  // the run failed, whatever ExecuTorch's code (*error has it)
   }
   outputs->clear();

@@ -92,10 +92,13 @@ class ProgramSession {
   // Sets `inputs` (in the method's input order) and runs `method`; fills *outputs. Errors
   // (*error names the method and, for an input, its index and both specs): Error::NotFound (no
   // such method), Error::InvalidArgument (wrong number of inputs, an input ExecuTorch rejects:
-  // Method::set_input), Error::InvalidState for a buffer of the method with no storage
+  // Method::set_input; for a dynamic input *error gives its shape's upper bound as one and the
+  // dimensions above it), Error::InvalidState for a buffer of the method with no storage
   // (alloc_mutable_buffers=False, never bound: nothing runs), Error::Internal when
-  // Method::execute fails (*error has its code),
-  // Error::NotSupported for an output that is neither a tensor nor a scalar.
+  // Method::execute fails (*error has its code and name),
+  // Error::NotSupported for an output that is neither a tensor nor a scalar. When set_input or
+  // execute fails, *error ends with the error lines ExecuTorch and the delegates logged on this
+  // thread meanwhile (LogCapture, at most LogCapture::kMaxBytes; they go to stderr too).
   Error Execute(std::string_view method, const std::vector<InputValue>& inputs,
                 std::vector<OutputValue>* outputs, std::string* error);
 

@@ -8,11 +8,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include <executorch/runtime/platform/platform.h>
 
 namespace executorch_trt::python {
 namespace {
+
+// The innermost LogCapture of this thread, or null.
+thread_local LogCapture* t_capture = nullptr;
 
 // "I 00:00:01.234567 executorch:program.cpp:123] message\n", as ExecuTorch's default PAL
 // prints it, in one write(2) so that lines of concurrent threads do not interleave.
@@ -38,9 +42,49 @@ void EmitLog(et_timestamp_t timestamp, et_pal_log_level_t level, const char* fil
   parts[2].iov_len = 1;
   const ssize_t written = writev(STDERR_FILENO, parts, 3);
   (void)written;  // nowhere to report a failed log write
+  // Debug and info lines say what went right; only errors explain a failure.
+  if (t_capture != nullptr && message != nullptr && (level == kError || level == kFatal)) {
+    t_capture->Add(message, length);
+  }
 }
 
 }  // namespace
+
+LogCapture::LogCapture() : previous_(t_capture) {
+  // Add never allocates (text_ stays within kMaxBytes): it runs inside ExecuTorch's logging,
+  // where an exception must not be thrown.
+  text_.reserve(kMaxBytes);
+  t_capture = this;
+}
+
+LogCapture::~LogCapture() { t_capture = previous_; }
+
+void LogCapture::Add(const char* message, size_t length) {
+  // ExecuTorch's messages carry no newline of their own; a trailing one would leave an empty
+  // line.
+  while (length > 0 && (message[length - 1] == '\n' || message[length - 1] == '\r')) {
+    --length;
+  }
+  // A line that does not fit whole is cut, and every later line dropped (counted): what is
+  // kept is the start of the log, in order, as it reads on stderr.
+  const size_t used = text_.size() + 3;  // + "  " and "\n"
+  const size_t kept = dropped_ > 0 || used >= kMaxBytes ? 0 : std::min(length, kMaxBytes - used);
+  if (kept > 0) {
+    text_.append("  ").append(message, kept).push_back('\n');
+  }
+  dropped_ += length - kept;
+}
+
+std::string LogCapture::Lines() const {
+  std::string lines = text_;
+  if (dropped_ > 0) {
+    lines += "  (" + std::to_string(dropped_) + " more bytes of log messages on stderr)\n";
+  }
+  if (!lines.empty()) {
+    lines.pop_back();  // no trailing newline: the caller places the block
+  }
+  return lines;
+}
 
 void UseStderrLog() {
   const executorch::runtime::PalImpl* current = executorch::runtime::get_pal_impl();

@@ -14,11 +14,44 @@
 
 #pragma once
 
+#include <cstddef>
+#include <string>
+
 namespace executorch_trt::python {
 
 // Makes this file's log function ExecuTorch's PAL log function if it is not already (another
 // library may have registered its own since). Cheap when nothing changed; call it before
 // loading or running anything.
 void UseStderrLog();
+
+// While a LogCapture is alive, the error- and fatal-level lines ExecuTorch logs on the thread
+// that made it (through this file's log function) are also kept in it, so that a failure's
+// exception can carry the reason a delegate or ExecuTorch logged instead of pointing at
+// stderr, where the lines still go. Each thread captures its own lines only: a concurrent
+// execute on another thread never mixes its lines in. At most kMaxBytes of messages are kept
+// (the rest is counted and left on stderr). Captures nest: an inner one takes the lines until
+// it ends. Not copyable; destroy it on the thread that made it.
+class LogCapture {
+ public:
+  static constexpr size_t kMaxBytes = 4096;
+
+  LogCapture();
+  ~LogCapture();
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
+  // The messages kept so far, one per line, each indented by two spaces (no timestamps or
+  // file names), plus a last line saying how many bytes did not fit; empty when nothing was
+  // logged.
+  std::string Lines() const;
+
+  // Appends one message (used by the log function; public for tests).
+  void Add(const char* message, size_t length);
+
+ private:
+  std::string text_;
+  size_t dropped_ = 0;
+  LogCapture* previous_;
+};
 
 }  // namespace executorch_trt::python

@@ -15,6 +15,7 @@ outputs update an input in place; the decision is carried in the blob and never 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import operator
 from typing import Dict, List, Optional, Sequence, Set, Tuple
@@ -130,7 +131,10 @@ def _binding(name: str, node: torch.fx.Node, symbols: Dict[str, SymbolRange],
 def binding_contract(ep: ExportedProgram,
                      symbol_ranges: Sequence[Tuple[str, int, int]] = ()) -> BindingContract:
     """Builds the ordered bindings of partition program ``ep``; ``symbol_ranges``
-    (``CompileOptions.symbol_ranges``) gives each dynamic size's range.
+    (``CompileOptions.symbol_ranges``, keyed by the shape environment's symbol, ``"s58"``)
+    gives each dynamic size's range. A dynamic size is named in the contract (and the blob) by
+    its ``torch.export.Dim`` name when it has one unique within the partition
+    (``_user_symbol_names``), else by its symbol.
 
     Inputs: ``ep.graph_signature.user_inputs`` (names = placeholder names). Outputs:
     ``ep.graph_signature.user_outputs`` (names = output node names). Raises ``ValueError`` if
@@ -172,8 +176,59 @@ def binding_contract(ep: ExportedProgram,
                     f"{d}, which is no input's dimension (a data-dependent size); the delegate "
                     "must know every output size from its inputs. Keep the op that produces it "
                     "out of the delegate.")
-    return BindingContract(inputs=inputs, outputs=outputs, input_nodes=tuple(placeholders),
-                           output_nodes=tuple(output_nodes), symbols=tuple(symbols.values()))
+    names = _user_symbol_names(list(placeholders) + list(output_nodes), symbols)
+    return BindingContract(inputs=_renamed(inputs, names), outputs=_renamed(outputs, names),
+                           input_nodes=tuple(placeholders), output_nodes=tuple(output_nodes),
+                           symbols=tuple(dataclasses.replace(s, name=names[key])
+                                         for key, s in symbols.items()))
+
+
+def _dim_name(size) -> Optional[str]:
+    """The name the user gave dynamic size ``size`` (a ``SymInt`` that is one symbol), e.g.
+    ``"T"`` for ``torch.export.Dim("T", ...)``, from its shape environment: the symbol's
+    sources (``var_to_sources``, e.g. ``L['tokens'].size()[1]``) and the names the export
+    gave them (``source_name_to_debug_name``). ``None`` when no source has one (a
+    ``Dim.AUTO``/``Dim.DYNAMIC`` size, a shape environment without them)."""
+    shape_env = getattr(size.node, "shape_env", None)
+    debug_names = getattr(shape_env, "source_name_to_debug_name", None) or {}
+    for source in (getattr(shape_env, "var_to_sources", None) or {}).get(size.node.expr, ()):
+        source_name = source.name() if callable(source.name) else source.name
+        if debug_names.get(source_name):
+            return debug_names[source_name]
+    return None
+
+
+def _user_symbol_names(nodes: Sequence[torch.fx.Node],
+                       symbols: Dict[str, SymbolRange]) -> Dict[str, str]:
+    """``{symbol key (str(expr)): the name the blob records}``: the user's ``Dim`` name
+    (``_dim_name``) where there is one and no other symbol of the blob would record the same
+    name, else the shape environment's own (``"s58"``). The runtime's messages name a dynamic
+    size by what the blob records, and ``Dim("T")`` is what the user wrote; the names of one
+    blob must stay unique (FORMAT.md)."""
+    preferred: Dict[str, str] = {}
+    for node in nodes:
+        val = node.meta.get("val")
+        for size in getattr(val, "shape", ()):
+            if isinstance(size, torch.SymInt) and str(size.node.expr) in symbols:
+                key = str(size.node.expr)
+                if key not in preferred:
+                    name = _dim_name(size)
+                    if name:
+                        preferred[key] = name
+    chosen = {key: preferred.get(key, key) for key in symbols}
+    while True:
+        counts = collections.Counter(chosen.values())
+        clashes = [key for key, name in chosen.items() if counts[name] > 1 and name != key]
+        if not clashes:
+            return chosen
+        for key in clashes:  # each round returns at least one symbol to its own, unique, key
+            chosen[key] = key
+
+
+def _renamed(bindings: Tuple[Binding, ...], names: Dict[str, str]) -> Tuple[Binding, ...]:
+    return tuple(dataclasses.replace(b, shape=tuple(names.get(d, d) if isinstance(d, str) else d
+                                                    for d in b.shape))
+                 for b in bindings)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,7 +39,10 @@ through Python (whose ``sys.stderr`` redirect deadlocked two threads' first exec
 the process on a name with invalid UTF-8). Tensors from ``buffer()``/``new_state()`` are read
 and written by you without the lock: do so between calls, not while another thread executes.
 
-Names need a program exported with ``emit_mutable_buffer_names=True``.
+Names need a program exported with ``emit_mutable_buffer_names=True`` (the default of
+``executorch_trt.export``): without them ``new_state``/``bind_state`` raise rather than let
+every session share the program's one state, and a ``bind_state`` must name every buffer unless
+it says ``partial=True``.
 """
 
 from __future__ import annotations
@@ -288,15 +291,18 @@ class Method:
         self.name = name
 
     def execute(self, inputs: Sequence[Any],
-                state: Optional[Mapping[str, torch.Tensor]] = None) -> List[Any]:
+                state: Optional[Mapping[str, torch.Tensor]] = None, *,
+                partial: bool = False) -> List[Any]:
         """Runs the method on ``inputs`` (in the method's input order) and returns its user
         outputs as a list: tensors (copies, which the next call does not touch) and scalars.
 
         The program's mutable buffers persist across calls and are shared by its methods; a
         buffer bound with ``bind_buffer``/``bind_state`` is updated in place in your tensor.
-        ``state`` (``{name: tensor}``, e.g. from ``new_state()``) is ``bind_state(state)`` and
-        the run under one hold of the program's lock: no other thread's call comes between,
-        so threads can run their own sessions on one program (see the module notes on threads).
+        ``state`` (``{name: tensor}``, e.g. from ``new_state()``) is
+        ``bind_state(state, partial=partial)`` and the run under one hold of the program's lock:
+        no other thread's call comes between, so threads can run their own sessions on one
+        program (see the module notes on threads). As there, ``state`` must have every buffer
+        of the program unless ``partial=True``.
 
         Tensor inputs must be dense CPU tensors of the declared dtype and shape. They are
         passed in contiguous layout: a tensor that is not contiguous (``channels_last``, a
@@ -308,17 +314,23 @@ class Method:
         Raises ``ValueError`` for the wrong number of inputs or an input the method does not
         take (naming its index, what was given and what the method declares; also a sparse
         tensor or an int outside int64), ``TypeError`` for a value that is neither a tensor nor
-        a scalar, as ``bind_state`` for a bad ``state`` (then nothing runs), ``RuntimeError``
+        a scalar, as ``bind_state`` for a bad ``state`` (a state missing buffers, a program
+        without buffer names: then nothing is bound and nothing runs), ``RuntimeError``
         naming the buffer when a bound tensor no longer views the memory bound to it (after
         ``t.set_()``, a reallocating ``t.resize_()``, ``t.data = ...``: bind it again) or a
         buffer exported with ``alloc_mutable_buffers=False`` was never bound (nothing runs),
-        and ``RuntimeError`` when the method fails (ExecuTorch logs why, e.g. an index out of
-        range). The GIL is released while the method runs; see the module notes on threads.
+        and ``RuntimeError`` when the method fails, with the error code's number and name and
+        the reason ExecuTorch and the delegate logged (also on stderr), e.g. an index out of
+        range, or a dynamic size outside its range or given two values by two inputs, named by
+        its ``torch.export.Dim``. An input ExecuTorch rejects is a ``ValueError`` naming its
+        index, what was given and what the method declares: for a dynamic input, its shape's
+        upper bound (``"with shape at most [1, 64]"``) and the dimensions above it. The GIL is
+        released while the method runs; see the module notes on threads.
         """
         keep: List[torch.Tensor] = []  # alive until the call returns
         args = [_input_arg(x, i, keep) for i, x in enumerate(inputs)]
         program = self._program
-        checked = program._check_state(state) if state is not None else None
+        checked = program._check_state(state, partial) if state is not None else None
         with program._lock:
             if checked is not None:
                 program._bind_checked(checked)
@@ -429,7 +441,12 @@ class Program:
         """``{name: tensor}`` for every buffer: new tensors (the caller's, contiguous, on the
         CPU) holding the buffer's initial value, i.e. its value in a freshly loaded program
         (the exported value; zeros for a buffer exported without one or with
-        ``alloc_mutable_buffers=False``). ``bind_state`` it to start a new conversation."""
+        ``alloc_mutable_buffers=False``). ``bind_state`` it to start a new conversation.
+
+        Raises ``RuntimeError`` naming ``emit_mutable_buffer_names=True`` for a program without
+        buffer names (``buffer_names == ()``): its state cannot be bound by name, so an empty
+        state would bind nothing and every "session" would share the program's one state."""
+        self._require_names("new_state()")
         state = {}
         for name, spec in self._specs.items():
             t = torch.zeros(spec.shape, dtype=spec.dtype)
@@ -490,15 +507,42 @@ class Program:
             if name not in skip:
                 self._check_in_place(name, bound)
 
-    def _check_state(self, state: Mapping[str, torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
-        if not isinstance(state, Mapping):
-            raise TypeError("bind_state: expected a mapping {name: tensor} (e.g. new_state()), "
-                            f"got {type(state).__name__}")
+    def _require_names(self, call: str) -> None:
+        """``RuntimeError`` when the program has no named buffers: a session (a state bound by
+        name) cannot be told apart from the program's own state there."""
+        if self._specs:
+            return
+        raise RuntimeError(
+            f"{call}: this program has no named mutable buffers, so no state can be bound: "
+            "every session would share the program's one state. If the program has state "
+            "(e.g. a KV cache), export it with emit_mutable_buffer_names=True (the default of "
+            "executorch_trt.export; backend_config for to_executorch); a program with no "
+            "state needs no session: call execute(inputs) without state")
+
+    def _check_entries(self, state: Mapping[str, torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
         checked = []
         for name, tensor in state.items():
             self._check_bindable(name, tensor)
             checked.append((name, tensor))
         return checked
+
+    def _check_state(self, state: Mapping[str, torch.Tensor],
+                     partial: bool) -> List[Tuple[str, torch.Tensor]]:
+        """``state`` checked for ``bind_state(state, partial)`` (see there), nothing bound."""
+        if not isinstance(state, Mapping):
+            raise TypeError("bind_state: expected a mapping {name: tensor} (e.g. new_state()), "
+                            f"got {type(state).__name__}")
+        self._require_names("bind_state()")
+        for name in state:
+            self._known(name)  # an unknown name is a KeyError before a missing one is reported
+        missing = [name for name in self._specs if name not in state]
+        if missing and not partial:
+            raise ValueError(
+                f"bind_state(): the state has no tensor for buffer(s) {missing} (the program's "
+                f"buffers are {list(self._specs)}); they would stay bound to the previous "
+                "session. Pass every buffer (new_state() has them all), or bind only these on "
+                "purpose with bind_state(state, partial=True)")
+        return self._check_entries(state)
 
     def _bind_checked(self, checked: List[Tuple[str, torch.Tensor]]) -> None:
         """Binds ``_check_state``'s result; the caller holds ``_lock``."""
@@ -529,17 +573,27 @@ class Program:
         views of one tensor are fine); ``RuntimeError`` naming the buffer when another bound
         buffer's tensor has moved (bind that one again first, or in the same ``bind_state``).
         Waits for an ``execute`` running in another thread to finish."""
-        self.bind_state({name: tensor})
+        checked = self._check_entries({name: tensor})  # one buffer: a partial bind, by name
+        with self._lock:
+            self._bind_checked(checked)
 
-    def bind_state(self, state: Mapping[str, torch.Tensor]) -> None:
+    def bind_state(self, state: Mapping[str, torch.Tensor], *, partial: bool = False) -> None:
         """``bind_buffer`` for every entry of ``state`` (``{name: tensor}``, e.g. from
         ``new_state()``), all checked before any is bound and bound between two executes: one
-        call switches the program to another conversation. Buffers not in ``state`` keep their
-        current storage. Raises as ``bind_buffer`` (then nothing is bound); ``TypeError`` when
-        ``state`` is not a mapping. From several threads, bind and run with
-        ``method.execute(inputs, state=state)``: a ``bind_state`` then an ``execute`` are two
-        calls, and another thread's may come between them."""
-        checked = self._check_state(state)
+        call switches the program to another conversation. ``state`` must have a tensor for
+        every buffer of the program (``buffer_names``), so that nothing of the previous session
+        stays bound; ``partial=True`` binds only the buffers in ``state`` (the others keep
+        their current storage).
+
+        Raises as ``bind_buffer`` (then nothing is bound); ``ValueError`` naming the missing
+        buffers when ``state`` lacks some and ``partial`` is false; ``RuntimeError`` naming
+        ``emit_mutable_buffer_names=True`` for a program without buffer names (even for an
+        empty ``state``: there a session could not be told apart from the program's own
+        state); ``TypeError`` when ``state`` is not a mapping. Nothing is bound when it raises.
+        From several threads, bind and run with ``method.execute(inputs, state=state)``: a
+        ``bind_state`` then an ``execute`` are two calls, and another thread's may come between
+        them."""
+        checked = self._check_state(state, partial)
         with self._lock:
             self._bind_checked(checked)
 
@@ -606,8 +660,8 @@ def load(program: Union[str, Path, bytes, bytearray, BinaryIO],
     ``FileNotFoundError`` for a ``data`` path that does not exist, ``LibraryNotFoundError``
     when the library or the binding is missing, and ``RuntimeError``
     naming the program and the problem for a program that does not load (not an ExecuTorch
-    program, a corrupted file, a delegate that rejects its blob: ExecuTorch's log line above
-    says why).
+    program, a corrupted file, a delegate that rejects its blob), followed by the error lines
+    ExecuTorch and the delegates logged while loading (also on stderr), which say why.
     """
     data_path = "" if data is None else _data_source(data)
     data = _program_source(program)

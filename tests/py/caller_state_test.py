@@ -158,7 +158,7 @@ class TinyAttentionStateTest(absltest.TestCase):
     def test_bound_tensor_deleted_by_the_caller_stays_valid(self):
         prog, forward = self._load()
         prog.bind_buffer("k_cache", torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
-        prog.bind_state({"v_cache": torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)})
+        prog.bind_state({"v_cache": torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)}, partial=True)
         gc.collect()
         garbage = [torch.full((1, csm.CACHE_LEN, csm.WIDTH), 7.0) for _ in range(64)]
         eager = _decode_vs_eager(forward, TOKENS_A)
@@ -289,6 +289,10 @@ class TinyAttentionStateTest(absltest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "method 'forward': execute failed") as e:
             forward.execute(csm.step_inputs(1, csm.CACHE_LEN))  # position out of the cache
         self.assertNotIn("alloc_mutable_buffers", str(e.exception))
+        # The reason the kernel logged is in the exception, not only on stderr.
+        self.assertRegex(str(e.exception),
+                         r"execute failed \(error 18: InvalidArgument\); ExecuTorch logged:\n"
+                         r"  kv_cache_update: indices\[0\] = 32 is outside \[0, 32\)")
 
     def test_load_from_a_text_mode_file_says_binary(self):
         path = self.create_tempfile(content=self.pte, mode="wb").full_path
@@ -306,6 +310,83 @@ class TinyAttentionStateTest(absltest.TestCase):
             prog.buffer("k_cache")
         with self.assertRaisesRegex(KeyError, "emit_mutable_buffer_names=True"):
             prog.bind_buffer("k_cache", torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
+
+    def test_program_without_names_has_no_sessions(self):
+        # Without names no state can be bound: an empty "state" would leave every session on
+        # the program's one cache. new_state, bind_state and execute(state=...) refuse.
+        prog = runtime.load(csm.tiny_attention_pte(emit_mutable_buffer_names=False))
+        forward = prog.load_method("forward")
+        option = (r"this program has no named mutable buffers.*"
+                  r"emit_mutable_buffer_names=True \(the default of executorch_trt.export.*"
+                  r"a program with no state needs no session")
+        with self.assertRaisesRegex(RuntimeError, r"new_state\(\): " + option):
+            prog.new_state()
+        for partial in (False, True):
+            with self.assertRaisesRegex(RuntimeError, r"bind_state\(\): " + option):
+                prog.bind_state({}, partial=partial)
+        with self.assertRaisesRegex(RuntimeError, r"bind_state\(\): " + option):
+            forward.execute(csm.step_inputs(9, 0), state={})  # would write row 0 if it ran
+        # Nothing ran: a step at position 1 sees row 0 still zero, as a fresh eager model does.
+        (got,) = forward.execute(csm.step_inputs(TOKENS_A[1], 1))
+        with torch.no_grad():
+            want = csm.TinyAttention()(*csm.step_inputs(TOKENS_A[1], 1))
+        torch.testing.assert_close(got, want)
+
+    def test_partial_state_is_refused_and_keeps_the_current_session(self):
+        prog, forward = self._load()
+        alice, bob = prog.new_state(), prog.new_state()
+        prog.bind_state(alice)
+        _steps(forward, TOKENS_A[:3])
+        with self.assertRaisesRegex(ValueError, r"bind_state\(\): the state has no tensor for "
+                                                r"buffer\(s\) \['v_cache'\].*partial=True"):
+            prog.bind_state({"k_cache": bob["k_cache"]})
+        with self.assertRaisesRegex(ValueError, r"no tensor for buffer\(s\) \['k_cache'\]"):
+            forward.execute(csm.step_inputs(TOKENS_B[0], 0), state={"v_cache": bob["v_cache"]})
+        with self.assertRaisesRegex(ValueError, r"no tensor for buffer\(s\) "
+                                                r"\['k_cache', 'v_cache'\]"):
+            prog.bind_state({})
+        for name in CACHES:
+            self.assertIs(prog.buffer(name), alice[name], name)
+            self.assertEqual(bob[name].abs().sum().item(), 0, f"bob's {name} untouched")
+        # alice's conversation continues as if nothing had been asked: vs eager on all tokens.
+        eager = csm.TinyAttention()
+        want = csm.eager_steps(eager, TOKENS_A)[3:]
+        got = _steps(forward, TOKENS_A[3:], start=3)
+        for i, (g, w) in enumerate(zip(got, want)):
+            torch.testing.assert_close(g, w, msg=f"step {3 + i}")
+        for name in CACHES:
+            torch.testing.assert_close(alice[name], getattr(eager, name), msg=name)
+
+    def test_partial_true_binds_only_the_buffers_given(self):
+        prog, forward = self._load()
+        alice = prog.new_state()
+        prog.bind_state(alice)
+        _steps(forward, TOKENS_A[:3])
+        eager = csm.TinyAttention()
+        csm.eager_steps(eager, TOKENS_A[:3])
+        fresh_v = torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)
+        prog.bind_state({"v_cache": fresh_v}, partial=True)
+        self.assertIs(prog.buffer("v_cache"), fresh_v)
+        self.assertIs(prog.buffer("k_cache"), alice["k_cache"])
+        eager.v_cache.zero_()  # the same state in eager: alice's keys, fresh values
+        (got,) = forward.execute(csm.step_inputs(TOKENS_A[3], 3))
+        with torch.no_grad():
+            want = eager(*csm.step_inputs(TOKENS_A[3], 3))
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(fresh_v, eager.v_cache)
+        torch.testing.assert_close(alice["k_cache"], eager.k_cache)
+        self.assertEqual(alice["v_cache"][0, 3].abs().sum().item(), 0, "alice's values unbound")
+        # execute(state=..., partial=True) the same way, in one call.
+        fresh_k = torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)
+        eager.k_cache.zero_()
+        (got,) = forward.execute(csm.step_inputs(TOKENS_A[4], 4), state={"k_cache": fresh_k},
+                                 partial=True)
+        with torch.no_grad():
+            want = eager(*csm.step_inputs(TOKENS_A[4], 4))
+        torch.testing.assert_close(got, want)
+        self.assertIs(prog.buffer("k_cache"), fresh_k)
+        self.assertIs(prog.buffer("v_cache"), fresh_v)
+        torch.testing.assert_close(fresh_k, eager.k_cache)
 
     def test_execute_errors_name_the_input(self):
         _, forward = self._load()

@@ -66,6 +66,7 @@ class DynamicPrefillTest(parameterized.TestCase):
         self.assertEqual(prefill.header.format_version, 2)
         (symbol,) = prefill.metadata.symbols
         self.assertEqual((symbol.min, symbol.max, symbol.opt), (1, MAX_SEQ, 3))
+        self.assertEqual(symbol.name, "T", "the torch.export.Dim's name, not the shape env's")
         shapes = {b.name: b.shape for b in prefill.metadata.inputs}
         self.assertEqual(shapes["tokens"], (1, symbol.name))
         self.assertEqual(shapes["pos"], (symbol.name,))
@@ -101,20 +102,80 @@ class DynamicPrefillTest(parameterized.TestCase):
         self._step("prefill", 0, 2, "prefill")
         before = {name: t.clone() for name, t in self.state.items()}
         prefill = self.program.load_method("prefill")
+        # Each exception says why: the delegate's own check (logged by it, carried by the
+        # exception) names the Dim as exported ('T'), or ExecuTorch's set_input refuses a size
+        # above the upper bound it planned, which the message calls a bound.
+        delegate = (r"method 'prefill': execute failed \(error 18: InvalidArgument\); "
+                    r"ExecuTorch logged:\n  ")
         cases = {
-            "empty prompt (below min)": (torch.zeros(1, 0, dtype=torch.long),
-                                         torch.zeros(0, dtype=torch.long)),
-            "17 tokens (above max)": (torch.zeros(1, MAX_SEQ + 1, dtype=torch.long),
-                                      torch.arange(MAX_SEQ + 1)),
-            "3 tokens, 2 positions": (torch.zeros(1, 3, dtype=torch.long), torch.arange(2)),
+            "empty prompt (below min)": (
+                (torch.zeros(1, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long)),
+                RuntimeError,
+                delegate + r"executorch_trt: delegate argument \d \(input '(pos|tokens)'\) "
+                rf"dimension \d is 0, outside the range \[1, {MAX_SEQ}\] of its dynamic size 'T'"),
+            "17 tokens (above max)": (
+                (torch.zeros(1, MAX_SEQ + 1, dtype=torch.long), torch.arange(MAX_SEQ + 1)),
+                ValueError,
+                rf"method 'prefill': input 0 is tensor Long \[1, {MAX_SEQ + 1}\], expected "
+                rf"tensor Long with shape at most \[1, {MAX_SEQ}\], a dynamic shape whose "
+                rf"dimension 1 is {MAX_SEQ + 1} > {MAX_SEQ} \(set_input error"),
+            "3 tokens, 2 positions": (
+                (torch.zeros(1, 3, dtype=torch.long), torch.arange(2)),
+                RuntimeError,
+                delegate + r"executorch_trt: delegate argument \d \(input '(pos|tokens)'\) "
+                r"dimension \d is [23] but an earlier input gave dynamic size 'T' the value [23]; "
+                r"every dimension exported as 'T' must have one size per call"),
         }
-        for context, inputs in cases.items():
-            with self.assertRaises((RuntimeError, ValueError), msg=context):
-                prefill.execute(list(inputs))
-            for name, tensor in self.state.items():
-                torch.testing.assert_close(tensor, before[name], msg=f"{context}: {name}")
+        for context, (inputs, error, message) in cases.items():
+            with self.subTest(context):
+                with self.assertRaisesRegex(error, message) as raised:
+                    prefill.execute(list(inputs))
+                self.assertNotRegex(str(raised.exception), r"'s\d+'", "a shape-env name")
+                for name, tensor in self.state.items():
+                    torch.testing.assert_close(tensor, before[name], msg=name)
         # The program still works afterwards.
         self._step("prefill", 2, 4, "prefill after the rejections")
+
+
+class TwoSizes(torch.nn.Module):
+    """Two inputs, each with a dynamic size of its own, in one delegate."""
+
+    def forward(self, x, y):
+        return x * 2, y + 1
+
+
+class DimNamesTest(absltest.TestCase):
+    """The blob names a dynamic size as its ``torch.export.Dim`` does, so that the runtime's
+    messages say ``'T'``; the shape environment's name (``s58``) when it has no name of its own
+    or when its name would repeat in the blob."""
+
+    def _names(self, dim_x, dim_y):
+        ep = torch.export.export(TwoSizes(), (torch.randn(3, 4), torch.randn(5, 4)),
+                                 dynamic_shapes={"x": {0: dim_x}, "y": {0: dim_y}})
+        (blob,) = _blobs(executorch_trt.export(ep), "forward")
+        names = {b.name: b.shape[0] for b in blob.metadata.inputs}
+        self.assertEqual(sorted(s.name for s in blob.metadata.symbols),
+                         sorted({names["x"], names["y"]}), "the shapes name the symbols")
+        self.assertEqual({s.name: s.max for s in blob.metadata.symbols},
+                         {names["x"]: 8, names["y"]: 8}, "the ranges are still found")
+        return names["x"], names["y"]
+
+    def test_each_dim_names_its_symbol(self):
+        Dim = torch.export.Dim
+        self.assertEqual(self._names(Dim("rows", min=1, max=8), Dim("n", min=1, max=8)),
+                         ("rows", "n"))
+
+    def test_an_unnamed_size_keeps_its_name_and_a_repeated_name_falls_back(self):
+        Dim = torch.export.Dim
+        x, y = self._names(Dim.DYNAMIC(min=1, max=8), Dim("n", min=1, max=8))
+        self.assertRegex(x, r"^s\d+$")
+        self.assertEqual(y, "n")
+        # y's Dim named like x's shape-environment symbol: recording it would give the blob two
+        # symbols of one name, so y keeps its own symbol's name.
+        x2, y2 = self._names(Dim.DYNAMIC(min=1, max=8), Dim(x, min=1, max=8))
+        self.assertEqual(x2, x, "the same source gives the same shape-environment name")
+        self.assertRegex(y2, r"^s\d+$")
+        self.assertNotEqual(y2, x2)
 
 
 class SharedSize(torch.nn.Module):

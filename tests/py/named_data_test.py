@@ -99,8 +99,12 @@ class ExternalWeightsTest(absltest.TestCase):
     def test_missing_wrong_or_other_data_file_is_an_error(self):
         from executorch_trt import runtime
 
-        with self.assertRaisesRegex(RuntimeError, r"pass the \.ptd written with it"):
+        with self.assertRaisesRegex(RuntimeError, r"pass the \.ptd written with it") as e:
             runtime.load(self.pte)
+        # The key the delegate logged is in the exception, not only on stderr.
+        self.assertRegex(str(e.exception), r"ExecuTorch logged:\n(  .*\n)*  executorch_trt: "
+                                           r"portable engine: constant '[^']+' is not in the "
+                                           r"program's data")
         with self.assertRaisesRegex(RuntimeError, "not an ExecuTorch data file"):
             runtime.load(self.pte, data=self.pte)
         with self.assertRaisesRegex(FileNotFoundError, "no such .ptd file"):
