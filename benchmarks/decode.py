@@ -229,13 +229,14 @@ def spawn_worker(config: BenchConfig, mode: str, max_seq_len: int,
 
 
 CPP_FIELDS = ("step_ms_cpp_median", "step_ms_cpp_p10", "step_ms_cpp_p90",
-              "step_ms_cpp_samples", "cpp_threads", "cpp_error")
+              "step_ms_cpp_samples", "cpp_threads", "cpp_engine", "cpp_error")
 
 
 def cpp_fields(cpp: Optional[dict]) -> dict:
     """A row's C++ timing fields from decode_step_cpp's result (cpp_timing.time_decode_step):
     `step_ms_cpp_median`, `step_ms_cpp_p10`, `step_ms_cpp_p90` (ms), `step_ms_cpp_samples`
-    (ms, one per timed step), `cpp_threads`, and `cpp_error` (why there are none). All None
+    (ms, one per timed step), `cpp_threads`, `cpp_engine` (the engines decode_step_cpp read
+    off the program, e.g. "portable, CPU"), and `cpp_error` (why there are none). All None
     when the variant is not timed in C++ (`cpp` None)."""
     out = dict.fromkeys(CPP_FIELDS)
     if cpp is None:
@@ -245,7 +246,7 @@ def cpp_fields(cpp: Optional[dict]) -> dict:
         return out
     out.update(step_ms_cpp_median=cpp["step_ms_median"], step_ms_cpp_p10=cpp["step_ms_p10"],
                step_ms_cpp_p90=cpp["step_ms_p90"], step_ms_cpp_samples=cpp["step_ms_samples"],
-               cpp_threads=cpp["threads"])
+               cpp_threads=cpp["threads"], cpp_engine=cpp.get("engine"))
     return out
 
 
@@ -263,6 +264,8 @@ def make_row(config: BenchConfig, built: BuiltProgram, step_ms, profile: dict,
 
     row = {"variant": built.variant, "max_seq_len": built.max_seq_len,
            "description": VARIANTS[built.variant].description,
+           # What runs its decode step, read off its program (variants.decode_engine).
+           "engine": built.engine, "decode_delegates": built.decode_delegates,
            "cache_nbytes": config.dims.cache_nbytes(built.max_seq_len),
            # The .pte's size (bytes; None for eager): weights stored once, zero caches not at
            # all (issue 14).
@@ -331,7 +334,7 @@ def measure_capacity(config: BenchConfig, max_seq_len: int, names: List[str],
                 print("    decode_step_cpp failed:\n" + "\n".join(
                     "      " + l for l in cpp.pop("stderr_tail").splitlines()), file=sys.stderr)
         row = make_row(config, b, step_ms, profile, cpp, after_switch)
-        status = row["error"] or f"{row['step_ms_median']:.3f} ms/step"
+        status = row["error"] or f"{row['step_ms_median']:.3f} ms/step ({row['engine']})"
         if row["cpp_error"]:
             status += f"; C++: {row['cpp_error']}"
         elif row["step_ms_cpp_median"] is not None:
@@ -380,7 +383,7 @@ def results_text(rows: List[dict], meta: dict):
     ValueError on rows or metadata this benchmark did not write."""
     targets = report.check_targets(rows)
     note = report.after_switch_note(rows)
-    text = (report.table(rows, report.header(meta) + [""])
+    text = (report.table(rows, report.header(meta) + report.engines_block(rows) + [""])
             + "\n\ntargets:\n" + report.format_targets(targets) + ("\n" + note if note else ""))
     return text, targets
 

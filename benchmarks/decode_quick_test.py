@@ -8,6 +8,9 @@ its output and the byte counts, never the timings:
 * plain ExecuTorch's default configuration shows its write-back copy of the cache, and its
   reinplace configuration does not;
 * every variant has one timed step per round (they are timed interleaved in one process);
+* every row names what runs its decode step, read off its program (the delegate variants: the
+  portable engine on the CPU; plain ExecuTorch: no delegate, or XnnpackBackend delegates), and
+  so do the table, its header and decode_step_cpp's result;
 * delegate in-place is timed in C++ too (decode_step_cpp): its row has the C++ fields, one
   sample per timed step, and the table their column; no other row has them;
 * bad flags exit 2 naming the flag, in decode.py and in decode_step_cpp (which also exits 2,
@@ -19,6 +22,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -31,7 +35,9 @@ from benchmarks.bench_config import QUICK_DIMS, quick_config
 from benchmarks.variants import VARIANTS, BuiltProgram
 
 FIELDS = ("variant", "max_seq_len", "step_ms_median", "step_ms_p10", "step_ms_p90",
-          "runtime_bytes_copied_per_step", "peak_rss_mb")
+          "runtime_bytes_copied_per_step", "peak_rss_mb", "engine", "decode_delegates")
+PORTABLE_WITH_XNNPACK = ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
+                         "with XNNPACK, on the CPU)")
 
 
 class DecodeBenchQuickTest(absltest.TestCase):
@@ -83,6 +89,33 @@ class DecodeBenchQuickTest(absltest.TestCase):
             self.assertTrue(all(t > 0 for t in after), f"{variant}@{capacity}: {after}")
             self.assertEqual(r["step_ms_after_switch_median"], statistics.median(after))
         self.assertEqual(self.result["settings"]["lead_in_ms"], 5.0)
+
+    def test_every_variant_names_what_runs_it(self):
+        for (variant, capacity), r in self.rows.items():
+            where = f"{variant}@{capacity}"
+            if variant.startswith("delegate_"):
+                self.assertEqual(r["engine"], "portable, CPU", where)
+                self.assertEqual(r["decode_delegates"], PORTABLE_WITH_XNNPACK, where)
+            elif variant == "executorch_xnnpack":
+                self.assertEqual(r["engine"], "XnnpackBackend", where)
+                self.assertRegex(r["decode_delegates"], r"^\d+ XnnpackBackend delegates?$", where)
+            elif variant.startswith("executorch_"):
+                self.assertEqual(r["engine"], "no delegate", where)
+                self.assertEqual(r["decode_delegates"], "no delegate (ExecuTorch's CPU kernels)",
+                                 where)
+            else:
+                self.assertEqual(r["engine"], "eager PyTorch", where)
+            # decode_step_cpp reads the engine off the program too.
+            expected = "portable, CPU" if variant in cpp_timing.CPP_VARIANTS else None
+            self.assertEqual(r["cpp_engine"], expected, where)
+        # The table's engine column and the header's line per variant.
+        self.assertRegex(self.stdout, r"\nvariant +engine +max_seq_len ")
+        self.assertRegex(self.stdout, r"\ndelegate_inplace +portable, CPU +\d+ ")
+        self.assertIn("what runs each decode step (read from each variant's program):",
+                      self.stdout)
+        self.assertIsNotNone(re.search(
+            r"\n  delegate_inplace +" + re.escape(PORTABLE_WITH_XNNPACK) + "\n", self.stdout),
+            self.stdout)
 
     def test_metadata_and_plot(self):
         self.assertEqual(self.result["model"]["hidden_size"], QUICK_DIMS.hidden_size)

@@ -25,8 +25,13 @@
 //   4. prints one summary line and the JSON result (to --json FILE if given, else to stdout):
 //      {"model", "max_seq_len", "prompt_len", "position", "token", "threads", "warmup",
 //       "repeats", "caches", "cache_nbytes", "fill_prefill_calls", "fill_decode_calls",
-//       "fill_ms", "clock", "step_ms_median", "step_ms_p10", "step_ms_p90", "step_ms_samples"}
-//      (times in milliseconds; percentiles as decode.py's measure.summarize computes them).
+//       "fill_ms", "clock", "step_ms_median", "step_ms_p10", "step_ms_p90", "step_ms_samples",
+//       "decode_delegates", "engine"}
+//      (times in milliseconds; percentiles as decode.py's measure.summarize computes them;
+//      "decode_delegates" the decode method's delegates and what runs each, "engine" the
+//      engines of its TensorRTBackend delegates, e.g. "portable, CPU", both read from the
+//      program: examples/plan_delegates.h). Before timing it prints the decode method's
+//      delegates.
 //
 // Exit: 0 measured; 1 the program failed while running (binding, fill or a step; the
 // message says which and where); 2 bad usage, an unreadable/invalid model, or a model the
@@ -48,6 +53,7 @@
 
 #include "benchmarks/decode_step_flags.h"
 #include "benchmarks/step_stats.h"
+#include "examples/plan_delegates.h"
 #include "examples/prefill_decode_program.h"
 #include "examples/readable_file.h"
 
@@ -249,6 +255,20 @@ int Run(const DecodeStepFlags& flags) {
   const int64_t threads = SetThreads(flags.threads);
 
   std::string error;
+  // What runs the timed step, read off the program, so the numbers are never taken for
+  // TensorRT's when the portable engine ran them on the CPU.
+  auto delegates = examples::ReadProgramDelegates(flags.model, &error);
+  if (!delegates.ok()) {
+    return Fail(kExitUsage, error);
+  }
+  const examples::MethodDelegates* decode = delegates->Find("decode");
+  const std::string decode_delegates =
+      decode == nullptr ? "no method 'decode'" : decode->Describe();
+  std::string engine;
+  for (const std::string& label : delegates->EngineLabels({"decode"})) {
+    engine += (engine.empty() ? "" : "; ") + label;
+  }
+  std::printf("%s: %s: decode: %s\n", kName, flags.model.c_str(), decode_delegates.c_str());
   auto loaded = PrefillDecodeProgram::Load(flags.model, flags.caches, &error);
   if (!loaded.ok()) {
     return Fail(kExitUsage, "cannot load the program: " + error);
@@ -321,15 +341,18 @@ int Run(const DecodeStepFlags& flags) {
       {"step_ms_p10", summary.p10_ms},
       {"step_ms_p90", summary.p90_ms},
       {"step_ms_samples", step_ms},
+      {"decode_delegates", decode_delegates},
+      {"engine", engine.empty() ? delegates->EnginesRun({"decode"}) : engine},
   };
   std::printf(
-      "%s: %s: %lld decode steps at position %lld (max_seq_len %lld, %lld threads): median "
-      "%.3f ms, p10 %.3f ms, p90 %.3f ms (fill: %lld prefill + %lld decode calls, %.0f ms)\n",
+      "%s: %s: %lld decode steps at position %lld (max_seq_len %lld, %lld threads, %s): "
+      "median %.3f ms, p10 %.3f ms, p90 %.3f ms (fill: %lld prefill + %lld decode calls, %.0f "
+      "ms)\n",
       kName, flags.model.c_str(), static_cast<long long>(flags.repeats),
       static_cast<long long>(position), static_cast<long long>(flags.max_seq_len),
-      static_cast<long long>(threads), summary.median_ms, summary.p10_ms, summary.p90_ms,
-      static_cast<long long>(fill.prefill_calls), static_cast<long long>(fill.decode_calls),
-      fill.ms);
+      static_cast<long long>(threads), delegates->EnginesRun({"decode"}).c_str(), summary.median_ms,
+      summary.p10_ms, summary.p90_ms, static_cast<long long>(fill.prefill_calls),
+      static_cast<long long>(fill.decode_calls), fill.ms);
   if (flags.json.empty()) {
     std::printf("%s\n", result.dump().c_str());
     return kExitOk;

@@ -9,7 +9,11 @@ plus the breakdown (`cache_bytes_copied_per_step`, `other_bytes_copied_per_step`
 variants not timed in C++, and in JSON written before it existed), `cpp_error` (None, or why
 the C++ timing failed), `step_ms_after_switch_median` / `step_ms_after_switch_samples` (ms:
 the first of a variant's steps in each round, right after another variant's; None in JSON
-written before the lead-in existed) and `error` (None, or why the row has no numbers).
+written before the lead-in existed), what runs the decode step, read off the variant's
+program (`engine`, e.g. "portable, CPU", "XnnpackBackend", "no delegate"; `decode_delegates`,
+e.g. "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program with XNNPACK, on
+the CPU)"; `cpp_engine` for the C++ timing; absent in JSON written before they existed) and
+`error` (None, or why the row has no numbers).
 """
 
 from __future__ import annotations
@@ -67,16 +71,18 @@ def _fmt_cpp(r: dict) -> str:
 def table(rows: Sequence[dict], header: Sequence[str]) -> str:
     """The text table: `header` lines, then one line per row (failed rows say why), then one
     note per failed C++ timing."""
-    cols = ("variant", "max_seq_len", "median ms", "p10 ms", "p90 ms", "C++ median ms",
-            "copied/step", "of which cache", "peak RSS MB", "over baseline MB", ".pte", ".ptd")
+    cols = ("variant", "engine", "max_seq_len", "median ms", "p10 ms", "p90 ms",
+            "C++ median ms", "copied/step", "of which cache", "peak RSS MB", "over baseline MB",
+            ".pte", ".ptd")
     lines = list(header)
     body = []
     for r in rows:
+        engine = r.get("engine") or "-"  # "-": JSON written before the field existed
         if r.get("error"):
-            body.append((r["variant"], str(r["max_seq_len"]), f"FAILED: {r['error']}"))
+            body.append((r["variant"], engine, str(r["max_seq_len"]), f"FAILED: {r['error']}"))
             continue
         body.append((
-            r["variant"], str(r["max_seq_len"]), _fmt_ms(r["step_ms_median"]),
+            r["variant"], engine, str(r["max_seq_len"]), _fmt_ms(r["step_ms_median"]),
             _fmt_ms(r["step_ms_p10"]), _fmt_ms(r["step_ms_p90"]), _fmt_cpp(r),
             _fmt_bytes(r["runtime_bytes_copied_per_step"]),
             _fmt_bytes(r["cache_bytes_copied_per_step"]), f"{r['peak_rss_mb']:.0f}",
@@ -90,10 +96,25 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
         if len(b) == len(cols):
             lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
         else:
-            lines.append(f"{b[0].ljust(widths[0])}  {b[1].ljust(widths[1])}  {b[2]}")
+            lines.append("  ".join(v.ljust(w) for v, w in zip(b[:3], widths)) + f"  {b[3]}")
     lines += [f"C++ timing of {r['variant']} at {r['max_seq_len']} failed: {r['cpp_error']}"
               for r in rows if r.get("cpp_error")]
     return "\n".join(lines)
+
+
+def engines_block(rows: Sequence[dict]) -> List[str]:
+    """Header lines naming what runs each variant's decode step (its `decode_delegates`, read
+    off its program), one per variant in row order; none for rows written before the field
+    existed."""
+    what = {}
+    for r in rows:
+        if r.get("decode_delegates"):
+            what.setdefault(r["variant"], r["decode_delegates"])
+    if not what:
+        return []
+    width = max(len(v) for v in what)
+    return ["what runs each decode step (read from each variant's program):"] + [
+        f"  {v.ljust(width)}  {d}" for v, d in what.items()]
 
 
 def write_json(path: str, rows: Sequence[dict], meta: dict) -> None:

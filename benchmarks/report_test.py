@@ -2,7 +2,8 @@
 cancels machine phases shared by both variants, the growth interval brackets the true
 relative growth, and each target (issue 13's: against eager, every plain ExecuTorch variant,
 growth with the capacity; issue 14's: program and data sizes against the weights, memory
-against plain ExecuTorch) flips to MISSED when its rule is broken."""
+against plain ExecuTorch) flips to MISSED when its rule is broken; the table names each row's
+engine."""
 
 import random
 import statistics
@@ -244,6 +245,37 @@ class TableTest(absltest.TestCase):
         self.assertEqual(cells, ["-", "-", "0.586", "failed"])
         self.assertEqual(lines[-1], "C++ timing of delegate_copy_back at 256 failed: "
                                     "decode_step_cpp failed (exit 1): boom")
+
+    def test_engine_column_and_header_lines(self):
+        delegate = ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
+                    "with XNNPACK, on the CPU)")
+        rows = [
+            self.table_row("eager"),  # written before the engine fields existed
+            self.table_row("executorch_xnnpack", engine="XnnpackBackend",
+                           decode_delegates="9 XnnpackBackend delegates"),
+            self.table_row("delegate_inplace", engine="portable, CPU",
+                           decode_delegates=delegate),
+            self.table_row("delegate_inplace", max_seq_len=4096, engine="portable, CPU",
+                           decode_delegates=delegate),
+            self.table_row("delegate_copy_back", engine="portable, CPU",
+                           decode_delegates=delegate, error="run failed (exit 1): boom"),
+        ]
+        lines = report.table(rows, []).splitlines()
+        column = lines[0].index("engine")
+        self.assertEqual(lines[0].index("variant"), 0)
+        self.assertLess(column, lines[0].index("max_seq_len"))
+        cells = [line[column:].split("  ")[0] for line in lines[2:7]]
+        self.assertEqual(cells, ["-", "XnnpackBackend", "portable, CPU", "portable, CPU",
+                                 "portable, CPU"])
+        self.assertRegex(lines[6], r"^delegate_copy_back +portable, CPU +256 +FAILED: run failed")
+        # One header line per variant that recorded it, in row order.
+        self.assertEqual(report.engines_block(rows), [
+            "what runs each decode step (read from each variant's program):",
+            "  executorch_xnnpack  9 XnnpackBackend delegates",
+            f"  delegate_inplace    {delegate}",
+            f"  delegate_copy_back  {delegate}",
+        ])
+        self.assertEqual(report.engines_block(rows[:1]), [])
 
     def test_after_switch_note(self):
         rows = [self.table_row("delegate_inplace", max_seq_len=256,

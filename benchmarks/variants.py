@@ -18,6 +18,10 @@
 All ExecuTorch programs have two methods, `prefill` and `decode`, sharing one cache
 (`share_mutable_buffers=True`), with mutable-buffer names emitted (so copies can be attributed
 to the cache).
+
+What runs each program's decode step is read off the program (`executorch_trt.inspect`: a
+TensorRTBackend blob names its engine), never assumed from the variant: `BuiltProgram.engine`
+and `decode_delegates`.
 """
 
 from __future__ import annotations
@@ -80,7 +84,9 @@ def data_path(variant: str, pte_path: Optional[str]) -> Optional[str]:
 class BuiltProgram:
     """A variant's program at one capacity: where its `.pte` is, the copies its decode step
     makes (from the program's instructions), the KV cache buffers it holds ({name: shape},
-    float32; what decode_step_cpp binds), or why it could not be built (`error`)."""
+    float32; what decode_step_cpp binds), what runs its decode step (`engine`, short, e.g.
+    "portable, CPU"; `decode_delegates`, the delegates and their engines as the C++ runners
+    print them), or why it could not be built (`error`)."""
 
     variant: str
     max_seq_len: int
@@ -89,7 +95,29 @@ class BuiltProgram:
         default_factory=copy_accounting.CopyAccount)
     cache_shapes: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
     weights_bytes: Optional[int] = None  # the model's parameters (shared ones once)
+    engine: Optional[str] = None
+    decode_delegates: Optional[str] = None
     error: Optional[str] = None
+
+
+#: What runs the eager variant's step: no program to read.
+EAGER_ENGINE = "eager PyTorch"
+EAGER_DECODE = "no program: the PyTorch module itself, on the CPU"
+
+
+def decode_engine(manager) -> Tuple[str, str]:
+    """(short label, description) of what runs the decode method of `manager`'s program, read
+    off it: the engines of its TensorRTBackend delegates ("portable, CPU"), then the ids of its
+    other backends ("XnnpackBackend"), else "no delegate"; and `MethodReport.delegate_summary`
+    ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program with XNNPACK, on
+    the CPU)")."""
+    import executorch_trt
+    from executorch_trt.wire import BACKEND_ID
+
+    decode = executorch_trt.inspect(manager).method("decode")
+    others = dict.fromkeys(d.backend for d in decode.delegates if d.backend != BACKEND_ID)
+    label = "; ".join(list(decode.engine_labels) + list(others)) or "no delegate"
+    return label, decode.delegate_summary
 
 
 def parse_variants(text: str) -> List[str]:
@@ -177,6 +205,7 @@ def _save(built: BuiltProgram, manager, out_dir: str, cache_shapes) -> None:
     built.copies = copy_accounting.account_copies(
         manager.executorch_program, "decode", list(cache_shapes.values()))
     built.cache_shapes = dict(cache_shapes)
+    built.engine, built.decode_delegates = decode_engine(manager)
 
 
 def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
@@ -188,6 +217,8 @@ def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
     shapes = workload.cache_shapes(module)
     weights = sum(p.numel() * p.element_size() for p in module.parameters())
     built = {n: BuiltProgram(n, max_seq_len, weights_bytes=weights) for n in names}
+    for name in (n for n in names if VARIANTS[n].kind == "eager"):
+        built[name].engine, built[name].decode_delegates = EAGER_ENGINE, EAGER_DECODE
     plain = [n for n in names if VARIANTS[n].kind == "executorch"]
     for group in ([n for n in plain if n not in PLAIN_XNNPACK],
                   [n for n in plain if n in PLAIN_XNNPACK]):

@@ -33,7 +33,8 @@
 // The pieces: runner_main.h (the main, shared with cross_attn_decode_check), runner_flags.h
 // (the command line), prefill_decode_program.h (loading the program and binding caller-owned
 // caches: the part to copy into an application), runner_checks.h (the three checks),
-// runner_report.h (what is printed).
+// runner_report.h (what is printed), plan_delegates.h (each method's delegates and the engine
+// each runs on, read from the program: the header and the closing line name them).
 
 #include "examples/runner_main.h"
 
@@ -46,9 +47,12 @@ constexpr char kUsage[] =
     "                             [--data PROGRAM.ptd] [--allow-state-copies] [--quiet]\n"
     "\n"
     "Runs the program's `prefill` and `decode` methods (ExecuTorch Program and Method, shared\n"
-    "memory arenas, the TensorRT delegate linked in) and checks tokens, logits and the KV cache\n"
-    "itself against the eager reference after every step; then a fresh reload; then K\n"
-    "interleaved conversations, each with its own cache memory bound by buffer name.\n"
+    "memory arenas, the TensorRTBackend delegate linked in) and checks tokens, logits and the\n"
+    "KV cache itself against the eager reference after every step; then a fresh reload; then\n"
+    "K interleaved conversations, each with its own cache memory bound by buffer name.\n"
+    "Each delegate runs on the engine its blob names (portable: a nested ExecuTorch program\n"
+    "on the CPU; tensorrt: a TensorRT plan on the GPU): the header lists each method's\n"
+    "delegates and engines, read from the program, and PASS / FAIL the engines that ran.\n"
     "Every step must copy no state: \"state bytes copied\" is the delegate's own copies plus\n"
     "ExecuTorch's write-backs of mutable buffers (aten::copy_ / et_copy_index in the method's\n"
     "execution plan, bytes per call); any of either fails the check, naming the method and\n"

@@ -9,6 +9,7 @@
 #include <executorch/runtime/platform/runtime.h>
 
 #include "examples/plan_copies.h"
+#include "examples/plan_delegates.h"
 #include "examples/readable_file.h"
 #include "examples/reference.h"
 #include "examples/runner_checks.h"
@@ -91,8 +92,15 @@ int RunnerMain(int argc, char** argv, const RunnerSpec& spec) {
     }
   }
   executorch::runtime::runtime_init();
+  // Read off the program, not assumed: the closing line says which engine ran.
+  auto delegates = ReadProgramDelegates(flags.model, &error);
+  if (!delegates.ok()) {
+    return Invalid(spec, error);
+  }
+  const std::string engines = delegates->EnginesRun(methods);
 
   PrintHeader(spec, flags, ref, steps);
+  PrintDelegates(*delegates, methods);
   PrintWriteBacks(*plan_copies, methods);
   std::vector<StepRow> rows;
   const char* check = "run";
@@ -137,10 +145,10 @@ int RunnerMain(int argc, char** argv, const RunnerSpec& spec) {
     return Invalid(spec, outcome.message);
   }
   if (!outcome.ok()) {
-    std::printf("FAIL: %s (check: %s)\n", outcome.message.c_str(), check);
+    std::printf("FAIL: %s (check: %s) (%s)\n", outcome.message.c_str(), check, engines.c_str());
     return kExitFail;
   }
-  std::printf("PASS\n");
+  std::printf("PASS (%s)\n", engines.c_str());
   return kExitPass;
 }
 

@@ -18,10 +18,12 @@ struct RunnerSpec {
   bool encoder_decoder;
 };
 
-// Runs the runner: parses argv, checks --model against --reference, prints progress, the
-// table and PASS or FAIL. Returns the exit status: kExitPass, kExitFail (a check failed) or
-// kExitUsage (bad usage, or an unreadable or invalid model or reference, including a
-// reference of the other runner's format). Never throws.
+// Runs the runner: parses argv, checks --model against --reference, prints each method's
+// delegates and their engine (plan_delegates.h), progress, the table and PASS or FAIL, each
+// followed by the engines that ran, e.g. "PASS (engine: portable, CPU)". Returns the exit
+// status: kExitPass, kExitFail (a check failed) or kExitUsage (bad usage, or an unreadable or
+// invalid model or reference, including a reference of the other runner's format). Never
+// throws.
 int RunnerMain(int argc, char** argv, const RunnerSpec& spec);
 
 }  // namespace executorch_trt::examples

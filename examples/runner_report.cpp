@@ -31,6 +31,14 @@ std::string ExactnessNote(const MethodCopies& method) {
 
 }  // namespace
 
+void PrintDelegates(const ProgramDelegates& delegates, const std::vector<std::string>& methods) {
+  for (const std::string& method : methods) {
+    const MethodDelegates* m = delegates.Find(method);
+    std::printf("  %s: %s\n", method.c_str(),
+                m == nullptr ? "not in the program" : m->Describe().c_str());
+  }
+}
+
 void PrintWriteBacks(const ProgramCopies& plan_copies, const std::vector<std::string>& methods) {
   for (const std::string& method : methods) {
     const MethodCopies& m = *plan_copies.Find(method);

@@ -1,8 +1,8 @@
 // Copyright (c) executorch-trt authors.
 //
 // runner_report.h: what the runners (kv_cache_decode_check, cross_attn_decode_check) print
-// (progress lines, the per-step table, the write-backs of each method) and their message for
-// a step that copied state.
+// (progress lines, the per-step table, the delegates and the write-backs of each method) and
+// their message for a step that copied state.
 
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "examples/plan_copies.h"
+#include "examples/plan_delegates.h"
 #include "examples/reference.h"
 
 namespace executorch_trt::examples {
@@ -32,6 +33,11 @@ struct StepRow {
   // Every byte of state this step copied.
   uint64_t state_copied() const { return delegate_copied + written_back; }
 };
+
+// One line per method of `methods`: its delegates and the engine that runs each, e.g.
+// "  decode: 1 TensorRTBackend delegate, engine portable (nested ExecuTorch program with
+// XNNPACK, on the CPU)" (MethodDelegates::Describe), from the program file.
+void PrintDelegates(const ProgramDelegates& delegates, const std::vector<std::string>& methods);
 
 // One line per method of `methods`: what ExecuTorch writes back per call, from the plan.
 // `plan_copies` must have every method of `methods`.

@@ -1,5 +1,5 @@
-"""`./bazelw run //tools:inspect_pte -- model.pte [--json]`: what an ExecuTorch program runs and
-how it updates its state, per method (`executorch_trt.inspect`).
+"""`./bazelw run //tools:inspect_pte -- model.pte [--json]`: what an ExecuTorch program runs (each
+delegate's backend and engine) and how it updates its state, per method (`executorch_trt.inspect`).
 
 Prints a table (default) or JSON (`--json`, format `executorch_trt.inspect/1`) to stdout.
 A relative path resolves from the directory `bazel run` was invoked in
@@ -31,7 +31,9 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="inspect_pte",
-        description="Per method of an ExecuTorch program (.pte): delegate calls by backend, "
+        description="Per method of an ExecuTorch program (.pte): delegate calls by backend "
+                    "and the engine each TensorRTBackend delegate runs on (portable: the CPU; "
+                    "tensorrt: the GPU; the first line names the program's), "
                     "operators run outside delegates, and every mutable buffer with how it is "
                     "updated each call (in_place_delegate, written_back with bytes copied, "
                     "in_place_kernel, read_only), plus the state bytes copied per call.")

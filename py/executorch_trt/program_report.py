@@ -61,6 +61,16 @@ them alone, ``updated_by`` says "reflect copy" and the table adds a note.
 
 Byte counts are static: each instruction is counted once (both branches of a ``torch.cond``
 are counted; a copy inside a ``torch.map`` body runs once per iteration).
+
+**Which engine runs a delegate.** A ``TensorRTBackend`` blob's metadata names its engine
+(``portable`` or ``tensorrt``), and that is the engine ``TensorRTBackend::init`` creates for it:
+the report carries it per delegate (``engine``, ``device``, ``engine_description``), per method
+(``engines``, ``delegate_summary``) and per program (``summary.engines``,
+``summary.engine_summary``, also the first line of the text), so that nothing in it implies
+TensorRT ran a delegate the portable engine runs on the CPU. For the portable engine
+``nested_backends`` lists the backends its nested program delegates to (``XnnpackBackend``).
+The wording is the C++ runners' (``examples/plan_delegates.h``), e.g. ``1 TensorRTBackend
+delegate, engine portable (nested ExecuTorch program with XNNPACK, on the CPU)``.
 """
 
 from __future__ import annotations
@@ -72,8 +82,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from executorch.exir import schema
 
 from executorch_trt import plan_accounting as pa
-from executorch_trt.blob import DelegateMetadata, read_blob
-from executorch_trt.wire import BACKEND_ID
+from executorch_trt.blob import DelegateBlob, DelegateMetadata, read_blob
+from executorch_trt.wire import BACKEND_ID, ENGINE_PORTABLE, ENGINE_TENSORRT
 
 FORMAT = "executorch_trt.inspect/1"
 
@@ -86,6 +96,31 @@ UPDATE_MODES = (WRITTEN_BACK, IN_PLACE_KERNEL, IN_PLACE_DELEGATE, READ_ONLY)
 
 ProgramReadError = pa.ProgramReadError
 
+#: Where each engine runs (``device``).
+ENGINE_DEVICES = {ENGINE_PORTABLE: "CPU", ENGINE_TENSORRT: "GPU"}
+#: ``engines`` key of a ``TensorRTBackend`` delegate whose blob cannot be read.
+UNKNOWN_ENGINE = "unknown"
+_XNNPACK_BACKEND = "XnnpackBackend"
+
+
+def engine_description(engine: Optional[str], nested_backends: Sequence[str] = ()) -> str:
+    """What an engine is and where it runs, as the C++ runners word it
+    (``PlanDelegate::EngineDescription`` without ``engine <name> (...)``): ``"nested ExecuTorch
+    program with XNNPACK, on the CPU"``, ``"nested ExecuTorch program on ExecuTorch's kernels,
+    on the CPU"`` (no nested delegate), ``"TensorRT plan, on the GPU"``; ``"its blob cannot be
+    read"`` for None."""
+    if engine is None:
+        return "its blob cannot be read"
+    if engine == ENGINE_TENSORRT:
+        return "TensorRT plan, on the GPU"
+    if engine != ENGINE_PORTABLE:
+        return engine
+    if not nested_backends:
+        return "nested ExecuTorch program on ExecuTorch's kernels, on the CPU"
+    names = ["XNNPACK" if b == _XNNPACK_BACKEND else b for b in nested_backends]
+    with_ = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"nested ExecuTorch program with {with_}, on the CPU"
+
 
 @dataclasses.dataclass(frozen=True)
 class DelegateReport:
@@ -93,7 +128,10 @@ class DelegateReport:
     instructions call it. For ``TensorRTBackend``, read from its blob: ``engine``, the number
     of ``inputs``/``outputs`` bindings and of ``aliased_outputs``, and ``dynamic``: each dynamic
     size as ``"name in [min, max]"`` (blob format version 2; empty when every shape is static);
-    ``note`` says why the blob could not be read (the counts are then None)."""
+    ``note`` says why the blob could not be read (the counts are then None). What runs it
+    (module docstring): ``device`` (``"CPU"`` for the portable engine, ``"GPU"`` for tensorrt),
+    ``engine_description`` (``engine_description()``), ``nested_backends`` (the portable
+    engine's nested delegates' backends, each once); all empty for other backends."""
 
     index: int
     backend: str
@@ -104,6 +142,26 @@ class DelegateReport:
     aliased_outputs: Optional[int] = None
     note: Optional[str] = None
     dynamic: Tuple[str, ...] = ()
+    nested_backends: Tuple[str, ...] = ()
+    device: Optional[str] = None
+    engine_description: Optional[str] = None
+
+    @property
+    def engine_label(self) -> Optional[str]:
+        """``"portable, CPU"``, ``"tensorrt, GPU"``, ``"unknown"`` (blob unreadable); None for
+        another backend (C++ ``PlanDelegate::EngineLabel``)."""
+        if self.backend != BACKEND_ID:
+            return None
+        if self.engine is None:
+            return UNKNOWN_ENGINE
+        return f"{self.engine}, {self.device}" if self.device else self.engine
+
+    def describe_engine(self) -> str:
+        """``"engine portable (nested ExecuTorch program with XNNPACK, on the CPU)"``; ``""`` for
+        another backend (C++ ``PlanDelegate::EngineDescription``)."""
+        if self.backend != BACKEND_ID:
+            return ""
+        return f"engine {self.engine or UNKNOWN_ENGINE} ({self.engine_description})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +222,38 @@ class MethodReport:
         return dict(counts)
 
     @property
+    def engines(self) -> Dict[str, int]:
+        """Engine -> number of ``TensorRTBackend`` delegates it runs (``UNKNOWN_ENGINE`` for an
+        unreadable blob), in first-use order; empty without such a delegate."""
+        counts: Dict[str, int] = collections.Counter()
+        for d in self.delegates:
+            if d.backend == BACKEND_ID:
+                counts[d.engine or UNKNOWN_ENGINE] += 1
+        return dict(counts)
+
+    @property
+    def engine_labels(self) -> Tuple[str, ...]:
+        """Each distinct ``DelegateReport.engine_label`` of the method's ``TensorRTBackend``
+        delegates, in first-use order, e.g. ``("portable, CPU",)`` (C++
+        ``ProgramDelegates::EngineLabels``)."""
+        return tuple(dict.fromkeys(d.engine_label for d in self.delegates
+                                   if d.engine_label is not None))
+
+    @property
+    def delegate_summary(self) -> str:
+        """The delegates grouped by what runs them, as the C++ runners print each method
+        (``MethodDelegates::Describe``): ``"1 TensorRTBackend delegate, engine portable (nested
+        ExecuTorch program with XNNPACK, on the CPU)"``, ``"9 XnnpackBackend delegates"``,
+        groups joined by ``"; "``; ``"no delegate (ExecuTorch's CPU kernels)"``."""
+        if not self.delegates:
+            return "no delegate (ExecuTorch's CPU kernels)"
+        groups: Dict[Tuple[str, str], int] = collections.Counter(
+            (d.backend, d.describe_engine()) for d in self.delegates)
+        return "; ".join(f"{n} {backend} delegate{'s' if n != 1 else ''}"
+                         + (f", {engine}" if engine else "")
+                         for (backend, engine), n in groups.items())
+
+    @property
     def state_bytes(self) -> int:
         """Bytes of all the method's mutable buffers."""
         return sum(s.nbytes for s in self.state)
@@ -193,6 +283,8 @@ class MethodReport:
             "name": self.name,
             "delegate_calls": self.delegate_calls,
             "delegates": [dataclasses.asdict(d) for d in self.delegates],
+            "engines": self.engines,
+            "delegate_summary": self.delegate_summary,
             "operators": dict(self.operators),
             "state": [s.to_json() for s in self.state],
             "written_inputs": [s.to_json() for s in self.written_inputs],
@@ -207,7 +299,10 @@ class ProgramSummary:
     """Program-wide totals. ``state_buffers``/``state_bytes`` count each buffer once even when
     several methods share it (same FQN, or same slot of the shared arena);
     ``state_bytes_copied_per_call``: method -> bytes; ``zero_copy``: no method copies any state
-    or input back (no write-back and no delegate reflect copy)."""
+    or input back (no write-back and no delegate reflect copy); ``engines``: engine -> number of
+    ``TensorRTBackend`` delegates it runs, over all methods; ``engine_summary``: which engines
+    the program's delegates use, e.g. ``"engine portable (nested ExecuTorch program with
+    XNNPACK, on the CPU)"`` (the text's first line ends with it)."""
 
     methods: int
     delegate_calls: Dict[str, int]
@@ -216,6 +311,8 @@ class ProgramSummary:
     state_bytes: int
     state_bytes_copied_per_call: Dict[str, int]
     zero_copy: bool
+    engines: Dict[str, int] = dataclasses.field(default_factory=dict)
+    engine_summary: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,9 +372,9 @@ def inspect(program) -> ProgramReport:
 
 # --- delegates -----------------------------------------------------------------------------
 
-def _delegate_metadata(program: schema.Program, delegate: schema.BackendDelegate
-                       ) -> Tuple[Optional[DelegateMetadata], Optional[str]]:
-    """The blob metadata of a ``TensorRTBackend`` delegate, or (None, why not)."""
+def _delegate_blob(program: schema.Program, delegate: schema.BackendDelegate
+                   ) -> Tuple[Optional[DelegateBlob], Optional[str]]:
+    """The blob of a ``TensorRTBackend`` delegate, or (None, why not)."""
     ref = delegate.processed
     if int(ref.location) != int(schema.DataLocation.INLINE):
         return None, (f"blob is in segment {ref.index}, not inline; inspect the serialized "
@@ -285,9 +382,23 @@ def _delegate_metadata(program: schema.Program, delegate: schema.BackendDelegate
     if not 0 <= ref.index < len(program.backend_delegate_data):
         return None, f"blob index {ref.index} is out of range"
     try:
-        return read_blob(program.backend_delegate_data[ref.index].data).metadata, None
+        return read_blob(program.backend_delegate_data[ref.index].data), None
     except ValueError as exc:
         return None, f"cannot read the blob: {exc}"
+
+
+def _nested_backends(payload: bytes) -> Tuple[Tuple[str, ...], Optional[str]]:
+    """The backends a portable payload's nested program delegates to, each once in first-use
+    order, or ((), why they cannot be read)."""
+    # Imported here: the engine package imports the exporter, which imports this module.
+    from executorch_trt.engines.portable.payload import read_portable_payload
+
+    try:
+        nested = pa.parse_pte(read_portable_payload(payload).program, "nested program")
+    except ValueError as exc:
+        return (), f"cannot read the portable engine's nested program: {exc}"
+    return tuple(dict.fromkeys(d.id for plan in nested.execution_plan
+                               for d in plan.delegates)), None
 
 
 def _delegate_reports(program: schema.Program, plan: schema.ExecutionPlan
@@ -300,15 +411,25 @@ def _delegate_reports(program: schema.Program, plan: schema.ExecutionPlan
             reports.append(DelegateReport(index, delegate.id, calls[index]))
             metadata.append(None)
             continue
-        meta, note = _delegate_metadata(program, delegate)
+        blob, note = _delegate_blob(program, delegate)
+        meta = blob.metadata if blob is not None else None
         metadata.append(meta)
         if meta is None:
-            reports.append(DelegateReport(index, delegate.id, calls[index], note=note))
-        else:
-            reports.append(DelegateReport(
-                index, delegate.id, calls[index], meta.engine, len(meta.inputs),
-                len(meta.outputs), len(meta.aliased_io),
-                dynamic=tuple(f"{s.name} in [{s.min}, {s.max}]" for s in meta.symbols)))
+            reports.append(DelegateReport(index, delegate.id, calls[index], note=note,
+                                          engine_description=engine_description(None)))
+            continue
+        nested: Tuple[str, ...] = ()
+        description = engine_description(meta.engine)
+        if meta.engine == ENGINE_PORTABLE:
+            nested, note = _nested_backends(blob.payload)
+            description = engine_description(meta.engine, nested) if note is None else \
+                "nested ExecuTorch program (its delegates cannot be read), on the CPU"
+        reports.append(DelegateReport(
+            index, delegate.id, calls[index], meta.engine, len(meta.inputs),
+            len(meta.outputs), len(meta.aliased_io), note=note,
+            dynamic=tuple(f"{s.name} in [{s.min}, {s.max}]" for s in meta.symbols),
+            nested_backends=nested, device=ENGINE_DEVICES.get(meta.engine),
+            engine_description=description))
     return reports, metadata
 
 
@@ -518,12 +639,30 @@ def _buffer_key(plan: schema.ExecutionPlan, s: StateReport):
     return ("value", plan.name, s.value)
 
 
+def _engine_summary(methods: Sequence[MethodReport]) -> str:
+    """Which engines the program's ``TensorRTBackend`` delegates use (each with what it is and
+    where it runs), then any other backends; ``ProgramSummary.engine_summary``."""
+    delegates = [d for m in methods for d in m.delegates]
+    engines = list(dict.fromkeys(f"{d.engine or UNKNOWN_ENGINE} ({d.engine_description})"
+                                 for d in delegates if d.backend == BACKEND_ID))
+    others = list(dict.fromkeys(d.backend for d in delegates if d.backend != BACKEND_ID))
+    if not delegates:
+        return "no delegate (ExecuTorch's CPU kernels)"
+    if not engines:
+        return f"no {BACKEND_ID} delegate ({', '.join(others)} delegates)"
+    text = ("engine " if len(engines) == 1 else "engines ") + ", ".join(engines)
+    return text + (f"; other delegates: {', '.join(others)}" if others else "")
+
+
 def _summary(program: schema.Program, methods: Sequence[MethodReport]) -> ProgramSummary:
     delegate_calls: Dict[str, int] = collections.Counter()
+    engines: Dict[str, int] = collections.Counter()
     buffers: Dict[object, int] = {}
     for plan, m in zip(program.execution_plan, methods):
         for backend, n in m.delegate_calls.items():
             delegate_calls[backend] += n
+        for engine, n in m.engines.items():
+            engines[engine] += n
         for s in m.state:
             buffers[_buffer_key(plan, s)] = s.nbytes
     return ProgramSummary(
@@ -535,6 +674,8 @@ def _summary(program: schema.Program, methods: Sequence[MethodReport]) -> Progra
         state_bytes_copied_per_call={m.name: m.state_bytes_copied_per_call for m in methods},
         zero_copy=all(m.state_bytes_copied_per_call == 0 and m.input_bytes_copied_per_call == 0
                       for m in methods),
+        engines=dict(engines),
+        engine_summary=_engine_summary(methods),
     )
 
 
@@ -545,6 +686,17 @@ _COLUMNS = ("name", "dtype", "shape", "bytes", "update", "copied/call")
 
 def _counts(counts: Dict[str, int]) -> str:
     return ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
+
+
+def _engines_line(delegates: Sequence[DelegateReport]) -> str:
+    """``"engines: portable x1 (nested ExecuTorch program with XNNPACK, on the CPU)"``: each
+    engine of the ``TensorRTBackend`` delegates with how many it runs and what it is."""
+    groups: Dict[Tuple[str, str], int] = collections.Counter(
+        (d.engine or UNKNOWN_ENGINE, d.engine_description) for d in delegates
+        if d.backend == BACKEND_ID)
+    return "engines: " + (", ".join(f"{engine} x{n} ({what})"
+                                    for (engine, what), n in groups.items())
+                          or f"none (no {BACKEND_ID} delegate)")
 
 
 def _delegate_line(d: DelegateReport) -> str:
@@ -586,6 +738,7 @@ def _format_method(m: MethodReport) -> List[str]:
     lines = [f"method {m.name}",
              f"  delegate calls: {_counts(m.delegate_calls)}"]
     lines += [f"    {_delegate_line(d)}" for d in m.delegates]
+    lines.append(f"  {_engines_line(m.delegates)}")
     lines.append(f"  operators outside delegates: {_counts(m.operators)}")
     if m.state:
         lines.append(f"  state: {len(m.state)} buffer{'s' if len(m.state) != 1 else ''}, "
@@ -605,12 +758,13 @@ def _format_report(report: ProgramReport) -> str:
     size = f"{report.size} bytes, " if report.size is not None else ""
     s = report.summary
     lines = [f"executorch_trt.inspect: {report.source} ({size}{s.methods} "
-             f"method{'s' if s.methods != 1 else ''})"]
+             f"method{'s' if s.methods != 1 else ''}; {s.engine_summary})"]
     for m in report.methods:
         lines += [""] + _format_method(m)
     copied = ", ".join(f"{name} {n}" for name, n in s.state_bytes_copied_per_call.items())
     lines += ["", "summary",
               f"  delegate calls: {_counts(s.delegate_calls)}",
+              f"  {_engines_line([d for m in report.methods for d in m.delegates])}",
               f"  operator calls outside delegates: {s.operators_outside_delegates}",
               f"  state: {s.state_buffers} buffer{'s' if s.state_buffers != 1 else ''}, "
               f"{s.state_bytes} bytes",

@@ -55,6 +55,11 @@ class InspectPteTest(absltest.TestCase):
         self.assertEqual(status, 0, err)
         self.assertIn("method forward", out)
         self.assertIn("delegate calls: TensorRTBackend x1", out)
+        # Which engine runs the delegate, from the first line on.
+        self.assertTrue(out.splitlines()[0].endswith(
+            "; engine portable (nested ExecuTorch program with XNNPACK, on the CPU))"), out)
+        self.assertIn("  engines: portable x1 (nested ExecuTorch program with XNNPACK, on the "
+                      "CPU)", out)
         self.assertRegex(out, r"k_cache\s+float32\s+\[1, 6, 4\]\s+96\s+written_back\s+96")
         self.assertIn("state bytes copied per call: 96", out)
 
@@ -65,6 +70,10 @@ class InspectPteTest(absltest.TestCase):
         self.assertEqual(data["format"], "executorch_trt.inspect/1")
         self.assertEqual(data["summary"]["state_bytes_copied_per_call"], {"forward": 96})
         self.assertEqual(data["methods"][0]["state"][0]["name"], "k_cache")
+        self.assertEqual(data["methods"][0]["engines"], {"portable": 1})
+        self.assertEqual(data["methods"][0]["delegates"][0]["device"], "CPU")
+        self.assertEqual(data["summary"]["engines"], {"portable": 1})
+        self.assertIn("engine portable", data["summary"]["engine_summary"])
 
     def test_relative_path_resolves_from_the_bazel_working_directory(self):
         status, out, err = _run(["copy_back.pte"], cwd=self.tmp)

@@ -1,6 +1,7 @@
-"""executorch_trt.inspect on real emitted programs (no mocks): delegate calls, operators outside
-delegates, every mutable buffer's update mode and bytes copied per call, and the program-level
-summary; the accepted inputs (manager, bytes, path) and the errors for bad ones."""
+"""executorch_trt.inspect on real emitted programs (no mocks): delegate calls and the engine of
+each delegate, operators outside delegates, every mutable buffer's update mode and bytes copied
+per call, and the program-level summary; the accepted inputs (manager, bytes, path) and the
+errors for bad ones."""
 
 import json
 import os
@@ -17,6 +18,8 @@ import executorch_trt
 from executorch_trt.plan_accounting import ProgramReadError
 
 CACHE_BYTES = 1 * 6 * 4 * 4  # ReorderedKV.k_cache: [1, 6, 4] float32
+PORTABLE_WITH_XNNPACK = ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
+                         "with XNNPACK, on the CPU)")
 TINY_CACHE_BYTES = 1 * 2 * 16 * 8 * 4  # TinyDecoder k/v caches: [1, 2, 16, 8] float32
 
 
@@ -80,6 +83,8 @@ class DelegateProgramsTest(absltest.TestCase):
         cls.no_state = _quiet(executorch_trt.export, ep)
         cls.not_inplace = _quiet(executorch_trt.export, dm.export_reordered_kv(), inplace=False,
                                  emit_mutable_buffer_names=True)
+        cls.no_xnnpack = _quiet(executorch_trt.export, dm.export_reordered_kv(),
+                                portable_xnnpack=False)
 
     def test_inplace_cache_is_updated_by_the_delegate(self):
         forward = executorch_trt.inspect(self.inplace).method("forward")
@@ -108,6 +113,71 @@ class DelegateProgramsTest(absltest.TestCase):
                                                                                1, "portable"))
         self.assertEqual((delegate.inputs, delegate.outputs, delegate.aliased_outputs), (3, 2, 1))
         self.assertIsNone(delegate.note)
+
+    def test_engine_is_named_per_delegate_method_and_program(self):
+        # Read off the blob (its metadata's engine) and the portable payload's nested program:
+        # nothing in the report may suggest TensorRT ran what the portable engine runs.
+        report = executorch_trt.inspect(self.inplace)
+        forward = report.method("forward")
+        (delegate,) = forward.delegates
+        self.assertEqual((delegate.engine, delegate.device, delegate.nested_backends),
+                         ("portable", "CPU", ("XnnpackBackend",)))
+        self.assertEqual(delegate.engine_description,
+                         "nested ExecuTorch program with XNNPACK, on the CPU")
+        self.assertEqual(delegate.engine_label, "portable, CPU")
+        self.assertEqual(forward.engines, {"portable": 1})
+        self.assertEqual(forward.engine_labels, ("portable, CPU",))
+        # The C++ runners' wording (examples/plan_delegates.h).
+        self.assertEqual(forward.delegate_summary, PORTABLE_WITH_XNNPACK)
+        self.assertEqual(report.summary.engines, {"portable": 1})
+        self.assertEqual(report.summary.engine_summary,
+                         "engine portable (nested ExecuTorch program with XNNPACK, on the CPU)")
+        self.assertEqual(executorch_trt.inspect(self.tiny).summary.engines, {"portable": 3})
+
+    def test_engine_without_nested_xnnpack(self):
+        forward = executorch_trt.inspect(self.no_xnnpack).method("forward")
+        (delegate,) = forward.delegates
+        self.assertEqual((delegate.engine, delegate.nested_backends), ("portable", ()))
+        self.assertEqual(forward.delegate_summary,
+                         "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
+                         "on ExecuTorch's kernels, on the CPU)")
+
+    def test_engine_in_json_and_text(self):
+        report = executorch_trt.inspect(self.inplace)
+        data = json.loads(json.dumps(report.to_json()))
+        (method,) = data["methods"]
+        # Added fields; the format's existing fields are unchanged.
+        self.assertEqual(method["engines"], {"portable": 1})
+        self.assertEqual(method["delegate_summary"], PORTABLE_WITH_XNNPACK)
+        (delegate,) = method["delegates"]
+        self.assertEqual((delegate["engine"], delegate["device"], delegate["nested_backends"],
+                          delegate["engine_description"]),
+                         ("portable", "CPU", ["XnnpackBackend"],
+                          "nested ExecuTorch program with XNNPACK, on the CPU"))
+        self.assertEqual(data["summary"]["engines"], {"portable": 1})
+        self.assertEqual(data["summary"]["engine_summary"], report.summary.engine_summary)
+        lines = str(report).splitlines()
+        self.assertEqual(lines[0], "executorch_trt.inspect: <ExecutorchProgramManager> (1 method; "
+                                   "engine portable (nested ExecuTorch program with XNNPACK, on "
+                                   "the CPU))")
+        engines = "  engines: portable x1 (nested ExecuTorch program with XNNPACK, on the CPU)"
+        self.assertEqual(lines.count(engines), 2)  # the method and the program summary
+        self.assertIn("    delegate 0: TensorRTBackend, 1 call, portable engine, 3 inputs, "
+                      "2 outputs, 1 aliased", lines)
+
+    def test_unreadable_blob_has_an_unknown_engine(self):
+        data = bytearray(self.inplace.buffer)
+        blob = data.index(b"ETRT", 8)
+        data[blob + 200] ^= 0xFF  # inside the checksummed metadata or payload
+        report = executorch_trt.inspect(bytes(data))
+        forward = report.method("forward")
+        (delegate,) = forward.delegates
+        self.assertIsNone(delegate.engine)
+        self.assertIn("checksum", delegate.note)
+        self.assertEqual(forward.engines, {"unknown": 1})
+        self.assertEqual(forward.delegate_summary,
+                         "1 TensorRTBackend delegate, engine unknown (its blob cannot be read)")
+        self.assertIn("engines: unknown x1 (its blob cannot be read)", str(report))
 
     def test_names_are_the_buffer_fqns(self):
         (cache,) = executorch_trt.inspect(self.named).method("forward").state
@@ -262,6 +332,32 @@ class PlainExecuTorchTest(absltest.TestCase):
                            (torch.ones(2, 1, 4), torch.tensor([1])))
         cls.viewed = _quiet(lambda: to_edge(viewed_ep).to_executorch(
             ExecutorchBackendConfig(run_reinplace_pass=True, emit_mutable_buffer_names=True)))
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        cls.xnnpack = _quiet(lambda: to_edge_transform_and_lower(
+            ep, partitioner=[XnnpackPartitioner()]).to_executorch())
+
+    def test_no_delegate_and_another_backend_have_no_engine(self):
+        default = executorch_trt.inspect(self.default)
+        self.assertEqual(default.method("forward").engines, {})
+        self.assertEqual(default.method("forward").delegate_summary,
+                         "no delegate (ExecuTorch's CPU kernels)")
+        self.assertEqual((default.summary.engines, default.summary.engine_summary),
+                         ({}, "no delegate (ExecuTorch's CPU kernels)"))
+        self.assertIn("engines: none (no TensorRTBackend delegate)", str(default))
+        xnnpack = executorch_trt.inspect(self.xnnpack)
+        forward = xnnpack.method("forward")
+        self.assertTrue(forward.delegates)
+        for d in forward.delegates:
+            self.assertEqual((d.backend, d.engine, d.device, d.engine_label),
+                             ("XnnpackBackend", None, None, None))
+        n = len(forward.delegates)
+        self.assertEqual(forward.delegate_summary,
+                         f"{n} XnnpackBackend delegate{'s' if n != 1 else ''}")
+        self.assertEqual((forward.engines, forward.engine_labels), ({}, ()))
+        self.assertEqual(xnnpack.summary.engine_summary,
+                         "no TensorRTBackend delegate (XnnpackBackend delegates)")
+        self.assertTrue(str(xnnpack).splitlines()[0].endswith(
+            "; no TensorRTBackend delegate (XnnpackBackend delegates))"))
 
     def test_default_config_writes_the_cache_back(self):
         forward = executorch_trt.inspect(self.default).method("forward")
