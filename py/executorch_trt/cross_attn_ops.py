@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (defines the two ops)
 import torch
+from executorch.exir.dialects._ops import ops as exir_ops
 
 ALIAS_OUT_SCHEMA = ("alias.out(Tensor x, Tensor y, *, Tensor(a!) out0, Tensor(b!) out1) -> "
                     "(Tensor(a!), Tensor(b!))")
@@ -101,6 +102,11 @@ _lib.impl("alias.out", _alias_out, "CompositeExplicitAutograd")
 _lib.impl("update_cross_attn_cache.out", _update_out, "CompositeExplicitAutograd")
 torch.library.register_fake("executorch::alias.out", _alias_out_fake, lib=_lib)
 torch.library.register_fake("executorch::update_cross_attn_cache.out", _update_out_fake, lib=_lib)
+
+# The op writes its cache (eager does): without this, a call whose result is unused is dead
+# code to torch.fx, and to_edge removes it, and with it the write, before any check sees it.
+torch.fx.node.has_side_effect(torch.ops.executorch.update_cross_attn_cache.default)
+torch.fx.node.has_side_effect(exir_ops.edge.executorch.update_cross_attn_cache.default)
 
 #: ``torch.ops.executorch.alias.default`` (ExecuTorch's) and its ``.out`` overload (ours).
 alias = torch.ops.executorch.alias.default

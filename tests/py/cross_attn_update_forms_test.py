@@ -18,6 +18,11 @@ Intended differences, each asserted below:
   branches at one output.
 """
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import torch
 from absl.testing import absltest
 from executorch.exir import to_edge, to_edge_transform_and_lower
@@ -51,6 +56,23 @@ class UpdateThenRead(UpdateAlone):
     def forward(self, value):
         out = update(value, self.cache)
         return out.sum() + self.cache.sum(dim=2)
+
+
+class TwoUpdates(UpdateAlone):
+    """Two updates of one cache: the first's result is a snapshot (eager returns a copy), the
+    cache read between them and after them is the live buffer."""
+
+    def forward(self, v1, v2):
+        a = update(v1, self.cache)
+        between = self.cache.sum()
+        b = update(v2, self.cache)
+        return between, self.cache.clone(), a, b
+
+
+class ResultUnused(UpdateAlone):
+    def forward(self, value):
+        update(value, self.cache)
+        return self.cache.sum(dim=2) * 1
 
 
 class PrefillDecode(torch.nn.Module):
@@ -197,6 +219,42 @@ class UpdateAloneTest(absltest.TestCase):
             .load_method("forward").execute([value])
         torch.testing.assert_close(got, want)
 
+    def test_two_updates_of_one_cache_keep_the_first_result(self):
+        from executorch_trt import runtime
+
+        v1 = torch.arange(1.0, 7.0).reshape(1, 1, 3, 2)
+        v2 = torch.full((1, 1, 1, 2), -100.0)
+        eager = TwoUpdates(1, 1, 4, 2)
+        method = runtime.load(_export(TwoUpdates(1, 1, 4, 2), (v1, v2)).buffer) \
+            .load_method("forward")
+        for step in range(2):
+            want = eager(v1, v2)
+            got = method.execute([v1, v2])
+            for name, g, w in zip(("between", "cache", "first result", "second result"),
+                                  got, want):
+                torch.testing.assert_close(g, w, rtol=0, atol=0, msg=f"step {step}: {name}")
+
+    def test_a_result_read_after_the_next_update_is_a_copy(self):
+        # The lowered result is the cache itself; where a later update may overwrite it in
+        # place (e.g. in another partition), the first result must be read from a copy.
+        v1, v2 = torch.ones(1, 1, 3, 2), torch.ones(1, 1, 1, 2)
+        with torch.no_grad():
+            ep = torch.export.export(TwoUpdates(1, 1, 4, 2), (v1, v2))
+        expose_cross_attn_cache_writes(ep)
+        outputs = ep.graph.output_node().args[0]
+        first = outputs[-2]  # a, after the BUFFER_MUTATION output
+        self.assertIs(first.target, torch.ops.aten.clone.default)
+        self.assertIs(first.args[0].target, update.default)
+        self.assertIs(outputs[-1].args[1], first.args[0], "the second update reads the first")
+
+    def test_an_update_whose_result_is_unused_still_writes(self):
+        from executorch_trt import runtime
+
+        value = torch.ones(1, 1, 3, 2)
+        (got,) = runtime.load(_export(ResultUnused(1, 1, 4, 2), (value,)).buffer) \
+            .load_method("forward").execute([value])
+        torch.testing.assert_close(got, ResultUnused(1, 1, 4, 2)(value))
+
     def test_the_update_persists_into_another_method(self):
         # prefill writes the cache, decode reads it: the write must not be lost (it was, as a
         # constant, before the update was exposed as a buffer mutation).
@@ -240,11 +298,53 @@ class UpdateAloneTest(absltest.TestCase):
                 torch.testing.assert_close(loaded.buffer("cache"), want, rtol=0, atol=0)
 
     def test_the_composable_path_without_the_expose_pass_is_refused(self):
-        with torch.no_grad():
-            ep = torch.export.export(UpdateAlone(2, 1, 4, 4), (torch.randn(2, 1, 2, 4),))
-        with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: update_cross_attn_cache "
-                                    r"updates cross-attention cache\(s\) 'cache'"):
-            to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+        for model in (UpdateAlone(2, 1, 4, 4), ResultUnused(2, 1, 4, 4)):
+            with self.subTest(model=type(model).__name__):
+                with torch.no_grad():
+                    ep = torch.export.export(model, (torch.randn(2, 1, 2, 4),))
+                with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: "
+                                            r"update_cross_attn_cache updates cross-attention "
+                                            r"cache\(s\) 'cache'"):
+                    to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+                with torch.no_grad():
+                    ep = torch.export.export(model, (torch.randn(2, 1, 2, 4),))
+                with self.assertRaisesRegex(ValueError, r"method #0: update_cross_attn_cache "
+                                            r"updates cross-attention cache\(s\) 'cache'"):
+                    to_edge(ep).to_executorch(executorch_trt.backend_config())
+
+
+class UnusedResultTest(absltest.TestCase):
+
+    def test_an_unused_update_is_refused_in_a_fresh_process(self):
+        # to_edge drops an op whose result is unused as dead code, unless the op is known to
+        # have a side effect (cross_attn_ops registers it). In a process that has exported
+        # other programs first, that can hold without the registration, so this runs alone.
+        script = textwrap.dedent("""
+            import torch
+            import executorch_trt
+            from executorch.exir import to_edge, to_edge_transform_and_lower
+            from executorch_trt.partitioner import TensorRTPartitioner
+            from cross_attn_update_forms_test import ResultUnused
+            for path in ("composable", "plain"):
+                with torch.no_grad():
+                    ep = torch.export.export(ResultUnused(2, 1, 4, 4),
+                                             (torch.randn(2, 1, 2, 4),))
+                try:
+                    if path == "composable":
+                        to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+                    else:
+                        to_edge(ep).to_executorch(executorch_trt.backend_config())
+                    print(path, "exported")
+                except ValueError as e:
+                    print(path, "refused:", str(e).splitlines()[0][:160])
+            """)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, timeout=600)
+        self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+        for path in ("composable", "plain"):
+            self.assertRegex(run.stdout, rf"{path} refused:.*update_cross_attn_cache updates "
+                                         r"cross-attention cache\(s\) 'cache'")
 
 
 @delegate_library.needs_library

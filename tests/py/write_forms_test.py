@@ -174,7 +174,7 @@ class InPlaceNumericsTest(parameterized.TestCase):
 
 #: Forms a prefill writes with a dynamic length: ``pos`` is ``[T]``, ``v`` ``[1, H, T, D]``.
 PREFILL_FORMS = ("index_copy", "index_put", "index_put_explicit", "index_put_int32",
-                 "index_put_broadcast")
+                 "index_put_broadcast", "index_put_row", "index_put_scalar")
 
 
 class PrefillWriter(torch.nn.Module):
@@ -197,8 +197,12 @@ class PrefillWriter(torch.nn.Module):
             torch.ops.aten.index_put_(self.cache, [None, None, pos], v)
         elif self.form == "index_put_int32":
             self.cache[:, :, pos.to(torch.int32)] = v
-        else:                                      # [T, D], broadcast over batch and heads
+        elif self.form == "index_put_broadcast":   # [T, D], broadcast over batch and heads
             self.cache[:, :, pos] = v[0, 0]
+        elif self.form == "index_put_row":         # [D], broadcast over T too
+            self.cache[:, :, pos] = v[0, 0, 0]
+        else:                                      # a Python scalar: every row written
+            self.cache[:, :, pos] = 0.5
         return self.cache + 0
 
 

@@ -23,7 +23,11 @@ is still to be read: the program returns ``a == b``-like garbage, for either pre
 error. The pass copies each such result (``_clone_dim_order``, planned in the graph's own
 memory, after the submodule region) right after its ``cond`` (``to_backend`` may have moved the
 ``getitem`` after the next cond: it is moved back), and every reader reads the copy.
-Results read only before the next control-flow node runs are not copied.
+Results read only before the next control-flow node runs (directly or through a
+``view_copy``, which ExecuTorch emits as a view of the same memory) are not copied, except
+that a result read through a ``view_copy`` is always copied: ExecuTorch plans the view on the
+cond output's own memory, which the ``MoveCall`` bypasses, so even a single cond's view reads
+memory no branch wrote (verified on stock ExecuTorch 1.5.1).
 
 Cache outputs of a ``cond`` (``cross_attn_cache.cond_cache_outputs``) are left alone: they are
 the cache input itself (``plan_cond_caches_in_place``), never moved.
@@ -32,8 +36,10 @@ the cache input itself (``plan_cond_caches_in_place``), never moved.
 from __future__ import annotations
 
 import operator
+from typing import List
 
 import torch
+from executorch.exir import memory
 from executorch.exir.pass_base import PassBase, PassResult
 from torch.export import ExportedProgram
 
@@ -82,10 +88,26 @@ def _control_flow(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target in _CONTROL_FLOW
 
 
+#: Ops ExecuTorch emits as views of their input's memory (``ReplaceViewCopyWithViewPass``
+#: turns ``view_copy`` into ``memory.view``): reading one reads the cond's result.
+_VIEWS = (EDGE.aten.view_copy.default, torch.ops.aten.view_copy.default, memory.view)
+
+
+def _readers(value: torch.fx.Node) -> List[torch.fx.Node]:
+    """Every node that reads ``value``'s memory: its users, and the users of views of it."""
+    readers, stack = [], list(value.users)
+    while stack:
+        user = stack.pop()
+        readers.append(user)
+        if user.op == "call_function" and user.target in _VIEWS:
+            stack.extend(user.users)
+    return readers
+
+
 def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
     """In an edge graph (functional, before ``to_executorch``'s out-variant pass), copies each
     ``getitem(cond, j)`` (not a cache output) that is read after a later control-flow node of
-    the same graph, and points every reader at the copy; likewise in every ``cond`` branch
+    the same graph or read through a ``view_copy``, and points every reader at the copy; likewise in every ``cond`` branch
     (recursively). Returns the number of copies inserted; ``to_executorch`` renames the
     outputs in the graph signature after its passes."""
     graph = graph_module.graph
@@ -97,13 +119,13 @@ def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
         for branch in cond_branches(graph_module, cond):
             copies += copy_sibling_cond_outputs(branch)
         later = [i for i in flow if i > order[cond]]
-        if not later:
-            continue
         caches = cond_cache_outputs(graph_module, cond)
         for item in [u for u in cond.users if u.target is operator.getitem]:
             if item.args[1] in caches or not isinstance(item.meta.get("val"), torch.Tensor):
                 continue
-            if max((order.get(u, len(nodes)) for u in item.users), default=-1) < later[0]:
+            viewed = any(u.op == "call_function" and u.target in _VIEWS for u in item.users)
+            last_read = max((order.get(u, len(nodes)) for u in _readers(item)), default=-1)
+            if not viewed and (not later or last_read < later[0]):
                 continue
             # Right after the cond: lowering may have moved the getitem past the next cond.
             cond.append(item)
@@ -122,7 +144,8 @@ def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
 
 class SiblingCondOutputsPass(PassBase):
     """``copy_sibling_cond_outputs`` as an ``ExecutorchBackendConfig`` pass (module docstring):
-    a ``cond`` result read after another ``cond`` (or loop) ran is read from a copy."""
+    a ``cond`` result read after another ``cond`` (or loop) ran, or through a view, is read
+    from a copy."""
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         return PassResult(graph_module, copy_sibling_cond_outputs(graph_module) > 0)

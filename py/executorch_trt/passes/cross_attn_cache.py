@@ -249,11 +249,19 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
     """Makes each ``update_cross_attn_cache(value, cache)`` outside a ``cond`` the eager
     write it is. The op declares no mutation, so torch.export records none: the graph goes on
     reading the old ``cache`` after the call, and a buffer it writes becomes a constant (the
-    write is lost). Here every later reader of ``cache`` reads the op's result instead, and a
-    buffer's last update becomes its BUFFER_MUTATION value. Returns the FQNs of the buffers
-    newly recorded as mutated. ``ValueError`` for a cache that is a method input, a parameter
-    or constant, a view of another tensor (eager writes through it into that tensor), or a
-    buffer a ``cond`` also updates (``cond_fqns``)."""
+    write is lost). Eager writes ``cache`` in place and returns a copy, so here
+
+    * a *live* read of the cache after an update (a reader of the cache node itself: the
+      buffer's placeholder, or the value export recorded for it after an in-place op) reads
+      the latest update before it, and a buffer's last update becomes its BUFFER_MUTATION
+      value;
+    * a read of an update's *result* after a later update of the same cache reads a copy of
+      it taken right after it (the lowered result is the cache itself, which the later update
+      overwrites in place).
+
+    Returns the FQNs of the buffers newly recorded as mutated. ``ValueError`` for a cache that
+    is a method input, a parameter or constant, a view of another tensor (eager writes through
+    it into that tensor), or a buffer a ``cond`` also updates (``cond_fqns``)."""
     updates = _top_level_updates(ep.graph_module)
     if not updates:
         return []
@@ -263,22 +271,24 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
     output = gm.graph.output_node()
     mutation_specs = {s.target: k for k, s in enumerate(sig.output_specs)
                       if s.kind == OutputKind.BUFFER_MUTATION}
-    out_args = list(output.args[0])
-    # The node holding each buffer's current value: its placeholder, then each write of it.
+    # The nodes that are a buffer's live value: its placeholder, and its last in-place write.
     current: Dict[torch.fx.Node, str] = {
         n: buffers[n.name] for n in gm.graph.nodes if n.op == "placeholder" and n.name in buffers}
+    out_args = list(output.args[0])
     for fqn, k in mutation_specs.items():
         if isinstance(out_args[k], torch.fx.Node):
             current[out_args[k]] = fqn
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
-    last: Dict[str, torch.fx.Node] = {}
+    chains: Dict[torch.fx.Node, List[torch.fx.Node]] = {}
     for node in updates:
-        cache = _cache_arg(node)
-        where = f"update_cross_attn_cache '{node.name}' (outside a torch.cond)"
+        chains.setdefault(_cache_arg(node), []).append(node)
+    last: Dict[str, torch.fx.Node] = {}
+    for cache, chain in chains.items():
+        where = f"update_cross_attn_cache '{chain[0].name}' (outside a torch.cond)"
         fqn = current.get(cache)
         if fqn is None and cache.op == "placeholder":
             if kinds.get(cache.name) == InputKind.USER_INPUT:
-                raise _method_input_error(node, cache, where)
+                raise _method_input_error(chain[0], cache, where)
             kind = str(kinds.get(cache.name)).split(".")[-1].lower().replace("_", " ")
             raise ValueError(
                 f"executorch_trt: {where} writes '{cache.name}', a {kind}, not a buffer: the "
@@ -293,22 +303,22 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
             raise ValueError(
                 f"executorch_trt: buffer '{fqn}' is updated by {where} and by a torch.cond; "
                 "update a cross-attention cache in one place.")
-        for user in list(cache.users):
-            if user is not node and order[user] > order[node]:
-                user.replace_input_with(cache, node)
+        for reader in list(cache.users):  # live reads: the latest update before each
+            before = [u for u in chain if order[u] < order[reader]]
+            if before:
+                reader.replace_input_with(cache, before[-1])
+        for u, later in zip(chain, chain[1:]):  # snapshot reads after the next update
+            late = [r for r in u.users if r is not later and order[r] > order[later]]
+            if late:
+                with gm.graph.inserting_after(u):
+                    copy = gm.graph.call_function(torch.ops.aten.clone.default, (u,))
+                copy.meta["val"] = u.meta["val"].clone()
+                for reader in late:
+                    reader.replace_input_with(u, copy)
         if fqn is not None:
-            current[node] = fqn
-            last[fqn] = node
-    out_args = list(output.args[0])  # the readers above may include the output node
-    added = []
-    for fqn, node in last.items():
-        if fqn in mutation_specs:
-            k = mutation_specs[fqn]
-            if order[out_args[k]] < order[node]:  # cannot happen: a later write reads it
-                out_args[k] = node
-        else:
-            added.append((fqn, node))
-    output.args = (tuple(n for _, n in added) + tuple(out_args),)
+            last[fqn] = chain[-1]
+    added = [(fqn, node) for fqn, node in last.items() if fqn not in mutation_specs]
+    output.args = (tuple(n for _, n in added) + tuple(output.args[0]),)
     sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name),
                                        fqn) for fqn, n in added]
     for spec, arg in zip(sig.output_specs, output.args[0]):

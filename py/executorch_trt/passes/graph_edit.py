@@ -69,36 +69,38 @@ def shape_argument(shape: Sequence[Any], what: str) -> list:
     return [-1 if k in symbolic else int(d) for k, d in enumerate(shape)]
 
 
-def size_arguments(anchor: torch.fx.Node, value: torch.fx.Node,
-                   shape: Sequence[Any], what: str) -> list:
+def size_arguments(anchor: torch.fx.Node, sources: Sequence[torch.fx.Node],
+                   shape: Sequence[Any]) -> Optional[list]:
     """``shape`` as a ``view_copy``/``expand_copy`` argument list built before ``anchor``:
-    static sizes as ints, each dynamic size as a ``sym_size(value, k)`` node reading it off a
-    dimension ``k`` of ``value`` that has that size. A ``-1`` would make the op infer the size
-    by calling ``int()`` on it, which specialises the dynamic size to its example value for the
-    whole graph. Falls back to ``shape_argument`` when ``value`` has no such dimension."""
-    have = list(value.meta["val"].shape)
+    static sizes as ints, each dynamic size as a ``sym_size(source, k)`` node reading it off a
+    dimension ``k`` of one of ``sources`` that has that size (a ``-1`` would make the op infer
+    the size by calling ``int()`` on it, which specialises the dynamic size to its example
+    value for the whole graph). ``None`` when no source has a dynamic size of ``shape``."""
     args = []
     for d in shape:
         if is_static(d):
             args.append(int(d))
             continue
-        k = next((k for k, h in enumerate(have)
-                  if not is_static(h) and statically_known_true(h == d)), None)
-        if k is None:
-            return shape_argument(shape, what)
+        found = next(((src, k, h) for src in sources
+                      for k, h in enumerate(src.meta["val"].shape)
+                      if not is_static(h) and statically_known_true(h == d)), None)
+        if found is None:
+            return None
+        src, k, h = found
         with anchor.graph.inserting_before(anchor):
-            size = anchor.graph.call_function(torch.ops.aten.sym_size.int, (value, k))
-        size.meta["val"] = have[k]  # set, not computed: calling sym_size would specialise it
+            size = anchor.graph.call_function(torch.ops.aten.sym_size.int, (src, k))
+        size.meta["val"] = h  # set, not computed: calling sym_size would specialise it
         args.append(size)
     return args
 
 
-def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node,
-               shape: Sequence[Any]) -> torch.fx.Node:
+def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node, shape: Sequence[Any],
+               sizes_from: Sequence[torch.fx.Node] = ()) -> torch.fx.Node:
     """``value`` broadcast to ``shape`` (``unsqueeze_copy`` to pad its rank with leading 1s,
     then ``expand_copy``), inserted before ``anchor``; ``value`` itself when it already has
-    ``shape``. The caller has checked that ``value`` broadcasts to ``shape``; a symbolic size
-    in ``shape`` must be ``value``'s own size there (``shape_argument``)."""
+    ``shape``. The caller has checked that ``value`` broadcasts to ``shape``. A dynamic size of
+    ``shape`` is either ``value``'s own size there or, where ``value`` has size 1, read off one
+    of ``sizes_from`` (e.g. the index whose length it is); ``ValueError`` otherwise."""
     current = list(value.meta["val"].shape)
     if same_shape(current, shape):
         return value
@@ -108,21 +110,23 @@ def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node,
         for _ in range(len(shape) - len(current)):
             value = insert_before(anchor, EDGE.aten.unsqueeze_copy.default, (value, 0))
         current = [1] * (len(shape) - len(current)) + current
-    if not same_shape(current, shape):
-        for have, want in zip(current, shape):
-            if not is_static(want) and not statically_known_true(have == want):
-                raise ValueError(f"reshape_to: cannot broadcast size {have} to dynamic {want}")
-        sizes = size_arguments(anchor, value, shape, "reshape_to")
-        if all(is_static(d) or d == -1 for d in sizes):
-            return insert_before(anchor, EDGE.aten.expand_copy.default, (value, sizes))
-        with anchor.graph.inserting_before(anchor):
-            expanded = anchor.graph.call_function(EDGE.aten.expand_copy.default, (value, sizes))
-        fake = value.meta["val"]
-        with fake.fake_mode:  # expand_copy's kernel takes no symbolic sizes; expand does
-            expanded.meta["val"] = fake.expand(
-                [_val(d) for d in sizes]).contiguous()
-        value = expanded
-    return value
+    if same_shape(current, shape):
+        return value
+    for have, want in zip(current, shape):
+        if (not is_static(want) and not statically_known_true(have == want)
+                and not (is_static(have) and have == 1)):
+            raise ValueError(f"reshape_to: cannot broadcast size {have} to dynamic {want}")
+    if all(is_static(d) for d in shape):
+        return insert_before(anchor, EDGE.aten.expand_copy.default, (value, list(shape)))
+    sizes = size_arguments(anchor, [value, *sizes_from], shape)
+    if sizes is None:
+        raise ValueError(f"reshape_to: no tensor gives the dynamic sizes of {list(shape)}")
+    with anchor.graph.inserting_before(anchor):
+        expanded = anchor.graph.call_function(EDGE.aten.expand_copy.default, (value, sizes))
+    fake = value.meta["val"]
+    with fake.fake_mode:  # expand_copy's kernel takes no symbolic sizes; expand does
+        expanded.meta["val"] = fake.expand([_val(d) for d in sizes]).contiguous()
+    return expanded
 
 
 def view_as(anchor: torch.fx.Node, value: torch.fx.Node,

@@ -110,6 +110,8 @@ def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
         i = _val(idx)
         if i is None or i.dim() > 1 or i.dtype not in _INDEX_DTYPES:
             return "index_fill with an index that is not a 0-d or 1-D int64/int32 tensor"
+        if any(not isinstance(d, int) for d in i.shape):
+            return "index_fill with an index of dynamic length"
         if isinstance(fill, torch.fx.Node):
             f = _val(fill)
             if f is None or f.dim() != 0:
@@ -275,14 +277,14 @@ def _rewrite(write: KVWrite) -> None:
         rows = [idx.meta["val"].numel()]
         shape = list(c.shape[:dim]) + rows + list(c.shape[dim + 1:])
         if isinstance(fill, torch.fx.Node):   # a 0-d tensor: broadcast it to the rows
-            value = reshape_to(node, cast_to(node, fill, c.dtype), shape)
+            value = reshape_to(node, cast_to(node, fill, c.dtype), shape, sizes_from=[idx])
         else:
             value = insert_before(node, EDGE.aten.full.default, (shape, fill), {"dtype": c.dtype})
         idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
     elif write.form == "aten::index_put":
         idx, value = node.args[1][dim], node.args[2]
         i = idx.meta["val"]
-        value = reshape_to(node, value, _indexed_shape(c, dim, i))
+        value = reshape_to(node, value, _indexed_shape(c, dim, i), sizes_from=[idx])
         rows = [i.numel()]
         value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1:]))
         # The op takes int64 indices (ops.py); index_put also accepts int32.
