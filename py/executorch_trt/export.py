@@ -140,6 +140,7 @@ def export(
     *,
     engine: str = "portable",
     kv_cache: str = "inplace",
+    constant_methods: Optional[Dict[str, Any]] = None,
     **options,
 ) -> ExecutorchProgramManager:
     """Lowers ``programs`` (one ``ExportedProgram``, emitted as method ``"forward"``, or
@@ -150,6 +151,9 @@ def export(
         engine: ``"portable"`` (nested ExecuTorch program on CPU) or ``"tensorrt"``.
         kv_cache: ``"inplace"`` (KV writes update the caller's cache in place) or
             ``"copy_back"`` (ExecuTorch copies the new cache back).
+        constant_methods: ``{method name: value}`` emitted as methods that return the value
+            (ExecuTorch's ``to_edge_transform_and_lower(..., constant_methods=...)``, e.g. the
+            LLM runner's ``get_max_seq_len``: int, float, bool, str, a tensor or a list of them).
         **options: the other ``ExportOptions`` (``share_mutable_buffers``,
             ``alloc_mutable_buffers``, ``emit_mutable_buffer_names``, ``init_mutable_buffers``,
             ``inplace``, ``require_inplace``, ``portable_xnnpack``, ``external_weights``).
@@ -193,7 +197,7 @@ def export(
         # A dynamic size read inside and outside the delegate: the delegate computes its own.
         edge = to_edge_transform_and_lower(
             programs, transform_passes=[SizeCopiesPass(partitioner.operator_support)],
-            partitioner=[partitioner])
+            partitioner=[partitioner], constant_methods=constant_methods)
         for name in edge.methods:
             materialise_buffer_to_buffer_writes(edge.exported_program(name))
         zero_buffers = zero_buffer_placeholders(edge.exported_program(n) for n in edge.methods)
