@@ -67,6 +67,8 @@ BINDING_ENV = "EXECUTORCH_TRT_BINDING"
 BINDING_RUNFILES_PATH = "executorch_trt/py/binding/_runtime_binding.so"
 # Where the binding is built relative to the delegate library (bazel-bin/ and runfiles alike).
 _BINDING_FROM_LIBRARY = os.path.join("..", "py", "binding", "_runtime_binding.so")
+# The installed wheel's location of both libraries: beside this file.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 _lock = threading.Lock()
 _loaded_library: Optional[ctypes.CDLL] = None
@@ -88,29 +90,36 @@ def _runfiles_location(path: str) -> Optional[str]:
     return found if found and os.path.isfile(found) else None
 
 
-def _from_env_or_runfiles(env_name: str, runfiles_path: str) -> Optional[str]:
+def _from_env_package_or_runfiles(env_name: str, runfiles_path: str) -> Optional[str]:
     """``$env_name`` when set (it must name an existing file: ``LibraryNotFoundError``
-    otherwise), else the Bazel runfiles location ``runfiles_path``, else ``None``."""
+    otherwise), else the file of that name in this package's directory (where the wheel
+    installs it), else the Bazel runfiles location ``runfiles_path``, else ``None``."""
     env = os.environ.get(env_name)
     if env:
         if not os.path.isfile(env):
             raise LibraryNotFoundError(f"${env_name}={env!r} does not name a file")
         return env
+    in_package = os.path.join(_PACKAGE_DIR, os.path.basename(runfiles_path))
+    if os.path.isfile(in_package):
+        return in_package
     return _runfiles_location(runfiles_path)
 
 
 def library_path() -> str:
     """Where ``libexecutorch_trt.so`` is.
 
-    Order: ``$EXECUTORCH_TRT_LIBRARY`` (must name an existing file), then Bazel runfiles
+    Order: ``$EXECUTORCH_TRT_LIBRARY`` (must name an existing file), then this package's
+    directory (the installed wheel), then Bazel runfiles
     (``executorch_trt/core/libexecutorch_trt.so``). Raises ``LibraryNotFoundError`` saying how
     to build it otherwise.
     """
-    path = _from_env_or_runfiles(LIBRARY_ENV, RUNFILES_PATH)
+    path = _from_env_package_or_runfiles(LIBRARY_ENV, RUNFILES_PATH)
     if path:
         return path
     raise LibraryNotFoundError(
-        "libexecutorch_trt.so not found: build the delegate library with Bazel "
+        f"libexecutorch_trt.so not found (not in {_PACKAGE_DIR}): install the wheel "
+        "(`./bazelw build //:wheel`, then `pip install bazel-bin/executorch_trt-*.whl`), or "
+        "build the delegate library with Bazel "
         "(`./bazelw build //core/...`) and set "
         f"{LIBRARY_ENV}=/path/to/bazel-bin/core/libexecutorch_trt.so, or run under "
         "`bazel run`/`bazel test` with the library in the target's data"
@@ -120,12 +129,13 @@ def library_path() -> str:
 def binding_path() -> str:
     """Where the runtime binding ``_runtime_binding.so`` (``//py/binding``) is.
 
-    Order: ``$EXECUTORCH_TRT_BINDING`` (must name an existing file), then Bazel runfiles
+    Order: ``$EXECUTORCH_TRT_BINDING`` (must name an existing file), then this package's
+    directory (the installed wheel), then Bazel runfiles
     (``executorch_trt/py/binding/_runtime_binding.so``), then where Bazel builds it next to the
     delegate library (``<bazel-bin>/py/binding/`` for ``<bazel-bin>/core/libexecutorch_trt.so``).
     Raises ``LibraryNotFoundError`` saying how to build it otherwise.
     """
-    path = _from_env_or_runfiles(BINDING_ENV, BINDING_RUNFILES_PATH)
+    path = _from_env_package_or_runfiles(BINDING_ENV, BINDING_RUNFILES_PATH)
     if path:
         return path
     beside = os.path.normpath(os.path.join(os.path.dirname(library_path()), _BINDING_FROM_LIBRARY))
