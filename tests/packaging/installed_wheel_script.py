@@ -1,0 +1,118 @@
+"""A user's script against the installed wheel: wheel_test copies it into a fresh venv's
+directory and runs it there with that venv's python (cwd outside the checkout, no PYTHONPATH,
+no EXECUTORCH_TRT_* variables, no Bazel runfiles).
+
+It exports a model with a mutable buffer (a cache written in place by ``index_copy_``) with
+``executorch_trt.export``, runs four steps through ``executorch_trt.runtime`` and through
+ExecuTorch's stock ``executorch.runtime.Runtime``, and compares every output and the final
+cache with eager PyTorch. Exit 0 with one JSON line on stdout (where the package and its
+libraries were found, whether ``import executorch_trt`` registered the backend, the largest
+differences); exit 1 naming the first mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+CACHE_LEN = 4
+WIDTH = 8
+TOLERANCE = 1e-5
+
+
+class CacheModel(torch.nn.Module):
+    """``forward(x float32 [1, 8], pos int64 [1]) -> float32 [1, 8]``: writes ``proj(x)`` into
+    row ``pos`` of the ``[4, 8]`` buffer ``cache`` and returns the sum of the cache's rows."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(WIDTH, WIDTH)
+        self.register_buffer("cache", torch.zeros(CACHE_LEN, WIDTH))
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(0, pos, self.proj(x))
+        return self.cache.sum(0, keepdim=True)
+
+
+def _steps():
+    torch.manual_seed(1)
+    return [(torch.randn(1, WIDTH), torch.tensor([pos])) for pos in range(CACHE_LEN)]
+
+
+def _fail(message: str) -> "NoReturn":  # noqa: F821
+    print(f"installed_wheel_script: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def _max_diff(got, want) -> float:
+    return float((got - want).abs().max())
+
+
+def main() -> None:
+    from executorch.runtime import Runtime
+
+    import executorch_trt
+
+    stock = Runtime.get()
+    registered_on_import = "TensorRTBackend" in stock.backend_registry.registered_backend_names
+
+    from executorch_trt import runtime
+
+    eager = CacheModel()
+    want = []
+    with torch.no_grad():
+        for x, pos in _steps():
+            want.append(eager(x, pos).clone())
+        example = _steps()[0]
+        program = executorch_trt.export(torch.export.export(CacheModel(), example))
+
+    report = executorch_trt.inspect(program.buffer).method("forward")
+    if report.delegate_calls.get("TensorRTBackend", 0) < 1 or report.operators:
+        _fail(f"forward is not one TensorRTBackend delegate: {report.delegate_summary}, "
+              f"operators outside it: {report.operators}")
+
+    # executorch_trt.runtime: the package's own binding and the delegate library, found inside
+    # the installed package.
+    loaded = runtime.load(program.buffer)
+    forward = loaded.load_method("forward")
+    diffs = {"executorch_trt.runtime": 0.0, "executorch.runtime": 0.0}
+    for step, (x, pos) in enumerate(_steps()):
+        got = forward.execute([x, pos])[0]
+        diff = _max_diff(got, want[step])
+        if diff > TOLERANCE:
+            _fail(f"executorch_trt.runtime step {step}: output differs from eager by {diff}")
+        diffs["executorch_trt.runtime"] = max(diffs["executorch_trt.runtime"], diff)
+    cache_diff = _max_diff(loaded.buffer("cache"), eager.cache)
+    if cache_diff > TOLERANCE:
+        _fail(f"executorch_trt.runtime: the cache differs from eager's by {cache_diff}")
+    copied = runtime.bytes_copied()
+    if copied != 0:
+        _fail(f"executorch_trt.runtime: the delegate copied {copied} bytes of state")
+
+    # The stock runtime: the backend is registered by import when the package does that,
+    # else by the documented call.
+    if not registered_on_import:
+        runtime.load_library()
+    method = stock.load_program(program.buffer).load_method("forward")
+    for step, (x, pos) in enumerate(_steps()):
+        got = method.execute([x, pos])[0]
+        diff = _max_diff(got, want[step])
+        if diff > TOLERANCE:
+            _fail(f"executorch.runtime step {step}: output differs from eager by {diff}")
+        diffs["executorch.runtime"] = max(diffs["executorch.runtime"], diff)
+
+    print(json.dumps({
+        "package": executorch_trt.__file__,
+        "library": runtime.library_path(),
+        "binding": runtime.binding_path(),
+        "registered_on_import": registered_on_import,
+        "max_diff": diffs,
+        "delegates": report.delegate_summary,
+    }))
+
+
+if __name__ == "__main__":
+    main()
