@@ -153,7 +153,7 @@ Error ProgramSession::Signature(std::string_view method, MethodSignature* signat
 
 Error ProgramSession::Execute(std::string_view method, const std::vector<InputValue>& inputs,
                               std::vector<OutputValue>* outputs, std::string* error) {
-  UseStderrLog();  // before the lock: re-registering logs through the previous log function
+  UseStderrLog();  // another library may have replaced the log function since the last call
   std::lock_guard<std::mutex> lock(mu_);
   // The reasons set_input and execute log (a delegate's size check, a kernel's index check)
   // go into *error as well as to stderr.

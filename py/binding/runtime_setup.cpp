@@ -2,6 +2,8 @@
 
 #include "py/binding/runtime_setup.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include <executorch/runtime/platform/runtime.h>
@@ -21,6 +23,8 @@ namespace executorch_trt::python {
 void InitializeRuntimeOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
+    const char* verbose = std::getenv(kVerboseEnv);
+    SetLogVerbose(verbose != nullptr && *verbose != '\0' && std::strcmp(verbose, "0") != 0);
     executorch::runtime::runtime_init();
     UseStderrLog();
     (void)executorch::extension::threadpool::get_threadpool();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,10 +19,20 @@ namespace {
 // The innermost LogCapture of this thread, or null.
 thread_local LogCapture* t_capture = nullptr;
 
+std::atomic<bool> g_verbose{false};
+
 // "I 00:00:01.234567 executorch:program.cpp:123] message\n", as ExecuTorch's default PAL
 // prints it, in one write(2) so that lines of concurrent threads do not interleave.
 void EmitLog(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filename,
              const char* /*function*/, size_t line, const char* message, size_t length) {
+  const bool failure = level == kError || level == kFatal;
+  // Debug and info lines say what went right; only errors explain a failure.
+  if (t_capture != nullptr && message != nullptr && failure) {
+    t_capture->Add(message, length);
+  }
+  if (!failure && !g_verbose.load(std::memory_order_relaxed)) {
+    return;
+  }
   const char* slash = filename != nullptr ? std::strrchr(filename, '/') : nullptr;
   const char* base = slash != nullptr ? slash + 1 : (filename != nullptr ? filename : "?");
   const et_tick_ratio_t ratio = et_pal_ticks_to_ns_multiplier();
@@ -42,10 +53,6 @@ void EmitLog(et_timestamp_t timestamp, et_pal_log_level_t level, const char* fil
   parts[2].iov_len = 1;
   const ssize_t written = writev(STDERR_FILENO, parts, 3);
   (void)written;  // nowhere to report a failed log write
-  // Debug and info lines say what went right; only errors explain a failure.
-  if (t_capture != nullptr && message != nullptr && (level == kError || level == kFatal)) {
-    t_capture->Add(message, length);
-  }
 }
 
 }  // namespace
@@ -88,10 +95,16 @@ std::string LogCapture::Lines() const {
 
 void UseStderrLog() {
   const executorch::runtime::PalImpl* current = executorch::runtime::get_pal_impl();
-  if (current != nullptr && current->emit_log_message == &EmitLog) {
+  if (current == nullptr || current->emit_log_message == &EmitLog) {
     return;
   }
-  executorch::runtime::register_pal(executorch::runtime::PalImpl::create(&EmitLog, __FILE__));
+  // The table is ExecuTorch's own (mutable) PAL object behind a const pointer; every log line
+  // reads its emit_log_message, so this is register_pal's effect without its error line.
+  const_cast<executorch::runtime::PalImpl*>(current)->emit_log_message = &EmitLog;
 }
+
+void SetLogVerbose(bool verbose) { g_verbose.store(verbose, std::memory_order_relaxed); }
+
+bool LogVerbose() { return g_verbose.load(std::memory_order_relaxed); }
 
 }  // namespace executorch_trt::python

@@ -21,8 +21,17 @@ namespace executorch_trt::python {
 
 // Makes this file's log function ExecuTorch's PAL log function if it is not already (another
 // library may have registered its own since). Cheap when nothing changed; call it before
-// loading or running anything.
+// loading or running anything. It writes the log entry of ExecuTorch's live PAL table
+// (`get_pal_impl()`) rather than calling `register_pal`, which logs an error line ("called
+// multiple times", naming the wrong file) on every call after the first, and ExecuTorch's
+// Python runtime always makes the first at its import.
 void UseStderrLog();
+
+// Whether debug- and info-level lines (ExecuTorch's cpuinfo probing, a delegate's binding
+// plan) are written to stderr. Off by default: error and fatal lines are always written, and
+// captured (LogCapture) either way. Thread-safe.
+void SetLogVerbose(bool verbose);
+bool LogVerbose();
 
 // While a LogCapture is alive, the error- and fatal-level lines ExecuTorch logs on the thread
 // that made it (through this file's log function) are also kept in it, so that a failure's

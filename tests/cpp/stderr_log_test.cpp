@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <executorch/runtime/platform/log.h>
+#include <executorch/runtime/platform/platform.h>
 #include <executorch/runtime/platform/runtime.h>
 
 namespace executorch_trt::python {
@@ -86,6 +87,51 @@ TEST_F(StderrLogTest, AddTrimsTrailingNewlines) {
   capture.Add("a line\n", 7);
   capture.Add("another\r\n", 9);
   EXPECT_EQ(capture.Lines(), "  a line\n  another");
+}
+
+TEST_F(StderrLogTest, WritesOnlyErrorLinesUnlessVerbose) {
+  ASSERT_FALSE(LogVerbose());  // the default
+  LogCapture capture;
+  testing::internal::CaptureStderr();
+  ET_LOG(Info, "quiet info line");
+  ET_LOG(Error, "quiet error line");
+  std::string written = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(written.find("quiet info line"), std::string::npos) << written;
+  EXPECT_NE(written.find("quiet error line"), std::string::npos) << written;
+
+  SetLogVerbose(true);
+  testing::internal::CaptureStderr();
+  ET_LOG(Info, "verbose info line");
+  ET_LOG(Error, "verbose error line");
+  written = testing::internal::GetCapturedStderr();
+  SetLogVerbose(false);
+  EXPECT_NE(written.find("I "), std::string::npos) << written;
+  EXPECT_NE(written.find("executorch:stderr_log_test.cpp:"), std::string::npos) << written;
+  EXPECT_NE(written.find("verbose info line"), std::string::npos) << written;
+  EXPECT_NE(written.find("verbose error line"), std::string::npos) << written;
+  // What is kept for an exception does not depend on the verbosity.
+  EXPECT_EQ(capture.Lines(), "  quiet error line\n  verbose error line");
+}
+
+int g_other_lines = 0;
+
+void OtherLog(et_timestamp_t, et_pal_log_level_t, const char*, const char*, size_t, const char*,
+              size_t) {
+  ++g_other_lines;
+}
+
+TEST_F(StderrLogTest, TakingOverAnotherLogFunctionLogsNothing) {
+  // Another library (ExecuTorch's Python runtime, at its import) registers its log function.
+  executorch::runtime::register_pal(executorch::runtime::PalImpl::create(&OtherLog, __FILE__));
+  g_other_lines = 0;
+  testing::internal::CaptureStderr();
+  UseStderrLog();
+  ET_LOG(Error, "after taking over");
+  const std::string written = testing::internal::GetCapturedStderr();
+  // register_pal would have logged "register_pal() called multiple times" through OtherLog.
+  EXPECT_EQ(g_other_lines, 0);
+  EXPECT_EQ(written.find("register_pal"), std::string::npos) << written;
+  EXPECT_NE(written.find("after taking over"), std::string::npos) << written;
 }
 
 }  // namespace
