@@ -1,0 +1,137 @@
+"""The ``export_llm`` command: a local ``transformers`` checkpoint -> an ExecuTorch LLM ``.pte``.
+
+    ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output model.pte \\
+        [--data model.ptd] [--prefill-decode] [--max-context-len N] [--engine portable] \\
+        [--dtype float32]
+
+Prints one progress line per stage (load, export, lower, write) and the engine the program's
+delegates use. Exit status: 0 on success; 2 on bad usage or a bad input, named in the message
+(a flag missing or out of range, a missing model directory, no config.json, an unsupported
+architecture with the supported list, no safetensors weights, an output directory that does
+not exist); 1 when the export itself fails (the error is printed). Relative paths are relative
+to the directory ``bazel run`` was started in.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+from absl import flags
+
+USAGE = ("usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
+         "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
+         "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16]")
+
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _define_flags() -> flags.FlagValues:
+    fv = flags.FlagValues()
+    flags.DEFINE_string("model-dir", None, "checkpoint directory (config.json + *.safetensors, "
+                        "as save_pretrained writes it); read offline", flag_values=fv)
+    flags.DEFINE_integer("max-seq-len", None, "most tokens per call (get_max_seq_len), >= 2",
+                         lower_bound=2, flag_values=fv)
+    flags.DEFINE_string("output", None, "the .pte to write", flag_values=fv)
+    flags.DEFINE_string("data", None, "write the weights to this .ptd instead of into the .pte",
+                        flag_values=fv)
+    flags.DEFINE_boolean("prefill-decode", False, "methods prefill and decode sharing the "
+                         "cache, instead of one forward", flag_values=fv)
+    flags.DEFINE_integer("max-context-len", None, "KV cache positions (get_max_context_len); "
+                         "default --max-seq-len", lower_bound=2, flag_values=fv)
+    flags.DEFINE_enum("engine", "portable", ["portable", "tensorrt"], "the delegate's engine",
+                      flag_values=fv)
+    flags.DEFINE_enum("dtype", "float32", list(_DTYPES), "dtype the weights are loaded in",
+                      flag_values=fv)
+    flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
+    return fv
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _resolve(path: str) -> str:
+    base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
+    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
+
+
+def _parse(argv: List[str]) -> flags.FlagValues:
+    fv = _define_flags()
+    try:
+        rest = fv(argv)
+    except flags.Error as exc:
+        raise _UsageError(str(exc)) from None
+    if fv["help"].value:
+        return fv
+    if len(rest) > 1:
+        raise _UsageError(f"unexpected arguments {rest[1:]} (every input is a --flag)")
+    for name in ("model-dir", "max-seq-len", "output"):
+        if fv[name].value is None:
+            raise _UsageError(f"--{name} is required")
+    return fv
+
+
+def _check_output(flag: str, path: str) -> None:
+    parent = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise _UsageError(f"--{flag} {path} is a directory; give a file path")
+    if not os.path.isdir(parent):
+        raise _UsageError(f"--{flag} {path}: directory {parent} does not exist")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv if argv is None else argv
+    try:
+        fv = _parse(argv)
+    except _UsageError as exc:
+        print(f"export_llm: {exc}\n{USAGE}", file=sys.stderr)
+        return 2
+    if fv["help"].value:
+        print(__doc__.strip() + "\n\nflags:\n" + fv.main_module_help())
+        return 0
+
+    from executorch_trt.llm.architectures import UnsupportedArchitectureError
+    from executorch_trt.llm.checkpoint import CheckpointError, read_config
+    from executorch_trt.llm.export_llm import check_lengths, export_llm
+
+    model_dir = _resolve(fv["model-dir"].value)
+    output = _resolve(fv["output"].value)
+    data = _resolve(fv["data"].value) if fv["data"].value else None
+    try:
+        _check_output("output", output)
+        if data is not None:
+            _check_output("data", data)
+            if data == output:
+                raise _UsageError("--data and --output name the same file")
+        # The directory, config.json, architecture and lengths, before the weights are read.
+        config = read_config(model_dir)
+        max_seq_len = fv["max-seq-len"].value
+        max_context_len = fv["max-context-len"].value or max_seq_len
+        check_lengths(config, max_seq_len, max_context_len)
+    except (_UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
+        print(f"export_llm: {exc}\n{USAGE}", file=sys.stderr)
+        return 2
+
+    import torch
+
+    def progress(line: str) -> None:
+        print(f"export_llm: {line}", flush=True)
+
+    try:
+        export_llm(model_dir, max_seq_len, output=output, data=data,
+                   prefill_decode=fv["prefill-decode"].value, engine=fv["engine"].value,
+                   dtype=getattr(torch, fv["dtype"].value),
+                   max_context_len=max_context_len, progress=progress)
+    except CheckpointError as exc:  # the weights themselves (no safetensors, do not load)
+        print(f"export_llm: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001  (the export failed: say why, exit 1)
+        print(f"export_llm: export failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

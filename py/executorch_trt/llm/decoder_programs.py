@@ -1,0 +1,88 @@
+"""A causal LM with a static KV cache as ``torch.export`` programs in ExecuTorch's LLM
+conventions.
+
+transformers' own export wrapper (``TorchExportableModuleForDecoderOnlyLM``: a ``StaticCache``,
+or a hybrid one for sliding-window models, whose layers are registered as buffers
+``key_cache_{i}``, ``value_cache_{i}``, ``cumulative_length_{i}``) is exported with
+``strict=True`` as transformers does (``run_decompositions`` fails on the non-strict export of
+this wrapper). Every method exported from ONE wrapper names the same buffers, so in one program
+the methods share the cache.
+
+* ``forward(input_ids[1, T] int64, cache_position[T] int64) -> logits[1, T, vocab]`` with
+  ``T = Dim("T", min=1, max=max_seq_len)``: ExecuTorch's ``TextLLMRunner`` calls it for the
+  prompt (T = prompt length, positions ``start..start+T-1``) and for every generated token
+  (T = 1), passing positions of the length of the tokens because the method's second input is
+  longer than 1.
+* ``prefill`` (the same signature as ``forward``) and ``decode(input_ids[1, 1],
+  cache_position[1])``: the two-method form the runner also runs (it uses ``prefill`` when the
+  program has no ``forward``, and ``decode`` for the generated tokens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, Iterator, Optional
+
+import torch
+from torch.export import Dim, ExportedProgram
+
+#: Length of the example prompt the dynamic methods are traced with (not 0 or 1, which
+#: torch.export would specialise on); clipped to max_seq_len.
+_EXAMPLE_LEN = 5
+
+
+@contextlib.contextmanager
+def _static_cache_config(model: Any) -> Iterator[None]:
+    """``model`` configured for transformers' static-cache export (use_cache on, the static
+    cache implementation) for the duration; the caller's settings are restored after."""
+    text_config = model.config.get_text_config()
+    generation = model.generation_config
+    saved = (text_config.use_cache, generation.use_cache, generation.cache_implementation)
+    text_config.use_cache = True
+    generation.use_cache = True
+    generation.cache_implementation = "static"
+    try:
+        yield
+    finally:
+        text_config.use_cache, generation.use_cache, generation.cache_implementation = saved
+
+
+def exportable_module(model: Any, max_context_len: int) -> torch.nn.Module:
+    """transformers' export wrapper around ``model``'s decoder: a module whose
+    ``forward(input_ids=[1, T], cache_position=[T])`` returns logits and updates a static cache
+    of ``max_context_len`` positions (zeroed) held as its buffers. ``model`` is not changed."""
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    with _static_cache_config(model):
+        wrapper = TorchExportableModuleForDecoderOnlyLM(
+            model, batch_size=1, max_cache_len=max_context_len)
+    # The inner module: the outer forward drops cache_position.
+    return wrapper.model.eval()
+
+
+def _export(module: torch.nn.Module, length: int,
+            max_len: Optional[int]) -> ExportedProgram:
+    """``module`` exported for ``length`` tokens, or for any length in ``[1, max_len]``."""
+    kwargs = {"input_ids": torch.zeros(1, length, dtype=torch.long),
+              "cache_position": torch.arange(length, dtype=torch.long)}
+    shapes = None
+    if max_len is not None:
+        t = Dim("T", min=1, max=max_len)
+        shapes = {"input_ids": {1: t}, "cache_position": {0: t}}
+    with torch.no_grad():
+        return torch.export.export(module, args=(), kwargs=kwargs, dynamic_shapes=shapes,
+                                   strict=True)
+
+
+def export_decoder_methods(model: Any, max_seq_len: int, max_context_len: int,
+                           prefill_decode: bool = False) -> Dict[str, ExportedProgram]:
+    """``{method: ExportedProgram}`` of ``model`` over one static cache of ``max_context_len``
+    positions: ``{"forward"}`` (tokens per call in ``[1, max_seq_len]``), or with
+    ``prefill_decode`` ``{"prefill", "decode"}`` (prefill: ``[1, max_seq_len]`` tokens; decode:
+    one). Needs ``2 <= max_seq_len <= max_context_len`` (``export_llm`` checks it)."""
+    module = exportable_module(model, max_context_len)
+    example = min(_EXAMPLE_LEN, max_seq_len)
+    if not prefill_decode:
+        return {"forward": _export(module, example, max_len=max_seq_len)}
+    return {"prefill": _export(module, example, max_len=max_seq_len),
+            "decode": _export(module, 1, max_len=None)}

@@ -1,0 +1,123 @@
+"""ExecuTorch's own LLM runner (``executorch.extension.llm.runner.TextLLMRunner``, from the
+pinned wheel) on a program ``executorch_trt.llm.export_llm`` wrote from a ``save_pretrained``
+directory of a seeded random Llama.
+
+Greedy generation (temperature 0) through the runner on the delegate's program gives exactly
+the text the same runner gives on the plain ExecuTorch program of the same model
+(``to_edge_transform_and_lower`` with XNNPACK, no delegate of ours), and the text of eager
+greedy decoding (the plain model's no-cache forward over the whole sequence at every step,
+decoded with the same C++ tokenizer). A second ``generate`` after ``reset()`` gives the first
+text again. The runner calls the single ``forward`` with the whole prompt, then T = 1 per token.
+The program's delegate runs on the portable engine (nested ExecuTorch program with XNNPACK,
+on the CPU).
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
+
+import torch  # noqa: E402
+from absl.testing import absltest  # noqa: E402
+
+import delegate_library  # noqa: E402
+import executorch_trt  # noqa: E402
+import llm_test_models as M  # noqa: E402
+from executorch_trt.llm import export_llm  # noqa: E402
+from executorch_trt.llm.decoder_programs import export_decoder_methods  # noqa: E402
+from executorch_trt.llm.metadata import llm_metadata  # noqa: E402
+
+MAX_SEQ_LEN = 48
+PROMPT = "hello world, this is a test."
+NEW_TOKENS = 12
+
+
+def _plain_executorch_program(model, path):
+    """The same model as a plain ExecuTorch program: transformers' wrapper exported the same
+    way, lowered with XNNPACK (ExecuTorch copies the cache back), the same metadata methods."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    methods = export_decoder_methods(model, MAX_SEQ_LEN, MAX_SEQ_LEN)
+    program = to_edge_transform_and_lower(
+        methods, partitioner=[XnnpackPartitioner()],
+        constant_methods=llm_metadata(model, MAX_SEQ_LEN, MAX_SEQ_LEN)).to_executorch()
+    with open(path, "wb") as f:
+        f.write(program.buffer)
+    return program
+
+
+@delegate_library.needs_library
+class TextLLMRunnerTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        from pytorch_tokenizers import CppTiktoken
+
+        # TODO: drop this line once `import executorch_trt` registers TensorRTBackend itself.
+        executorch_trt.runtime.load_library()
+        cls._tmp = tempfile.TemporaryDirectory()
+        tmp = cls._tmp.name
+        model = M.tiny_llama(seed=0)
+        checkpoint = M.save_checkpoint(model, os.path.join(tmp, "checkpoint"))
+        cls.tokenizer_path = M.write_tokenizer(os.path.join(tmp, "tokenizer.model"))
+        cls.product_path = os.path.join(tmp, "product.pte")
+        cls.plain_path = os.path.join(tmp, "plain.pte")
+        cls.product = export_llm(checkpoint, MAX_SEQ_LEN, output=cls.product_path)
+        cls.plain = _plain_executorch_program(model, cls.plain_path)
+
+        tokenizer = CppTiktoken()
+        tokenizer.load(cls.tokenizer_path)
+        prompt_ids = tokenizer.encode(PROMPT, 0, 0)
+        cls.eager_tokens = M.greedy_tokens(model, prompt_ids, NEW_TOKENS, eos_ids={M.EOS_ID})
+        cls.eager_text = "".join(tokenizer.decode(t) for t in cls.eager_tokens)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def _generate(self, runner):
+        from executorch.extension.llm.runner import GenerationConfig
+
+        pieces = []
+        runner.generate(PROMPT, GenerationConfig(max_new_tokens=NEW_TOKENS, temperature=0.0,
+                                                 echo=False), token_callback=pieces.append)
+        return pieces
+
+    def _runner(self, path):
+        from executorch.extension.llm.runner import TextLLMRunner
+
+        return TextLLMRunner(path, self.tokenizer_path)
+
+    def test_the_program_is_the_delegate_s_and_copies_no_state(self):
+        report = executorch_trt.inspect(self.product)
+        self.assertEqual(report.method("forward").delegate_calls, {"TensorRTBackend": 1})
+        self.assertEqual(report.summary.engines, {"portable": 1})
+        self.assertTrue(report.summary.zero_copy, str(report))
+        plain = executorch_trt.inspect(self.plain)
+        self.assertNotIn("TensorRTBackend", plain.method("forward").delegate_calls)
+
+    def test_reference_generates_the_requested_tokens(self):
+        # Guards the comparisons below: eager greedy decoding ran the whole length and the
+        # text has several distinct pieces (so equal texts are not equal by accident).
+        self.assertLen(self.eager_tokens, NEW_TOKENS)
+        self.assertGreater(len(set(self.eager_tokens)), 3, self.eager_tokens)
+
+    def test_greedy_text_equals_plain_executorch_and_eager(self):
+        product = self._generate(self._runner(self.product_path))
+        plain = self._generate(self._runner(self.plain_path))
+        self.assertLen(product, NEW_TOKENS)
+        self.assertEqual("".join(product), "".join(plain), "runner: delegate vs plain program")
+        self.assertEqual("".join(product), self.eager_text, "runner on the delegate vs eager")
+
+    def test_generate_after_reset_equals_the_first(self):
+        runner = self._runner(self.product_path)
+        first = self._generate(runner)
+        runner.reset()
+        second = self._generate(runner)
+        self.assertEqual(second, first)
+        self.assertEqual("".join(first), self.eager_text)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,74 @@
+"""Tiny seeded causal LMs saved as checkpoint directories, and a tokenizer ExecuTorch's LLM
+runner reads, for the ``executorch_trt.llm`` tests.
+
+The tokenizer is a tiktoken file (one ``base64(token bytes) rank`` line per token), the format
+``TextLLMRunner`` loads for a path that is not a HF ``tokenizer.json``; the runner appends
+Llama 3's 256 special tokens after the file's tokens (``<|begin_of_text|>`` = BOS,
+``<|end_of_text|>`` = EOS). Every token of the file is one ASCII character, so every piece the
+runner hands its token callback is valid UTF-8 on its own (a byte-level BPE piece that is part
+of a multi-byte character makes the Python binding raise UnicodeDecodeError in the callback).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+#: The tokenizer's own tokens, ranks 0..len-1: lowercase letters, digits, space, punctuation.
+TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789 .,!?'-:;\n"
+SPECIAL_TOKENS = 256  # appended by the runner's tiktoken loader
+VOCAB = len(TOKEN_CHARS) + SPECIAL_TOKENS
+BOS_ID = len(TOKEN_CHARS)       # <|begin_of_text|>
+EOS_ID = len(TOKEN_CHARS) + 1   # <|end_of_text|>
+
+
+def write_tokenizer(path: str) -> str:
+    """Writes the tiktoken file to ``path`` and returns ``path``."""
+    with open(path, "w") as f:
+        for rank, char in enumerate(TOKEN_CHARS):
+            f.write(f"{base64.b64encode(char.encode('ascii')).decode('ascii')} {rank}\n")
+    return path
+
+
+def tiny_llama(seed: int = 0):
+    """A seeded random LlamaForCausalLM over the tokenizer's vocabulary (hidden 32, 2 layers,
+    4 query / 2 KV heads), float32, eval mode. The output rows of the special tokens other
+    than EOS are scaled down, so that greedy text is mostly the tokenizer's characters."""
+    import transformers as T
+
+    torch.manual_seed(seed)
+    config = T.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           max_position_embeddings=64, bos_token_id=BOS_ID,
+                           eos_token_id=EOS_ID, tie_word_embeddings=False)
+    model = T.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight[len(TOKEN_CHARS):] *= 0.1
+        model.lm_head.weight[EOS_ID] *= 10
+    return model
+
+
+def save_checkpoint(model, directory: str) -> str:
+    """``model.save_pretrained(directory)`` (config.json + model.safetensors); returns it."""
+    model.save_pretrained(directory)
+    return directory
+
+
+def greedy_tokens(model, prompt_ids, max_new_tokens: int, eos_ids=()) -> list:
+    """Eager greedy decoding without a cache: each next token is the argmax of the plain
+    model's forward over the whole sequence so far; stops after an EOS token (included)."""
+    ids = list(prompt_ids)
+    out = []
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits
+            token = int(logits[0, -1].argmax())
+            out.append(token)
+            ids.append(token)
+            if token in eos_ids:
+                break
+    return out
