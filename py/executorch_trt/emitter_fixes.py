@@ -1,5 +1,8 @@
-"""A fix for a verified ExecuTorch 1.5.1 emitter bug that gives wrong numbers silently: with
-``emit_mutable_buffer_names=True``, a mutable buffer's initial value can be another buffer's.
+"""Fixes for the ExecuTorch 1.5.1 emitter: a verified bug that gives wrong numbers silently,
+and a warning it gives for every program with an initialised mutable buffer.
+
+**Named mutable data.** With ``emit_mutable_buffer_names=True``, a mutable buffer's initial
+value can be another buffer's.
 
 ``_Emitter._tensor_spec_to_evalue`` (``exir/emit/_emitter.py``, 1.5.1 and upstream as of
 2026-08) deduplicates serialised tensor data by content. A memory-planned tensor with data (a
@@ -18,18 +21,36 @@ saved with ``extra_tensor_info`` cleared, i.e. exactly as without names, and get
 ``extra_tensor_info`` (the name) back on the emitted tensor. Everything else goes through
 unchanged. It patches only the ExecuTorch version it was verified on (``VERIFIED_VERSION``);
 ``//tests/py:emitter_fixes_test`` fails if the pin moves, so the bug is re-checked then.
+
+**The initial-state warning.** ``_TopLevelEmitter._find_fqn_for_placeholder`` warns "Mutation on a
+buffer in the model is detected. ExecuTorch assumes buffers that are mutated in the graph have
+a meaningless initial state ... unless a pass which sets meta["et_init_buffer"] to True ... is
+run" at the first mutated buffer of each method, whether or not that pass ran. ``apply()``
+also wraps it so the warning is dropped (``warnings.catch_warnings``, around that one call) for
+a buffer whose initial state is defined: ``et_init_buffer`` (its value is serialised) or
+``executorch_trt_zero_initial_value`` (all zeros, left to the zero-filled planned memory,
+``passes/initialize_mutable_buffers.py``). A buffer with neither still warns, and
+``EXECUTORCH_TRT_VERBOSE=1`` (``quiet.py``) keeps every warning.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from importlib import metadata
 
 from executorch.exir.emit import _emitter
 from executorch.exir.schema import TensorDataLocation
 
+from executorch_trt import quiet
+
 VERIFIED_VERSION = "1.5.1"
 _MARK = "_executorch_trt_named_mutable_data_fix"
+_WARNING_MARK = "_executorch_trt_initialized_buffer_warning_fix"
+# node.meta keys of a mutable buffer whose initial state is defined (see the docstring); the
+# second is passes/initialize_mutable_buffers.py's ZERO_INITIAL_VALUE.
+_DEFINED_INITIAL_STATE = ("et_init_buffer", "executorch_trt_zero_initial_value")
+_INITIAL_STATE_WARNING = r"Mutation on a buffer in the model is detected\."
 
 
 def _is_planned_data_in_program(spec) -> bool:
@@ -39,13 +60,41 @@ def _is_planned_data_in_program(spec) -> bool:
 
 
 def apply() -> bool:
-    """Installs the fix (idempotent). Returns whether the emitter carries it: ``False`` on an
-    ExecuTorch version other than ``VERIFIED_VERSION`` (nothing is patched there)."""
-    original = _emitter._Emitter._tensor_spec_to_evalue
-    if getattr(original, _MARK, False):
-        return True
+    """Installs both fixes (idempotent). Returns whether the emitter carries them: ``False`` on
+    an ExecuTorch version other than ``VERIFIED_VERSION`` (nothing is patched there)."""
     if metadata.version("executorch") != VERIFIED_VERSION:
         return False
+    _apply_named_mutable_data_fix()
+    _apply_initial_state_warning_fix()
+    return True
+
+
+def _apply_initial_state_warning_fix() -> None:
+    original = _emitter._TopLevelEmitter._find_fqn_for_placeholder
+    if getattr(original, _WARNING_MARK, False):
+        return
+
+    @functools.wraps(original)
+    def find_fqn_for_placeholder(self, target, spec):
+        meta = self.node.meta
+        if quiet.verbose() or not any(meta.get(key) for key in _DEFINED_INITIAL_STATE):
+            return original(self, target, spec)
+        warned = self.given_mutable_buffer_warning
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_INITIAL_STATE_WARNING, category=UserWarning)
+            result = original(self, target, spec)
+        # Not warned for this buffer: a later one without a defined initial state still warns.
+        self.given_mutable_buffer_warning = warned
+        return result
+
+    setattr(find_fqn_for_placeholder, _WARNING_MARK, True)
+    _emitter._TopLevelEmitter._find_fqn_for_placeholder = find_fqn_for_placeholder
+
+
+def _apply_named_mutable_data_fix() -> None:
+    original = _emitter._Emitter._tensor_spec_to_evalue
+    if getattr(original, _MARK, False):
+        return
 
     @functools.wraps(original)
     def tensor_spec_to_evalue(self, spec, constant_tag=None):
@@ -62,4 +111,3 @@ def apply() -> bool:
 
     setattr(tensor_spec_to_evalue, _MARK, True)
     _emitter._Emitter._tensor_spec_to_evalue = tensor_spec_to_evalue
-    return True

@@ -190,8 +190,9 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     with _lock:
         if _loaded_library is not None:
             return _loaded_library
+        path = path or library_path()  # first: a missing library loads nothing
         binding = _load_binding()
-        lib = ctypes.CDLL(path or library_path(), mode=ctypes.RTLD_GLOBAL)
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         if not binding.is_backend_registered(BACKEND_ID):
             raise RuntimeError(
                 f"{BACKEND_ID} is not registered after loading {lib._name}; the library must "
