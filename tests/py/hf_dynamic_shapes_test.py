@@ -41,21 +41,16 @@ class LlamaSingleForwardTest(parameterized.TestCase):
     @classmethod
     def setUpClass(cls):
         from executorch.exir import to_edge_transform_and_lower
-        from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
+        from executorch_trt.llm.decoder_programs import export_decoder_methods
         from executorch_trt.partitioner import TensorRTPartitioner
 
         cls.model = H.FAMILIES["llama"].model()
-        wrapper = TorchExportableModuleForDecoderOnlyLM(cls.model, batch_size=1,
-                                                        max_cache_len=H.MAX_CACHE_LEN)
-        length = torch.export.Dim("T", min=1, max=H.MAX_CACHE_LEN - 1)
 
         def export():
-            return wrapper.export(
-                input_ids=torch.ones(1, H.PROMPT_LEN, dtype=torch.long),
-                cache_position=torch.arange(H.PROMPT_LEN),
-                dynamic_shapes={"input_ids": {1: length}, "cache_position": {0: length}},
-                strict=True)
+            # transformers' wrapper, Dim("T", min=1, max=MAX_CACHE_LEN - 1), strict=True.
+            return export_decoder_methods(cls.model, H.MAX_CACHE_LEN - 1,
+                                          H.MAX_CACHE_LEN)["forward"]
 
         with torch.no_grad():
             cls.programs = {
