@@ -9,7 +9,7 @@ greedy decoding (the plain model's no-cache forward over the whole sequence at e
 decoded with the same C++ tokenizer). A second ``generate`` after ``reset()`` gives the first
 text again. The runner calls the single ``forward`` with the whole prompt, then T = 1 per token.
 The program's delegate runs on the portable engine (nested ExecuTorch program with XNNPACK,
-on the CPU).
+on the CPU). ``import executorch_trt`` is all the runner needs to find TensorRTBackend.
 """
 
 import os
@@ -54,8 +54,6 @@ class TextLLMRunnerTest(absltest.TestCase):
     def setUpClass(cls):
         from pytorch_tokenizers import CppTiktoken
 
-        # TODO: drop this line once `import executorch_trt` registers TensorRTBackend itself.
-        executorch_trt.runtime.load_library()
         cls._tmp = tempfile.TemporaryDirectory()
         tmp = cls._tmp.name
         model = M.tiny_llama(seed=0)
