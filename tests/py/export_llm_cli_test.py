@@ -5,7 +5,8 @@
   with ``--prefill-decode --data``: exit 0, one progress line per stage naming the engine, the
   ``.pte`` and ``.ptd`` written; the program, loaded with its data file through
   ``executorch_trt.runtime`` (portable engine, on the CPU), runs prefill then decode like the
-  plain model's no-cache forward.
+  plain model's no-cache forward; ExecuTorch's ``TextLLMRunner`` (pte, tokenizer, ptd) on it
+  generates eager greedy decoding's text.
 * Each bad input exits 2 with a message naming the problem (``main()`` in this process, and
   once as a process to see the exit status reach the shell).
 """
@@ -93,6 +94,24 @@ class ExportLlmCommandTest(_Checkpoint, absltest.TestCase):
         scale = max(1.0, float(want.abs().max()))
         torch.testing.assert_close(got, want[:, :5], atol=1e-4 * scale, rtol=0)
         torch.testing.assert_close(got_step, want[:, 5:], atol=1e-4 * scale, rtol=0)
+
+        # ExecuTorch's LLM runner takes the two-method form with its data file too: prefill
+        # for the prompt, decode per token, the text of eager greedy decoding.
+        from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+        from pytorch_tokenizers import CppTiktoken
+
+        tokenizer_path = M.write_tokenizer(os.path.join(self.tmp, "tokenizer.model"))
+        tokenizer = CppTiktoken()
+        tokenizer.load(tokenizer_path)
+        prompt_text, new_tokens = "hello there", 4
+        eager = M.greedy_tokens(self.model, tokenizer.encode(prompt_text, 0, 0), new_tokens,
+                                eos_ids={M.EOS_ID})
+        pieces = []
+        TextLLMRunner(pte, tokenizer_path, ptd).generate(
+            prompt_text, GenerationConfig(max_new_tokens=new_tokens, temperature=0.0,
+                                          echo=False), token_callback=pieces.append)
+        self.assertLen(pieces, new_tokens)
+        self.assertEqual("".join(pieces), "".join(tokenizer.decode(t) for t in eager))
 
     def test_bad_usage_exit_status_reaches_the_shell(self):
         missing = os.path.join(self.tmp, "missing")

@@ -144,6 +144,8 @@ class RefusalsTest(absltest.TestCase):
         model = H.FAMILIES["llama"].model().to(torch.bfloat16)
         with self.assertRaisesRegex(ValueError, r"torch.bfloat16, not dtype=torch.float32"):
             export_llm(model, 16)
+        with self.assertRaisesRegex(TypeError, "dtype must be a torch.dtype.*'bfloat16'"):
+            export_llm(model, 16, dtype="bfloat16")
 
     def test_lengths(self):
         model = H.FAMILIES["llama"].model()  # max_position_embeddings 64

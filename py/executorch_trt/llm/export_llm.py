@@ -46,8 +46,6 @@ def check_lengths(config: Any, max_seq_len: Any, max_context_len: Any) -> None:
 
 
 def _check_dtype(model: Any, dtype: torch.dtype) -> None:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"export_llm: dtype must be a torch.dtype, got {dtype!r}")
     if model.dtype != dtype:
         raise ValueError(f"export_llm: the model is {model.dtype}, not dtype={dtype}; pass "
                          f"dtype={model.dtype} or convert the model first (model.to({dtype}))")
@@ -126,6 +124,12 @@ def export_llm(
     import executorch_trt
 
     say = progress or (lambda line: None)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"export_llm: dtype must be a torch.dtype (e.g. torch.float32), got "
+                        f"{dtype!r}")
+    if "external_weights" in options:
+        raise TypeError("export_llm: pass data=path.ptd to keep the weights out of the .pte, "
+                        "not external_weights")
     if isinstance(model_or_dir, (str, os.PathLike)):
         model_dir = os.fspath(model_or_dir)
         say(f"loading {model_dir} ({dtype}, offline)")
