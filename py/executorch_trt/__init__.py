@@ -3,7 +3,9 @@
 Public API:
 
 * ``export(programs, *, engine="portable", kv_cache="inplace", **options)``
-* ``backend_config(**options)`` for ``to_edge_transform_and_lower(...).to_executorch(...)``
+* ``transform_passes(**options)``, ``TensorRTPartitioner`` and ``backend_config(**options)``:
+  ExecuTorch's composable path, ``to_edge_transform_and_lower(ep, transform_passes=...,
+  partitioner=[...]).to_executorch(backend_config())``, which ``export`` is
 * ``TensorRTPartitioner``, ``TensorRTBackend``
 * ``inspect(program)``: per method, delegate calls, operators outside delegates and how each
   mutable buffer is updated (``program_report.py``; CLI: ``//tools:inspect_pte``)
@@ -26,7 +28,7 @@ from executorch_trt import ops  # noqa: F401  (registers executorch_trt::kv_cach
 from executorch_trt import cross_attn_ops  # noqa: F401  (executorch::alias/update_cross_attn_cache .out)
 from executorch_trt import attention_ops  # noqa: F401  (registers executorch_trt::gqa_attention)
 from executorch_trt.backend import TensorRTBackend
-from executorch_trt.export import backend_config, export
+from executorch_trt.export import backend_config, export, transform_passes
 from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning
 from executorch_trt.partitioner import TensorRTPartitioner
 from executorch_trt.program_report import inspect
@@ -36,5 +38,5 @@ from executorch_trt.registration import Registration, register, register_at_impo
 emitter_fixes.apply()  # named mutable buffers keep their own initial values (emitter_fixes.py)
 register_at_import()  # stock ExecuTorch runtimes in this process load TensorRTBackend programs
 
-__all__ = ["export", "backend_config", "TensorRTPartitioner", "TensorRTBackend",
+__all__ = ["export", "backend_config", "transform_passes", "TensorRTPartitioner", "TensorRTBackend",
            "NotInPlaceWarning", "NotInPlaceError", "inspect", "runtime", "register", "Registration"]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+import torch
+
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
@@ -66,6 +68,14 @@ class TensorRTBackend(BackendDetails):
         ``RuntimeError`` when the requested engine cannot be built here (``engine="tensorrt"``
         without TensorRT).
         """
+        # The caller's grad mode must not change the blob (the engine re-traces the
+        # partition): one program whether or not the lowering ran under torch.no_grad().
+        with torch.no_grad():
+            return TensorRTBackend._preprocess(edge_program, compile_specs)
+
+    @staticmethod
+    def _preprocess(edge_program: ExportedProgram,
+                    compile_specs: List[CompileSpec]) -> PreprocessResult:
         options = CompileOptions.from_compile_specs(compile_specs)
         engine = get_engine(options.engine)
         contract, decision = analyse_partition(edge_program, options)

@@ -210,7 +210,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
         example = ""
     role = lambda h: "writes" if h.writes else "reads"  # noqa: E731
     raise ValueError(
-        f"executorch_trt.export: methods {a.method!r} and {b.method!r} hold the same tensor "
+        f"executorch_trt: methods {a.method!r} and {b.method!r} hold the same tensor "
         f"under different names: buffer {a.fqn!r} in {a.method!r} (which {role(a)} it) and "
         f"{b.fqn!r} in {b.method!r} (which {role(b)} it). ExecuTorch shares mutable buffers "
         "across methods by name only, so the program would hold two separate buffers and what "
@@ -249,7 +249,7 @@ def check_buffer_sharing(programs: Mapping[str, ExportedProgram], *,
             if ref is None or other is None or _same_tensor(ref, other):
                 continue
             head = (
-                f"executorch_trt.export: buffer {buffer.fqn!r} would be shared by methods "
+                f"executorch_trt: buffer {buffer.fqn!r} would be shared by methods "
                 f"{ref_method!r} (which {_role(buffer, ref_method)} it) and {method!r} (which "
                 f"{_role(buffer, method)} it): ExecuTorch shares a mutable buffer across "
                 "methods by name (share_mutable_buffers)"

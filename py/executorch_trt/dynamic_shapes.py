@@ -224,7 +224,7 @@ def check_dynamic_shapes(ep: ExportedProgram, method: str) -> None:
             problems.append(
                 f"input {node.name!r} is a symbolic {SYMBOLIC_KINDS[type(val)]} ({symbol})")
     if problems:
-        raise ValueError(f"executorch_trt.export: method {method!r}: {'; '.join(problems)}. "
+        raise ValueError(f"executorch_trt: method {method!r}: {'; '.join(problems)}. "
                          f"{WHAT_TO_DO}")
 
 

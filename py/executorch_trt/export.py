@@ -1,9 +1,21 @@
 """``executorch_trt.export``: ExportedProgram(s) -> ``ExecutorchProgramManager``.
 
-Equivalent composable path::
+It is exactly ExecuTorch's composable path with this delegate's three pieces::
 
-    edge = to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
-    et = edge.to_executorch(backend_config())
+    partitioner = TensorRTPartitioner(engine="portable")
+    edge = to_edge_transform_and_lower(
+        programs, partitioner=[partitioner],
+        transform_passes=executorch_trt.transform_passes(engine="portable"))
+    et = edge.to_executorch(executorch_trt.backend_config())
+
+* ``TensorRTPartitioner`` prepares each ATen program before decomposition and refuses what
+  the delegate cannot run right (``transform_for_pre_decomposition``), then partitions.
+* ``transform_passes()`` run on the edge programs before partitioning (``TRANSFORM_PASSES``).
+  Without them the lowering refuses a program that needs them (a dynamic size read inside
+  and outside the delegate, a buffer assigned another buffer) and serialises zero-valued
+  buffers it could leave out.
+* ``backend_config()`` finalises: in-place memory planning, buffer initialisation and the
+  copies sibling conds need (``_backend_config``).
 
 Finalising *without* ``backend_config()`` is still correct (ExecuTorch's write-back copies the
 cache back); ``backend_config()`` adds the in-place planning and buffer initialisation.
@@ -11,7 +23,7 @@ cache back); ``backend_config()`` adds the in-place planning and buffer initiali
 
 from __future__ import annotations
 
-from typing import Any, Dict, FrozenSet, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 from executorch.exir import (
@@ -21,19 +33,19 @@ from executorch.exir import (
 )
 from torch.export import ExportedProgram
 
-from executorch_trt.buffer_sharing import check_buffer_sharing
-from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
+from executorch.exir.pass_manager import PassType
+
+from executorch_trt import quiet
+from executorch_trt.engines import get_engine
+from executorch_trt.operator_support import DelegateOperatorSupport
 from executorch_trt.options import ExportOptions
 from executorch_trt.partitioner import TensorRTPartitioner
-from executorch_trt.passes.buffer_to_buffer_writes import materialise_buffer_to_buffer_writes
+from executorch_trt.passes.buffer_to_buffer_writes import BufferToBufferWritesPass
 from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass
-from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
 from executorch_trt.passes.size_copies import SizeCopiesPass
 from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
-                                                              zero_buffer_placeholders)
-from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
+                                                              MarkZeroBuffersPass)
 from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
-from executorch_trt.dynamic_shapes import check_dynamic_shapes
 
 
 def _check_programs(programs: Any) -> None:
@@ -86,21 +98,23 @@ def _export_hint(value: Any) -> str:
     return ". Use torch.export.export(module, example_inputs) to get an ExportedProgram"
 
 
-def _check_methods(programs: Dict[str, ExportedProgram], opts: ExportOptions) -> None:
-    """Rejects, before lowering and naming the method: unsupported dynamic shapes
-    (``dynamic_shapes.check_dynamic_shapes``: dynamic dimensions the delegate cannot bind), mutated user inputs
-    (``graph_mutations.mutated_user_input_error``, issue 9 item 7) and buffers that would be
-    shared across methods without being one model's state
-    (``buffer_sharing.check_buffer_sharing``, issue 9 item 6; only when the program shares
-    mutable buffers; ``share_mutable_buffers=True`` given explicitly allows sharing equal
-    buffers of different module instances by name)."""
-    for method, ep in programs.items():
-        check_dynamic_shapes(ep, method)
-        user_inputs = mutated_inputs(ep).user_inputs
-        if user_inputs:
-            raise mutated_user_input_error(user_inputs, method)
-    if opts.shares_mutable_buffers and len(programs) > 1:
-        check_buffer_sharing(programs, share_by_name=opts.share_mutable_buffers is True)
+def transform_passes(**options) -> List[PassType]:
+    """The ``transform_passes`` for ``to_edge_transform_and_lower`` of programs lowered with
+    ``TensorRTPartitioner`` (give both the same ``engine``). Accepts the ``ExportOptions``
+    names; unknown names raise ``TypeError``, bad values ``ValueError``. In order:
+
+    * ``SizeCopiesPass``: a dynamic size read inside and outside the delegate gets a copy for
+      the delegate's readers, which computes it itself (``passes/size_copies.py``);
+    * ``BufferToBufferWritesPass``: a buffer assigned another buffer as it is keeps the write
+      ExecuTorch 1.5.1 would drop (``passes/buffer_to_buffer_writes.py``);
+    * ``MarkZeroBuffersPass``: all-zero mutable buffers are not serialised
+      (``passes/initialize_mutable_buffers.py``)."""
+    return _transform_passes(ExportOptions.from_kwargs(**options))
+
+
+def _transform_passes(opts: ExportOptions) -> List[PassType]:
+    support = DelegateOperatorSupport(get_engine(opts.engine).supported_ops)
+    return [SizeCopiesPass(support), BufferToBufferWritesPass(), MarkZeroBuffersPass()]
 
 
 def backend_config(**options) -> ExecutorchBackendConfig:
@@ -112,11 +126,10 @@ def backend_config(**options) -> ExecutorchBackendConfig:
     return _backend_config(ExportOptions.from_kwargs(**options))
 
 
-def _backend_config(opts: ExportOptions, method_names: Optional[Sequence[str]] = None,
-                    zero_buffers: FrozenSet[str] = frozenset()) -> ExecutorchBackendConfig:
+def _backend_config(opts: ExportOptions,
+                    method_names: Optional[Sequence[str]] = None) -> ExecutorchBackendConfig:
     """``backend_config`` for options already validated; ``method_names`` in planning order
-    (for messages); ``zero_buffers``: placeholder names of all-zero mutable buffers, whose
-    initial value is not serialised (``initialize_mutable_buffers``)."""
+    (for messages)."""
     planner = InplaceMemoryPlanningPass(
         alloc_mutable_buffers=opts.alloc_mutable_buffers,
         share_mutable_buffers=opts.shares_mutable_buffers,
@@ -124,8 +137,7 @@ def _backend_config(opts: ExportOptions, method_names: Optional[Sequence[str]] =
         require_inplace=opts.require_inplace,
         method_names=method_names,
     )
-    passes = ([InitializeMutableBuffersPass(zero_buffers)] if opts.initializes_mutable_buffers
-              else [])
+    passes = [InitializeMutableBuffersPass()] if opts.initializes_mutable_buffers else []
     # Sibling conds would overwrite each other's live results (passes/cond_outputs.py).
     passes.append(SiblingCondOutputsPass())
     return ExecutorchBackendConfig(
@@ -144,8 +156,9 @@ def export(
     **options,
 ) -> ExecutorchProgramManager:
     """Lowers ``programs`` (one ``ExportedProgram``, emitted as method ``"forward"``, or
-    ``{method_name: ExportedProgram}``, e.g. ``{"prefill": ..., "decode": ...}``) with
-    ``TensorRTPartitioner`` and finalises them with ``backend_config``.
+    ``{method_name: ExportedProgram}``, e.g. ``{"prefill": ..., "decode": ...}``) through
+    ExecuTorch's composable path with ``transform_passes``, ``TensorRTPartitioner`` and
+    ``backend_config`` (module docstring): the result is the program that path gives.
 
     Args:
         engine: ``"portable"`` (nested ExecuTorch program on CPU) or ``"tensorrt"``.
@@ -185,20 +198,10 @@ def export(
     """
     _check_programs(programs)
     opts = ExportOptions.from_kwargs(**dict(options, engine=engine, kv_cache=kv_cache))
-    partitioner = TensorRTPartitioner.from_options(opts)
-    keeps_sdpa = "aten::scaled_dot_product_attention" in partitioner.operator_support.supported_ops
-    for program in (programs.values() if isinstance(programs, dict) else [programs]):
-        expose_cross_attn_cache_writes(program)  # in place, idempotent
-        if keeps_sdpa:
-            pin_sdpa_layout(program)  # in place, idempotent: prefill SDPA can stay whole
     method_names = list(programs) if isinstance(programs, dict) else ["forward"]
-    _check_methods(programs if isinstance(programs, dict) else {"forward": programs}, opts)
-    with torch.no_grad():
-        # A dynamic size read inside and outside the delegate: the delegate computes its own.
+    partitioner = TensorRTPartitioner.from_options(opts, method_names=method_names)
+    with quiet.lowering():  # torch's LeafSpec warnings from ExecuTorch's own deep copies
         edge = to_edge_transform_and_lower(
-            programs, transform_passes=[SizeCopiesPass(partitioner.operator_support)],
-            partitioner=[partitioner], constant_methods=constant_methods)
-        for name in edge.methods:
-            materialise_buffer_to_buffer_writes(edge.exported_program(name))
-        zero_buffers = zero_buffer_placeholders(edge.exported_program(n) for n in edge.methods)
-        return edge.to_executorch(_backend_config(opts, method_names, zero_buffers))
+            programs, transform_passes=_transform_passes(opts), partitioner=[partitioner],
+            constant_methods=constant_methods)
+    return edge.to_executorch(_backend_config(opts, method_names))

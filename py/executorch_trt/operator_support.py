@@ -62,6 +62,11 @@ def _has_supported_tensor_outputs(node: torch.fx.Node) -> bool:
     return all(isinstance(v, torch.Tensor) and dtype_name(v.dtype) is not None for v in vals)
 
 
+#: ``node.meta`` key of a node a pass placed for the host program (e.g. the snapshot of a
+#: buffer another buffer is assigned: ``passes/buffer_to_buffer_writes.py``); never delegated.
+STAYS_ON_HOST = "executorch_trt_stays_on_host"
+
+
 class DelegateOperatorSupport(OperatorSupportBase):
     """Accepts a ``call_function`` node whose schema name is in ``supported_ops`` (the selected
     engine's) and whose outputs are tensors of a dtype the blob can describe (FORMAT.md
@@ -84,7 +89,7 @@ class DelegateOperatorSupport(OperatorSupportBase):
     def is_node_supported(
         self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node
     ) -> bool:
-        if node.op != "call_function":
+        if node.op != "call_function" or STAYS_ON_HOST in node.meta:
             return False
         if is_cond(node):
             branches = _branch_modules(submodules, node)

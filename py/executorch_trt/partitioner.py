@@ -37,6 +37,13 @@ Rules (DESIGN.md contract 1, "Ownership"):
 * Every value crossing a partition's boundary must have a static shape; a dynamic one (a tensor
   with a symbolic dimension, or a symbolic int such as ``sym_size``) is rejected naming the
   method input it comes from (``dynamic_shapes.check_partition_boundary``).
+* Before decomposition (``transform_for_pre_decomposition``, which ExecuTorch's
+  ``to_edge_transform_and_lower`` calls on each ATen program, method by method, before it
+  partitions any): cross-attention cache writes are recorded as buffer mutations
+  (``expose_cross_attn_cache_writes``), SDPA's result layout is pinned when the engine runs
+  SDPA whole (``pin_sdpa_layout``), and a method is refused (``ValueError``) for a dynamic
+  shape the delegate cannot bind, a mutated user input, or a buffer that two methods of the
+  lowering would share without being one model's state (``buffer_sharing``).
 * ``ops_to_not_decompose`` keeps ``aten.index_copy`` and ``aten.select_scatter`` intact through
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
@@ -47,7 +54,7 @@ Rules (DESIGN.md contract 1, "Ownership"):
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
@@ -56,15 +63,18 @@ from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
+from executorch_trt.buffer_sharing import check_buffer_sharing
 from executorch_trt.engines import get_engine
 from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.operator_support import DelegateOperatorSupport, is_cond, op_name
 from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
-                                                    cond_cache_outputs)
+                                                    cond_cache_outputs,
+                                                    expose_cross_attn_cache_writes)
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
-from executorch_trt.passes.sdpa_layout import is_layout_pinned
-from executorch_trt.dynamic_shapes import check_partition_boundary, declared_ranges
+from executorch_trt.passes.sdpa_layout import is_layout_pinned, pin_sdpa_layout
+from executorch_trt.dynamic_shapes import (check_dynamic_shapes, check_partition_boundary,
+                                           declared_ranges)
 from executorch_trt.wire import BACKEND_ID
 
 SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
@@ -139,39 +149,79 @@ class TensorRTPartitioner(Partitioner):
             still copies a view of its buffer inside the engine (``ExportOptions``).
         portable_xnnpack: the portable engine nests XNNPACK delegates (``ExportOptions``).
         external_weights: named-data weights go to an external ``.ptd`` (``ExportOptions``).
+        method_names: the method names in the order the programs are given to
+            ``to_edge_transform_and_lower`` (a dict keeps its order); used in messages only.
 
     Raises ``TypeError``/``ValueError`` for bad options, as ``ExportOptions`` does; from
-    ``partition``, ``ValueError`` for a program that mutates a user input or passes a dynamic
-    size into a partition (both name the input and say what to do); ``AssertionError``
+    ``transform_for_pre_decomposition``, ``ValueError`` for a program that mutates a user
+    input, has a dynamic shape the delegate cannot bind, or shares a buffer with another
+    method of the lowering that is not the same model's state; from ``partition``,
+    ``ValueError`` for a program that mutates a user input or passes a dynamic size into a
+    partition (each names the input or buffer and says what to do); ``AssertionError``
     (internal) if a mutated buffer would end up inside a partition.
     """
 
     def __init__(
         self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False,
         require_inplace: bool = False, portable_xnnpack: bool = True,
-        external_weights: bool = False,
+        external_weights: bool = False, method_names: Optional[Sequence[str]] = None,
     ) -> None:
         check_bool("TensorRTPartitioner: freeze_buffers", freeze_buffers)
         self._init(ExportOptions(engine=engine, kv_cache=kv_cache,
                                  require_inplace=require_inplace,
                                  portable_xnnpack=portable_xnnpack,
-                                 external_weights=external_weights), freeze_buffers)
+                                 external_weights=external_weights), freeze_buffers,
+                   method_names)
 
     @classmethod
-    def from_options(cls, options: ExportOptions,
-                     freeze_buffers: bool = False) -> "TensorRTPartitioner":
+    def from_options(cls, options: ExportOptions, freeze_buffers: bool = False,
+                     method_names: Optional[Sequence[str]] = None) -> "TensorRTPartitioner":
         """A partitioner for options already validated (``executorch_trt.export``'s)."""
         partitioner = cls.__new__(cls)
-        partitioner._init(options, freeze_buffers)
+        partitioner._init(options, freeze_buffers, method_names)
         return partitioner
 
-    def _init(self, options: ExportOptions, freeze_buffers: bool) -> None:
+    def _init(self, options: ExportOptions, freeze_buffers: bool,
+              method_names: Optional[Sequence[str]]) -> None:
         super().__init__()
         self.options = options
         self.freeze_buffers = freeze_buffers
+        self.method_names = list(method_names or [])
         self.operator_support = DelegateOperatorSupport(get_engine(options.engine).supported_ops)
+        # The ATen programs of the current lowering, by method label (buffer-sharing check):
+        # ExecuTorch transforms every method before it partitions any, so a transform after a
+        # partition starts the next lowering.
+        self._lowering: Dict[str, ExportedProgram] = {}
+        self._partitioned = False
+
+    def _method_label(self, index: int) -> str:
+        if index < len(self.method_names):
+            return self.method_names[index]
+        return "forward" if index == 0 and not self.method_names else f"method #{index + 1}"
+
+    def transform_for_pre_decomposition(self, exported_program: ExportedProgram
+                                        ) -> ExportedProgram:
+        """Prepares ATen program ``exported_program`` in place and returns it (module
+        docstring, "Before decomposition"). Raises ``ValueError`` naming the method (by
+        ``method_names``), the input or buffer, and what to do."""
+        if self._partitioned:
+            self._lowering, self._partitioned = {}, False
+        method = self._method_label(len(self._lowering))
+        expose_cross_attn_cache_writes(exported_program)  # idempotent
+        if "aten::scaled_dot_product_attention" in self.operator_support.supported_ops:
+            pin_sdpa_layout(exported_program)  # idempotent: prefill SDPA can stay whole
+        check_dynamic_shapes(exported_program, method)
+        user_inputs = mutated_inputs(exported_program).user_inputs
+        if user_inputs:
+            raise mutated_user_input_error(user_inputs, method)
+        self._lowering[method] = exported_program
+        if self.options.shares_mutable_buffers and len(self._lowering) > 1:
+            check_buffer_sharing(self._lowering,
+                                 share_by_name=self.options.share_mutable_buffers is True)
+        return exported_program
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        self._partitioned = True
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
         if mutated_user_inputs:
             raise mutated_user_input_error(mutated_user_inputs)

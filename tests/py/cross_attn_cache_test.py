@@ -5,8 +5,8 @@ compute ``torch.cond((k_cache != 0).any(), alias, update_cross_attn_cache(k(x)))
 recomputes each layer's K from x; later steps (other x) must reuse it. Checked against a
 reference written without ``cond`` (eager ``executorch::alias`` trips PyTorch's aliasing
 check), through ``executorch_trt.export`` (the whole cond inside the delegate, issue 11 item
-3), through the composable path (``expose_cross_attn_cache_writes`` +
-``to_edge_transform_and_lower`` with ``TensorRTPartitioner``) and through plain ``to_edge`` +
+3), through the composable path (no explicit expose call:
+``to_edge_transform_and_lower`` with ``TensorRTPartitioner`` records the writes) and through plain ``to_edge`` +
 ``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file: outputs
 equal at every step, the caches are mutable buffers (no constant, no copy per call), the two
 layers do not see each other's K (ExecuTorch #21490's shared branch arena), the recompute
@@ -90,8 +90,8 @@ class CrossAttnCacheTest(absltest.TestCase):
             cls.exposed = expose_cross_attn_cache_writes(plain)
             cls.plain = to_edge(plain).to_executorch(
                 executorch_trt.backend_config(emit_mutable_buffer_names=True))
+            # The composable path needs no expose call: the partitioner makes it.
             composable = torch.export.export(cls.model, (cls.xs[0],))
-            expose_cross_attn_cache_writes(composable)
             cls.composable = to_edge_transform_and_lower(
                 composable, partitioner=[TensorRTPartitioner()]).to_executorch(
                     executorch_trt.backend_config(emit_mutable_buffer_names=True))
@@ -326,15 +326,17 @@ class MisuseTest(absltest.TestCase):
         self._export_error(_NestedCond(0), r"a torch.cond inside a branch of torch.cond "
                            r"'cond' updates a cross-attention cache")
 
-    def test_the_composable_paths_without_the_expose_pass_are_rejected(self):
-        # Without expose_cross_attn_cache_writes the caches would be constants (wrong numbers
-        # with two layers); both the partitioner and the planner say what to call.
+    def test_the_paths_that_skip_the_expose_step_are_rejected(self):
+        # to_edge + to_backend never calls the partitioner's pre-decomposition step, which
+        # records the cache writes: the caches would be constants (wrong numbers with two
+        # layers). Both the partitioner and the planner say what to do.
         with torch.no_grad():
             ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
         with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: update_cross_attn_cache updates "
                                     r"cross-attention cache\(s\) 'layers.0.k_cache', "
-                                    r"'layers.1.k_cache'.*expose_cross_attn_cache_writes"):
-            to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+                                    r"'layers.1.k_cache'.*to_edge_transform_and_lower.*"
+                                    r"expose_cross_attn_cache_writes"):
+            to_edge(ep).to_backend(TensorRTPartitioner())
         with torch.no_grad():
             ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
         with self.assertRaisesRegex(ValueError, r"method #0: update_cross_attn_cache updates .*"

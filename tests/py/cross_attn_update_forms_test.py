@@ -282,8 +282,8 @@ class UpdateAloneTest(absltest.TestCase):
         value = torch.randn(2, 1, 2, 4)
         want = update(value, torch.zeros(2, 1, 4, 4))
         with torch.no_grad():
+            # No expose call: the partitioner records the write before decomposition.
             ep = torch.export.export(UpdateAlone(2, 1, 4, 4), (value,))
-            self.assertEqual(expose_cross_attn_cache_writes(ep), ["cache"])
             composable = to_edge_transform_and_lower(
                 ep, partitioner=[TensorRTPartitioner()]).to_executorch(
                     executorch_trt.backend_config())
@@ -297,7 +297,8 @@ class UpdateAloneTest(absltest.TestCase):
                 torch.testing.assert_close(got, want, rtol=0, atol=0)
                 torch.testing.assert_close(loaded.buffer("cache"), want, rtol=0, atol=0)
 
-    def test_the_composable_path_without_the_expose_pass_is_refused(self):
+    def test_the_paths_that_skip_the_expose_step_are_refused(self):
+        # to_edge + to_backend never calls the partitioner's pre-decomposition step.
         for model in (UpdateAlone(2, 1, 4, 4), ResultUnused(2, 1, 4, 4)):
             with self.subTest(model=type(model).__name__):
                 with torch.no_grad():
@@ -305,7 +306,7 @@ class UpdateAloneTest(absltest.TestCase):
                 with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: "
                                             r"update_cross_attn_cache updates cross-attention "
                                             r"cache\(s\) 'cache'"):
-                    to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+                    to_edge(ep).to_backend(TensorRTPartitioner())
                 with torch.no_grad():
                     ep = torch.export.export(model, (torch.randn(2, 1, 2, 4),))
                 with self.assertRaisesRegex(ValueError, r"method #0: update_cross_attn_cache "
@@ -325,13 +326,13 @@ class UnusedResultTest(absltest.TestCase):
             from executorch.exir import to_edge, to_edge_transform_and_lower
             from executorch_trt.partitioner import TensorRTPartitioner
             from cross_attn_update_forms_test import ResultUnused
-            for path in ("composable", "plain"):
+            for path in ("to_backend", "plain"):
                 with torch.no_grad():
                     ep = torch.export.export(ResultUnused(2, 1, 4, 4),
                                              (torch.randn(2, 1, 2, 4),))
                 try:
-                    if path == "composable":
-                        to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
+                    if path == "to_backend":
+                        to_edge(ep).to_backend(TensorRTPartitioner())
                     else:
                         to_edge(ep).to_executorch(executorch_trt.backend_config())
                     print(path, "exported")
@@ -342,7 +343,7 @@ class UnusedResultTest(absltest.TestCase):
         run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                              text=True, timeout=600)
         self.assertEqual(run.returncode, 0, run.stderr[-2000:])
-        for path in ("composable", "plain"):
+        for path in ("to_backend", "plain"):
             self.assertRegex(run.stdout, rf"{path} refused:.*update_cross_attn_cache updates "
                                          r"cross-attention cache\(s\) 'cache'")
 

@@ -72,11 +72,24 @@ class DynamicShapesTest(absltest.TestCase):
     def test_export_rejects_a_dimension_without_a_max(self):
         static = torch.export.export(Affine(), (torch.randn(4, 8),))
         with self.assertRaisesRegex(
-                ValueError, r"executorch_trt\.export: method 'decode': input 'x' dimension 0 is "
+                ValueError, r"executorch_trt: method 'decode': input 'x' dimension 0 is "
                             r"s\d+ \(s\d+ in \[\d, inf\]\), without a finite upper bound, in "
                             r"shape \[s\d+, 8\]\. " + _WHAT_TO_DO):
             executorch_trt.export({"prefill": static,
                                    "decode": _export_affine(torch.export.Dim("batch"))})
+
+    def test_composable_path_rejects_a_dimension_without_a_max(self):
+        # The partitioner's pre-decomposition step refuses, naming the method it was given
+        # (or by position), as executorch_trt.export does.
+        static = torch.export.export(Affine(), (torch.randn(4, 8),))
+        programs = {"prefill": static, "decode": _export_affine(torch.export.Dim("batch"))}
+        for partitioner, method in ((executorch_trt.TensorRTPartitioner(), "method #2"),
+                                    (executorch_trt.TensorRTPartitioner(
+                                        method_names=["prefill", "decode"]), "decode")):
+            with self.assertRaisesRegex(
+                    ValueError, rf"executorch_trt: method '{method}': input 'x' dimension 0 is "
+                                r"s\d+ .*without a finite upper bound.*" + _WHAT_TO_DO):
+                to_edge_transform_and_lower(programs, partitioner=[partitioner])
 
     def test_export_rejects_an_expression_dimension(self):
         ep = _export_affine(2 * torch.export.Dim("h", min=1, max=8))
@@ -189,7 +202,7 @@ class MutatedUserInputTest(parameterized.TestCase):
     def test_partitioner_rejects_on_the_composable_path(self):
         with torch.no_grad():
             ep = torch.export.export(UserCache(), _user_cache_args())
-        with self.assertRaisesRegex(ValueError, r"the method mutates input 'cache' .*"
+        with self.assertRaisesRegex(ValueError, r"method 'forward' mutates input 'cache' .*"
                                                 + _REGISTER_BUFFER):
             _lower(ep)
 

@@ -6,8 +6,8 @@ itself*, and ``insert_write_back_for_buffers_pass`` takes any buffer placeholder
 updated in place" (``_inplace_lineage``), so ``state`` is never written: eager gives
 ``[5, 1, 1]``, plain ExecuTorch ``[5, 5, 5]`` (verified).
 
-* ``materialise_buffer_to_buffer_writes`` (run by ``executorch_trt.export`` on each lowered
-  method, before ``to_executorch``) rewrites::
+* ``BufferToBufferWritesPass`` (one of ``executorch_trt.transform_passes()``, which run on each
+  edge program before partitioning) rewrites::
 
       output(..., b_init, ...)              # BUFFER_MUTATION of "state"
     ->
@@ -15,7 +15,8 @@ updated in place" (``_inplace_lineage``), so ``state`` is never written: eager g
       output(..., snapshot, ...)
 
   so ExecuTorch writes ``snapshot`` back into ``state`` after everything else ran, with the
-  same write-back as any other new value (reported as a copy, like any other).
+  same write-back as any other new value (reported as a copy, like any other). The snapshot
+  stays outside the delegate (``operator_support.STAYS_ON_HOST``).
 * ``check_no_dropped_writes`` (run by ``InplaceMemoryPlanningPass``, so the composable path is
   covered too) raises ``ValueError`` naming the buffers if such an output is still there.
 """
@@ -26,10 +27,12 @@ from typing import List, Optional, Tuple
 
 import torch
 import torch.utils._pytree as pytree
+from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
 from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import OutputKind
 
+from executorch_trt.operator_support import STAYS_ON_HOST
 from executorch_trt.passes.graph_edit import EDGE, insert_before
 
 
@@ -71,6 +74,7 @@ def materialise_buffer_to_buffer_writes(ep: ExportedProgram) -> int:
                                  {"dim_order": list(range(rank))})
         snapshot.meta[SNAPSHOT_OF] = ep.graph_signature.inputs_to_buffers.get(source.name,
                                                                               source.name)
+        snapshot.meta[STAYS_ON_HOST] = True
         flat[k] = snapshot
         ep.graph_signature.output_specs[k].arg.name = snapshot.name
     output.args = (type(output.args[0])(flat) if isinstance(output.args[0], (list, tuple))
@@ -78,6 +82,15 @@ def materialise_buffer_to_buffer_writes(ep: ExportedProgram) -> int:
     gm.graph.lint()
     gm.recompile()
     return len(dropped)
+
+
+class BufferToBufferWritesPass(ExportedProgramPassBase):
+    """``materialise_buffer_to_buffer_writes`` as a ``transform_passes`` entry of
+    ``to_edge_transform_and_lower`` (it edits the graph signature, so it takes the program)."""
+
+    def call(self, exported_program: ExportedProgram) -> ExportedProgramPassResult:
+        changed = materialise_buffer_to_buffer_writes(exported_program) > 0
+        return ExportedProgramPassResult(exported_program, changed)
 
 
 def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: str) -> None:
@@ -99,5 +112,7 @@ def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: s
             f"executorch_trt: {method}: a buffer is assigned another buffer as it is (e.g. "
             f"state.copy_(init), or a shift register a.copy_(b)); buffers involved: "
             f"{', '.join(repr(n) for n in sorted(involved))}. ExecuTorch 1.5.1 drops that "
-            "write, so the buffer would never change. Export with executorch_trt.export (which "
-            "keeps the write), or assign a computed value (state.copy_(init.clone())).")
+            "write, so the buffer would never change. Lower with "
+            "to_edge_transform_and_lower(..., transform_passes=executorch_trt.transform_passes()) "
+            "(executorch_trt.export does), which keeps the write, or assign a computed value "
+            "(state.copy_(init.clone())).")

@@ -18,7 +18,8 @@ layers one layer reads another's K/V, because all ``cond`` branches share one ar
 Two rewrites fix it:
 
 * ``expose_cross_attn_cache_writes(ep)`` (on the ``ExportedProgram``, before or after
-  ``to_edge``, before partitioning; ``executorch_trt.export`` applies it): every buffer a
+  ``to_edge``, before partitioning; ``TensorRTPartitioner.transform_for_pre_decomposition``
+  applies it on ``to_edge_transform_and_lower``): every buffer a
   ``cond`` hands to ``update_cross_attn_cache`` gets a BUFFER_MUTATION output whose new value
   is the ``cond``'s output for it (``getitem(cond, j)``; both branches must return the cache
   at position ``j``). The cache becomes mutable state (never const, never deduplicated). A
@@ -206,9 +207,11 @@ def check_cache_writes_exposed(graph_module: torch.fx.GraphModule,
             f"executorch_trt: {where}: update_cross_attn_cache updates cross-attention cache(s) "
             f"{', '.join(repr(m) for m in missing)} that the program does not record as "
             "mutated buffers, so ExecuTorch would treat them as constants and lose the "
-            "updates. Call executorch_trt.passes.cross_attn_cache."
-            "expose_cross_attn_cache_writes(ep) on each ExportedProgram before to_edge (or "
-            "export with executorch_trt.export, which does).")
+            "updates. Lower with to_edge_transform_and_lower(ep, partitioner="
+            "[TensorRTPartitioner()], ...), whose partitioner records them before "
+            "decomposition (executorch_trt.export does), or call "
+            "executorch_trt.passes.cross_attn_cache.expose_cross_attn_cache_writes(ep) on each "
+            "ExportedProgram before to_edge.")
 
 
 def _output_item(cond: torch.fx.Node, j: int) -> torch.fx.Node:
