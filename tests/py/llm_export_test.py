@@ -1,7 +1,9 @@
 """``executorch_trt.llm.export_llm`` on several architectures, through ``executorch_trt.runtime``
 (the portable engine: a nested ExecuTorch program with XNNPACK, on the CPU).
 
-* ``forward`` with a dynamic length: a 5-token prompt, then T = 1 steps (greedy), on one
+* ``forward`` with a dynamic length (Qwen3, Gemma-3 with a sliding window, GPT-2; and in
+  ``MoreArchitecturesTest`` Qwen2, Mistral with a sliding window, Gemma-2, SmolLM3, Phi-3;
+  Llama below and in llm_runner_test): a 5-token prompt, then T = 1 steps (greedy), on one
   loaded program; the logits equal the plain model's no-cache forward over the whole sequence
   so far (an eager reference independent of the export wrapper), within 1e-4 of their scale;
   the delegate copies 0 bytes and no state is written back (``executorch_trt.inspect``).
@@ -83,6 +85,41 @@ class ForwardTest(_RunsLikeEager, parameterized.TestCase):
         program = export_llm(model, MAX_SEQ_LEN)
         self.assertEqual(runtime.load(program.buffer).method_names,
                          {"forward"} | METADATA_METHODS)
+        self.assert_runs_like_eager(model, program, "forward", "forward")
+
+
+def _qwen2():
+    import transformers as T
+    return T.Qwen2ForCausalLM(T.Qwen2Config(**H._COMMON))
+
+
+def _mistral():
+    import transformers as T
+    # A window shorter than the prompt plus the steps: decoding runs past it.
+    return T.MistralForCausalLM(T.MistralConfig(sliding_window=4, **H._COMMON))
+
+
+def _gemma2():
+    import transformers as T
+    return T.Gemma2ForCausalLM(T.Gemma2Config(head_dim=16, sliding_window=4, **H._COMMON))
+
+
+def _smollm3():
+    import transformers as T
+    return T.SmolLM3ForCausalLM(T.SmolLM3Config(**H._COMMON))
+
+
+@delegate_library.needs_library
+class MoreArchitecturesTest(_RunsLikeEager, parameterized.TestCase):
+    """The other supported architectures, each once (a separate Bazel target runs this class)."""
+
+    @parameterized.named_parameters(
+        ("qwen2", _qwen2), ("mistral_sliding_window", _mistral), ("gemma2", _gemma2),
+        ("smollm3", _smollm3), ("phi3", H.FAMILIES["phi3"].build))
+    def test_prompt_then_single_token_steps_match_eager(self, build):
+        model = H.seeded(build)
+        program = export_llm(model, MAX_SEQ_LEN)
+        self.assertIn(type(model).__name__, SUPPORTED_ARCHITECTURES.values())
         self.assert_runs_like_eager(model, program, "forward", "forward")
 
 
