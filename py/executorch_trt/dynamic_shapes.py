@@ -21,7 +21,7 @@ input, the dimension, the symbol and its range (``ep.range_constraints``) and wh
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 import torch
 from torch.export import ExportedProgram
@@ -152,24 +152,29 @@ def _declared_minimum(shape_env, symbol) -> Optional[int]:
     return None
 
 
-def declared_ranges(ep: ExportedProgram) -> Dict[str, Tuple[int, int]]:
+def declared_ranges(ep: ExportedProgram, recorded: Optional[Mapping[str, Tuple[int, int]]] = None
+                    ) -> Dict[str, Tuple[int, int]]:
     """``finite_ranges(ep.range_constraints)`` with each minimum the user declared.
 
     ``torch.export`` reports ``Dim("T", min=1, max=95)`` as ``[1, 95]``, but ExecuTorch
     recomputes an edge program's ``range_constraints`` from the shape environment after a
     pass, whose ranges start at 2 (sizes 0 and 1 are specialised apart): the partitioner
     would then refuse every ``T = 1`` call. A minimum of exactly 2 is replaced by the declared
-    one when that is lower; any other range is the program's own."""
+    one when that is lower: read off the shape environment's tracked inputs, else from
+    ``recorded`` (``{symbol: (min, max)}`` of the ATen program before ``to_edge``: a program
+    reloaded with ``torch.export.load`` tracks no inputs), when it has the same maximum. Any
+    other range is the program's own."""
     ranges = finite_ranges(ep.range_constraints)
     shape_env = _shape_env(ep)
-    if shape_env is None:
-        return ranges
     for sym in ep.range_constraints or {}:
         name = str(sym)
-        if name in ranges and ranges[name][0] == 2:
-            declared = _declared_minimum(shape_env, sym)
-            if declared is not None and 0 <= declared < 2:
-                ranges[name] = (declared, ranges[name][1])
+        if name not in ranges or ranges[name][0] != 2:
+            continue
+        declared = _declared_minimum(shape_env, sym) if shape_env is not None else None
+        if declared is None and recorded and recorded.get(name, (None, None))[1] == ranges[name][1]:
+            declared = recorded[name][0]
+        if declared is not None and 0 <= declared < 2:
+            ranges[name] = (declared, ranges[name][1])
     return ranges
 
 

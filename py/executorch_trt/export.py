@@ -17,8 +17,9 @@ It is exactly ExecuTorch's composable path with this delegate's three pieces::
 * ``backend_config()`` finalises: in-place memory planning, buffer initialisation and the
   copies sibling conds need (``_backend_config``).
 
-Finalising *without* ``backend_config()`` is still correct (ExecuTorch's write-back copies the
-cache back); ``backend_config()`` adds the in-place planning and buffer initialisation.
+Finalising a single method *without* ``backend_config()`` is still correct (ExecuTorch's
+write-back copies the cache back), but slower and without initialised buffers; several methods
+without it do not share their buffers (``decode`` would not see ``prefill``'s cache).
 """
 
 from __future__ import annotations

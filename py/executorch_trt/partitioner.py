@@ -74,7 +74,7 @@ from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
 from executorch_trt.passes.sdpa_layout import is_layout_pinned, pin_sdpa_layout
 from executorch_trt.dynamic_shapes import (check_dynamic_shapes, check_partition_boundary,
-                                           declared_ranges)
+                                           declared_ranges, finite_ranges)
 from executorch_trt.wire import BACKEND_ID
 
 SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
@@ -188,10 +188,12 @@ class TensorRTPartitioner(Partitioner):
         self.freeze_buffers = freeze_buffers
         self.method_names = list(method_names or [])
         self.operator_support = DelegateOperatorSupport(get_engine(options.engine).supported_ops)
-        # The ATen programs of the current lowering, by method label (buffer-sharing check):
-        # ExecuTorch transforms every method before it partitions any, so a transform after a
-        # partition starts the next lowering.
+        # The current lowering's ATen programs by method label (buffer-sharing check) and their
+        # declared dynamic ranges by symbol (None: two methods disagree). ExecuTorch transforms
+        # every method before it partitions any, so a transform after a partition, or after a
+        # refusal, starts the next lowering.
         self._lowering: Dict[str, ExportedProgram] = {}
+        self._declared: Dict[str, Optional[Tuple[int, int]]] = {}
         self._partitioned = False
 
     def _method_label(self, index: int) -> str:
@@ -205,7 +207,17 @@ class TensorRTPartitioner(Partitioner):
         docstring, "Before decomposition"). Raises ``ValueError`` naming the method (by
         ``method_names``), the input or buffer, and what to do."""
         if self._partitioned:
-            self._lowering, self._partitioned = {}, False
+            self._start_lowering()
+        try:
+            return self._prepare(exported_program)
+        except Exception:
+            self._start_lowering()
+            raise
+
+    def _start_lowering(self) -> None:
+        self._lowering, self._declared, self._partitioned = {}, {}, False
+
+    def _prepare(self, exported_program: ExportedProgram) -> ExportedProgram:
         method = self._method_label(len(self._lowering))
         expose_cross_attn_cache_writes(exported_program)  # idempotent
         if "aten::scaled_dot_product_attention" in self.operator_support.supported_ops:
@@ -218,6 +230,10 @@ class TensorRTPartitioner(Partitioner):
         if self.options.shares_mutable_buffers and len(self._lowering) > 1:
             check_buffer_sharing(self._lowering,
                                  share_by_name=self.options.share_mutable_buffers is True)
+        for symbol, bounds in finite_ranges(exported_program.range_constraints).items():
+            seen = self._declared.setdefault(symbol, bounds)
+            if seen != bounds:
+                self._declared[symbol] = None
         return exported_program
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
@@ -252,7 +268,8 @@ class TensorRTPartitioner(Partitioner):
                 exported_program,
                 [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag])
             # The user's declared ranges: the edge program's own start at 2 (dynamic_shapes).
-            ranges = declared_ranges(exported_program)
+            recorded = {k: v for k, v in self._declared.items() if v is not None}
+            ranges = declared_ranges(exported_program, recorded)
             options = self.options.compile_options(
                 shared_inputs=shared_inputs(exported_program.graph, tag),
                 buffer_updates=buffer_updates(exported_program, tag),

@@ -91,6 +91,50 @@ class DynamicShapesTest(absltest.TestCase):
                                 r"s\d+ .*without a finite upper bound.*" + _WHAT_TO_DO):
                 to_edge_transform_and_lower(programs, partitioner=[partitioner])
 
+    def test_a_reloaded_program_keeps_its_declared_minimum(self):
+        # torch.export.load gives a program whose shape environment tracks no inputs; its
+        # Dim(min=1) must still reach the delegate, or every decode step (T = 1) is refused.
+        import copy
+        import io
+
+        import decoder_models as dm
+        from executorch_trt import runtime
+
+        decoder = dm.TinyDecoder()
+        length = torch.export.Dim("T", min=1, max=decoder.max_seq)
+        with torch.no_grad():
+            ep = torch.export.export(
+                dm.Step(decoder), (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
+                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}})
+        buffer = io.BytesIO()
+        torch.export.save(ep, buffer)
+        calls = [(torch.tensor([[1, 2, 3]]), torch.arange(3)),
+                 (torch.tensor([[5]]), torch.tensor([3])), (torch.tensor([[6]]), torch.tensor([4]))]
+        for path in ("export", "composable"):
+            buffer.seek(0)
+            loaded = torch.export.load(buffer)
+            et = (executorch_trt.export(loaded) if path == "export" else _lower(
+                loaded).to_executorch(executorch_trt.backend_config()))
+            method = runtime.load(et.buffer).load_method("forward")
+            eager = dm.Step(copy.deepcopy(decoder))
+            for k, (tokens, pos) in enumerate(calls):
+                (got,) = method.execute([tokens, pos])
+                with torch.no_grad():
+                    torch.testing.assert_close(got, eager(tokens, pos), atol=1e-4, rtol=1e-4,
+                                               msg=f"{path}: call {k}")
+
+    def test_a_partitioner_used_again_after_a_refusal_starts_clean(self):
+        # The refusal comes at the second method, after the first was recorded.
+        partitioner = executorch_trt.TensorRTPartitioner()
+        with self.assertRaisesRegex(ValueError, r"without a finite upper bound"):
+            to_edge_transform_and_lower(
+                {"a": torch.export.export(Affine(), (torch.randn(4, 8),)),
+                 "b": _export_affine(torch.export.Dim("batch"))}, partitioner=[partitioner])
+        good = _export_affine(torch.export.Dim("T", min=1, max=8))
+        edge = to_edge_transform_and_lower(good, partitioner=[partitioner])
+        self.assertEqual(len(lu.delegate_calls(edge.exported_program().graph_module)), 1)
+        self.assertEqual(partitioner._lowering.keys(), {"forward"})
+
     def test_export_rejects_an_expression_dimension(self):
         ep = _export_affine(2 * torch.export.Dim("h", min=1, max=8))
         with self.assertRaisesRegex(
