@@ -1,5 +1,6 @@
 """Fixes for the ExecuTorch 1.5.1 emitter: a verified bug that gives wrong numbers silently,
-and a warning it gives for every program with an initialised mutable buffer.
+a check it lacks before sharing buffers by name, and a warning it gives for every program with
+an initialised mutable buffer.
 
 **Named mutable data.** With ``emit_mutable_buffer_names=True``, a mutable buffer's initial
 value can be another buffer's.
@@ -21,6 +22,13 @@ saved with ``extra_tensor_info`` cleared, i.e. exactly as without names, and get
 ``extra_tensor_info`` (the name) back on the emitted tensor. Everything else goes through
 unchanged. It patches only the ExecuTorch version it was verified on (``VERIFIED_VERSION``);
 ``//tests/py:emitter_fixes_test`` fails if the pin moves, so the bug is re-checked then.
+
+**Buffers shared by name.** ExecuTorch shares a mutable buffer across methods by its name
+alone, so two methods exported from different module instances would silently share state.
+``TensorRTPartitioner`` refuses that when it sees all methods; when it does not (one
+partitioner per method, ``to_edge`` + ``to_backend``), the methods ``InplaceMemoryPlanningPass``
+planned with sharing are checked (``buffer_sharing.check_buffer_sharing``) when the program is
+emitted, the one place that holds every method's buffer values.
 
 **The initial-state warning.** ``_TopLevelEmitter._find_fqn_for_placeholder`` warns "Mutation on a
 buffer in the model is detected. ExecuTorch assumes buffers that are mutated in the graph have
@@ -47,6 +55,7 @@ from executorch_trt import quiet
 VERIFIED_VERSION = "1.5.1"
 _MARK = "_executorch_trt_named_mutable_data_fix"
 _WARNING_MARK = "_executorch_trt_initialized_buffer_warning_fix"
+_SHARING_MARK = "_executorch_trt_buffer_sharing_check"
 # node.meta keys of a mutable buffer whose initial state is defined (see the docstring); the
 # second is passes/initialize_mutable_buffers.py's ZERO_INITIAL_VALUE.
 _DEFINED_INITIAL_STATE = ("et_init_buffer", "executorch_trt_zero_initial_value")
@@ -66,7 +75,36 @@ def apply() -> bool:
         return False
     _apply_named_mutable_data_fix()
     _apply_initial_state_warning_fix()
+    _apply_buffer_sharing_check()
     return True
+
+
+def _apply_buffer_sharing_check() -> None:
+    """Before a program is emitted, the methods ``InplaceMemoryPlanningPass`` planned with
+    shared mutable buffers pass ``buffer_sharing.check_buffer_sharing``: ExecuTorch shares by
+    name, and only here are all methods' buffer values in one place, whichever partitioners
+    (one per method, or ``to_edge`` + ``to_backend``) lowered them."""
+    from executorch.exir.program import _program
+
+    original = _program.emit_program
+    if getattr(original, _SHARING_MARK, False):
+        return
+
+    @functools.wraps(original)
+    def emit_program(methods, *args, **kwargs):
+        from executorch_trt.buffer_sharing import check_buffer_sharing
+        from executorch_trt.passes.inplace_memory_planning import SHARES_BUFFERS
+
+        if isinstance(methods, dict):
+            planned = {name: ep for name, ep in methods.items()
+                       if SHARES_BUFFERS in ep.graph_module.meta}
+            if len(planned) > 1:
+                check_buffer_sharing(planned, share_by_name=any(
+                    ep.graph_module.meta[SHARES_BUFFERS] for ep in planned.values()))
+        return original(methods, *args, **kwargs)
+
+    setattr(emit_program, _SHARING_MARK, True)
+    _program.emit_program = emit_program
 
 
 def _apply_initial_state_warning_fix() -> None:

@@ -137,6 +137,7 @@ def _backend_config(opts: ExportOptions,
         inplace=opts.inplace,
         require_inplace=opts.require_inplace,
         method_names=method_names,
+        share_by_name=opts.share_mutable_buffers is True,
     )
     passes = [InitializeMutableBuffersPass()] if opts.initializes_mutable_buffers else []
     # Sibling conds would overwrite each other's live results (passes/cond_outputs.py).

@@ -121,6 +121,31 @@ class SharingRuleTest(absltest.TestCase):
                 r"rename the buffer in one of the modules.*separate programs"):
             executorch_trt.export(programs)
 
+    def test_every_lowering_path_raises(self):
+        # One partitioner per method, or to_edge + to_backend: no partitioner sees both
+        # methods, so the check runs again when the program is emitted.
+        from executorch.exir import to_edge, to_edge_transform_and_lower
+
+        from executorch_trt.partitioner import TensorRTPartitioner
+
+        lowerings = {
+            "one partitioner per method": lambda programs: to_edge_transform_and_lower(
+                programs, partitioner={m: [TensorRTPartitioner()] for m in programs}),
+            "to_edge + to_backend": lambda programs: to_edge(programs).to_backend(
+                TensorRTPartitioner()),
+        }
+        for name, lower in lowerings.items():
+            with self.subTest(path=name):
+                edge = lower({"a": _export(RowWriter()), "b": _export(RowWriter())})
+                with self.assertRaisesRegex(ValueError, r"buffer 'cache' would be shared by "
+                                                        r"methods 'a' .* and 'b'"):
+                    edge.to_executorch(executorch_trt.backend_config())
+        # One instance: shared as it should be.
+        module = RowWriter()
+        edge = lowerings["one partitioner per method"](
+            {"a": _export(module), "b": _export(module)})
+        edge.to_executorch(executorch_trt.backend_config())
+
     def test_shapes_differ_raise_even_when_sharing_is_explicit(self):
         programs = {"a": _export(RowWriter()), "c": _export(RowWriter(shape=(1, 8, 4)))}
         with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'c'.*differ \(shapes "

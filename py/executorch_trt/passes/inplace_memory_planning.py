@@ -104,6 +104,11 @@ def share_aliased_buffer_specs(
     return removed
 
 
+#: ``graph_module.meta`` key of a method planned with shared mutable buffers; its value is
+#: ``share_by_name``.
+SHARES_BUFFERS = "executorch_trt_shares_mutable_buffers"
+
+
 class InplaceMemoryPlanningPass(MemoryPlanningPass):
     """``MemoryPlanningPass`` that first binds ``torch.cond`` cross-attention cache outputs to
     their buffers (``passes.cross_attn_cache.plan_cond_caches_in_place``), applies
@@ -119,6 +124,9 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
         method_names: names of the methods in the order ``to_executorch`` plans them (the
             order of the programs given to ``to_edge``), for messages; without it methods are
             called ``method #k``.
+        share_by_name: with ``share_mutable_buffers``, equal buffers of different module
+            instances may be shared (``buffer_sharing.check_buffer_sharing``, which the
+            emitter runs on the methods this pass planned: ``SHARES_BUFFERS``).
 
     Must be the memory planning pass of the *top-level* program's ``ExecutorchBackendConfig``.
     One instance can finalise any number of programs in turn (``backend_config()`` can be
@@ -128,8 +136,10 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     """
 
     def __init__(self, *args, inplace: bool = True, require_inplace: bool = False,
-                 method_names: Optional[Sequence[str]] = None, **kwargs) -> None:
+                 method_names: Optional[Sequence[str]] = None, share_by_name: bool = False,
+                 **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.share_by_name = share_by_name
         self.inplace = inplace
         self.require_inplace = require_inplace
         self.method_names = list(method_names) if method_names else None
@@ -158,6 +168,9 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
                 write_back = explain_write_back(graph_module, graph_signature, node, method)
                 if write_back is not None:
                     self.write_backs.append(write_back)
+        if self.share_mutable_buffers:
+            # Only the emitter holds every method's buffer values, to check what is shared.
+            graph_module.meta[SHARES_BUFFERS] = self.share_by_name
         self._runs += 1
         return super().run(graph_module, graph_signature)
 
