@@ -132,6 +132,7 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
         for fragment in fragments:
             self.assertIn(fragment, err)
         self.assertIn("usage: ./bazelw run //:export_llm", err)
+        self.assertNotIn("export_llm: export_llm:", err)  # one prefix per message
         self.assertNotIn("loading", out)
 
     def _args(self, **overrides):

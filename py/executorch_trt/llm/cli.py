@@ -81,12 +81,18 @@ def _check_output(flag: str, path: str) -> None:
         raise _UsageError(f"--{flag} {path}: directory {parent} does not exist")
 
 
+def _error(exc: BaseException) -> str:
+    """``exc``'s message under one ``export_llm:`` prefix (the library's own messages have it)."""
+    text = str(exc)
+    return text if text.startswith("export_llm: ") else f"export_llm: {text}"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv if argv is None else argv
     try:
         fv = _parse(argv)
     except _UsageError as exc:
-        print(f"export_llm: {exc}\n{USAGE}", file=sys.stderr)
+        print(f"{_error(exc)}\n{USAGE}", file=sys.stderr)
         return 2
     if fv["help"].value:
         print(__doc__.strip() + "\n\nflags:\n" + fv.main_module_help())
@@ -111,7 +117,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         max_context_len = fv["max-context-len"].value or max_seq_len
         check_lengths(config, max_seq_len, max_context_len)
     except (_UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
-        print(f"export_llm: {exc}\n{USAGE}", file=sys.stderr)
+        print(f"{_error(exc)}\n{USAGE}", file=sys.stderr)
         return 2
 
     import torch
@@ -125,7 +131,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    dtype=getattr(torch, fv["dtype"].value),
                    max_context_len=max_context_len, progress=progress)
     except CheckpointError as exc:  # the weights themselves (no safetensors, do not load)
-        print(f"export_llm: {exc}", file=sys.stderr)
+        print(_error(exc), file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001  (the export failed: say why, exit 1)
         print(f"export_llm: export failed: {type(exc).__name__}: {exc}", file=sys.stderr)
