@@ -389,12 +389,20 @@ class BackendConfigTest(absltest.TestCase):
             self.assertLen(plan.non_const_buffer_sizes, 3)
 
     def test_same_buffer_name_with_different_shapes_is_rejected(self):
-        with torch.no_grad():
-            methods = {
-                "a": torch.export.export(Counter((1,)), (torch.ones(1, 4),)),
-                "b": torch.export.export(Counter((2,)), (torch.ones(2, 4),)),
-            }
-            edge = to_edge_transform_and_lower(methods, partitioner=[TensorRTPartitioner()])
+        def methods():
+            with torch.no_grad():
+                return {"a": torch.export.export(Counter((1,)), (torch.ones(1, 4),)),
+                        "b": torch.export.export(Counter((2,)), (torch.ones(2, 4),))}
+
+        # The partitioner sees both methods and refuses before lowering.
+        with self.assertRaisesRegex(ValueError, r"buffer 'steps' would be shared by methods "
+                                                r"'a' .* and 'b' .*shapes \[1, 1\] vs \[2, 1\]"):
+            to_edge_transform_and_lower(
+                methods(), partitioner=[TensorRTPartitioner(method_names=["a", "b"])])
+        # One partitioner per method: the planner refuses.
+        programs = methods()
+        edge = to_edge_transform_and_lower(
+            programs, partitioner={m: [TensorRTPartitioner()] for m in programs})
         with self.assertRaisesRegex(ValueError, r"buffer 'steps' appears in several methods "
                                                 r"with different shapes/dtypes \(\[1, 1\] torch.int64, "
                                                 r"\[2, 1\] torch.int64\)"):

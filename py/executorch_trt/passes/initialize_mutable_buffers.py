@@ -22,7 +22,7 @@ from executorch.exir.pass_base import (ExportedProgramPassBase, ExportedProgramP
 from torch.export import ExportedProgram
 
 
-#: ``node.meta`` key of a mutable-buffer placeholder whose initial value is all zeros.
+#: ``node.meta`` key of a buffer placeholder whose initial value is all zeros.
 ZERO_INITIAL_VALUE = "executorch_trt_zero_initial_value"
 
 
@@ -32,18 +32,19 @@ def _is_all_zero(value) -> bool:
 
 
 class MarkZeroBuffersPass(ExportedProgramPassBase):
-    """Marks (``ZERO_INITIAL_VALUE``) each placeholder of a mutable buffer whose exported value
-    is all zeros, so ``InitializeMutableBuffersPass`` leaves its value out of the program. A
+    """Marks (``ZERO_INITIAL_VALUE``) each placeholder of a buffer whose exported value is all
+    zeros, so ``InitializeMutableBuffersPass`` leaves its value out of the program. Buffers this
+    method only reads are marked too: one another method mutates is mutable state here as well
+    (ExecuTorch plans it shared) and would otherwise be serialised by this method. A
     ``transform_passes`` entry of ``to_edge_transform_and_lower`` (one of
     ``executorch_trt.transform_passes()``): only the exported program holds the values. A
     program that did not go through it keeps every initial value (larger, same numbers)."""
 
     def call(self, exported_program: ExportedProgram) -> ExportedProgramPassResult:
         sig = exported_program.graph_signature
-        mutated = set(sig.buffers_to_mutate.values())
         for node in exported_program.graph.nodes:
             fqn = sig.inputs_to_buffers.get(node.name) if node.op == "placeholder" else None
-            if fqn not in mutated:
+            if fqn is None:
                 continue
             value = exported_program.state_dict.get(fqn, exported_program.constants.get(fqn))
             if _is_all_zero(value):
