@@ -3,7 +3,7 @@ bytes and other state (the model's scalar `cumulative_length_*` counters).
 
 ExecuTorch keeps a mutated buffer correct with an explicit write-back (`aten::copy_` of the
 updated value into the buffer, every call); the copies and their static sizes come from
-`executorch_trt.plan_accounting` (the same reading `executorch_trt.inspect` uses), this module
+`executorch_trt.inspection.plan` (the same reading `executorch_trt.inspect` uses), this module
 only attributes them to caches.
 
 It also reports the *functional update* bytes: an out-of-place `index_put.out` (or
@@ -17,7 +17,7 @@ import dataclasses
 import re
 from typing import Iterable, Sequence, Tuple
 
-from executorch_trt.plan_accounting import (  # noqa: F401  (re-exported for callers)
+from executorch_trt.inspection.plan import (  # noqa: F401  (re-exported for callers)
     COPY_KERNELS,
     FUNCTIONAL_UPDATE_KERNELS,
     copies,
@@ -64,7 +64,7 @@ def account_copies(program, method: str = "decode",
                    cache_shapes: Sequence[Tuple[int, ...]] = ()) -> CopyAccount:
     """Bytes one call of `method` copies, from `program` (`ExecutorchProgramManager
     .executorch_program`). Counts each copy kernel's destination and each functional cache
-    update's output (`plan_accounting.copies` / `functional_updates`); `KeyError` naming the
+    update's output (`plan.copies` / `functional_updates`); `KeyError` naming the
     methods when `method` is missing."""
     plan = find_plan(program, method)
     cache = other = functional = 0

@@ -73,7 +73,7 @@ EXTERNAL_WEIGHTS = frozenset({"delegate_external"})
 def data_path(variant: str, pte_path: Optional[str]) -> Optional[str]:
     """The external data file (`.ptd`) of `variant`'s program at `pte_path`, or None when the
     variant keeps its weights in the `.pte`."""
-    from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG
+    from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
 
     if variant not in EXTERNAL_WEIGHTS or not pte_path:
         return None
@@ -112,7 +112,7 @@ def decode_engine(manager) -> Tuple[str, str]:
     ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program with XNNPACK, on
     the CPU)")."""
     import executorch_trt
-    from executorch_trt.wire import BACKEND_ID
+    from executorch_trt.format.wire import BACKEND_ID
 
     decode = executorch_trt.inspect(manager).method("decode")
     others = dict.fromkeys(d.backend for d in decode.delegates if d.backend != BACKEND_ID)

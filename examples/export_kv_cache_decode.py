@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 import executorch_trt  # noqa: E402
-from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG  # noqa: E402
+from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG  # noqa: E402
 from decoder_model import build_model, cache_buffers, cache_checksum, exportable_decoder  # noqa: E402
 
 

@@ -49,7 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-import executorch_trt  # noqa: E402,F401  (registers executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # noqa: E402,F401  (defines executorch::alias / update_cross_attn_cache)
 
 # The tiny configuration: (mel bins, source positions, d_model, heads, layers, vocab,
 # max target positions).

@@ -66,7 +66,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     path = resolve(args.program)
     _quiet_import_noise()
     import executorch_trt
-    from executorch_trt.plan_accounting import ProgramReadError
+    from executorch_trt.inspection.pte_file import ProgramReadError
 
     try:
         report = executorch_trt.inspect(path)

@@ -1,42 +1,76 @@
 """executorch-trt: a TensorRT delegate for ExecuTorch with caller-owned, in-place KV caches.
 
-Public API:
+Public API (each name is imported when first used, so ``import executorch_trt.runtime`` does not
+load the exporter):
 
 * ``export(programs, *, engine="portable", kv_cache="inplace", **options)``
 * ``transform_passes(**options)``, ``TensorRTPartitioner`` and ``backend_config(**options)``:
   ExecuTorch's composable path, ``to_edge_transform_and_lower(ep, transform_passes=...,
   partitioner=[...]).to_executorch(backend_config())``, which ``export`` is
-* ``TensorRTPartitioner``, ``TensorRTBackend``
+* ``TensorRTBackend``: the ``BackendDetails`` whose ``preprocess`` writes the delegate blob
 * ``inspect(program)``: per method, delegate calls, operators outside delegates and how each
-  mutable buffer is updated (``program_report.py``; CLI: ``//tools:inspect_pte``)
+  mutable buffer is updated (CLI: ``//tools:inspect_pte``)
 * ``NotInPlaceWarning``, ``NotInPlaceError``: a buffer update ExecuTorch must copy back
-* ``runtime``: ``load``, ``library_path``
+* ``runtime``: ``load``, ``Program``, ``Method``, ``library_path``
+* ``llm``: ``export_llm`` (ExecuTorch's LLM conventions, ``TextLLMRunner``)
 * ``register()``: registers the ``"TensorRTBackend"`` backend with ExecuTorch's runtime in this
   process, for ``executorch.runtime.Runtime``, ``portable_lib`` and the LLM runner too. The
-  import already does it when the delegate library is found (``registration.py``); call it to
-  be explicit, or to get the reason (an exception) when it is not.
+  import already does it when the delegate library is found (``runtime.registration``); call
+  it to be explicit, or to get the reason (an exception) when it is not.
 
 Quiet by default: importing, exporting and running print only what needs attention
-(``quiet.py``); ``EXECUTORCH_TRT_VERBOSE=1`` shows everything.
+(``quiet``); ``EXECUTORCH_TRT_VERBOSE=1`` shows everything.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, List
+
 from executorch_trt import quiet
+from executorch_trt.runtime.registration import Registration, register, register_at_import
 
-with quiet.imports():  # the first import of executorch.exir, and of torchao through it
-    from executorch_trt import emitter_fixes
-from executorch_trt import ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
-from executorch_trt import cross_attn_ops  # noqa: F401  (executorch::alias/update_cross_attn_cache .out)
-from executorch_trt import attention_ops  # noqa: F401  (registers executorch_trt::gqa_attention)
-from executorch_trt.backend import TensorRTBackend
-from executorch_trt.export import backend_config, export, transform_passes
-from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning
-from executorch_trt.partitioner import TensorRTPartitioner
-from executorch_trt.program_report import inspect
-from executorch_trt import runtime  # noqa: F401  (executorch_trt.runtime)
-from executorch_trt.registration import Registration, register, register_at_import
+if TYPE_CHECKING:
+    from executorch_trt import llm, runtime
+    from executorch_trt.backend.diagnostics import NotInPlaceError, NotInPlaceWarning
+    from executorch_trt.backend.preprocess import TensorRTBackend
+    from executorch_trt.inspection.inspect_program import inspect
+    from executorch_trt.lowering.export import backend_config, export, transform_passes
+    from executorch_trt.lowering.partitioner import TensorRTPartitioner
 
-emitter_fixes.apply()  # named mutable buffers keep their own initial values (emitter_fixes.py)
-register_at_import()  # stock ExecuTorch runtimes in this process load TensorRTBackend programs
+#: Public name -> the module that defines it (imported on first use).
+_LAZY: Dict[str, str] = {
+    "export": "executorch_trt.lowering.export",
+    "transform_passes": "executorch_trt.lowering.export",
+    "backend_config": "executorch_trt.lowering.export",
+    "TensorRTPartitioner": "executorch_trt.lowering.partitioner",
+    "TensorRTBackend": "executorch_trt.backend.preprocess",
+    "NotInPlaceWarning": "executorch_trt.backend.diagnostics",
+    "NotInPlaceError": "executorch_trt.backend.diagnostics",
+    "inspect": "executorch_trt.inspection.inspect_program",
+}
+#: Subpackages reachable as attributes (``executorch_trt.runtime.load(...)``) without an import.
+_SUBPACKAGES = ("runtime", "llm")
 
 __all__ = ["export", "backend_config", "transform_passes", "TensorRTPartitioner", "TensorRTBackend",
-           "NotInPlaceWarning", "NotInPlaceError", "inspect", "runtime", "register", "Registration"]
+           "NotInPlaceWarning", "NotInPlaceError", "inspect", "runtime", "llm", "register",
+           "Registration"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        with quiet.imports():  # the first import of executorch.exir, and of torchao through it
+            value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+register_at_import()  # stock ExecuTorch runtimes in this process load TensorRTBackend programs

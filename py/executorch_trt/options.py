@@ -46,7 +46,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-from executorch_trt.engines import get_engine
+from executorch_trt.format.wire import ENGINES
 
 KV_CACHE_INPLACE = "inplace"
 KV_CACHE_COPY_BACK = "copy_back"
@@ -57,7 +57,7 @@ KV_CACHE_MODES = (KV_CACHE_INPLACE, KV_CACHE_COPY_BACK)
 class ExportOptions:
     """Options of ``export`` / ``backend_config`` / ``TensorRTPartitioner``.
 
-    * ``engine``: ``"portable"`` or ``"tensorrt"`` (``engines.get_engine``).
+    * ``engine``: ``"portable"`` or ``"tensorrt"`` (``format.wire.ENGINES``).
     * ``kv_cache``: ``"inplace"`` or ``"copy_back"`` (module docstring).
     * ``share_mutable_buffers``: methods exported together share one copy of each mutable buffer
       (``MemoryPlanningPass(share_mutable_buffers=True)``; required for prefill/decode sharing and
@@ -116,7 +116,8 @@ class ExportOptions:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             _check_type(field.name, getattr(self, field.name))
-        get_engine(self.engine)  # ValueError naming the engines
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; expected one of {ENGINES}")
         if self.kv_cache not in KV_CACHE_MODES:
             raise ValueError(
                 f"unknown kv_cache mode {self.kv_cache!r}; expected one of {KV_CACHE_MODES}"

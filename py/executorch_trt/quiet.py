@@ -18,7 +18,7 @@ user's attention (the product's ``NotInPlaceWarning``, an error). What is droppe
   fatal lines only (``py/binding/stderr_log.h``). Its ``register_pal() called multiple times``
   line is gone at the cause: the binding no longer calls ``register_pal`` a second time.
 * ExecuTorch's ``Mutation on a buffer ... meaningless initial state`` warning for buffers that
-  are initialised (``et_init_buffer``): ``emitter_fixes.py``.
+  are initialised (``et_init_buffer``): ``lowering/emitter_fixes.py``.
 
 Verbose mode shows all of it: ``EXECUTORCH_TRT_VERBOSE`` set to anything but ``""`` or ``0``
 in the environment of the process (the C++ side reads it once, when ``import executorch_trt``

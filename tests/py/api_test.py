@@ -11,8 +11,8 @@ import decoder_models as dm
 import lowering_utils as lu
 import executorch_trt
 from executorch_trt import TensorRTPartitioner
-from executorch_trt.contract import binding_contract
-from executorch_trt.ops import kv_cache_update, kv_cache_update_out
+from executorch_trt.backend.bindings import binding_contract
+from executorch_trt.ops.kv_cache_update import kv_cache_update, kv_cache_update_out
 
 
 class OptionsTest(absltest.TestCase):

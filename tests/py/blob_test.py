@@ -5,8 +5,8 @@ import struct
 
 from absl.testing import absltest
 
-from executorch_trt import blob as B
-from executorch_trt import wire as W
+from executorch_trt.format import blob as B
+from executorch_trt.format import wire as W
 from executorch_trt.engines.portable import payload as P
 
 

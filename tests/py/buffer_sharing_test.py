@@ -1,4 +1,4 @@
-"""Sharing mutable buffers across methods (issue 9, item 6; ``executorch_trt.buffer_sharing``).
+"""Sharing mutable buffers across methods (issue 9, item 6; ``executorch_trt.lowering.buffer_sharing``).
 
 A buffer FQN mutated in one method and present in another is shared by ExecuTorch
 (``share_mutable_buffers``). ``executorch_trt.export`` allows that only for one model's state:
@@ -16,7 +16,7 @@ from absl.testing import absltest
 import delegate_library
 import executorch_trt
 from executorch_trt import runtime
-from executorch_trt.buffer_sharing import _storage_range, check_buffer_sharing
+from executorch_trt.lowering.buffer_sharing import _storage_range, check_buffer_sharing
 
 
 class RowWriter(torch.nn.Module):
@@ -126,7 +126,7 @@ class SharingRuleTest(absltest.TestCase):
         # methods, so the check runs again when the program is emitted.
         from executorch.exir import to_edge, to_edge_transform_and_lower
 
-        from executorch_trt.partitioner import TensorRTPartitioner
+        from executorch_trt.lowering.partitioner import TensorRTPartitioner
 
         lowerings = {
             "one partitioner per method": lambda programs: to_edge_transform_and_lower(

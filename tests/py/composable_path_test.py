@@ -30,7 +30,7 @@ import hf_models as H
 import sibling_conds_test as sibling
 import write_forms_test as write_forms
 from executorch_trt import runtime
-from executorch_trt.partitioner import TensorRTPartitioner
+from executorch_trt.lowering.partitioner import TensorRTPartitioner
 
 
 def _export(module, *args, **kwargs):

@@ -12,7 +12,7 @@ import os
 
 from absl.testing import absltest
 
-from executorch_trt import blob as B
+from executorch_trt.format import blob as B
 from executorch_trt.engines.portable import payload as P
 
 _VECTORS = os.path.join("tests", "conformance", "vectors.json")

@@ -23,7 +23,8 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
-from executorch_trt.partitioner import TensorRTPartitioner
+import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 
 SHAPE = (1, 2, 4, 3)

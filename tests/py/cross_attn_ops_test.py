@@ -10,8 +10,8 @@ from absl.testing import absltest
 from executorch.exir import to_edge
 
 import delegate_library
-import executorch_trt  # noqa: F401  (the .out overloads)
-from executorch_trt import cross_attn_ops as X
+import executorch_trt.ops  # noqa: F401  (the .out overloads)
+from executorch_trt.ops import cross_attn_cache as X
 
 
 def _value_cache():

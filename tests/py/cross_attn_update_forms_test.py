@@ -29,7 +29,8 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
-from executorch_trt.partitioner import TensorRTPartitioner
+import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 
 update = torch.ops.executorch.update_cross_attn_cache
@@ -324,7 +325,7 @@ class UnusedResultTest(absltest.TestCase):
             import torch
             import executorch_trt
             from executorch.exir import to_edge, to_edge_transform_and_lower
-            from executorch_trt.partitioner import TensorRTPartitioner
+            from executorch_trt.lowering.partitioner import TensorRTPartitioner
             from cross_attn_update_forms_test import ResultUnused
             for path in ("to_backend", "plain"):
                 with torch.no_grad():

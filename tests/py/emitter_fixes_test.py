@@ -18,7 +18,7 @@ from executorch.exir.emit import _emitter
 
 import delegate_library
 import executorch_trt
-from executorch_trt import emitter_fixes
+from executorch_trt.lowering import emitter_fixes
 
 
 class Counters(torch.nn.Module):

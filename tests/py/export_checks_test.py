@@ -2,7 +2,7 @@
 inputs, on ``executorch_trt.export`` (method named, before lowering) and on the composable
 ``to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()])`` path; and the graph
 scan that finds what a non-functional ``torch.export`` program mutates
-(``executorch_trt.graph_mutations``), checked against ``run_decompositions``."""
+(``executorch_trt.graph.mutations``), checked against ``run_decompositions``."""
 
 import torch
 from absl.testing import absltest, parameterized
@@ -10,8 +10,8 @@ from executorch.exir import to_edge_transform_and_lower
 
 import executorch_trt
 import lowering_utils as lu
-from executorch_trt.contract import _binding
-from executorch_trt.graph_mutations import mutated_inputs
+from executorch_trt.backend.bindings import _binding
+from executorch_trt.graph.mutations import mutated_inputs
 
 _WHAT_TO_DO = (r"The delegate takes a dynamic dimension when it is a torch\.export\.Dim with a "
                r"finite max.*static shapes")

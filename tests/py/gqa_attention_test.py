@@ -24,7 +24,7 @@ from absl.testing import absltest, parameterized
 
 import delegate_library
 import executorch_trt
-from executorch_trt import attention_ops
+from executorch_trt.ops import gqa_attention as attention_ops
 
 HEAD_DIM = 8
 

@@ -43,7 +43,7 @@ class LlamaSingleForwardTest(parameterized.TestCase):
         from executorch.exir import to_edge_transform_and_lower
 
         from executorch_trt.llm.decoder_programs import export_decoder_methods
-        from executorch_trt.partitioner import TensorRTPartitioner
+        from executorch_trt.lowering.partitioner import TensorRTPartitioner
 
         cls.model = H.FAMILIES["llama"].model()
 

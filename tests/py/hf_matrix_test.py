@@ -38,7 +38,7 @@ from absl.testing import absltest  # noqa: E402
 import executorch_trt  # noqa: E402
 import delegate_library  # noqa: E402
 import hf_models as hm  # noqa: E402
-from executorch_trt.wire import BACKEND_ID  # noqa: E402
+from executorch_trt.format.wire import BACKEND_ID  # noqa: E402
 
 _ROWS = []
 

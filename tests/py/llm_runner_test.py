@@ -17,7 +17,6 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import torch  # noqa: E402
 from absl.testing import absltest  # noqa: E402
 
 import delegate_library  # noqa: E402

@@ -27,8 +27,8 @@ _INTERESTING = [0x00, 0xFF, 0x7F, 0x80, 0x01, 0x02, 0x10, 0x20, 0x40]
 
 def _blob_region(pte: bytes):
     """(blob start, metadata slice, payload slice) of the first delegate blob in ``pte``."""
-    from executorch_trt import blob
-    from executorch_trt.wire import BLOB_MAGIC
+    from executorch_trt.format import blob
+    from executorch_trt.format.wire import BLOB_MAGIC
     start = pte.find(BLOB_MAGIC)
     if start < 0:
         raise ValueError("no delegate blob in the program")
@@ -42,8 +42,8 @@ def mutate(pte: bytes, seed: int, index: int) -> bytes:
     to 16 bytes, in the metadata (one time in three) or the payload, each byte replaced by a
     random or an edge value, or a little-endian int32 set to an edge value; then the blob's
     checksum recomputed (FORMAT.md "Integrity")."""
-    from executorch_trt import blob
-    from executorch_trt.wire import BLOB_CHECKSUM_OFFSET
+    from executorch_trt.format import blob
+    from executorch_trt.format.wire import BLOB_CHECKSUM_OFFSET
     rng = random.Random(seed * 1_000_003 + index)
     start, metadata, payload = _blob_region(pte)
     out = bytearray(pte)

@@ -13,9 +13,9 @@ import decoder_models as dm
 import lowering_utils as lu
 import executorch_trt
 from executorch_trt import TensorRTPartitioner
-from executorch_trt.engines.portable.payload import read_portable_payload
+from executorch_trt.format.portable_payload import read_portable_payload
 from executorch_trt.engines.portable.shared_data import CONSTANT_KEY_PREFIX
-from executorch_trt.operator_support import schema_name
+from executorch_trt.graph.operator_support import schema_name
 
 
 def _lower(ep, **kw):

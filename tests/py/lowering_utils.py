@@ -11,8 +11,8 @@ from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.tensor import (calculate_aligned_num_bytes, get_scalar_type,
                                     num_bytes_from_shape_and_dtype)
 
-from executorch_trt.blob import DelegateBlob, read_blob
-from executorch_trt.engines.portable.payload import read_portable_payload
+from executorch_trt.format.blob import DelegateBlob, read_blob
+from executorch_trt.format.portable_payload import read_portable_payload
 
 
 def delegate_calls(graph_module: torch.fx.GraphModule) -> List[torch.fx.Node]:

@@ -21,7 +21,7 @@ from absl.testing import absltest
 import decoder_models as dm
 import delegate_library
 import executorch_trt
-from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG
+from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
 
 
 def _export(decoder, **options):

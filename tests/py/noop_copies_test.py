@@ -11,7 +11,7 @@ from executorch.exir import EdgeCompileConfig, to_edge
 
 import executorch_trt
 from executorch_trt import runtime
-from executorch_trt.operator_support import schema_name
+from executorch_trt.graph.operator_support import schema_name
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass, is_noop_copy
 
 

@@ -15,7 +15,7 @@ from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_
 
 import decoder_models as dm
 import executorch_trt
-from executorch_trt.plan_accounting import ProgramReadError
+from executorch_trt.inspection.pte_file import ProgramReadError
 
 CACHE_BYTES = 1 * 6 * 4 * 4  # ReorderedKV.k_cache: [1, 6, 4] float32
 PORTABLE_WITH_XNNPACK = ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "

@@ -23,8 +23,9 @@ from absl.testing import absltest
 
 import caller_state_models as csm
 import delegate_library
-from executorch_trt import blob, runtime
-from executorch_trt.wire import BLOB_CHECKSUM_OFFSET, BLOB_MAGIC
+from executorch_trt.format import blob
+from executorch_trt import runtime
+from executorch_trt.format.wire import BLOB_CHECKSUM_OFFSET, BLOB_MAGIC
 
 PROCESSES = 2
 ROUNDS = 25

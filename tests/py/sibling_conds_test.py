@@ -18,7 +18,7 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
-from executorch_trt.partitioner import TensorRTPartitioner
+from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cond_outputs import copy_sibling_cond_outputs
 
 

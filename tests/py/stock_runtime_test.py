@@ -20,7 +20,7 @@ from absl.testing import absltest
 import delegate_library
 import executorch_trt
 from executorch_trt import runtime
-from executorch_trt.wire import BACKEND_ID
+from executorch_trt.format.wire import BACKEND_ID
 
 CALLS = 4
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stock_runtime_worker.py")

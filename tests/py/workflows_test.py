@@ -3,7 +3,6 @@
 Uses check-jsonschema's vendored `vendor.github-workflows` schema (no network).
 """
 
-import os
 import subprocess
 import sys
 

@@ -25,7 +25,7 @@ import delegate_library
 import lowering_utils as lu
 import executorch_trt
 from executorch_trt import runtime
-from executorch_trt.inplace_diagnostics import NotInPlaceError, NotInPlaceWarning
+from executorch_trt.backend.diagnostics import NotInPlaceError, NotInPlaceWarning
 
 H, S, D = 2, 8, 4
 CACHE_SHAPE = [1, H, S, D]

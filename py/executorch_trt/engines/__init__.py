@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from executorch_trt.engines import portable, tensorrt
 from executorch_trt.engines.base import Engine
-from executorch_trt.wire import ENGINES
+from executorch_trt.format.wire import ENGINES
 
 _BY_NAME = {e.name: e for e in (portable.ENGINE, tensorrt.ENGINE)}
 assert tuple(_BY_NAME) == ENGINES, "every wire.ENGINES name has one engine package"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, FrozenSet, Optional, Sequence
+from typing import Callable, FrozenSet, Optional, Sequence
 
 from executorch.exir._serialize._named_data_store import NamedDataStoreOutput
 from torch.export import ExportedProgram
 
-from executorch_trt.blob import AliasedIO
+from executorch_trt.format.blob import AliasedIO
+from executorch_trt.options import CompileOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,12 +37,12 @@ class Engine:
       shares).
     * ``build(partition, aliases, options)``: the ``EnginePayload`` for one partition program
       (edge dialect, KV writes rewritten, no mutation outputs), its alias decision
-      (``contract.decide_aliases``) and its ``options.CompileOptions`` (e.g.
+      (``backend.aliases.decide_aliases``) and its ``CompileOptions`` (e.g.
       ``portable_xnnpack``). Raises ``RuntimeError`` when the engine cannot be built
       here, ``ValueError`` when the partition does not fit it.
     """
 
     name: str
     supported_ops: FrozenSet[str] = dataclasses.field(repr=False)
-    build: Callable[[ExportedProgram, Sequence[AliasedIO], Any], EnginePayload] = (
+    build: Callable[[ExportedProgram, Sequence[AliasedIO], Optional[CompileOptions]], EnginePayload] = (
         dataclasses.field(repr=False))

@@ -16,10 +16,13 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
+from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
 from executorch_trt.llm.architectures import check_model
 from executorch_trt.llm.checkpoint import load_causal_lm
 from executorch_trt.llm.decoder_programs import export_decoder_methods
 from executorch_trt.llm.metadata import llm_metadata
+from executorch_trt.inspection.inspect_program import inspect
+from executorch_trt.lowering.export import export
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -58,8 +61,6 @@ def _write(program: Any, output: Optional[PathLike], data: Optional[PathLike],
             f.write(program.buffer)
         progress(f"wrote {os.fspath(output)} ({len(program.buffer)} bytes)")
     if data is not None:
-        from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG
-
         with tempfile.TemporaryDirectory() as tmp:
             program.write_tensor_data_to_file(tmp)  # writes <EXTERNAL_WEIGHTS_TAG>.ptd
             written = os.path.join(tmp, f"{EXTERNAL_WEIGHTS_TAG}.ptd")
@@ -121,8 +122,6 @@ def export_llm(
     ``ValueError`` for lengths out of range or a model not in ``dtype``; export errors of
     ``executorch_trt.export`` (``NotInPlaceError`` for a cache update that would be copied).
     """
-    import executorch_trt
-
     say = progress or (lambda line: None)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"export_llm: dtype must be a torch.dtype (e.g. torch.float32), got "
@@ -147,9 +146,9 @@ def export_llm(
     methods = export_decoder_methods(model, max_seq_len, max_context_len, prefill_decode)
     say(f"lowering to the TensorRT delegate (engine {engine})")
     options.setdefault("require_inplace", True)
-    program = executorch_trt.export(
+    program = export(
         methods, engine=engine, external_weights=data is not None,
         constant_methods=llm_metadata(model, max_seq_len, max_context_len), **options)
-    say(f"program: {executorch_trt.inspect(program).summary.engine_summary}")
+    say(f"program: {inspect(program).summary.engine_summary}")
     _write(program, output, data, say)
     return program

@@ -1,8 +1,3 @@
-"""Graph passes of the delegate.
-
-Inside a partition, at ``preprocess``: ``functional_copy_pass.FunctionalCopyPass`` then
-``kv_cache_update_pass.KVCacheUpdatePass`` (buffer writes into ``kv_cache_update``), then
-``noop_copies.DropNoOpCopiesPass`` (copies that change nothing). On the
-top-level program, at ``to_executorch``: ``initialize_mutable_buffers`` and
-``inplace_memory_planning.InplaceMemoryPlanningPass``. Import them from their modules (this
-package imports nothing, so the backend and the planner can import each other's modules)."""
+"""The delegate's graph passes: each module one rewrite, each pass a small class (or function)
+whose docstring says which graph shape it rewrites into which, and why. ``pipeline`` says which
+runs when."""

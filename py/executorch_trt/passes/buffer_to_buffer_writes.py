@@ -32,8 +32,8 @@ from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import OutputKind
 
-from executorch_trt.operator_support import STAYS_ON_HOST
-from executorch_trt.passes.graph_edit import EDGE, insert_before
+from executorch_trt.graph.operator_support import STAYS_ON_HOST
+from executorch_trt.graph.edit import EDGE, insert_before
 
 
 #: ``node.meta`` key of a snapshot node: the FQN of the buffer it copies (for messages).

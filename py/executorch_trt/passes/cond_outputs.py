@@ -43,9 +43,9 @@ from executorch.exir import memory
 from executorch.exir.pass_base import PassBase, PassResult
 from torch.export import ExportedProgram
 
-from executorch_trt.operator_support import cond_branches, is_cond
+from executorch_trt.graph.operator_support import cond_branches, is_cond
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
-from executorch_trt.passes.graph_edit import EDGE, insert_before
+from executorch_trt.graph.edit import EDGE, insert_before
 
 
 def copy_cond_outputs(ep: ExportedProgram) -> int:

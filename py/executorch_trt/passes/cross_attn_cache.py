@@ -43,7 +43,7 @@ output position (the cache would be one thing in one branch and another in the o
 from __future__ import annotations
 
 import operator
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, List, Optional, Set
 
 import torch
 import torch.utils._pytree as pytree
@@ -52,8 +52,8 @@ from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
 
-from executorch_trt.operator_support import cond_branches, is_cond, op_name, schema_name
-from executorch_trt.passes.graph_edit import remove_write_back
+from executorch_trt.graph.operator_support import cond_branches, is_cond, op_name, schema_name
+from executorch_trt.graph.edit import remove_write_back
 
 UPDATE = "executorch::update_cross_attn_cache"
 ALIAS = "executorch::alias"

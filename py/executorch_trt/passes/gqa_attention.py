@@ -32,9 +32,9 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from executorch_trt import attention_ops
-from executorch_trt.operator_support import schema_name
-from executorch_trt.passes.graph_edit import EDGE
+from executorch_trt.ops import gqa_attention as attention_ops
+from executorch_trt.graph.operator_support import schema_name
+from executorch_trt.graph.edit import EDGE
 
 SDPA = "aten::scaled_dot_product_attention"
 GQA_ATTENTION = EDGE.executorch_trt.gqa_attention.default

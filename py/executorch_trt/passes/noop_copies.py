@@ -45,8 +45,8 @@ from typing import Set
 import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
-from executorch_trt.operator_support import is_cond, schema_name
-from executorch_trt.passes.graph_edit import same_shape
+from executorch_trt.graph.operator_support import is_cond, schema_name
+from executorch_trt.graph.edit import same_shape
 
 #: Copies whose result equals the operand whenever dtype, shape and dim order are unchanged.
 _ALWAYS_IDENTITY = frozenset({

@@ -29,7 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 from executorch.exir.pass_base import PassBase, PassResult
 
-from executorch_trt.operator_support import DelegateOperatorSupport, symbolic_op_name
+from executorch_trt.graph.operator_support import DelegateOperatorSupport, symbolic_op_name
 
 
 def _copy_size(size: torch.fx.Node, before: torch.fx.Node,

@@ -5,6 +5,6 @@ the operators it takes (``operators.py``)."""
 
 from executorch_trt.engines.base import Engine
 from executorch_trt.engines.portable import builder, operators
-from executorch_trt.wire import ENGINE_PORTABLE
+from executorch_trt.format.wire import ENGINE_PORTABLE
 
 ENGINE = Engine(name=ENGINE_PORTABLE, supported_ops=operators.SUPPORTED_OPS, build=builder.build)

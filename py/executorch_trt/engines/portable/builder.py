@@ -34,7 +34,7 @@ The payload descriptor lists the engine's binding names in nested-method order
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
@@ -44,18 +44,16 @@ from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 
-from executorch_trt.blob import AliasedIO
 from executorch_trt.engines.base import EnginePayload
-from executorch_trt.engines.portable.payload import PortableDescriptor, write_portable_payload
 from executorch_trt.engines.portable.shared_data import split_nested_program
-from executorch_trt.operator_support import is_cond, schema_name
-from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond_outputs
+from executorch_trt.format.blob import AliasedIO
+from executorch_trt.format.portable_payload import PortableDescriptor, write_portable_payload
+from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
+from executorch_trt.graph.operator_support import is_cond, schema_name
+from executorch_trt.options import CompileOptions
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
-from executorch_trt.passes.gqa_attention import use_gqa_attention
-from executorch_trt.wire import EXTERNAL_WEIGHTS_TAG
+from executorch_trt.passes.pipeline import nested_finalise_passes, prepare_nested_program
 
-if TYPE_CHECKING:  # options imports the engines: no import cycle at run time
-    from executorch_trt.options import CompileOptions
 
 METHOD_NAME = "forward"
 
@@ -110,7 +108,7 @@ class _NestedXnnpackPartitioner(Partitioner):
 
 
 def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
-          options: Optional["CompileOptions"] = None) -> EnginePayload:
+          options: Optional[CompileOptions] = None) -> EnginePayload:
     """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
 
     Args:
@@ -131,10 +129,7 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
     xnnpack = True if options is None else options.portable_xnnpack
     input_names = list(ep.graph_signature.user_inputs)
     output_names = list(ep.graph_signature.user_outputs)
-    # Attention over the caches in place, only at the positions the mask allows (issue 13).
-    use_gqa_attention(ep.graph_module)
-    # After the binding names are taken: a cond result must be copied into its bound output.
-    copy_cond_outputs(ep)
+    prepare_nested_program(ep)  # after the binding names are taken
     _strip_delegation_tags(ep.graph_module)
     manager = EdgeProgramManager(
         {METHOD_NAME: ep}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
@@ -142,9 +137,7 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
     if xnnpack:
         manager = manager.to_backend(_NestedXnnpackPartitioner())
     config = ExecutorchBackendConfig(
-        # After the nested XNNPACK lowering, which may reorder a cond's getitems: a cond
-        # result read after another cond ran is read from a copy (passes/cond_outputs.py).
-        passes=[SiblingCondOutputsPass()],
+        passes=nested_finalise_passes(),
         memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False,
                                                  alloc_graph_output=False),
         external_constants=True)

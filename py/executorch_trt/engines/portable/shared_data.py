@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 from executorch.exir import ExecutorchBackendConfig
 from executorch.exir._serialize._named_data_store import NamedDataStore, NamedDataStoreOutput
@@ -39,31 +39,15 @@ from executorch.exir._serialize._serialize import (
 from executorch.exir.schema import Tensor, TensorDataLocation
 from executorch.exir.tensor_layout import TensorLayout
 
+from executorch_trt.format.portable_payload import ConstantLayout
+
 #: Prefix of every constant key this engine writes (XNNPACK's keys are bare SHA-256 digests).
 CONSTANT_KEY_PREFIX = "executorch_trt.constant."
 
 
-@dataclasses.dataclass(frozen=True)
-class ConstantLayout:
-    """A nested external constant's layout, as ``executorch::runtime::TensorLayout`` takes it.
-
-    * ``scalar_type``: ExecuTorch's ``ScalarType`` code (6 = float32).
-    * ``sizes``: one non-negative int32 per dimension.
-    * ``dim_order``: a permutation of ``range(len(sizes))``.
-    """
-
-    scalar_type: int
-    sizes: Tuple[int, ...]
-    dim_order: Tuple[int, ...]
-
-    @staticmethod
-    def of(layout: TensorLayout) -> "ConstantLayout":
-        return ConstantLayout(int(layout.scalar_type), tuple(int(s) for s in layout.sizes),
-                              tuple(int(d) for d in layout.dim_order))
-
-    def to_json(self) -> Dict[str, object]:
-        return {"scalar_type": self.scalar_type, "sizes": list(self.sizes),
-                "dim_order": list(self.dim_order)}
+def _layout_of(layout: TensorLayout) -> ConstantLayout:
+    return ConstantLayout(int(layout.scalar_type), tuple(int(s) for s in layout.sizes),
+                          tuple(int(d) for d in layout.dim_order))
 
 
 def constant_key(layout: ConstantLayout, data: bytes) -> str:
@@ -119,7 +103,7 @@ def split_nested_program(et, config: ExecutorchBackendConfig,
                 raise ValueError(f"portable engine: external constant '{fqn}' has no tensor "
                                  "in the nested program; this ExecuTorch emitter is not "
                                  "supported")
-            layout = ConstantLayout.of(layouts[fqn])
+            layout = _layout_of(layouts[fqn])
             data = bytes(emitted.external_constant_buffer[index])
             key = constant_key(layout, data)
             key_of_name[fqn] = key

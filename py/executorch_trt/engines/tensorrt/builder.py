@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Sequence
+from typing import Optional, Sequence
 
 from torch.export import ExportedProgram
 
-from executorch_trt.blob import AliasedIO
+from executorch_trt.format.blob import AliasedIO
 from executorch_trt.engines.base import EnginePayload
+from executorch_trt.options import CompileOptions
 
 
 def tensorrt_available() -> bool:
@@ -16,9 +17,10 @@ def tensorrt_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("tensorrt", "torch_tensorrt"))
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO], options=None) -> EnginePayload:
+def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
+          options: Optional[CompileOptions] = None) -> EnginePayload:
     """Builds a serialized TensorRT plan for ``ep`` (an ``engines.base.EnginePayload``);
-    ``aliases`` (``contract.decide_aliases``) says which outputs the plan must write into their
+    ``aliases`` (``backend.aliases.decide_aliases``) says which outputs the plan must write into their
     input's storage (KV-cache update layer).
     ``options`` (``CompileOptions``) has nothing for this engine yet.
 

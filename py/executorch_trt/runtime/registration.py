@@ -24,9 +24,9 @@ import os
 import warnings
 from typing import NamedTuple, Optional
 
-from executorch_trt import runtime
+from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.quiet import logger
-from executorch_trt.wire import BACKEND_ID
+from executorch_trt.runtime import library
 
 
 class Registration(NamedTuple):
@@ -47,8 +47,8 @@ def register() -> Registration:
     not found (the message says where it looked and how to get it), ``OSError`` when one does not
     load, ``RuntimeError`` when the backend is not registered after loading.
     """
-    lib = runtime.load_library()
-    return Registration(BACKEND_ID, lib._name, runtime._load_binding().__file__)
+    lib = library.load_library()
+    return Registration(BACKEND_ID, lib._name, library.binding().__file__)
 
 
 def register_at_import() -> Optional[Registration]:
@@ -57,8 +57,8 @@ def register_at_import() -> Optional[Registration]:
     logged to the ``executorch_trt`` logger at ``DEBUG``); a ``RuntimeWarning`` otherwise."""
     try:
         return register()
-    except runtime.LibraryNotFoundError as e:
-        configured = [name for name in (runtime.LIBRARY_ENV, runtime.BINDING_ENV)
+    except library.LibraryNotFoundError as e:
+        configured = [name for name in (library.LIBRARY_ENV, library.BINDING_ENV)
                       if os.environ.get(name)]
         if not configured:
             logger.debug("%s is not registered (exporting works; loading its programs does "

@@ -23,11 +23,13 @@ import torch
 from executorch.exir.delegate import executorch_call_delegate
 from torch.export.exported_program import ExportGraphSignature
 
-from executorch_trt.operator_support import op_name
+from executorch_trt.backend.analysis import analyse_partition
+from executorch_trt.format.wire import BACKEND_ID
+from executorch_trt.graph.operator_support import op_name
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.buffer_to_buffer_writes import SNAPSHOT_OF
-from executorch_trt.passes.kv_cache_update_pass import SUPPORTED_FORMS
-from executorch_trt.wire import BACKEND_ID
+from executorch_trt.passes.kv_cache_writes import SUPPORTED_FORMS
+
 
 FORMS = "; ".join(SUPPORTED_FORMS)
 
@@ -78,9 +80,7 @@ def _delegate_output_reason(graph_module: torch.fx.GraphModule, call: torch.fx.N
     if options.kv_cache != KV_CACHE_INPLACE:
         return f"kv_cache={options.kv_cache!r} was requested", True
     # Re-derive the blob's decision on a copy of the original partition (same function as
-    # preprocess, so the reason is the decision's own). Imported here: backend imports engines.
-    from executorch_trt.backend import analyse_partition
-
+    # preprocess, so the reason is the decision's own).
     original = lowered.original_module
     graph_module = copy.deepcopy(original.graph_module)  # parameters are placeholders: small
     partition = types.SimpleNamespace(graph_module=graph_module, graph=graph_module.graph,

@@ -38,15 +38,10 @@ from executorch.exir.pass_manager import PassType
 
 from executorch_trt import quiet
 from executorch_trt.engines import get_engine
-from executorch_trt.operator_support import DelegateOperatorSupport
+from executorch_trt.lowering.memory_planning import InplaceMemoryPlanningPass
+from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.options import ExportOptions
-from executorch_trt.partitioner import TensorRTPartitioner
-from executorch_trt.passes.buffer_to_buffer_writes import BufferToBufferWritesPass
-from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass
-from executorch_trt.passes.size_copies import SizeCopiesPass
-from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
-                                                              MarkZeroBuffersPass)
-from executorch_trt.passes.inplace_memory_planning import InplaceMemoryPlanningPass
+from executorch_trt.passes.pipeline import edge_transform_passes, finalise_passes
 
 
 def _check_programs(programs: Any) -> None:
@@ -114,8 +109,7 @@ def transform_passes(**options) -> List[PassType]:
 
 
 def _transform_passes(opts: ExportOptions) -> List[PassType]:
-    support = DelegateOperatorSupport(get_engine(opts.engine).supported_ops)
-    return [SizeCopiesPass(support), BufferToBufferWritesPass(), MarkZeroBuffersPass()]
+    return edge_transform_passes(get_engine(opts.engine).supported_ops)
 
 
 def backend_config(**options) -> ExecutorchBackendConfig:
@@ -139,11 +133,8 @@ def _backend_config(opts: ExportOptions,
         method_names=method_names,
         share_by_name=opts.share_mutable_buffers is True,
     )
-    passes = [InitializeMutableBuffersPass()] if opts.initializes_mutable_buffers else []
-    # Sibling conds would overwrite each other's live results (passes/cond_outputs.py).
-    passes.append(SiblingCondOutputsPass())
     return ExecutorchBackendConfig(
-        passes=passes,
+        passes=finalise_passes(opts.initializes_mutable_buffers),
         memory_planning_pass=planner,
         emit_mutable_buffer_names=opts.emit_mutable_buffer_names,
     )

@@ -16,7 +16,7 @@ from typing import FrozenSet, List, Mapping, Optional
 import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from executorch_trt.wire import dtype_name
+from executorch_trt.format.wire import dtype_name
 
 
 #: The name engines list ``torch.ops.higher_order.cond`` under (it has no schema).

@@ -17,7 +17,7 @@ The alias decision is read from the blob's metadata (``blob.read_metadata``: hea
 only), never re-derived. A write-back whose output is not an alias of that buffer (copy-back
 mode, ordinary ops, another backend) is left in place, because ExecuTorch's write-back keeps it correct, but never silently: each one is
 explained and warned about, or rejected with ``require_inplace=True``
-(``executorch_trt.inplace_diagnostics``).
+(``executorch_trt.backend.diagnostics``).
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from executorch.exir.passes.memory_planning_pass import _MemoryPlanningState
 from executorch.exir.pass_base import PassResult
 from torch.export.exported_program import ExportGraphSignature
 
-from executorch_trt.blob import read_metadata
-from executorch_trt.inplace_diagnostics import WriteBack, explain_write_back, report_write_backs
+from executorch_trt.format.blob import read_metadata
+from executorch_trt.backend.diagnostics import WriteBack, explain_write_back, report_write_backs
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
 from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
                                                     plan_cond_caches_in_place)
-from executorch_trt.passes.graph_edit import remove_write_back
-from executorch_trt.wire import BACKEND_ID
+from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.format.wire import BACKEND_ID
 
 
 def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict[int, int]:

@@ -9,7 +9,7 @@ receives::
 Header (little-endian): magic ``b"ETRT"``, ``header_size`` u32 (64), ``format_version`` u32
 (1, or 2 when a binding has a dynamic dimension), reserved u32, ``required_features`` u64, ``metadata_offset``/``metadata_size`` u64,
 ``payload_offset`` (16-byte aligned)/``payload_size`` u64, ``checksum`` u64. The constants are
-in ``executorch_trt.wire``.
+in ``executorch_trt.format.wire``.
 
 The writer always sets the ``CHECKSUM`` feature: ``checksum`` is the BLAKE2b-64 (RFC 7693,
 8-byte digest, read little-endian) of every byte from ``metadata_offset`` to the end of the
@@ -39,11 +39,12 @@ import json
 import struct
 from typing import Any, Dict, Tuple, Union
 
-from executorch_trt.wire import (ALIAS_KINDS, ALIAS_KV_CACHE_UPDATE, BLOB_CHECKSUM_OFFSET,
-                                 BLOB_FORMAT_VERSION, BLOB_FORMAT_VERSION_DYNAMIC,
-                                 BLOB_FORMAT_VERSIONS, BLOB_HEADER_SIZE, BLOB_MAGIC,
-                                 BLOB_PAYLOAD_ALIGNMENT, DTYPES, ENGINES, KNOWN_FEATURES,
-                                 MAX_DIMENSION, MAX_RANK, OWNERSHIP_CALLER, OWNERSHIPS, Feature)
+from executorch_trt.format.wire import (ALIAS_KINDS, ALIAS_KV_CACHE_UPDATE, BLOB_CHECKSUM_OFFSET,
+                                        BLOB_FORMAT_VERSION, BLOB_FORMAT_VERSION_DYNAMIC,
+                                        BLOB_FORMAT_VERSIONS, BLOB_HEADER_SIZE, BLOB_MAGIC,
+                                        BLOB_PAYLOAD_ALIGNMENT, DTYPES, ENGINES, KNOWN_FEATURES,
+                                        MAX_DIMENSION, MAX_RANK, OWNERSHIP_CALLER, OWNERSHIPS,
+                                        Feature)
 
 _HEADER = struct.Struct("<4sIIIQQQQQQ")
 assert _HEADER.size == BLOB_HEADER_SIZE

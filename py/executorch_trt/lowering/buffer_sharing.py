@@ -52,7 +52,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import torch
 from torch.export import ExportedProgram
 
-from executorch_trt.graph_mutations import mutated_inputs
+from executorch_trt.graph.mutations import mutated_inputs
 
 
 @dataclasses.dataclass(frozen=True)

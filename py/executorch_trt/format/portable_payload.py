@@ -11,7 +11,7 @@ The descriptor is the engine's own description of its I/O, independent of the de
 metadata: ``{"inputs": [...], "outputs": [...], "constants": [...]}``, the binding names in the
 nested method's input/output order (engine binding order), and the layout of each external
 constant the nested method loads from the outer program's named data
-(``shared_data.ConstantLayout``, by key). Version 2 (no ``"constants"``) is still read; version
+(``ConstantLayout``, by key). Version 2 (no ``"constants"``) is still read; version
 1 (with ``"aliases"``) is rejected (re-export).
 
 The reader follows the C++ one (``PortablePayload::Parse``, ``core/engine/portable_payload.cpp``)
@@ -27,9 +27,8 @@ import json
 import struct
 from typing import Any, Dict, Tuple
 
-from executorch_trt.blob import parse_json
-from executorch_trt.scalar_types import TORCH_DTYPES
-from executorch_trt.engines.portable.shared_data import ConstantLayout
+from executorch_trt.format.blob import parse_json
+from executorch_trt.format.scalar_types import TORCH_DTYPES
 
 MAGIC = b"ETPE"
 VERSION = 3
@@ -45,6 +44,24 @@ HEADER_OFFSETS = {"magic": 0, "version": 4, "descriptor_size": 8, "program_offse
 PROGRAM_ALIGNMENT = 16
 _HEADER = struct.Struct("<4sIQQQ")
 assert _HEADER.size == HEADER_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantLayout:
+    """A nested external constant's layout, as ``executorch::runtime::TensorLayout`` takes it.
+
+    * ``scalar_type``: ExecuTorch's ``ScalarType`` code (6 = float32).
+    * ``sizes``: one non-negative int32 per dimension.
+    * ``dim_order``: a permutation of ``range(len(sizes))``.
+    """
+
+    scalar_type: int
+    sizes: Tuple[int, ...]
+    dim_order: Tuple[int, ...]
+
+    def to_json(self) -> Dict[str, object]:
+        return {"scalar_type": self.scalar_type, "sizes": list(self.sizes),
+                "dim_order": list(self.dim_order)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,9 +31,9 @@ from __future__ import annotations
 import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
-from executorch_trt.operator_support import schema_name
-from executorch_trt.passes.graph_edit import (EDGE, cast_to, is_static, reshape_to, same_shape,
-                                              shape_argument)
+from executorch_trt.graph.operator_support import schema_name
+from executorch_trt.graph.edit import (EDGE, cast_to, is_static, reshape_to, same_shape,
+                                       shape_argument)
 
 
 class FunctionalCopyPass(PassBase):

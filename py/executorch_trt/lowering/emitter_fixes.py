@@ -51,6 +51,8 @@ from executorch.exir.emit import _emitter
 from executorch.exir.schema import TensorDataLocation
 
 from executorch_trt import quiet
+from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
+from executorch_trt.lowering.memory_planning import SHARES_BUFFERS
 
 VERIFIED_VERSION = "1.5.1"
 _MARK = "_executorch_trt_named_mutable_data_fix"
@@ -92,9 +94,6 @@ def _apply_buffer_sharing_check() -> None:
 
     @functools.wraps(original)
     def emit_program(methods, *args, **kwargs):
-        from executorch_trt.buffer_sharing import check_buffer_sharing
-        from executorch_trt.passes.inplace_memory_planning import SHARES_BUFFERS
-
         if isinstance(methods, dict):
             planned = {name: ep for name, ep in methods.items()
                        if SHARES_BUFFERS in ep.graph_module.meta}

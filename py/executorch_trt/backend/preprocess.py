@@ -2,10 +2,9 @@
 
 ``preprocess`` turns one partition into a delegate blob (``core/blob/FORMAT.md``):
 
-1. ``analyse_partition``: ``FunctionalCopyPass`` and ``KVCacheUpdatePass`` canonicalise buffer
-   writes, ``DropNoOpCopiesPass`` removes copies that change nothing, ``binding_contract``
-   orders the bindings (delegate argument order, asserted) and ``decide_aliases`` decides the
-   in-place aliases;
+1. ``analyse_partition``: the partition passes canonicalise buffer writes
+   (``passes.pipeline.canonicalise_partition``), ``binding_contract`` orders the bindings
+   (delegate argument order, asserted) and ``decide_aliases`` decides the in-place aliases;
 2. the selected engine (``engines.get_engine``) builds the payload and the named data it
    refers to (``engines.base.EnginePayload``);
 3. ``write_blob`` serialises metadata and payload.
@@ -13,38 +12,19 @@
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List
 
 import torch
-
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
-from executorch_trt.blob import DelegateMetadata, write_blob
-from executorch_trt.contract import (AliasDecision, BindingContract, binding_contract,
-                                     decide_aliases)
+from executorch_trt.backend.analysis import analyse_partition
+from executorch_trt.backend.diagnostics import report_view_copies
 from executorch_trt.engines import get_engine
-from executorch_trt.inplace_diagnostics import report_view_copies
+from executorch_trt.format.blob import DelegateMetadata, write_blob
+from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.options import CompileOptions
-from executorch_trt.passes.functional_copy_pass import FunctionalCopyPass
-from executorch_trt.passes.kv_cache_update_pass import KVCacheUpdatePass
-from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
-from executorch_trt.wire import BACKEND_ID
-
-
-def analyse_partition(
-    edge_program: ExportedProgram, options: CompileOptions
-) -> Tuple[BindingContract, AliasDecision]:
-    """Canonicalises the buffer writes of partition ``edge_program`` *in place* (its graph
-    is rewritten) and returns its binding contract and alias decision. ``preprocess`` uses it
-    to build the blob; ``InplaceMemoryPlanningPass`` runs it on a copy of a lowered module's
-    original partition to explain a write-back, so both see the same decision."""
-    FunctionalCopyPass()(edge_program.graph_module)
-    KVCacheUpdatePass()(edge_program.graph_module)
-    DropNoOpCopiesPass()(edge_program.graph_module)
-    contract = binding_contract(edge_program, options.symbol_ranges)
-    return contract, decide_aliases(contract, options)
 
 
 class TensorRTBackend(BackendDetails):

@@ -62,20 +62,19 @@ from executorch.exir.backend.utils import tag_constant_data
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
-from executorch_trt import ops as _ops  # noqa: F401  (registers executorch_trt::kv_cache_update)
-from executorch_trt.buffer_sharing import check_buffer_sharing
 from executorch_trt.engines import get_engine
-from executorch_trt.graph_mutations import mutated_inputs, mutated_user_input_error
-from executorch_trt.operator_support import DelegateOperatorSupport, is_cond, op_name
-from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
-                                                    cond_cache_outputs,
-                                                    expose_cross_attn_cache_writes)
+from executorch_trt.format.wire import BACKEND_ID
+from executorch_trt.graph.dynamic_shapes import (check_dynamic_shapes, check_partition_boundary,
+                                                 declared_ranges, finite_ranges)
+from executorch_trt.graph.mutations import mutated_inputs, mutated_user_input_error
+from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
+from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
 from executorch_trt.options import ExportOptions, check_bool
+from executorch_trt.passes.cross_attn_cache import check_cache_writes_exposed, cond_cache_outputs
 from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
-from executorch_trt.passes.sdpa_layout import is_layout_pinned, pin_sdpa_layout
-from executorch_trt.dynamic_shapes import (check_dynamic_shapes, check_partition_boundary,
-                                           declared_ranges, finite_ranges)
-from executorch_trt.wire import BACKEND_ID
+from executorch_trt.passes.pipeline import prepare_aten_program
+from executorch_trt.passes.sdpa_layout import is_layout_pinned
+
 
 SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
 
@@ -219,9 +218,7 @@ class TensorRTPartitioner(Partitioner):
 
     def _prepare(self, exported_program: ExportedProgram) -> ExportedProgram:
         method = self._method_label(len(self._lowering))
-        expose_cross_attn_cache_writes(exported_program)  # idempotent
-        if "aten::scaled_dot_product_attention" in self.operator_support.supported_ops:
-            pin_sdpa_layout(exported_program)  # idempotent: prefill SDPA can stay whole
+        prepare_aten_program(exported_program, self.operator_support.supported_ops)
         check_dynamic_shapes(exported_program, method)
         user_inputs = mutated_inputs(exported_program).user_inputs
         if user_inputs:

@@ -3,7 +3,7 @@
 Each value here is written once on the Python side; everything else imports it. The C++
 runtime states the same values in ``core/`` (cited next to each), and the format documents in
 ``core/blob/FORMAT.md`` are the contract both follow. An engine's *payload* format is owned by
-its engine (``executorch_trt.engines.portable.payload``), not by this module.
+its engine (``executorch_trt.format.portable_payload``), not by this module.
 """
 
 from __future__ import annotations

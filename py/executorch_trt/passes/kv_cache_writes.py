@@ -28,7 +28,7 @@ functional ``copy``)::
 
 The rewrite keeps the write node (its name is the partition output's binding name) and only
 changes its op and arguments. Whether a rewritten write is then *aliased* (updated in place) is
-decided separately by ``executorch_trt.contract.decide_aliases``.
+decided separately by ``executorch_trt.backend.bindings.decide_aliases``.
 
 ``match_kv_write(node)`` is the single recogniser: it returns a ``KVWrite`` for a supported form,
 a reason string for a write-like op it cannot take (used in export warnings), or ``None``.
@@ -44,9 +44,9 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.pass_base import PassBase, PassResult
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from executorch_trt import ops as _ops  # noqa: F401
-from executorch_trt.operator_support import schema_name
-from executorch_trt.passes.graph_edit import EDGE, cast_to, insert_before, reshape_to, view_as
+from executorch_trt.ops import kv_cache_update as _ops  # noqa: F401
+from executorch_trt.graph.operator_support import schema_name
+from executorch_trt.graph.edit import EDGE, cast_to, insert_before, reshape_to, view_as
 
 KV_CACHE_UPDATE = exir_ops.edge.executorch_trt.kv_cache_update.default
 

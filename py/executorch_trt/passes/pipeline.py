@@ -1,0 +1,104 @@
+"""The delegate's graph passes, stage by stage: the one place that says what runs when.
+
+A lowering, ``executorch_trt.export`` or ExecuTorch's composable path with this delegate's
+pieces (``to_edge_transform_and_lower(programs, partitioner=[TensorRTPartitioner()],
+transform_passes=transform_passes())`` then ``to_executorch(backend_config())``), runs these
+stages in this order. Each stage is a function here; its caller is named with it.
+
+1. ``prepare_aten_program`` (each ATen program, before decomposition; called by
+   ``TensorRTPartitioner.transform_for_pre_decomposition``): record cross-attention cache
+   writes under ``torch.cond`` as buffer mutations (``cross_attn_cache``), and pin SDPA's result
+   layout when the engine runs SDPA whole (``sdpa_layout``).
+2. ``edge_transform_passes`` (each edge program, before partitioning; ExecuTorch runs them as
+   ``transform_passes``): a dynamic size read inside and outside the delegate is copied for its
+   delegated readers (``size_copies``), a buffer assigned another buffer keeps its write
+   (``buffer_to_buffer_writes``), all-zero buffers are marked so they are not serialised
+   (``initialize_mutable_buffers.MarkZeroBuffersPass``).
+3. ExecuTorch partitions with ``TensorRTPartitioner`` and calls ``TensorRTBackend.preprocess`` on
+   each partition, which runs ``canonicalise_partition``: buffer writes made functional
+   (``functional_copies``), KV writes rewritten into ``executorch_trt::kv_cache_update``
+   (``kv_cache_writes``), copies that change nothing dropped (``noop_copies``). The binding
+   contract and the alias decision are then read off the result (``backend``).
+4. The engine builds its payload. The portable engine runs ``prepare_nested_program`` on the
+   partition (attention over the caches in place: ``gqa_attention``; ``torch.cond`` results
+   copied into bound outputs: ``cond_outputs``), lowers it with XNNPACK and finalises it with
+   ``nested_finalise_passes`` and a planner that first plans ``cond`` caches in place
+   (``cross_attn_cache.plan_cond_caches_in_place``).
+5. ``finalise_passes`` (the top-level program, ``to_executorch(backend_config())``): initial
+   values of non-zero mutable buffers are serialised (``initialize_mutable_buffers``), sibling
+   ``cond`` results read late are copied (``cond_outputs``); then memory planning with the
+   delegate's ``InplaceMemoryPlanningPass`` (``executorch_trt.lowering.memory_planning``), which
+   makes each aliased delegate output the buffer it updates and drops its write-back copy.
+"""
+
+from __future__ import annotations
+
+from typing import FrozenSet, List
+
+from executorch.exir.pass_base import PassBase
+from executorch.exir.pass_manager import PassType
+from torch.export import ExportedProgram
+
+from executorch_trt.graph.operator_support import DelegateOperatorSupport
+from executorch_trt.passes.buffer_to_buffer_writes import BufferToBufferWritesPass
+from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond_outputs
+from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
+from executorch_trt.passes.functional_copies import FunctionalCopyPass
+from executorch_trt.passes.gqa_attention import use_gqa_attention
+from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
+                                                              MarkZeroBuffersPass)
+from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
+from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
+from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
+from executorch_trt.passes.size_copies import SizeCopiesPass
+
+#: The schema name an engine lists when it runs ``scaled_dot_product_attention`` whole.
+SDPA = "aten::scaled_dot_product_attention"
+
+
+def prepare_aten_program(ep: ExportedProgram, supported_ops: FrozenSet[str]) -> None:
+    """Stage 1: rewrites ATen program ``ep`` in place for an engine taking ``supported_ops``.
+    Idempotent. Raises ``ValueError`` for a cross-attention cache write it cannot record
+    (``expose_cross_attn_cache_writes``)."""
+    expose_cross_attn_cache_writes(ep)
+    if SDPA in supported_ops:
+        pin_sdpa_layout(ep)  # prefill SDPA can then stay whole
+
+
+def edge_transform_passes(supported_ops: FrozenSet[str]) -> List[PassType]:
+    """Stage 2: the ``transform_passes`` for an engine taking ``supported_ops``, in order."""
+    return [SizeCopiesPass(DelegateOperatorSupport(supported_ops)), BufferToBufferWritesPass(),
+            MarkZeroBuffersPass()]
+
+
+def canonicalise_partition(ep: ExportedProgram) -> None:
+    """Stage 3: rewrites partition program ``ep``'s buffer writes in place (its graph module is
+    changed), before its bindings and aliases are decided."""
+    for pass_ in partition_passes():
+        pass_(ep.graph_module)
+
+
+def partition_passes() -> List[PassBase]:
+    """Stage 3's passes, in order (``canonicalise_partition``)."""
+    return [FunctionalCopyPass(), KVCacheUpdatePass(), DropNoOpCopiesPass()]
+
+
+def prepare_nested_program(ep: ExportedProgram) -> None:
+    """Stage 4 (portable engine): rewrites partition ``ep`` in place into the nested program's
+    graph, after its binding names were taken (``copy_cond_outputs`` needs them)."""
+    use_gqa_attention(ep.graph_module)
+    copy_cond_outputs(ep)
+
+
+def nested_finalise_passes() -> List[PassType]:
+    """Stage 4's ``to_executorch`` passes of the nested program (after its XNNPACK lowering,
+    which may reorder a ``cond``'s results)."""
+    return [SiblingCondOutputsPass()]
+
+
+def finalise_passes(initialize_buffers: bool) -> List[PassType]:
+    """Stage 5's ``to_executorch`` passes of the top-level program; ``initialize_buffers``:
+    serialise the initial value of each non-zero mutable buffer (``et_init_buffer``)."""
+    passes: List[PassType] = [InitializeMutableBuffersPass()] if initialize_buffers else []
+    passes.append(SiblingCondOutputsPass())
+    return passes
