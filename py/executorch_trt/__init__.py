@@ -28,7 +28,14 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from executorch_trt import quiet
-from executorch_trt.runtime.registration import Registration, register, register_at_import
+
+quiet.drop_import_noise()  # torchao's import-time noise, whoever imports executorch.exir later
+
+from executorch_trt.runtime.registration import (  # noqa: E402
+    Registration,
+    register,
+    register_at_import,
+)
 
 if TYPE_CHECKING:
     from executorch_trt import llm, runtime
@@ -59,8 +66,7 @@ __all__ = ["export", "backend_config", "transform_passes", "TensorRTPartitioner"
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        with quiet.imports():  # the first import of executorch.exir, and of torchao through it
-            value = getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name in _SUBPACKAGES:
         value = importlib.import_module(f"{__name__}.{name}")
     else:

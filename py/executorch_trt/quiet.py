@@ -5,10 +5,11 @@ user's attention (the product's ``NotInPlaceWarning``, an error). What is droppe
 
 * torchao's ``Failed to load .../torchao/_C_mxfp8...so`` / ``_C_cutlass_90a...so`` warnings
   (logger ``torchao``) and torch's ``<enum 'KernelPreference'> is an Enum subclass ...``
-  warning (logger ``torch.utils._pytree``): logged while ``executorch.exir`` imports torchao,
-  which the package's import triggers. They are about torchao's CUDA kernels and its own enum,
-  nothing a user of this package can act on. Dropped by a logging filter on those two loggers
-  while the package imports ExecuTorch (``imports()``), and only those messages.
+  warning (logger ``torch.utils._pytree``): logged when anything imports ``executorch.exir``
+  (this package's exporter, or ExecuTorch's own Python runtime), which imports torchao. They are
+  about torchao's CUDA kernels and its own enum, nothing a user of this package can act on.
+  ``import executorch_trt`` puts a logging filter on those two loggers (``drop_import_noise``)
+  that drops exactly those messages, whenever the import happens.
 * torch's ``isinstance(treespec, LeafSpec) is deprecated`` ``FutureWarning``: torch 2.13
   warns when ``copy.deepcopy`` reconstructs its own ``LeafSpec`` objects, which torch.export's
   ``run_decompositions`` and ExecuTorch's ``to_backend`` do while lowering. Dropped inside
@@ -34,12 +35,12 @@ import logging
 import os
 import re
 import warnings
-from typing import Iterator, Sequence, Tuple
+from typing import Iterator, Tuple
 
 VERBOSE_ENV = "EXECUTORCH_TRT_VERBOSE"
 logger = logging.getLogger("executorch_trt")
 
-# (logger name, message pattern) of the import-time records dropped by ``imports()``.
+# (logger name, message pattern) of the import-time records ``drop_import_noise`` drops.
 _IMPORT_RECORDS: Tuple[Tuple[str, str], ...] = (
     ("torchao", r"Failed to load .*torchao/_C\w*[.\w-]*\.so"),
     ("torch.utils._pytree", r"is an Enum subclass and is now natively supported by "
@@ -59,37 +60,29 @@ def verbose() -> bool:
 
 
 class _DropMessages(logging.Filter):
-    """Drops a logger's records whose formatted message matches ``pattern`` (re.search)."""
+    """Drops a logger's records whose formatted message matches ``pattern`` (re.search), except
+    in verbose mode (read at each record)."""
 
     def __init__(self, pattern: str) -> None:
         super().__init__()
         self._pattern = re.compile(pattern)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not self._pattern.search(record.getMessage())
+        return verbose() or not self._pattern.search(record.getMessage())
 
 
-@contextlib.contextmanager
-def _records_dropped(records: Sequence[Tuple[str, str]]) -> Iterator[None]:
-    attached = [(logging.getLogger(name), _DropMessages(pattern)) for name, pattern in records]
-    for log, f in attached:
-        log.addFilter(f)
-    try:
-        yield
-    finally:
-        for log, f in attached:
-            log.removeFilter(f)
+_installed = False
 
 
-@contextlib.contextmanager
-def imports() -> Iterator[None]:
-    """Around the package's imports of ExecuTorch: drops torchao's and torch's import-time
-    warnings listed in this module's docstring (nothing in verbose mode)."""
-    if verbose():
-        yield
+def drop_import_noise() -> None:
+    """Installs, once per process, the filters that drop torchao's and torch's import-time
+    records listed in this module's docstring (``import executorch_trt`` calls it)."""
+    global _installed
+    if _installed:
         return
-    with _records_dropped(_IMPORT_RECORDS):
-        yield
+    for name, pattern in _IMPORT_RECORDS:
+        logging.getLogger(name).addFilter(_DropMessages(pattern))
+    _installed = True
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ Error::DelegateInvalidCompatibility; Python raises ValueError for both), and for
 ``summary`` both readers must reproduce.
 
 Valid bytes come from the package's own writers; invalid ones are those bytes changed at the
-named offsets of ``executorch_trt.format.wire`` / ``engines.portable.payload``. Regenerate (and
+named offsets of ``executorch_trt.format.wire`` / ``format.portable_payload``. Regenerate (and
 review the diff) only when a format changes:
 
     ./bazelw run //tests/conformance:make_vectors -- --out $PWD/tests/conformance/vectors.json
@@ -28,7 +28,7 @@ from typing import Any, Dict, List
 
 from executorch_trt.format import blob as B
 from executorch_trt.format import wire as W
-from executorch_trt.engines.portable import payload as P
+from executorch_trt.format import portable_payload as P
 
 _U32 = {"header_size", "format_version", "reserved"}
 

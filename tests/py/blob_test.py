@@ -7,7 +7,7 @@ from absl.testing import absltest
 
 from executorch_trt.format import blob as B
 from executorch_trt.format import wire as W
-from executorch_trt.engines.portable import payload as P
+from executorch_trt.format import portable_payload as P
 
 
 def _metadata(**overrides):

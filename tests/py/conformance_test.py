@@ -13,7 +13,7 @@ import os
 from absl.testing import absltest
 
 from executorch_trt.format import blob as B
-from executorch_trt.engines.portable import payload as P
+from executorch_trt.format import portable_payload as P
 
 _VECTORS = os.path.join("tests", "conformance", "vectors.json")
 

@@ -7,11 +7,8 @@ operators are registered with torch (``executorch_trt.ops``), ``TensorRTBackend`
 lowering finds it by name) and the emitter fixes are applied (``emitter_fixes``).
 """
 
-from executorch_trt import quiet
-
-with quiet.imports():  # the first import of executorch.exir, and of torchao through it
-    from executorch_trt import ops  # noqa: F401  (registers the delegate's operators)
-    from executorch_trt.backend import preprocess  # noqa: F401  (defines TensorRTBackend)
-    from executorch_trt.lowering import emitter_fixes
+from executorch_trt import ops  # noqa: F401  (registers the delegate's operators)
+from executorch_trt.backend import preprocess  # noqa: F401  (defines TensorRTBackend)
+from executorch_trt.lowering import emitter_fixes
 
 emitter_fixes.apply()  # named mutable buffers keep their own initial values (emitter_fixes.py)
