@@ -38,7 +38,7 @@ LAYERS: Dict[str, Set[str]] = {
     "runtime": {"format", "quiet"},
     "inspection": {"format"},
     "llm": {"lowering", "backend", "engines", "passes", "graph", "ops", "format", "options",
-            "quiet", "inspection"},
+            "quiet", "inspection", "runtime"},
 }
 
 

@@ -1,0 +1,250 @@
+"""A conversation on disk: ``Session.save`` and ``LLMProgram.load_session``.
+
+Layout (little-endian)::
+
+    0   magic  b"ETRTSESS"
+    8   version u32 (FORMAT_VERSION) | 12 reserved u32 (0) | 16 header_size u64
+    24  header: UTF-8 JSON (below)
+    ..  data: the tensors' bytes, at the header's offsets (relative to the data's start)
+    end SHA-256 (32 bytes) of every byte before it
+
+The header::
+
+    {"format": "executorch_trt.session", "version": 1,
+     "program": {"buffers": [[name, dtype, shape], ...], "program_sha256": ..., "data_sha256": ...},
+     "tokens": [ids held], "counters": [names],
+     "tensors": [{"role": "buffer" | "snapshot" | "logits", "name": ..., "position": p (a
+                  snapshot's), "dtype": ..., "shape": [stored shape], "offset": ..., "nbytes": ...}],
+     "data_size": bytes}
+
+A positional buffer (a KV cache) is stored for the positions held only (its shape along the
+position dimension is the number of tokens), the others whole; ``snapshot`` entries are the
+session's saved values of its non-positional buffers (``session.py``), ``logits`` the last
+token's. ``program`` is the fingerprint of the program it was saved from
+(``LLMProgram.fingerprint``): the buffers, and SHA-256 of the ``.pte`` and of its ``.ptd``.
+
+Writing is atomic (a temporary file in the same directory, then ``os.replace``): a crash leaves
+the old file or the new one. Reading checks, in this order, and raises ``ValueError`` naming
+the file and the problem before anything is loaded: the size and magic, the version (a newer
+one is refused), the checksum (truncated or corrupted), the header, the program's fingerprint
+(what differs), each tensor's dtype, shape and extent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+import torch
+
+from executorch_trt.format.wire import DTYPES, dtype_name
+
+if TYPE_CHECKING:
+    from executorch_trt.llm.program import LLMProgram, PathLike
+    from executorch_trt.llm.session import Session
+
+MAGIC = b"ETRTSESS"
+FORMAT_VERSION = 1
+FORMAT = "executorch_trt.session"
+_HEADER = struct.Struct("<8sIIQ")
+_DIGEST = 32
+
+
+def _raw(tensor: torch.Tensor) -> bytes:
+    return tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def write_session(session: "Session", path: "PathLike") -> None:
+    """Writes ``session`` to ``path`` (module docstring); the caller holds its lock."""
+    model = session.model
+    layout = model.layout
+    position = session.position
+    blobs: List[bytes] = []
+    tensors: List[Dict[str, Any]] = []
+    offset = 0
+
+    def add(role: str, name: str, tensor: torch.Tensor, **extra: Any) -> None:
+        nonlocal offset
+        data = _raw(tensor)
+        dtype = dtype_name(tensor.dtype)
+        if dtype is None:
+            raise ValueError(f"save: buffer {name!r} has dtype {tensor.dtype}, which a session "
+                             "file cannot hold")
+        tensors.append(dict(role=role, name=name, dtype=dtype, shape=list(tensor.shape),
+                            offset=offset, nbytes=len(data), **extra))
+        blobs.append(data)
+        offset += len(data)
+
+    for name, tensor in session._live_state().items():
+        add("buffer", name, layout.held(name, tensor, position))
+    for p, snapshot in sorted(session._snapshots.items()):
+        for name, tensor in snapshot.items():
+            add("snapshot", name, tensor, position=p)
+    if session._logits is not None:
+        add("logits", "logits", session._logits)
+    header = json.dumps({
+        "format": FORMAT, "version": FORMAT_VERSION, "program": model.fingerprint,
+        "tokens": session._tokens, "counters": sorted(session._counters),
+        "tensors": tensors, "data_size": offset,
+    }).encode("utf-8")
+    digest = hashlib.sha256()
+    prefix = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(header)) + header
+    digest.update(prefix)
+    for blob in blobs:
+        digest.update(blob)
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, temporary = tempfile.mkstemp(prefix=".session-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(prefix)
+            for blob in blobs:
+                f.write(blob)
+            f.write(digest.digest())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _fingerprint_difference(saved: Any, current: Dict[str, Any]) -> Optional[str]:
+    """What differs between the fingerprint a file was saved from and the program's."""
+    if not isinstance(saved, dict):
+        return "the file has no program fingerprint"
+    saved_buffers = {b[0]: b[1:] for b in saved.get("buffers", []) if isinstance(b, list) and b}
+    buffers = {b[0]: b[1:] for b in current["buffers"]}
+    problems = []
+    missing = sorted(set(buffers) - set(saved_buffers))
+    extra = sorted(set(saved_buffers) - set(buffers))
+    if missing:
+        problems.append(f"the file has no buffer {missing}")
+    if extra:
+        problems.append(f"the file has buffers this program does not ({extra})")
+    for name in sorted(set(buffers) & set(saved_buffers)):
+        if [list(x) if isinstance(x, list) else x for x in saved_buffers[name]] != \
+                [list(x) if isinstance(x, list) else x for x in buffers[name]]:
+            problems.append(f"buffer {name!r} is {saved_buffers[name]} in the file and "
+                            f"{buffers[name]} in this program")
+    for key, what in (("program_sha256", "the .pte"), ("data_sha256", "the .ptd")):
+        if saved.get(key) != current[key]:
+            problems.append(f"{what} differs (SHA-256 {str(saved.get(key))[:16]}... in the "
+                            f"file, {str(current[key])[:16]}... here)")
+    return "; ".join(problems) or None
+
+
+@dataclasses.dataclass
+class SavedSession:
+    """What a session file holds, read and checked (``read_session``); the state is a whole
+    new state of the program with the held part filled in."""
+
+    tokens: List[int]
+    state: Dict[str, torch.Tensor]
+    counters: List[str]
+    snapshots: Dict[int, Dict[str, torch.Tensor]]
+    logits: Optional[torch.Tensor]
+
+
+def read_session(model: "LLMProgram", path: "PathLike") -> SavedSession:
+    """The session saved at ``path`` for ``model`` (module docstring for the checks)."""
+    where = os.fspath(path)
+    with open(where, "rb") as f:
+        data = f.read()
+
+    def bad(problem: str) -> ValueError:
+        return ValueError(f"load_session: {where}: {problem}")
+
+    if len(data) < _HEADER.size + _DIGEST:
+        raise bad(f"truncated: {len(data)} bytes, shorter than a session file's header and "
+                  "checksum")
+    magic, version, _, header_size = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise bad(f"not a session file (magic {magic!r}, expected {MAGIC!r})")
+    if version > FORMAT_VERSION:
+        raise bad(f"written by a newer executorch_trt (session format version {version}); this "
+                  f"one reads version {FORMAT_VERSION}: upgrade it to load the file")
+    if version < 1:
+        raise bad(f"session format version {version} is not a version")
+    if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
+        raise bad(f"truncated or corrupted ({len(data)} bytes; the SHA-256 at its end does not "
+                  "match its contents); save the session again")
+    try:
+        header = json.loads(data[_HEADER.size:_HEADER.size + header_size].decode("utf-8"))
+        tokens, counters, entries = header["tokens"], header["counters"], header["tensors"]
+        data_size = header["data_size"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise bad(f"its header cannot be read ({exc})") from None
+    base = _HEADER.size + header_size
+    if base + data_size + _DIGEST != len(data):
+        raise bad(f"its header says {base + data_size + _DIGEST} bytes, the file has "
+                  f"{len(data)}")
+    difference = _fingerprint_difference(header.get("program"), model.fingerprint)
+    if difference:
+        raise bad(f"saved from another program: {difference}")
+    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens) \
+            or len(tokens) > model.max_context_len:
+        raise bad("its token ids are not a list of at most max_context_len ints")
+    position = len(tokens)
+    state = model.program.new_state()
+    snapshots: Dict[int, Dict[str, torch.Tensor]] = {}
+    logits: Optional[torch.Tensor] = None
+    seen = set()
+    for entry in entries:
+        tensor, key = _tensor(entry, data, base, data_size, bad)
+        role, name = key
+        if role == "buffer":
+            if name not in state:
+                raise bad(f"buffer {name!r} is not this program's")
+            target = model.layout.held(name, state[name], position)
+            if tuple(target.shape) != tuple(tensor.shape) or target.dtype != tensor.dtype:
+                raise bad(f"buffer {name!r} is {tensor.dtype} {list(tensor.shape)}, "
+                          f"{position} tokens need {target.dtype} {list(target.shape)}")
+            target.copy_(tensor)
+            seen.add(name)
+        elif role == "snapshot":
+            p = entry.get("position")
+            if not isinstance(p, int) or not 0 <= p <= position or name not in state:
+                raise bad(f"snapshot of {name!r} at {p!r} is not a held position's")
+            snapshots.setdefault(p, {})[name] = tensor.clone()
+        elif role == "logits":
+            logits = tensor.clone()
+        else:
+            raise bad(f"unknown tensor role {role!r}")
+    if seen != set(state):
+        raise bad(f"no data for buffer(s) {sorted(set(state) - seen)}")
+    return SavedSession(list(tokens), state,
+                        [c for c in counters if c in model.layout.other], snapshots, logits)
+
+
+def _tensor(entry: Any, data: bytes, base: int, data_size: int,
+            bad: Any) -> Tuple[torch.Tensor, Tuple[str, str]]:
+    """One stored tensor (a copy), checked against its extent."""
+    try:
+        role, name, dtype_text = entry["role"], entry["name"], entry["dtype"]
+        shape, offset, nbytes = [int(s) for s in entry["shape"]], entry["offset"], entry["nbytes"]
+    except (KeyError, TypeError, ValueError):
+        raise bad(f"a tensor entry is malformed: {entry!r}") from None
+    dtype = DTYPES.get(dtype_text)
+    if dtype is None:
+        raise bad(f"tensor {name!r} has unknown dtype {dtype_text!r}")
+    numel = 1
+    for s in shape:
+        if s < 0:
+            raise bad(f"tensor {name!r} has a negative size in {shape}")
+        numel *= s
+    expected = numel * torch.empty((), dtype=dtype).element_size()
+    if not isinstance(offset, int) or not isinstance(nbytes, int) or nbytes != expected \
+            or offset < 0 or offset + nbytes > data_size:
+        raise bad(f"tensor {name!r} ({dtype_text} {shape}) does not fit its extent "
+                  f"(offset {offset!r}, {nbytes!r} bytes, data {data_size} bytes)")
+    raw = bytearray(data[base + offset:base + offset + nbytes])
+    if not raw:
+        return torch.empty(shape, dtype=dtype), (role, name)
+    return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape), (role, name)

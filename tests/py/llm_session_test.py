@@ -1,0 +1,523 @@
+"""Conversations as objects (``executorch_trt.llm.load`` / ``Session``) against eager PyTorch.
+
+Programs: a tiny Llama exported by ``export_llm`` (one dynamic ``forward``, metadata methods),
+the same as ``prefill``/``decode``, a Gemma-3 with a sliding window (its ring-buffer caches are
+not positional: rewind restores them from snapshots and runs tokens again), and the example's
+``prefill``/``decode`` program without metadata (``max_context_len`` given). The reference is
+the plain model's forward over the whole sequence, without a cache.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
+
+import torch  # noqa: E402
+from absl.testing import absltest  # noqa: E402
+from runfiles import Runfiles  # noqa: E402
+
+import delegate_library  # noqa: E402
+import hf_models as H  # noqa: E402
+import llm_test_models as M  # noqa: E402
+from executorch_trt import llm, runtime  # noqa: E402
+from executorch_trt.llm import session_file  # noqa: E402
+
+MAX_SEQ_LEN = 16
+MAX_CONTEXT_LEN = 64
+PROMPT = [M.BOS_ID, 3, 1, 20, 7, 11, 4, 0, 9, 13]
+
+
+def _eager_logits(model, ids):
+    """The plain model's logits of the last of ``ids`` (no cache)."""
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1]
+
+
+def _assert_close(test, got, want, what):
+    scale = max(1.0, float(want.abs().max()))
+    diff = float((got - want).abs().max())
+    test.assertLessEqual(diff, 1e-4 * scale, f"{what}: max |dlogit| {diff}")
+
+
+def _assert_same_state(test, a, b, what):
+    """``a`` and ``b`` hold the same tokens and the same held state (caches to float tolerance,
+    every other buffer, e.g. the step counters, exactly)."""
+    test.assertEqual(a.tokens, b.tokens, what)
+    layout = a.model.layout
+    for name, tensor in a.state.items():
+        mine = layout.held(name, tensor, a.position)
+        theirs = layout.held(name, b.state[name], b.position)
+        if tensor.dtype.is_floating_point:
+            test.assertTrue(torch.allclose(mine, theirs, atol=1e-5), f"{what}: {name}")
+        else:
+            test.assertTrue(torch.equal(mine, theirs), f"{what}: {name} {mine} != {theirs}")
+
+
+def _export(model, path, **kwargs):
+    program = llm.export_llm(model, MAX_SEQ_LEN, max_context_len=MAX_CONTEXT_LEN, **kwargs)
+    with open(path, "wb") as f:
+        f.write(program.buffer)
+    return path
+
+
+class _Programs:
+    """Exported once per process (tests share them)."""
+
+    _dir = None
+    _cache = {}
+
+    @classmethod
+    def get(cls, name):
+        if name not in cls._cache:
+            if cls._dir is None:
+                cls._dir = tempfile.mkdtemp()
+            path = os.path.join(cls._dir, f"{name}.pte")
+            if name == "llama":
+                model = M.tiny_llama()
+                _export(model, path)
+            elif name == "llama_prefill_decode":
+                model = M.tiny_llama()
+                _export(model, path, prefill_decode=True)
+            elif name == "gemma3":
+                model = H.FAMILIES["gemma3"].model()
+                _export(model, path)
+            else:
+                raise KeyError(name)
+            cls._cache[name] = (model, path)
+        return cls._cache[name]
+
+
+@delegate_library.needs_library
+class SessionTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model, cls.path = _Programs.get("llama")
+        cls.program = llm.load(cls.path)
+
+    def test_the_program_is_read_from_its_metadata(self):
+        p = self.program
+        self.assertEqual((p.prefill_method, p.decode_method), ("forward", "forward"))
+        self.assertEqual((p.max_seq_len, p.max_context_len, p.vocab_size),
+                         (MAX_SEQ_LEN, MAX_CONTEXT_LEN, M.VOCAB))
+        self.assertEqual((p.bos_id, p.eos_ids), (M.BOS_ID, (M.EOS_ID,)))
+        self.assertEqual(sorted(p.layout.positional), sorted(
+            n for n in p.program.buffer_names if "cache" in n and "cumulative" not in n))
+        self.assertTrue(all("cumulative_length" in n for n in p.layout.other))
+
+    def test_prefill_and_decode_match_eager(self):
+        s = self.program.new_session()
+        # Longer than max_seq_len: two chunks.
+        prompt = PROMPT + [5, 6, 7, 8, 9, 10, 12]
+        _assert_close(self, s.prefill(prompt), _eager_logits(self.model, prompt), "prefill")
+        self.assertEqual((s.position, s.tokens), (len(prompt), prompt))
+        _assert_close(self, s.decode(17), _eager_logits(self.model, prompt + [17]), "decode")
+
+    def test_greedy_generate_matches_eager_greedy(self):
+        s = self.program.new_session()
+        s.prefill(PROMPT)
+        got = list(s.generate(max_new_tokens=16, stop_tokens=self.program.eos_ids))
+        want = M.greedy_tokens(self.model, PROMPT, 16, eos_ids=self.program.eos_ids)
+        self.assertEqual(got, want)
+        self.assertEqual(s.tokens, PROMPT + got)
+
+    def test_each_step_copies_no_state(self):
+        s = self.program.new_session()
+        s.prefill(PROMPT)
+        before = runtime.bytes_copied()
+        pointers = {n: t.data_ptr() for n, t in s.state.items()}
+        list(s.generate(max_new_tokens=4))
+        self.assertEqual(runtime.bytes_copied() - before, 0)
+        self.assertEqual({n: t.data_ptr() for n, t in s.state.items()}, pointers)
+
+    def test_rewind_then_continue_equals_a_session_that_never_saw_the_dropped_tokens(self):
+        s = self.program.new_session()
+        s.prefill(PROMPT)
+        list(s.generate(max_new_tokens=5))
+        for n in (len(PROMPT) + 2, 4, 0):  # a generated position, inside the prompt, empty
+            s.rewind(n)
+            self.assertEqual(s.position, n)
+            kept = s.tokens
+            new = [21, 8, 30]
+            got = s.prefill(new)
+            fresh = self.program.new_session()
+            want = fresh.prefill(kept + new)
+            _assert_close(self, got, want, f"rewind({n}) vs fresh")
+            _assert_close(self, got, _eager_logits(self.model, kept + new), f"rewind({n})")
+            _assert_same_state(self, s, fresh, f"rewind({n}) vs fresh")
+            self.assertEqual(list(s.generate(6)), list(fresh.generate(6)))
+
+    def test_generate_after_rewind_recomputes_the_last_logits(self):
+        s = self.program.new_session()
+        s.prefill(PROMPT)
+        s.rewind(6)
+        got = list(s.generate(4))
+        self.assertEqual(got, M.greedy_tokens(self.model, PROMPT[:6], 4))
+
+    def test_fork_and_parent_diverge_independently(self):
+        parent = self.program.new_session()
+        parent.prefill(PROMPT)
+        child = parent.fork()
+        self.assertEqual(child.tokens, parent.tokens)
+        for name, t in child.state.items():
+            self.assertNotEqual(t.data_ptr(), parent.state[name].data_ptr(), name)
+        a = parent.decode(40)
+        b = child.decode(41)
+        _assert_close(self, a, _eager_logits(self.model, PROMPT + [40]), "parent")
+        _assert_close(self, b, _eager_logits(self.model, PROMPT + [41]), "child")
+        parent.rewind(3)
+        _assert_close(self, child.decode(42), _eager_logits(self.model, PROMPT + [41, 42]),
+                      "child after the parent rewound")
+
+    def test_sampling_with_a_seed_is_reproducible(self):
+        runs = []
+        for seed in (7, 7, 8):
+            s = self.program.new_session()
+            s.prefill(PROMPT)
+            runs.append(list(s.generate(12, temperature=1.5, top_k=50, top_p=0.95, seed=seed)))
+        self.assertEqual(runs[0], runs[1])
+        self.assertNotEqual(runs[0], runs[2])
+        self.assertTrue(all(0 <= t < M.VOCAB for t in runs[0]))
+
+    def test_two_sessions_in_two_threads_equal_each_alone(self):
+        prompts = [PROMPT, [M.BOS_ID, 30, 31, 2, 2, 5]]
+        alone = []
+        for prompt in prompts:
+            s = self.program.new_session()
+            s.prefill(prompt)
+            alone.append(list(s.generate(40)))
+        results = [None, None]
+        errors = []
+
+        def run(k):
+            try:
+                s = self.program.new_session()
+                s.prefill(prompts[k])
+                results[k] = list(s.generate(40))
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(results, alone)
+
+    def test_bad_use_raises_clearly(self):
+        s = self.program.new_session()
+        with self.assertRaisesRegex(ValueError, "holds no tokens; prefill a prompt first"):
+            s.decode(1)
+        with self.assertRaisesRegex(ValueError, "no tokens given"):
+            s.prefill([])
+        with self.assertRaisesRegex(ValueError, rf"token 1 is {M.VOCAB}, outside the "
+                                                rf"vocabulary \[0, {M.VOCAB}\)"):
+            s.prefill([1, M.VOCAB])
+        with self.assertRaisesRegex(TypeError, "token 0 is 1.5, not an int"):
+            s.prefill([1.5])
+        with self.assertRaisesRegex(ValueError, rf"{MAX_CONTEXT_LEN + 1} tokens do not fit: "
+                                                rf"the session holds 0 of {MAX_CONTEXT_LEN} "
+                                                rf"positions .*so {MAX_CONTEXT_LEN} more fit"):
+            s.prefill([1] * (MAX_CONTEXT_LEN + 1))
+        self.assertEqual(s.position, 0)
+        s.prefill([1, 2, 3])
+        with self.assertRaisesRegex(ValueError, r"rewind\(4\): the session holds 3 tokens"):
+            s.rewind(4)
+        with self.assertRaisesRegex(ValueError, r"rewind\(-1\)"):
+            s.rewind(-1)
+        with self.assertRaisesRegex(ValueError, "temperature must be >= 0"):
+            next(s.generate(2, temperature=-1.0))
+        with self.assertRaisesRegex(ValueError, r"top_p must be in \(0, 1\]"):
+            next(s.generate(2, top_p=0.0))
+        s.close()
+        with self.assertRaisesRegex(RuntimeError, "session is closed"):
+            s.decode(1)
+
+    def test_generate_stops_when_the_cache_is_full(self):
+        s = self.program.new_session()
+        s.prefill([1] * (MAX_CONTEXT_LEN - 3))
+        self.assertEqual(len(list(s.generate(10))), 3)
+        self.assertEqual(s.position, MAX_CONTEXT_LEN)
+        with self.assertRaisesRegex(ValueError, "so 0 more fit"):
+            s.decode(1)
+
+
+@delegate_library.needs_library
+class SavedSessionTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model, cls.path = _Programs.get("llama")
+        cls.program = llm.load(cls.path)
+
+    def _saved(self):
+        s = self.program.new_session()
+        s.prefill(PROMPT)
+        first = list(s.generate(4))
+        path = os.path.join(self.create_tempdir().full_path, "chat.session")
+        s.save(path)
+        return s, first, path
+
+    def test_save_then_load_in_a_new_process_continues_as_uninterrupted(self):
+        s, first, path = self._saved()
+        uninterrupted = list(s.generate(10))
+        script = (
+            "import json, sys\n"
+            "from executorch_trt import llm\n"
+            "program = llm.load(sys.argv[1])\n"
+            "s = program.load_session(sys.argv[2])\n"
+            "print(json.dumps({'tokens': s.tokens, 'next': list(s.generate(10))}))\n")
+        done = subprocess.run([sys.executable, "-c", script, self.path, path],
+                              capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        self.assertEqual(result["tokens"], PROMPT + first)
+        self.assertEqual(result["next"], uninterrupted)
+
+    def test_a_loaded_session_has_the_same_state_bit_for_bit(self):
+        s, _, path = self._saved()
+        t = self.program.load_session(path)
+        self.assertEqual(t.tokens, s.tokens)
+        for name, tensor in s.state.items():
+            held_s = self.program.layout.held(name, tensor, s.position)
+            held_t = self.program.layout.held(name, t.state[name], t.position)
+            self.assertTrue(torch.equal(held_s, held_t), name)
+
+    def test_damaged_and_foreign_files_are_refused_and_nothing_changes(self):
+        s, _, path = self._saved()
+        live = self.program.new_session()
+        live.prefill([1, 2, 3])
+        before = {n: t.clone() for n, t in live.state.items()}
+        data = open(path, "rb").read()
+        directory = self.create_tempdir().full_path
+
+        def write(name, content):
+            p = os.path.join(directory, name)
+            with open(p, "wb") as f:
+                f.write(content)
+            return p
+
+        flipped = bytearray(data)
+        flipped[len(data) // 2] ^= 0x40
+        newer = bytearray(data)
+        newer[8:12] = (session_file.FORMAT_VERSION + 1).to_bytes(4, "little")
+        cases = {
+            "truncated": (write("truncated", data[:-100]), "truncated or corrupted"),
+            "corrupted": (write("corrupted", bytes(flipped)), "truncated or corrupted"),
+            "tiny": (write("tiny", data[:10]), "truncated: 10 bytes"),
+            "not a session": (write("other", b"x" * 100), "not a session file"),
+            "newer": (write("newer", bytes(newer)), "newer executorch_trt .*version 2"),
+        }
+        for what, (p, message) in cases.items():
+            with self.subTest(what):
+                with self.assertRaisesRegex(ValueError, message):
+                    self.program.load_session(p)
+        _, other_path = _Programs.get("llama_prefill_decode")
+        other = llm.load(other_path)
+        with self.assertRaisesRegex(ValueError, r"saved from another program: .*the \.pte "
+                                                r"differs"):
+            other.load_session(path)
+        for n, t in live.state.items():
+            self.assertTrue(torch.equal(t, before[n]), n)
+        _assert_close(self, live.decode(4), _eager_logits(self.model, [1, 2, 3, 4]),
+                      "a live session after the refusals")
+
+    def test_a_failed_save_leaves_the_previous_file(self):
+        s, _, path = self._saved()
+        saved_tokens = s.tokens
+        s.decode(3)
+        real_replace = os.replace
+
+        def failing_replace(src, dst):
+            raise OSError("disk full (simulated)")
+
+        os.replace = failing_replace
+        try:
+            with self.assertRaisesRegex(OSError, "simulated"):
+                s.save(path)
+        finally:
+            os.replace = real_replace
+        self.assertEqual(sorted(os.listdir(os.path.dirname(path))), ["chat.session"])
+        self.assertEqual(self.program.load_session(path).tokens, saved_tokens)
+        s.save(path)
+        self.assertEqual(self.program.load_session(path).tokens, s.tokens)
+
+
+@delegate_library.needs_library
+class PrefixCacheTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model, cls.path = _Programs.get("llama")
+
+    def test_a_new_sessions_prefill_reuses_the_longest_cached_prefix(self):
+        program = llm.load(self.path)
+        cache = program.prefix_cache(max_bytes=1 << 24)
+        shared = PROMPT + [5, 6, 7, 8]
+        first = program.new_session()
+        first.prefill(shared)
+        self.assertEqual(first.reused_tokens, 0)
+        cases = [
+            (shared + [9, 10], len(shared)),    # the whole entry, then two tokens
+            (shared, len(shared)),              # equal: nothing runs
+            (shared[:6] + [30], 6),             # part of an entry (counters only)
+            (shared[:3], 2),                    # shorter than the entry: one token runs
+            ([40, 41], 0),                      # nothing shared
+        ]
+        for prompt, reused in cases:
+            with self.subTest(prompt=prompt):
+                s = program.new_session()
+                got = s.prefill(prompt)
+                self.assertEqual(s.reused_tokens, reused)
+                _assert_close(self, got, _eager_logits(self.model, prompt), "logits")
+                plain = llm.load(self.path).new_session()
+                want = plain.prefill(prompt)
+                self.assertTrue(torch.allclose(got, want, atol=1e-5), "vs no cache")
+                self.assertEqual(list(s.generate(5)), list(plain.generate(5)))
+        self.assertGreater(cache.hits, 0)
+
+    def test_least_recently_used_entries_are_evicted(self):
+        program = llm.load(self.path)
+        probe = program.prefix_cache(max_bytes=1 << 24)
+        program.new_session().prefill(PROMPT)
+        one_entry = probe.bytes
+        self.assertGreater(one_entry, program.layout.held_bytes(len(PROMPT)))
+        cache = program.prefix_cache(max_bytes=int(one_entry * 2.5))
+        for first in (50, 51, 52):
+            program.new_session().prefill([first] + PROMPT[1:])
+        self.assertEqual((cache.entries, cache.bytes), (2, 2 * one_entry))
+        s = program.new_session()
+        s.prefill([50] + PROMPT[1:])
+        self.assertEqual(s.reused_tokens, 0)  # the least recently used: evicted
+        s = program.new_session()
+        s.prefill([52] + PROMPT[1:])
+        self.assertEqual(s.reused_tokens, len(PROMPT))
+        too_small = program.prefix_cache(max_bytes=one_entry - 1)
+        program.new_session().prefill(PROMPT)
+        self.assertEqual(too_small.entries, 0)
+
+
+@delegate_library.needs_library
+class OtherProgramsTest(absltest.TestCase):
+
+    def test_prefill_decode_program(self):
+        model, path = _Programs.get("llama_prefill_decode")
+        program = llm.load(path)
+        self.assertEqual((program.prefill_method, program.decode_method), ("prefill", "decode"))
+        s = program.new_session()
+        s.prefill(PROMPT)
+        self.assertEqual(list(s.generate(8)), M.greedy_tokens(model, PROMPT, 8))
+
+    def test_gemma3_with_a_sliding_window(self):
+        model, path = _Programs.get("gemma3")
+        program = llm.load(path)
+        vocab = model.config.vocab_size
+        prompt = [3, 9, 27, 81 % vocab, 5, 6, 7]
+        s = program.new_session()
+        _assert_close(self, s.prefill(prompt), _eager_logits(model, prompt), "prefill")
+        generated = list(s.generate(6))
+        self.assertEqual(generated, M.greedy_tokens(model, prompt, 6))
+        for n in (len(prompt) + 3, 3):
+            s.rewind(n)
+            kept = s.tokens
+            _assert_close(self, s.decode(11), _eager_logits(model, kept + [11]),
+                          f"rewind({n}) then decode")
+        fork = s.fork()
+        _assert_close(self, fork.decode(12), _eager_logits(model, s.tokens + [12]), "fork")
+
+    def test_a_program_without_metadata_needs_max_context_len(self):
+        pte = Runfiles.Create().Rlocation("executorch_trt/examples/kv_cache_decode.pte")
+        with self.assertRaisesRegex(ValueError, "pass max_context_len="):
+            llm.load(pte)
+        program = llm.load(pte, max_context_len=128)
+        reference = json.load(open(Runfiles.Create().Rlocation(
+            "executorch_trt/examples/kv_cache_decode_reference.json")))
+        want = [step["token"] for step in reference["steps"]]
+        s = program.new_session()
+        s.prefill(reference["prompt"])
+        self.assertEqual(list(s.generate(len(want))), want)
+
+
+class CountingDecoder(torch.nn.Module):
+    """One attention layer whose cache write position is a step counter buffer advanced by each
+    call (as transformers' StaticLayer.update writes at ``cumulative_length``): a rewind that
+    does not put the counter back writes the next token at the wrong position. With
+    ``summary``, a buffer that is not positional also feeds the logits: the sum of the
+    embeddings of every token held (restored from a snapshot, then the tokens after it run)."""
+
+    def __init__(self, vocab=48, dim=16, capacity=32, summary=False):
+        super().__init__()
+        torch.manual_seed(3)
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.out = torch.nn.Linear(dim, vocab)
+        self.register_buffer("k_cache", torch.zeros(1, capacity, dim))
+        self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+        if summary:
+            self.register_buffer("total", torch.zeros(1, dim))
+        self.summary = summary
+        self.capacity = capacity
+
+    def forward(self, tokens, positions):
+        x = self.embed(tokens)
+        where = self.count + torch.arange(tokens.shape[1])
+        self.k_cache.index_copy_(1, where, self.k(x))
+        self.v_cache.index_copy_(1, where, self.v(x))
+        self.count.add_(tokens.shape[1])
+        scores = self.q(x) @ self.k_cache.transpose(1, 2) / 4.0
+        visible = torch.arange(self.capacity)[None, :] <= positions[:, None]
+        scores = scores.masked_fill(~visible[None], float("-inf"))
+        attended = torch.softmax(scores, dim=-1) @ self.v_cache
+        if self.summary:
+            self.total.add_(x.sum(1))
+            attended = attended + self.total[:, None, :]
+        return self.out(attended)
+
+
+def _export_counting(summary):
+    import executorch_trt
+
+    module = CountingDecoder(summary=summary).eval()
+    t = torch.export.Dim("T", min=1, max=8)
+    with torch.no_grad():
+        ep = torch.export.export(module, (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
+                                 dynamic_shapes=({1: t}, {0: t}))
+    return llm.load(executorch_trt.export(ep, constant_methods={
+        "get_max_seq_len": 8, "get_max_context_len": 32, "get_vocab_size": 48,
+        "enable_dynamic_shape": True}).buffer)
+
+
+@delegate_library.needs_library
+class StatefulProgramsTest(absltest.TestCase):
+    """Rewind on programs whose state is more than positional caches."""
+
+    def _check_rewinds(self, program, expected_other):
+        self.assertEqual(program.layout.other, expected_other)
+        s = program.new_session()
+        s.prefill([1, 2, 3, 4, 5, 6])
+        list(s.generate(4))
+        self.assertEqual(int(s.state["count"]), 10)
+        for n in (7, 2, 5):  # a generated position, inside the prompt, inside a prefill chunk
+            s.rewind(n)
+            fresh = program.new_session()
+            want = fresh.prefill(s.tokens + [9, 10])
+            _assert_close(self, s.prefill([9, 10]), want, f"rewind({n})")
+            _assert_same_state(self, s, fresh, f"rewind({n})")
+            self.assertEqual(list(s.generate(3)), list(fresh.generate(3)), f"rewind({n})")
+
+    def test_rewind_puts_a_step_counter_back(self):
+        self._check_rewinds(_export_counting(summary=False), ("count",))
+
+    def test_rewind_restores_other_state_and_runs_the_tokens_after_it_again(self):
+        self._check_rewinds(_export_counting(summary=True), ("count", "total"))
+
+
+if __name__ == "__main__":
+    absltest.main()
