@@ -1,0 +1,230 @@
+"""The ``chat`` command: a conversation with an LLM program, streamed as text.
+
+    ./bazelw run //:chat -- --model model.pte --tokenizer tokenizer.json [--prompt TEXT] \\
+        [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] \\
+        [--session FILE] [--data model.ptd] [--max-context-len N]
+
+With ``--prompt`` it answers that one turn; without it, every line of standard input is a turn
+of one conversation. The answer streams to standard output; after each turn standard error
+gets the turn's statistics: prompt tokens, tokens reused from the prefix cache, time to first
+token (the prompt's prefill, whose logits give the first new token), prefill tok/s, generated
+tokens, decode tok/s, and the tokens the session holds. The first line on standard error names
+the engine the program's delegates run on.
+
+``--session FILE`` makes the conversation survive a restart: it is loaded from FILE when FILE
+exists (and refused, exit 2, when FILE is from another program or damaged) and saved to FILE
+after every turn. The tokenizer is a Hugging Face ``tokenizer.json`` (the ``tokenizers``
+library) or any file ExecuTorch's ``pytorch_tokenizers`` reads (tiktoken, SentencePiece,
+llama2.c). A new conversation starts with the program's BOS token (``get_bos_id``) when it
+has one; generation stops at its EOS tokens (``get_eos_ids``) or after ``--max-new-tokens``.
+
+Exit status: 0 on success; 2 on bad usage or a bad input, named in the message (a missing
+flag or file, a tokenizer or program that does not load, a refused session file); 1 when
+running the program fails.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable, List, Optional, TextIO
+
+from absl import flags
+
+USAGE = ("usage: ./bazelw run //:chat -- --model model.pte --tokenizer tokenizer.json "
+         "[--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
+         "[--seed S] [--session FILE] [--data model.ptd] [--max-context-len N]")
+
+
+def _define_flags() -> flags.FlagValues:
+    fv = flags.FlagValues()
+    flags.DEFINE_string("model", None, "the program (.pte)", flag_values=fv)
+    flags.DEFINE_string("tokenizer", None, "tokenizer.json, or a tiktoken/SentencePiece/"
+                        "llama2.c tokenizer file", flag_values=fv)
+    flags.DEFINE_string("data", None, "the program's .ptd (weights outside the .pte)",
+                        flag_values=fv)
+    flags.DEFINE_string("prompt", None, "one turn; without it each line of stdin is a turn",
+                        flag_values=fv)
+    flags.DEFINE_integer("max-new-tokens", 64, "most tokens generated per turn", lower_bound=0,
+                         flag_values=fv)
+    flags.DEFINE_float("temperature", 0.0, "0 is greedy", lower_bound=0.0, flag_values=fv)
+    flags.DEFINE_integer("top-k", 0, "sample among the k most likely (0: all)", lower_bound=0,
+                         flag_values=fv)
+    flags.DEFINE_float("top-p", 1.0, "sample in the smallest set with this probability",
+                       lower_bound=0.0, upper_bound=1.0, flag_values=fv)
+    flags.DEFINE_integer("seed", None, "seed of the sampling", flag_values=fv)
+    flags.DEFINE_string("session", None, "load the conversation from this file when it "
+                        "exists, save it there after every turn", flag_values=fv)
+    flags.DEFINE_integer("max-context-len", None, "KV cache positions, for a program without "
+                         "get_max_context_len", lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("prefix-cache-bytes", 0, "keep prompt states for reuse by later "
+                         "turns' prefill (0: off)", lower_bound=0, flag_values=fv)
+    flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
+    return fv
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _resolve(path: str) -> str:
+    base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
+    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
+
+
+class Tokenizer:
+    """``encode(text) -> ids`` and ``decode(ids) -> text`` over one of the supported files."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if path.endswith(".json"):
+            import tokenizers
+
+            hf = tokenizers.Tokenizer.from_file(path)
+            self._encode: Callable[[str], List[int]] = (
+                lambda text: hf.encode(text, add_special_tokens=False).ids)
+            self._decode: Callable[[List[int]], str] = (
+                lambda ids: hf.decode(ids, skip_special_tokens=True))
+            return
+        import pytorch_tokenizers as P
+
+        errors = []
+        for kind in (P.CppTiktoken, P.CppSPTokenizer, P.CppLlama2cTokenizer):
+            tokenizer = kind()
+            try:
+                tokenizer.load(path)
+            except Exception as exc:  # noqa: BLE001 - each loader raises its own error
+                errors.append(f"{kind.__name__}: {str(exc).strip().splitlines()[0]}")
+                continue
+            self._encode = lambda text, t=tokenizer: list(t.encode(text, 0, 0))
+            self._decode = lambda ids, t=tokenizer: "".join(t.decode(i) for i in ids)
+            return
+        raise _UsageError(f"--tokenizer {path}: not a tokenizer.json, and no pytorch_tokenizers "
+                          f"loader reads it ({'; '.join(errors)})")
+
+    def encode(self, text: str) -> List[int]:
+        return list(self._encode(text))
+
+    def decode(self, ids: List[int]) -> str:
+        return self._decode(ids) if ids else ""
+
+
+def _parse(argv: List[str]) -> flags.FlagValues:
+    fv = _define_flags()
+    try:
+        rest = fv(argv)
+    except flags.Error as exc:
+        raise _UsageError(str(exc)) from None
+    if fv["help"].value:
+        return fv
+    if len(rest) > 1:
+        raise _UsageError(f"unexpected arguments {rest[1:]} (every input is a --flag)")
+    for name in ("model", "tokenizer"):
+        if fv[name].value is None:
+            raise _UsageError(f"--{name} is required")
+    for name in ("model", "tokenizer", "data"):
+        value = fv[name].value
+        if value is not None and not os.path.isfile(_resolve(value)):
+            raise _UsageError(f"--{name} {value}: no such file")
+    return fv
+
+
+def _turn(session, tokenizer: Tokenizer, text: str, fv: flags.FlagValues, out: TextIO,
+          err: TextIO) -> None:
+    model = session.model
+    ids = tokenizer.encode(text)
+    if session.position == 0 and model.bos_id is not None:
+        ids = [model.bos_id] + ids
+    if not ids:
+        return
+    start = time.perf_counter()
+    session.prefill(ids)
+    prefill_s = time.perf_counter() - start
+    reused = session.reused_tokens
+    generated: List[int] = []
+    shown = ""
+    start = time.perf_counter()
+    for token in session.generate(fv["max-new-tokens"].value, fv["temperature"].value,
+                                  fv["top-k"].value, fv["top-p"].value, fv["seed"].value,
+                                  stop_tokens=model.eos_ids):
+        generated.append(token)
+        text_so_far = tokenizer.decode([t for t in generated if t not in model.eos_ids])
+        out.write(text_so_far[len(shown):])
+        out.flush()
+        shown = text_so_far
+    decode_s = time.perf_counter() - start
+    out.write("\n")
+    out.flush()
+    ran = len(ids) - reused
+    err.write(
+        f"chat: prompt {len(ids)} tokens ({reused} reused from the prefix cache), time to first "
+        f"token {prefill_s * 1e3:.1f} ms, prefill {ran / prefill_s if ran else 0.0:.1f} tok/s, "
+        f"generated {len(generated)} tokens, decode "
+        f"{len(generated) / decode_s if generated else 0.0:.1f} tok/s; the session holds "
+        f"{session.position} of {model.max_context_len} positions\n")
+    err.flush()
+
+
+def main(argv: Optional[List[str]] = None, stdin: TextIO = sys.stdin, out: TextIO = sys.stdout,
+         err: TextIO = sys.stderr) -> int:
+    argv = sys.argv if argv is None else argv
+    try:
+        fv = _parse(argv)
+    except _UsageError as exc:
+        err.write(f"chat: {exc}\n{USAGE}\n")
+        return 2
+    if fv["help"].value:
+        out.write(__doc__.strip() + "\n\nflags:\n" + fv.main_module_help() + "\n")
+        return 0
+
+    from executorch_trt import llm
+
+    session_path = _resolve(fv["session"].value) if fv["session"].value else None
+    try:
+        tokenizer = Tokenizer(_resolve(fv["tokenizer"].value))
+        model = llm.load(_resolve(fv["model"].value),
+                         _resolve(fv["data"].value) if fv["data"].value else None,
+                         max_context_len=fv["max-context-len"].value)
+        if fv["prefix-cache-bytes"].value:
+            model.prefix_cache(fv["prefix-cache-bytes"].value)
+        if session_path is not None and os.path.exists(session_path):
+            session = model.load_session(session_path)
+            resumed = f", resumed {session.position} tokens from {session_path}"
+        else:
+            session = model.new_session()
+            resumed = ""
+    except (_UsageError, ValueError, OSError, RuntimeError) as exc:
+        err.write(f"chat: {exc}\n")
+        return 2
+    err.write(f"chat: {fv['model'].value}: {_engine_summary(_resolve(fv['model'].value))}"
+              f"{resumed}\n")
+    turns = [fv["prompt"].value] if fv["prompt"].value is not None else None
+    try:
+        if turns is None:
+            for line in stdin:
+                _turn(session, tokenizer, line.rstrip("\n"), fv, out, err)
+                if session_path is not None:
+                    session.save(session_path)
+        else:
+            _turn(session, tokenizer, turns[0], fv, out, err)
+            if session_path is not None:
+                session.save(session_path)
+    except ValueError as exc:  # e.g. the conversation no longer fits the cache
+        err.write(f"chat: {exc}\n")
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the program failed: say why, exit 1
+        err.write(f"chat: failed: {type(exc).__name__}: {exc}\n")
+        return 1
+    return 0
+
+
+def _engine_summary(path: str) -> str:
+    """Which engine runs the program's delegates, read off the program (``inspect``)."""
+    from executorch_trt.inspection import inspect
+
+    return inspect(path).summary.engine_summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())
