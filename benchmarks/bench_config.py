@@ -92,17 +92,30 @@ class BenchConfig:
         return dataclasses.asdict(self.dims)
 
 
-FULL_DIMS = ModelDims(vocab_size=1024, hidden_size=256, intermediate_size=512,
-                      num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4)
+FULL_DIMS = ModelDims(
+    vocab_size=1024,
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+)
 
-QUICK_DIMS = ModelDims(vocab_size=128, hidden_size=64, intermediate_size=128,
-                       num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2)
+QUICK_DIMS = ModelDims(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 
 
 def full_config(threads: int) -> BenchConfig:
     """The README configuration: 256/1024/2048/4096 positions, 100 timed steps."""
-    return BenchConfig(FULL_DIMS, (256, 1024, 2048, 4096), prompt_len=32, repeats=100, warmup=5,
-                       threads=threads)
+    return BenchConfig(
+        FULL_DIMS, (256, 1024, 2048, 4096), prompt_len=32, repeats=100, warmup=5, threads=threads
+    )
 
 
 def quick_config(threads: int) -> BenchConfig:

@@ -60,8 +60,9 @@ def is_cache_tensor(tensor, cache_shapes: Iterable[Tuple[int, ...]] = ()) -> boo
     return tuple(int(s) for s in tensor.sizes) in {tuple(s) for s in cache_shapes}
 
 
-def account_copies(program, method: str = "decode",
-                   cache_shapes: Sequence[Tuple[int, ...]] = ()) -> CopyAccount:
+def account_copies(
+    program, method: str = "decode", cache_shapes: Sequence[Tuple[int, ...]] = ()
+) -> CopyAccount:
     """Bytes one call of `method` copies, from `program` (`ExecutorchProgramManager
     .executorch_program`). Counts each copy kernel's destination and each functional cache
     update's output (`plan.copies` / `functional_updates`); `KeyError` naming the

@@ -28,9 +28,11 @@ CPP_VARIANTS = ("delegate_inplace",)
 BINARY_ENV = "EXECUTORCH_TRT_DECODE_STEP_CPP"
 RUNFILES_PATH = "executorch_trt/benchmarks/decode_step_cpp"
 TIMEOUT_S = 900
-DESCRIPTION = ("delegate_inplace also timed in C++ (decode_step_cpp: the runner's "
-               "PrefillDecodeProgram, caller-owned caches, std::chrono::steady_clock), in a "
-               "process of its own after the timing worker")
+DESCRIPTION = (
+    "delegate_inplace also timed in C++ (decode_step_cpp: the runner's "
+    "PrefillDecodeProgram, caller-owned caches, std::chrono::steady_clock), in a "
+    "process of its own after the timing worker"
+)
 
 
 class BinaryNotFoundError(RuntimeError):
@@ -64,8 +66,11 @@ def binary_path() -> str:
     try:
         from executorch_trt import runtime as trt_runtime
 
-        beside = os.path.normpath(os.path.join(os.path.dirname(trt_runtime.library_path()),
-                                               "..", "benchmarks", "decode_step_cpp"))
+        beside = os.path.normpath(
+            os.path.join(
+                os.path.dirname(trt_runtime.library_path()), "..", "benchmarks", "decode_step_cpp"
+            )
+        )
         if os.path.isfile(beside):
             return beside
     except Exception:  # noqa: BLE001 - no library either: the message below says what to do
@@ -73,26 +78,39 @@ def binary_path() -> str:
     raise BinaryNotFoundError(
         "decode_step_cpp not found: run the benchmark with `./bazelw run //benchmarks:decode`, "
         "or build it (`./bazelw build //benchmarks:decode_step_cpp`) and set "
-        f"{BINARY_ENV}=/path/to/bazel-bin/benchmarks/decode_step_cpp")
+        f"{BINARY_ENV}=/path/to/bazel-bin/benchmarks/decode_step_cpp"
+    )
 
 
-def command(config: BenchConfig, built: BuiltProgram, json_path: str,
-            binary: Optional[str] = None) -> list:
+def command(
+    config: BenchConfig, built: BuiltProgram, json_path: str, binary: Optional[str] = None
+) -> list:
     """The decode_step_cpp command line for `built` (a program with its cache shapes) under
     `config`: the same prompt, decode token and position (prompt_len), warm-up and timed steps
     and threads as the Python timing worker; the JSON result goes to `json_path`."""
     ids, _ = workload.prefill_inputs(config)
     caches = ",".join(f"{name}={math.prod(shape)}" for name, shape in built.cache_shapes.items())
-    return [binary or binary_path(),
-            "--model", built.path,
-            "--caches", caches,
-            "--prompt", ",".join(str(int(i)) for i in ids[0].tolist()),
-            "--token", str(workload.DECODE_TOKEN),
-            "--max-seq-len", str(built.max_seq_len),
-            "--warmup", str(config.warmup),
-            "--repeats", str(config.repeats),
-            "--threads", str(config.threads),
-            "--json", json_path]
+    return [
+        binary or binary_path(),
+        "--model",
+        built.path,
+        "--caches",
+        caches,
+        "--prompt",
+        ",".join(str(int(i)) for i in ids[0].tolist()),
+        "--token",
+        str(workload.DECODE_TOKEN),
+        "--max-seq-len",
+        str(built.max_seq_len),
+        "--warmup",
+        str(config.warmup),
+        "--repeats",
+        str(config.repeats),
+        "--threads",
+        str(config.threads),
+        "--json",
+        json_path,
+    ]
 
 
 def _tail(text: str, lines: int = 12) -> str:
@@ -117,9 +135,11 @@ def time_decode_step(config: BenchConfig, built: BuiltProgram, work_dir: str) ->
     if proc.returncode != 0:
         detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
         last = [l for l in detail.splitlines() if l.startswith("decode_step_cpp:")]
-        return {"error": f"decode_step_cpp failed (exit {proc.returncode}): "
-                         f"{(last or detail.splitlines())[-1]}",
-                "stderr_tail": detail}
+        return {
+            "error": f"decode_step_cpp failed (exit {proc.returncode}): "
+            f"{(last or detail.splitlines())[-1]}",
+            "stderr_tail": detail,
+        }
     try:
         with open(json_path) as f:
             return json.load(f)

@@ -84,8 +84,9 @@ def peak_rss_mb() -> float:
 def summarize(step_ms: List[float]) -> dict:
     """Median, 10th and 90th percentile of step times (ms); percentiles linearly interpolated
     (`statistics.quantiles(method="inclusive")`, numpy's default)."""
-    deciles = (statistics.quantiles(step_ms, n=10, method="inclusive") if len(step_ms) > 1
-               else step_ms * 9)
+    deciles = (
+        statistics.quantiles(step_ms, n=10, method="inclusive") if len(step_ms) > 1 else step_ms * 9
+    )
     return {
         "step_ms_median": statistics.median(step_ms),
         "step_ms_p10": deciles[0],
@@ -142,16 +143,23 @@ def _eager_step(config: BenchConfig, max_seq_len: int) -> Callable[[], object]:
     def prefill(ids, positions):
         with torch.no_grad():
             module(ids, positions)
+
     fill_cache(config, max_seq_len, prefill)
 
     def step():
         with torch.no_grad():
             return module(*decode)
+
     return step
 
 
-def _program_step(config: BenchConfig, max_seq_len: int, path: str,
-                  with_delegate: bool, data: Optional[str] = None) -> Callable[[], object]:
+def _program_step(
+    config: BenchConfig,
+    max_seq_len: int,
+    path: str,
+    with_delegate: bool,
+    data: Optional[str] = None,
+) -> Callable[[], object]:
     """Loads the program (every method first: loading a method re-initialises the shared
     cache) with its external data file `data` if any, fills the cache and prefills, and
     returns the decode step."""
@@ -179,15 +187,15 @@ def _delegate_counter():
     return lib.executorch_trt_bytes_copied
 
 
-def prepare_step(config: BenchConfig, variant: str, max_seq_len: int,
-                 path: Optional[str]) -> Callable[[], object]:
+def prepare_step(
+    config: BenchConfig, variant: str, max_seq_len: int, path: Optional[str]
+) -> Callable[[], object]:
     """Loads `variant` at `max_seq_len` (`path`: its `.pte`, None for eager), fills its cache
     and prefills; returns its decode step. Raises whatever loading or executing raises."""
     kind = VARIANTS[variant].kind
     if kind == "eager":
         return _eager_step(config, max_seq_len)
-    return _program_step(config, max_seq_len, path, kind == "delegate",
-                         data_path(variant, path))
+    return _program_step(config, max_seq_len, path, kind == "delegate", data_path(variant, path))
 
 
 def time_step(step: Callable[[], object]) -> float:
@@ -201,8 +209,9 @@ def time_step(step: Callable[[], object]) -> float:
 ROUND_ORDER_SEED = 15
 
 
-def time_interleaved(config: BenchConfig, max_seq_len: int,
-                     programs: Dict[str, Optional[str]]) -> Dict[str, Dict[str, List[float]]]:
+def time_interleaved(
+    config: BenchConfig, max_seq_len: int, programs: Dict[str, Optional[str]]
+) -> Dict[str, Dict[str, List[float]]]:
     """The timing worker: {"steady": {variant: ms...}, "after_switch": {variant: ms...}}, each
     `repeats` decode-step times per variant in `programs` ({variant: .pte path, None for
     eager}), all loaded in this process. Every round runs each variant, in an order shuffled
@@ -239,8 +248,9 @@ PROFILE_STEPS = 5  # counted decode steps per profile worker: copies/step and pe
 #                   the same every step once warm, so timing-sized runs would only cost time
 
 
-def profile_variant(config: BenchConfig, variant: str, max_seq_len: int,
-                    path: Optional[str]) -> Profile:
+def profile_variant(
+    config: BenchConfig, variant: str, max_seq_len: int, path: Optional[str]
+) -> Profile:
     """The profile worker: `variant` alone in this process; loads it, fills and prefills, runs
     `warmup` + PROFILE_STEPS decode steps, and returns its peak memory and the delegate's
     copies per step over the last PROFILE_STEPS steps. Raises whatever loading or executing

@@ -32,15 +32,18 @@ def eager_module(config: BenchConfig, max_seq_len: int) -> torch.nn.Module:
 def prefill_inputs(config: BenchConfig) -> Tuple[torch.Tensor, torch.Tensor]:
     """(input_ids[1, prompt_len], cache_position[prompt_len]): a seeded prompt."""
     generator = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, config.dims.vocab_size, (1, config.prompt_len), generator=generator,
-                        dtype=torch.long)
+    ids = torch.randint(
+        0, config.dims.vocab_size, (1, config.prompt_len), generator=generator, dtype=torch.long
+    )
     return ids, torch.arange(config.prompt_len, dtype=torch.long)
 
 
 def decode_inputs(config: BenchConfig) -> Tuple[torch.Tensor, torch.Tensor]:
     """(input_ids[1, 1], cache_position[1]): one token at the fixed position `prompt_len`."""
-    return (torch.tensor([[DECODE_TOKEN]], dtype=torch.long),
-            torch.tensor([config.prompt_len], dtype=torch.long))
+    return (
+        torch.tensor([[DECODE_TOKEN]], dtype=torch.long),
+        torch.tensor([config.prompt_len], dtype=torch.long),
+    )
 
 
 def cache_shapes(module: torch.nn.Module) -> Dict[str, Tuple[int, ...]]:

@@ -115,12 +115,20 @@ class _Projections(torch.nn.Module):
     def __init__(self, attn):
         super().__init__()
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
-            attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj)
+            attn.q_proj,
+            attn.k_proj,
+            attn.v_proj,
+            attn.out_proj,
+        )
         self.num_heads, self.head_dim, self.scaling = attn.num_heads, attn.head_dim, attn.scaling
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         """[1, T, H * D] -> [1, H, T, D] (contiguous)."""
-        return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(1, 2).contiguous()
+        return (
+            x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim)
+            .transpose(1, 2)
+            .contiguous()
+        )
 
     def _query(self, hidden_states: torch.Tensor) -> torch.Tensor:
         # Whisper scales the projected query (not the scores), as transformers does.
@@ -199,15 +207,18 @@ class CondCrossAttention(_Projections):
 
         def recompute(k_cache, v_cache, enc):
             k, v = self._project(enc)
-            return (torch.ops.executorch.update_cross_attn_cache(k, k_cache),
-                    torch.ops.executorch.update_cross_attn_cache(v, v_cache))
+            return (
+                torch.ops.executorch.update_cross_attn_cache(k, k_cache),
+                torch.ops.executorch.update_cross_attn_cache(v, v_cache),
+            )
 
         if self.variant == "recompute_every_step":
             computed = (self.key_cache != self.key_cache).any()  # never true
         else:
             computed = (self.key_cache != 0).any()
-        k, v = torch.cond(computed, reuse, recompute,
-                          (self.key_cache, self.value_cache, encoder_states))
+        k, v = torch.cond(
+            computed, reuse, recompute, (self.key_cache, self.value_cache, encoder_states)
+        )
         return k, v
 
     def forward(self, hidden_states, key_value_states=None, **unused):
@@ -232,8 +243,9 @@ def swap_decoder_attention(model, max_len: int, cross_variant: str = "cond"):
         raise ValueError(f"max_len must be in [1, {config.max_target_positions}], got {max_len}")
     for layer in model.model.decoder.layers:
         layer.self_attn = StaticSelfAttention(layer.self_attn, max_len)
-        layer.encoder_attn = CondCrossAttention(layer.encoder_attn, encoder_len(config),
-                                                cross_variant)
+        layer.encoder_attn = CondCrossAttention(
+            layer.encoder_attn, encoder_len(config), cross_variant
+        )
     return model
 
 
@@ -305,16 +317,29 @@ def export_methods(model, prompt_len: int) -> Dict[str, "torch.export.ExportedPr
     return {
         "encode": torch.export.export(Encode(model).eval(), (features,), strict=False),
         "prefill": torch.export.export(
-            step, (torch.zeros(1, prompt_len, dtype=torch.long),
-                   torch.arange(prompt_len, dtype=torch.long), states), strict=False),
+            step,
+            (
+                torch.zeros(1, prompt_len, dtype=torch.long),
+                torch.arange(prompt_len, dtype=torch.long),
+                states,
+            ),
+            strict=False,
+        ),
         "decode": torch.export.export(
-            step, (torch.zeros(1, 1, dtype=torch.long),
-                   torch.tensor([prompt_len], dtype=torch.long), states), strict=False),
+            step,
+            (
+                torch.zeros(1, 1, dtype=torch.long),
+                torch.tensor([prompt_len], dtype=torch.long),
+                states,
+            ),
+            strict=False,
+        ),
     }
 
 
-def greedy_reference(model, utterances: List[torch.Tensor], prompt: torch.Tensor, steps: int,
-                     on_step=None) -> List[dict]:
+def greedy_reference(
+    model, utterances: List[torch.Tensor], prompt: torch.Tensor, steps: int, on_step=None
+) -> List[dict]:
     """Eager greedy decoding of each utterance in turn on one swapped ``model``
     (``use_cond=False``), the way the program is driven: zero the cross caches, encode,
     prefill ``prompt`` (int64 [1, P]) at positions 0..P-1, then ``steps`` single-token decode
@@ -339,17 +364,22 @@ def greedy_reference(model, utterances: List[torch.Tensor], prompt: torch.Tensor
                     on_step(u, step, logits)
                 last = logits[0, -1]
                 token = int(torch.argmax(last))
-                records.append({
-                    "step": step,
-                    "token": token,
-                    "logits": last.clone(),
-                    "caches": {n: b.clone() for n, b in
-                               {**self_caches(model), **cross_caches(model)}.items()},
-                })
+                records.append(
+                    {
+                        "step": step,
+                        "token": token,
+                        "logits": last.clone(),
+                        "caches": {
+                            n: b.clone()
+                            for n, b in {**self_caches(model), **cross_caches(model)}.items()
+                        },
+                    }
+                )
                 if step == steps:
                     break
-                logits = decoder(torch.tensor([[token]]),
-                                 torch.tensor([p + step], dtype=torch.long), states)
+                logits = decoder(
+                    torch.tensor([[token]]), torch.tensor([p + step], dtype=torch.long), states
+                )
             out.append({"encoder_hidden_states": states, "steps": records})
     return out
 
@@ -358,4 +388,5 @@ def cache_checksum(t: torch.Tensor) -> list:
     """[sum(x), sum(x * w), sum(|x|), sum(|x| * w)] in float64 with w = 1 + (flat index mod
     1021): the checksum of ``examples/decoder_model.py`` (and ``examples/reference.h``)."""
     from decoder_model import cache_checksum as checksum
+
     return checksum(t)

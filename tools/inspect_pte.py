@@ -32,16 +32,22 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="inspect_pte",
         description="Per method of an ExecuTorch program (.pte): delegate calls by backend "
-                    "and the engine each TensorRTBackend delegate runs on (portable: the CPU; "
-                    "tensorrt: the GPU; the first line names the program's), "
-                    "operators run outside delegates, and every mutable buffer with how it is "
-                    "updated each call (in_place_delegate, written_back with bytes copied, "
-                    "in_place_kernel, read_only), plus the state bytes copied per call.")
-    p.add_argument("program", metavar="PROGRAM.pte",
-                   help="the program file; relative paths resolve from the directory "
-                        "bazel run was invoked in")
-    p.add_argument("--json", action="store_true",
-                   help="print the report as JSON (format executorch_trt.inspect/1)")
+        "and the engine each TensorRTBackend delegate runs on (portable: the CPU; "
+        "tensorrt: the GPU; the first line names the program's), "
+        "operators run outside delegates, and every mutable buffer with how it is "
+        "updated each call (in_place_delegate, written_back with bytes copied, "
+        "in_place_kernel, read_only), plus the state bytes copied per call.",
+    )
+    p.add_argument(
+        "program",
+        metavar="PROGRAM.pte",
+        help="the program file; relative paths resolve from the directory bazel run was invoked in",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (format executorch_trt.inspect/1)",
+    )
     return p
 
 

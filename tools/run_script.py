@@ -12,8 +12,10 @@ import sys
 
 
 def _usage(message: str) -> "NoReturn":  # noqa: F821
-    print(f"//:python: {message}\nusage: ./bazelw run //:python -- path/to/script.py [args...]",
-          file=sys.stderr)
+    print(
+        f"//:python: {message}\nusage: ./bazelw run //:python -- path/to/script.py [args...]",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 

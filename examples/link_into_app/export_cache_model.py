@@ -23,7 +23,6 @@ WIDTH = 8
 
 
 class CacheModel(torch.nn.Module):
-
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)

@@ -59,9 +59,20 @@ _LAZY: Dict[str, str] = {
 #: Subpackages reachable as attributes (``executorch_trt.runtime.load(...)``) without an import.
 _SUBPACKAGES = ("runtime", "llm")
 
-__all__ = ["export", "backend_config", "transform_passes", "TensorRTPartitioner", "TensorRTBackend",
-           "NotInPlaceWarning", "NotInPlaceError", "inspect", "runtime", "llm", "register",
-           "Registration"]
+__all__ = [
+    "export",
+    "backend_config",
+    "transform_passes",
+    "TensorRTPartitioner",
+    "TensorRTBackend",
+    "NotInPlaceWarning",
+    "NotInPlaceError",
+    "inspect",
+    "runtime",
+    "llm",
+    "register",
+    "Registration",
+]
 
 
 def __getattr__(name: str) -> Any:

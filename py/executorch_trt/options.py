@@ -127,14 +127,15 @@ class ExportOptions:
         if self.require_inplace and (self.kv_cache != KV_CACHE_INPLACE or not self.inplace):
             raise ValueError(
                 "require_inplace=True contradicts "
-                + ("kv_cache='copy_back'" if self.kv_cache != KV_CACHE_INPLACE
-                   else "inplace=False")
-                + ", which asks ExecuTorch to copy the caches back; drop one of the two")
+                + ("kv_cache='copy_back'" if self.kv_cache != KV_CACHE_INPLACE else "inplace=False")
+                + ", which asks ExecuTorch to copy the caches back; drop one of the two"
+            )
         if self.init_mutable_buffers and not self.alloc_mutable_buffers:
             raise ValueError(
                 "init_mutable_buffers=True needs alloc_mutable_buffers=True: an unplanned "
                 "buffer's memory comes from the application, which sets its initial value "
-                "(ExecuTorch would point it at read-only program data instead)")
+                "(ExecuTorch would point it at read-only program data instead)"
+            )
         if not self.alloc_mutable_buffers and not self.emit_mutable_buffer_names:
             raise ValueError(
                 "alloc_mutable_buffers=False needs emit_mutable_buffer_names=True (the "
@@ -165,15 +166,23 @@ class ExportOptions:
             )
         return ExportOptions(**options)
 
-    def compile_options(self, shared_inputs: Sequence[str] = (),
-                        buffer_updates: Sequence[Tuple[str, str]] = (),
-                        symbol_ranges: Sequence[Tuple[str, int, int]] = ()
-                        ) -> "CompileOptions":
+    def compile_options(
+        self,
+        shared_inputs: Sequence[str] = (),
+        buffer_updates: Sequence[Tuple[str, str]] = (),
+        symbol_ranges: Sequence[Tuple[str, int, int]] = (),
+    ) -> "CompileOptions":
         """The ``CompileOptions`` of one partition (the partitioner's findings)."""
-        return CompileOptions(self.engine, self.kv_cache, self.require_inplace,
-                              tuple(shared_inputs), tuple(buffer_updates),
-                              self.portable_xnnpack, self.external_weights,
-                              tuple(symbol_ranges))
+        return CompileOptions(
+            self.engine,
+            self.kv_cache,
+            self.require_inplace,
+            tuple(shared_inputs),
+            tuple(buffer_updates),
+            self.portable_xnnpack,
+            self.external_weights,
+            tuple(symbol_ranges),
+        )
 
 
 _STRING_OPTIONS = frozenset({"engine", "kv_cache"})
@@ -185,12 +194,15 @@ def _check_type(name: str, value) -> None:
     """``TypeError`` unless option ``name`` has the type ``ExportOptions`` documents."""
     if name in _STRING_OPTIONS:
         if not isinstance(value, str):
-            raise TypeError(f"executorch_trt: option {name} must be a str, got "
-                            f"{type(value).__name__} {value!r}")
+            raise TypeError(
+                f"executorch_trt: option {name} must be a str, got {type(value).__name__} {value!r}"
+            )
     elif name in _OPTIONAL_BOOL_OPTIONS:
         if value is not None and not isinstance(value, bool):
-            raise TypeError(f"executorch_trt: option {name} must be True, False or None, got "
-                            f"{type(value).__name__} {value!r}")
+            raise TypeError(
+                f"executorch_trt: option {name} must be True, False or None, got "
+                f"{type(value).__name__} {value!r}"
+            )
     else:
         check_bool(f"executorch_trt: option {name}", value)
 
@@ -223,12 +235,14 @@ class CompileOptions:
             CompileSpec("kv_cache", self.kv_cache.encode()),
             CompileSpec("require_inplace", json.dumps(self.require_inplace).encode()),
             CompileSpec("shared_inputs", json.dumps(list(self.shared_inputs)).encode()),
-            CompileSpec("buffer_updates",
-                        json.dumps([list(p) for p in self.buffer_updates]).encode()),
+            CompileSpec(
+                "buffer_updates", json.dumps([list(p) for p in self.buffer_updates]).encode()
+            ),
             CompileSpec("portable_xnnpack", json.dumps(self.portable_xnnpack).encode()),
             CompileSpec("external_weights", json.dumps(self.external_weights).encode()),
-            CompileSpec("symbol_ranges",
-                        json.dumps([list(r) for r in self.symbol_ranges]).encode()),
+            CompileSpec(
+                "symbol_ranges", json.dumps([list(r) for r in self.symbol_ranges]).encode()
+            ),
         ]
 
     @staticmethod
@@ -244,8 +258,9 @@ class CompileOptions:
             try:
                 values[spec.key] = decode(text)
             except ValueError:  # json.JSONDecodeError too
-                raise ValueError(f"TensorRTBackend: compile spec {spec.key!r} has a malformed "
-                                 f"value {text!r}") from None
+                raise ValueError(
+                    f"TensorRTBackend: compile spec {spec.key!r} has a malformed value {text!r}"
+                ) from None
         return CompileOptions(**values)
 
 
@@ -266,8 +281,8 @@ def _names(text: str) -> Tuple[str, ...]:
 def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p)
-            for p in value):
+        isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in value
+    ):
         raise ValueError(text)
     return tuple((out, inp) for out, inp in value)
 
@@ -275,14 +290,23 @@ def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
 def _ranges(text: str) -> Tuple[Tuple[str, int, int], ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(
-            isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in r[1:])
-            for r in value):
+        isinstance(r, list)
+        and len(r) == 3
+        and isinstance(r[0], str)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in r[1:])
+        for r in value
+    ):
         raise ValueError(text)
     return tuple((name, lo, hi) for name, lo, hi in value)
 
 
-_SPEC_DECODERS = {"engine": str, "kv_cache": str, "require_inplace": _flag,
-                  "shared_inputs": _names, "buffer_updates": _name_pairs,
-                  "portable_xnnpack": _flag, "external_weights": _flag,
-                  "symbol_ranges": _ranges}
+_SPEC_DECODERS = {
+    "engine": str,
+    "kv_cache": str,
+    "require_inplace": _flag,
+    "shared_inputs": _names,
+    "buffer_updates": _name_pairs,
+    "portable_xnnpack": _flag,
+    "external_weights": _flag,
+    "symbol_ranges": _ranges,
+}

@@ -43,8 +43,11 @@ logger = logging.getLogger("executorch_trt")
 # (logger name, message pattern) of the import-time records ``drop_import_noise`` drops.
 _IMPORT_RECORDS: Tuple[Tuple[str, str], ...] = (
     ("torchao", r"Failed to load .*torchao/_C\w*[.\w-]*\.so"),
-    ("torch.utils._pytree", r"is an Enum subclass and is now natively supported by "
-                            r"torch\.compile"),
+    (
+        "torch.utils._pytree",
+        r"is an Enum subclass and is now natively supported by "
+        r"torch\.compile",
+    ),
 )
 # Message patterns (re.match, as ``warnings.filterwarnings`` takes them) of the warnings dropped
 # by ``lowering()``.

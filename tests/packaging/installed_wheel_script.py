@@ -71,8 +71,10 @@ def main() -> None:
 
     report = executorch_trt.inspect(program.buffer).method("forward")
     if report.delegate_calls.get("TensorRTBackend", 0) < 1 or report.operators:
-        _fail(f"forward is not one TensorRTBackend delegate: {report.delegate_summary}, "
-              f"operators outside it: {report.operators}")
+        _fail(
+            f"forward is not one TensorRTBackend delegate: {report.delegate_summary}, "
+            f"operators outside it: {report.operators}"
+        )
 
     # executorch_trt.runtime: the package's own binding and the delegate library, found inside
     # the installed package.
@@ -104,14 +106,18 @@ def main() -> None:
             _fail(f"executorch.runtime step {step}: output differs from eager by {diff}")
         diffs["executorch.runtime"] = max(diffs["executorch.runtime"], diff)
 
-    print(json.dumps({
-        "package": executorch_trt.__file__,
-        "library": runtime.library_path(),
-        "binding": runtime.binding_path(),
-        "registered_on_import": registered_on_import,
-        "max_diff": diffs,
-        "delegates": report.delegate_summary,
-    }))
+    print(
+        json.dumps(
+            {
+                "package": executorch_trt.__file__,
+                "library": runtime.library_path(),
+                "binding": runtime.binding_path(),
+                "registered_on_import": registered_on_import,
+                "max_diff": diffs,
+                "delegates": report.delegate_summary,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

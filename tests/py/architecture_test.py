@@ -37,8 +37,18 @@ LAYERS: Dict[str, Set[str]] = {
     "lowering": {"backend", "engines", "passes", "graph", "ops", "format", "options", "quiet"},
     "runtime": {"format", "quiet"},
     "inspection": {"format"},
-    "llm": {"lowering", "backend", "engines", "passes", "graph", "ops", "format", "options",
-            "quiet", "inspection"},
+    "llm": {
+        "lowering",
+        "backend",
+        "engines",
+        "passes",
+        "graph",
+        "ops",
+        "format",
+        "options",
+        "quiet",
+        "inspection",
+    },
 }
 
 
@@ -58,7 +68,8 @@ def _modules() -> Dict[str, str]:
                 rel = os.path.relpath(os.path.join(directory, f), os.path.dirname(root))
                 name = rel[:-3].replace(os.sep, ".")
                 found[name[: -len(".__init__")] if name.endswith(".__init__") else name] = (
-                    os.path.join(directory, f))
+                    os.path.join(directory, f)
+                )
     return found
 
 
@@ -153,12 +164,14 @@ def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 
 
 class ArchitectureTest(absltest.TestCase):
-
     def test_every_module_belongs_to_a_layer(self):
         layers = {_layer(m) for m in _modules()}
-        self.assertEqual(sorted(layers - set(LAYERS) - {PACKAGE}), [],
-                         "a new top-level module or package: add it to LAYERS (and "
-                         "docs/architecture.md, py/BUILD)")
+        self.assertEqual(
+            sorted(layers - set(LAYERS) - {PACKAGE}),
+            [],
+            "a new top-level module or package: add it to LAYERS (and "
+            "docs/architecture.md, py/BUILD)",
+        )
 
     def test_layers_import_only_lower_layers(self):
         wrong = []
@@ -167,8 +180,11 @@ class ArchitectureTest(absltest.TestCase):
             if layer == PACKAGE:
                 continue
             allowed = LAYERS[layer] | {layer}
-            wrong += [f"{module} imports {target} (layer {_layer(target)!r})"
-                      for target in sorted(imported) if _layer(target) not in allowed]
+            wrong += [
+                f"{module} imports {target} (layer {_layer(target)!r})"
+                for target in sorted(imported)
+                if _layer(target) not in allowed
+            ]
         self.assertEqual(wrong, [])
 
     def test_no_import_cycles(self):
@@ -176,8 +192,11 @@ class ArchitectureTest(absltest.TestCase):
 
     def test_the_cycle_check_sees_a_cycle(self):
         # The check itself: a lazy import back into a module that imports it is a cycle.
-        graph = {"executorch_trt.a": {"executorch_trt.b"}, "executorch_trt.b": {"executorch_trt.a"},
-                 "executorch_trt.c": set()}
+        graph = {
+            "executorch_trt.a": {"executorch_trt.b"},
+            "executorch_trt.b": {"executorch_trt.a"},
+            "executorch_trt.c": set(),
+        }
         self.assertEqual(_cycles(graph), [["executorch_trt.a", "executorch_trt.b"]])
 
     def test_function_level_imports_count(self):
@@ -191,10 +210,16 @@ class ArchitectureTest(absltest.TestCase):
         path = os.path.join(self.create_tempdir().full_path, "m.py")
         with open(path, "w") as f:
             f.write(source)
-        modules = {"executorch_trt.backend": "", "executorch_trt.backend.preprocess": "",
-                   "executorch_trt.lowering": "", "executorch_trt.lowering.export": ""}
-        self.assertEqual(_imports("executorch_trt.format.m", path, modules),
-                         {"executorch_trt.backend", "executorch_trt.backend.preprocess"})
+        modules = {
+            "executorch_trt.backend": "",
+            "executorch_trt.backend.preprocess": "",
+            "executorch_trt.lowering": "",
+            "executorch_trt.lowering.export": "",
+        }
+        self.assertEqual(
+            _imports("executorch_trt.format.m", path, modules),
+            {"executorch_trt.backend", "executorch_trt.backend.preprocess"},
+        )
 
     def test_options_is_a_leaf(self):
         imported = _graph()["executorch_trt.options"]
@@ -213,17 +238,28 @@ class ArchitectureTest(absltest.TestCase):
             exir = sorted(m for m in sys.modules if m.startswith("executorch.exir"))
             print("\\n".join(exir))
         """)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(done.stdout.strip(), "", "executorch.exir modules were imported")
 
     def test_the_exporter_import_is_seen(self):
         # The check itself: importing the exporter does load executorch.exir.
         done = subprocess.run(
-            [sys.executable, "-c", "import sys, executorch_trt; executorch_trt.export; "
-             "print(any(m.startswith('executorch.exir') for m in sys.modules))"],
-            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+            [
+                sys.executable,
+                "-c",
+                "import sys, executorch_trt; executorch_trt.export; "
+                "print(any(m.startswith('executorch.exir') for m in sys.modules))",
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        )
         self.assertEqual(done.stdout.strip(), "True", done.stderr)
 
 

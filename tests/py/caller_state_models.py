@@ -20,7 +20,6 @@ VOCAB = 16
 
 
 class TinyAttention(torch.nn.Module):
-
     def __init__(self, seed: int = 0):
         super().__init__()
         torch.manual_seed(seed)
@@ -32,12 +31,13 @@ class TinyAttention(torch.nn.Module):
         self.register_buffer("v_cache", torch.zeros(1, CACHE_LEN, WIDTH))
 
     def forward(self, tokens, pos):
-        x = self.embed(tokens)                                    # [1, 1, 8]
+        x = self.embed(tokens)  # [1, 1, 8]
         self.k_cache.index_copy_(1, pos, self.k(x))
         self.v_cache.index_copy_(1, pos, self.v(x))
         mask = (torch.arange(CACHE_LEN) <= pos).view(1, 1, CACHE_LEN)
         return torch.nn.functional.scaled_dot_product_attention(
-            self.q(x), self.k_cache, self.v_cache, attn_mask=mask)
+            self.q(x), self.k_cache, self.v_cache, attn_mask=mask
+        )
 
 
 def example_inputs():

@@ -43,7 +43,6 @@ def _summary(reader, data):
 
 
 class ConformanceTest(absltest.TestCase):
-
     def test_vectors_cover_both_readers_and_outcomes(self):
         vectors = _load()
         kinds = {(v["reader"], v["expect"]) for v in vectors}

@@ -90,13 +90,23 @@ class TinyDecoder(torch.nn.Module):
     0.25, ``state = 0.5 * state + mean(h)``).
     """
 
-    def __init__(self, vocab: int = 64, dim: int = 32, heads: int = 4, kv_heads: int = 2,
-                 layers: int = 2, max_seq: int = 16, seed: int = 0) -> None:
+    def __init__(
+        self,
+        vocab: int = 64,
+        dim: int = 32,
+        heads: int = 4,
+        kv_heads: int = 2,
+        layers: int = 2,
+        max_seq: int = 16,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         torch.manual_seed(seed)
         self.max_seq, self.head_dim = max_seq, dim // heads
         self.embed = torch.nn.Embedding(vocab, dim)
-        self.layers = torch.nn.ModuleList(Block(dim, heads, kv_heads, max_seq) for _ in range(layers))
+        self.layers = torch.nn.ModuleList(
+            Block(dim, heads, kv_heads, max_seq) for _ in range(layers)
+        )
         self.norm = RMSNorm(dim)
         self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
         inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
@@ -150,21 +160,26 @@ class ReadState(torch.nn.Module):
         return tuple(t * scale.to(t.dtype) for t in self.m.state_tensors().values())
 
 
-def export_methods(decoder: TinyDecoder, prompt_len: int = 4) -> Dict[str, torch.export.ExportedProgram]:
+def export_methods(
+    decoder: TinyDecoder, prompt_len: int = 4
+) -> Dict[str, torch.export.ExportedProgram]:
     """``{"prefill", "decode", "read_state"}`` exported from one decoder (shared FQNs)."""
     with torch.no_grad():
         return {
             "prefill": torch.export.export(
-                Step(decoder), (torch.zeros(1, prompt_len, dtype=torch.long),
-                                torch.arange(prompt_len))),
+                Step(decoder),
+                (torch.zeros(1, prompt_len, dtype=torch.long), torch.arange(prompt_len)),
+            ),
             "decode": torch.export.export(
-                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([prompt_len]))),
+                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([prompt_len]))
+            ),
             "read_state": torch.export.export(ReadState(decoder), (torch.ones(1),)),
         }
 
 
-def export_dynamic_prefill(decoder: TinyDecoder, example_len: int = 3
-                           ) -> Dict[str, torch.export.ExportedProgram]:
+def export_dynamic_prefill(
+    decoder: TinyDecoder, example_len: int = 3
+) -> Dict[str, torch.export.ExportedProgram]:
     """``{"prefill", "decode", "read_state"}`` like ``export_methods``, but ``prefill`` takes
     any prompt length ``T`` in ``[1, decoder.max_seq]`` (``torch.export.Dim``; ``tokens[1, T]``
     and ``pos[T]`` share it), exported at ``example_len``."""
@@ -172,11 +187,13 @@ def export_dynamic_prefill(decoder: TinyDecoder, example_len: int = 3
     with torch.no_grad():
         return {
             "prefill": torch.export.export(
-                Step(decoder), (torch.zeros(1, example_len, dtype=torch.long),
-                                torch.arange(example_len)),
-                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}}),
+                Step(decoder),
+                (torch.zeros(1, example_len, dtype=torch.long), torch.arange(example_len)),
+                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}},
+            ),
             "decode": torch.export.export(
-                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([example_len]))),
+                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([example_len]))
+            ),
             "read_state": torch.export.export(ReadState(decoder), (torch.ones(1),)),
         }
 

@@ -38,7 +38,8 @@ def require() -> None:
     if under_bazel():
         raise AssertionError(
             "delegate library not found under Bazel, where it is a declared data dependency of "
-            f"this test (add //core:libexecutorch_trt.so to its data): {reason}")
+            f"this test (add //core:libexecutorch_trt.so to its data): {reason}"
+        )
     raise unittest.SkipTest(f"delegate library unavailable: {reason}")
 
 
@@ -60,6 +61,11 @@ def subprocess_env() -> dict:
     ``sys.path`` as ``PYTHONPATH`` and the delegate library and binding this process found
     (``runtime.LIBRARY_ENV``, ``runtime.BINDING_ENV``, absolute). Call after ``require()``:
     raises what ``runtime.library_path()`` raises when there is no library."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                **{runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
-                   runtime.BINDING_ENV: os.path.abspath(runtime.binding_path())})
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+        **{
+            runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
+            runtime.BINDING_ENV: os.path.abspath(runtime.binding_path()),
+        },
+    )

@@ -27,8 +27,10 @@ TOKENS = [(3 * i + 1) % 16 for i in range(STEPS)]
 def run(method, barrier=None):
     if barrier is not None:
         barrier.wait()
-    return [method.execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
-            for pos, t in enumerate(TOKENS)]
+    return [
+        method.execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
+        for pos, t in enumerate(TOKENS)
+    ]
 
 
 def main(path: str, rounds: int) -> int:

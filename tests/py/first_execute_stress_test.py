@@ -32,7 +32,6 @@ STEPS = 6
 
 @delegate_library.needs_library
 class FirstExecuteStressTest(absltest.TestCase):
-
     def test_first_execute_from_two_threads_in_fresh_processes(self):
         tmp = self.create_tempdir().full_path
         pte_path = os.path.join(tmp, "tiny_attention.pte")
@@ -45,8 +44,7 @@ class FirstExecuteStressTest(absltest.TestCase):
         torch.save({"tokens": tokens, "outputs": eager}, reference)
 
         env = delegate_library.subprocess_env()
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                              "first_execute_worker.py")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_execute_worker.py")
         start = time.monotonic()
         pending = list(range(PROCESSES))
         running = []
@@ -55,8 +53,13 @@ class FirstExecuteStressTest(absltest.TestCase):
             while pending and len(running) < PARALLEL:
                 i = pending.pop(0)
                 proc = subprocess.Popen(
-                    [sys.executable, script, pte_path, reference, str(TIMEOUT_S)], env=env,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+                    [sys.executable, script, pte_path, reference, str(TIMEOUT_S)],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    errors="replace",
+                )
                 running.append((i, proc, time.monotonic()))
             i, proc, started = running.pop(0)
             try:
@@ -65,19 +68,26 @@ class FirstExecuteStressTest(absltest.TestCase):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, err = proc.communicate()
-                failures.append(f"process {i}: no result after {TIMEOUT_S + 30} s (killed): "
-                                f"hung\n{err[-3000:]}")
+                failures.append(
+                    f"process {i}: no result after {TIMEOUT_S + 30} s (killed): hung\n{err[-3000:]}"
+                )
                 continue
             if proc.returncode != 0 or out.strip() != "OK":
                 hung = "Timeout" in err and "Thread" in err
                 failures.append(
-                    f"process {i}: " + ("hung in its first execute (no result after "
-                                        f"{TIMEOUT_S} s; stacks below)" if hung else
-                                        f"exit {proc.returncode}") +
-                    f" after {time.monotonic() - started:.1f} s\n{out}\n{err[-3000:]}")
+                    f"process {i}: "
+                    + (
+                        f"hung in its first execute (no result after {TIMEOUT_S} s; stacks below)"
+                        if hung
+                        else f"exit {proc.returncode}"
+                    )
+                    + f" after {time.monotonic() - started:.1f} s\n{out}\n{err[-3000:]}"
+                )
         elapsed = time.monotonic() - start
-        print(f"first_execute_stress: {PROCESSES} processes, {PARALLEL} at a time, "
-              f"{elapsed:.1f} s, {len(failures)} failed")
+        print(
+            f"first_execute_stress: {PROCESSES} processes, {PARALLEL} at a time, "
+            f"{elapsed:.1f} s, {len(failures)} failed"
+        )
         self.assertEqual(failures, [], "\n\n".join(failures))
 
 

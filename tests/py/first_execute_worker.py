@@ -36,8 +36,10 @@ def main(pte_path: str, reference_path: str, timeout_s: float) -> int:
     def worker(i):
         try:
             barrier.wait()
-            outs[i] = [methods[i].execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
-                       for pos, t in enumerate(tokens)]
+            outs[i] = [
+                methods[i].execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
+                for pos, t in enumerate(tokens)
+            ]
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(f"thread {i}: {e!r}")
 

@@ -39,8 +39,10 @@ def _plain_executorch_program(model, path):
 
     methods = export_decoder_methods(model, MAX_SEQ_LEN, MAX_SEQ_LEN)
     program = to_edge_transform_and_lower(
-        methods, partitioner=[XnnpackPartitioner()],
-        constant_methods=llm_metadata(model, MAX_SEQ_LEN, MAX_SEQ_LEN)).to_executorch()
+        methods,
+        partitioner=[XnnpackPartitioner()],
+        constant_methods=llm_metadata(model, MAX_SEQ_LEN, MAX_SEQ_LEN),
+    ).to_executorch()
     with open(path, "wb") as f:
         f.write(program.buffer)
     return program
@@ -48,7 +50,6 @@ def _plain_executorch_program(model, path):
 
 @delegate_library.needs_library
 class TextLLMRunnerTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         from pytorch_tokenizers import CppTiktoken
@@ -77,8 +78,11 @@ class TextLLMRunnerTest(absltest.TestCase):
         from executorch.extension.llm.runner import GenerationConfig
 
         pieces = []
-        runner.generate(PROMPT, GenerationConfig(max_new_tokens=NEW_TOKENS, temperature=0.0,
-                                                 echo=False), token_callback=pieces.append)
+        runner.generate(
+            PROMPT,
+            GenerationConfig(max_new_tokens=NEW_TOKENS, temperature=0.0, echo=False),
+            token_callback=pieces.append,
+        )
         return pieces
 
     def _runner(self, path):

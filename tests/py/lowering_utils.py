@@ -8,20 +8,27 @@ import torch
 from executorch.exir import to_edge_transform_and_lower
 from executorch.exir._serialize._program import deserialize_pte_binary
 from executorch.exir.delegate import executorch_call_delegate
-from executorch.exir.tensor import (calculate_aligned_num_bytes, get_scalar_type,
-                                    num_bytes_from_shape_and_dtype)
+from executorch.exir.tensor import (
+    calculate_aligned_num_bytes,
+    get_scalar_type,
+    num_bytes_from_shape_and_dtype,
+)
 
 from executorch_trt.format.blob import DelegateBlob, read_blob
 from executorch_trt.format.portable_payload import read_portable_payload
 
 
 def delegate_calls(graph_module: torch.fx.GraphModule) -> List[torch.fx.Node]:
-    return [n for n in graph_module.graph.nodes
-            if n.op == "call_function" and n.target is executorch_call_delegate]
+    return [
+        n
+        for n in graph_module.graph.nodes
+        if n.op == "call_function" and n.target is executorch_call_delegate
+    ]
 
 
-def lower_single_delegate(ep: torch.export.ExportedProgram, partitioner=None
-                          ) -> Tuple[torch.fx.GraphModule, torch.fx.Node]:
+def lower_single_delegate(
+    ep: torch.export.ExportedProgram, partitioner=None
+) -> Tuple[torch.fx.GraphModule, torch.fx.Node]:
     """Lowers ``ep`` (to_edge_transform_and_lower, no grad) with ``partitioner`` (default
     ``TensorRTPartitioner()``) and returns the edge graph module and its one delegate call;
     fails unless there is exactly one."""
@@ -65,8 +72,11 @@ def delegate_call_args(plan) -> List[List[int]]:
 
 
 def tensor_values_of_shape(plan, shape) -> List[int]:
-    return [i for i, v in enumerate(plan.values)
-            if type(v.val).__name__ == "Tensor" and list(v.val.sizes) == list(shape)]
+    return [
+        i
+        for i, v in enumerate(plan.values)
+        if type(v.val).__name__ == "Tensor" and list(v.val.sizes) == list(shape)
+    ]
 
 
 def arena_tensor_bytes(plan, memory_id: int, alignment: int = 16) -> int:
@@ -97,5 +107,7 @@ def nested_operator_names(blob: DelegateBlob) -> List[str]:
     """Operator names (``name.overload``) of the nested program in a portable blob."""
     payload = read_portable_payload(blob.payload)
     nested = deserialize_pte_binary(payload.program).program
-    return [o.name + ("." + o.overload if o.overload else "")
-            for o in nested.execution_plan[0].operators]
+    return [
+        o.name + ("." + o.overload if o.overload else "")
+        for o in nested.execution_plan[0].operators
+    ]

@@ -76,9 +76,11 @@ def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> Optional[str]
         if reader.op == "output":
             return "the old cache is also returned by the partition"
         if reader not in before:
-            return (f"the old cache is also read by {op_name(reader)} ({reader.name}) inside "
-                    "the delegate, which does not feed the update, so an in-place write could "
-                    "change what it reads")
+            return (
+                f"the old cache is also read by {op_name(reader)} ({reader.name}) inside "
+                "the delegate, which does not feed the update, so an in-place write could "
+                "change what it reads"
+            )
     return None
 
 
@@ -119,26 +121,34 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
         if out is None or inp is None:
             continue  # not this partition's binding (cannot happen for a partitioner's specs)
         if _cond_cache_operand(out) is inp:
-            blocker = ("the buffer is also read outside the delegate" if in_name in shared
-                       else _kv_alias_blocker(out, inp))
+            blocker = (
+                "the buffer is also read outside the delegate"
+                if in_name in shared
+                else _kv_alias_blocker(out, inp)
+            )
             if blocker is not None:
                 raise ValueError(
                     f"TensorRTBackend: torch.cond output '{out_name}' updates cache '{in_name}', "
                     f"which cannot be updated in place: {blocker}. A cross-attention cache "
-                    "under torch.cond must be read only through the cond's output.")
+                    "under torch.cond must be read only through the cond's output."
+                )
             aliases.append(AliasedIO(out_name, in_name, ALIAS_USER, OWNERSHIP_CALLER))
             continue
         if options.kv_cache != KV_CACHE_INPLACE:
             reasons[out_name] = f"kv_cache={options.kv_cache!r} was requested"
             continue
         if in_name in shared:
-            reasons[out_name] = ("the buffer is also read outside the delegate, by an operator "
-                                 "it does not take, which must see the old value")
+            reasons[out_name] = (
+                "the buffer is also read outside the delegate, by an operator "
+                "it does not take, which must see the old value"
+            )
             continue
         if out.op == "call_function" and out.target == KV_CACHE_UPDATE and out.args[0] is inp:
             blocker = _kv_alias_blocker(out, inp)
             if blocker is None:
-                aliases.append(AliasedIO(out_name, in_name, ALIAS_KV_CACHE_UPDATE, OWNERSHIP_CALLER))
+                aliases.append(
+                    AliasedIO(out_name, in_name, ALIAS_KV_CACHE_UPDATE, OWNERSHIP_CALLER)
+                )
                 if out.meta.get(VIEW_COPY_BYTES):
                     view_copies[out_name] = out.meta[VIEW_COPY_BYTES]
             else:
@@ -171,13 +181,19 @@ def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
     if isinstance(match, str):
         return match
     if out.op == "call_function" and out.target == KV_CACHE_UPDATE:
-        return ("the buffer is written more than once in this method (the last write updates "
-                f"the result of {op_name(out.args[0])}, not the buffer); only a single write "
-                "per method is in place")
+        return (
+            "the buffer is written more than once in this method (the last write updates "
+            f"the result of {op_name(out.args[0])}, not the buffer); only a single write "
+            "per method is in place"
+        )
     if inp not in _ancestors(out):
         reader = next(iter(inp.users))
-        return (f"the old value is also read by {op_name(reader)} ({reader.name}) inside the "
-                "delegate, which does not feed the new value, so writing the new value into "
-                "the buffer could change what it reads")
-    return (f"its new value is computed from the old one by {op_name(out)}, which is not a "
-            "KV-cache write")
+        return (
+            f"the old value is also read by {op_name(reader)} ({reader.name}) inside the "
+            "delegate, which does not feed the new value, so writing the new value into "
+            "the buffer could change what it reads"
+        )
+    return (
+        f"its new value is computed from the old one by {op_name(out)}, which is not a "
+        "KV-cache write"
+    )

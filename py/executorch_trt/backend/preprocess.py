@@ -54,13 +54,15 @@ class TensorRTBackend(BackendDetails):
             return TensorRTBackend._preprocess(edge_program, compile_specs)
 
     @staticmethod
-    def _preprocess(edge_program: ExportedProgram,
-                    compile_specs: List[CompileSpec]) -> PreprocessResult:
+    def _preprocess(
+        edge_program: ExportedProgram, compile_specs: List[CompileSpec]
+    ) -> PreprocessResult:
         options = CompileOptions.from_compile_specs(compile_specs)
         engine = get_engine(options.engine)
         contract, decision = analyse_partition(edge_program, options)
-        report_view_copies(decision.view_copies, dict(options.buffer_updates),
-                           options.require_inplace)
+        report_view_copies(
+            decision.view_copies, dict(options.buffer_updates), options.require_inplace
+        )
         built = engine.build(edge_program, decision.aliases, options)
         metadata = DelegateMetadata(
             engine=engine.name,
@@ -69,8 +71,9 @@ class TensorRTBackend(BackendDetails):
             aliased_io=decision.aliases,
             symbols=contract.symbols,
         )
-        return PreprocessResult(processed_bytes=write_blob(metadata, built.payload),
-                                data_store_output=built.named_data)
+        return PreprocessResult(
+            processed_bytes=write_blob(metadata, built.payload), data_store_output=built.named_data
+        )
 
 
 # ExecuTorch finds the backend class by name; the partitioner and the C++ runtime use BACKEND_ID.

@@ -44,5 +44,6 @@ class Engine:
 
     name: str
     supported_ops: FrozenSet[str] = dataclasses.field(repr=False)
-    build: Callable[[ExportedProgram, Sequence[AliasedIO], Optional[CompileOptions]], EnginePayload] = (
-        dataclasses.field(repr=False))
+    build: Callable[
+        [ExportedProgram, Sequence[AliasedIO], Optional[CompileOptions]], EnginePayload
+    ] = dataclasses.field(repr=False)

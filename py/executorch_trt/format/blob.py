@@ -39,12 +39,25 @@ import json
 import struct
 from typing import Any, Dict, Tuple, Union
 
-from executorch_trt.format.wire import (ALIAS_KINDS, ALIAS_KV_CACHE_UPDATE, BLOB_CHECKSUM_OFFSET,
-                                        BLOB_FORMAT_VERSION, BLOB_FORMAT_VERSION_DYNAMIC,
-                                        BLOB_FORMAT_VERSIONS, BLOB_HEADER_SIZE, BLOB_MAGIC,
-                                        BLOB_PAYLOAD_ALIGNMENT, DTYPES, ENGINES, KNOWN_FEATURES,
-                                        MAX_DIMENSION, MAX_RANK, OWNERSHIP_CALLER, OWNERSHIPS,
-                                        Feature)
+from executorch_trt.format.wire import (
+    ALIAS_KINDS,
+    ALIAS_KV_CACHE_UPDATE,
+    BLOB_CHECKSUM_OFFSET,
+    BLOB_FORMAT_VERSION,
+    BLOB_FORMAT_VERSION_DYNAMIC,
+    BLOB_FORMAT_VERSIONS,
+    BLOB_HEADER_SIZE,
+    BLOB_MAGIC,
+    BLOB_PAYLOAD_ALIGNMENT,
+    DTYPES,
+    ENGINES,
+    KNOWN_FEATURES,
+    MAX_DIMENSION,
+    MAX_RANK,
+    OWNERSHIP_CALLER,
+    OWNERSHIPS,
+    Feature,
+)
 
 _HEADER = struct.Struct("<4sIIIQQQQQQ")
 assert _HEADER.size == BLOB_HEADER_SIZE
@@ -74,8 +87,15 @@ class BlobHeader:
 
     def pack(self) -> bytes:
         return _HEADER.pack(
-            BLOB_MAGIC, self.header_size, self.format_version, 0, self.required_features,
-            self.metadata_offset, self.metadata_size, self.payload_offset, self.payload_size,
+            BLOB_MAGIC,
+            self.header_size,
+            self.format_version,
+            0,
+            self.required_features,
+            self.metadata_offset,
+            self.metadata_size,
+            self.payload_offset,
+            self.payload_size,
             self.checksum,
         )
 
@@ -223,6 +243,7 @@ def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
 
 # --- header: BlobHeader::Parse --------------------------------------------------------------
 
+
 def _check_section(name: str, offset: int, size: int, header_size: int, total: int) -> None:
     """``[offset, offset + size)`` lies after the header and inside the blob (C++
     ``SectionFits``)."""
@@ -279,7 +300,8 @@ def read_header(data: bytes, *, verify_checksum: bool = True) -> BlobHeader:
     _check_section("payload", p_off, p_size, header_size, len(data))
     if p_off % BLOB_PAYLOAD_ALIGNMENT:
         raise ValueError(
-            f"delegate blob: payload_offset {p_off} is not {BLOB_PAYLOAD_ALIGNMENT}-byte aligned")
+            f"delegate blob: payload_offset {p_off} is not {BLOB_PAYLOAD_ALIGNMENT}-byte aligned"
+        )
     header = BlobHeader(version, features, m_off, m_size, p_off, p_size, header_size, stored)
     if verify_checksum:
         _verify_checksum(data, header)
@@ -303,7 +325,7 @@ def _verify_checksum(data: memoryview, h: BlobHeader) -> None:
             "re-export"
         )
     end = h.payload_offset + h.payload_size
-    actual = checksum(data[h.metadata_offset:end])
+    actual = checksum(data[h.metadata_offset : end])
     if actual != h.checksum:
         raise ValueError(
             f"delegate blob: checksum mismatch over bytes [{h.metadata_offset}, {end}): expected "
@@ -313,6 +335,7 @@ def _verify_checksum(data: memoryview, h: BlobHeader) -> None:
 
 
 # --- metadata: DelegateMetadata::Parse ------------------------------------------------------
+
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python extensions nlohmann rejects
@@ -335,8 +358,9 @@ def _string(obj: Dict[str, Any], key: str, where: str) -> str:
     if key not in obj:
         raise ValueError(f"delegate blob: {where} has no '{key}'")
     if not isinstance(value, str):
-        raise ValueError(f"delegate blob: {where} field '{key}' must be a string, got "
-                         f"{type(value).__name__}")
+        raise ValueError(
+            f"delegate blob: {where} field '{key}' must be a string, got {type(value).__name__}"
+        )
     return value
 
 
@@ -355,13 +379,17 @@ def _parse_symbol(entry: Any, index: int) -> SymbolRange:
     values = []
     for key in ("min", "max", "opt"):
         if key not in entry or not _size(entry[key]):
-            raise ValueError(f"delegate blob: symbol '{name}' field '{key}' must be an integer "
-                             f"in [0, 2^31), got {entry.get(key)!r}")
+            raise ValueError(
+                f"delegate blob: symbol '{name}' field '{key}' must be an integer "
+                f"in [0, 2^31), got {entry.get(key)!r}"
+            )
         values.append(entry[key])
     lo, hi, opt = values
     if not lo <= opt <= hi:
-        raise ValueError(f"delegate blob: symbol '{name}' needs min <= opt <= max, got min {lo}, "
-                         f"opt {opt}, max {hi}")
+        raise ValueError(
+            f"delegate blob: symbol '{name}' needs min <= opt <= max, got min {lo}, "
+            f"opt {opt}, max {hi}"
+        )
     return SymbolRange(name, lo, hi, opt)
 
 
@@ -369,8 +397,10 @@ def _parse_symbols(obj: Dict[str, Any], version: int) -> Tuple[SymbolRange, ...]
     if "symbols" not in obj:
         return ()
     if version < BLOB_FORMAT_VERSION_DYNAMIC:
-        raise ValueError(f"delegate blob: 'symbols' needs format_version "
-                         f"{BLOB_FORMAT_VERSION_DYNAMIC}, the header says {version}")
+        raise ValueError(
+            f"delegate blob: 'symbols' needs format_version "
+            f"{BLOB_FORMAT_VERSION_DYNAMIC}, the header says {version}"
+        )
     entries = obj["symbols"]
     if not isinstance(entries, list):
         raise ValueError("delegate blob: 'symbols' must be a list")
@@ -398,16 +428,21 @@ def _parse_binding(entry: Any, where: str, symbols: Dict[str, SymbolRange]) -> B
         )
     for dim, d in enumerate(shape):
         if isinstance(d, str) and d not in symbols:
-            raise ValueError(f"delegate blob: binding '{name}' dimension {dim} names symbol "
-                             f"{d!r}, which 'symbols' does not declare")
+            raise ValueError(
+                f"delegate blob: binding '{name}' dimension {dim} names symbol "
+                f"{d!r}, which 'symbols' does not declare"
+            )
     if len(shape) > MAX_RANK:
-        raise ValueError(f"delegate blob: binding '{name}' has {len(shape)} dimensions; at "
-                         f"most {MAX_RANK} are supported")
+        raise ValueError(
+            f"delegate blob: binding '{name}' has {len(shape)} dimensions; at "
+            f"most {MAX_RANK} are supported"
+        )
     return Binding(name, dtype, tuple(shape))
 
 
-def _parse_bindings(obj: Dict[str, Any], key: str,
-                    symbols: Dict[str, SymbolRange]) -> Tuple[Binding, ...]:
+def _parse_bindings(
+    obj: Dict[str, Any], key: str, symbols: Dict[str, SymbolRange]
+) -> Tuple[Binding, ...]:
     entries = obj.get(key)
     if key not in obj:
         raise ValueError(f"delegate blob: metadata has no '{key}'")
@@ -425,23 +460,29 @@ def _parse_alias(entry: Any, index: int, required_features: int) -> AliasedIO:
     # A missing kind (older writer) means kv_cache_update (FORMAT.md).
     kind = _string(entry, "kind", named) if "kind" in entry else ALIAS_KV_CACHE_UPDATE
     if kind not in ALIAS_KINDS:
-        raise ValueError(f"delegate blob: {named} has unknown kind {kind!r} "
-                         f"(known: {', '.join(ALIAS_KINDS)})")
+        raise ValueError(
+            f"delegate blob: {named} has unknown kind {kind!r} (known: {', '.join(ALIAS_KINDS)})"
+        )
     # A missing ownership is "caller" unless the blob declares the OWNERSHIP feature.
     if "ownership" not in entry:
         if required_features & Feature.OWNERSHIP:
-            raise ValueError(f"delegate blob: {named} has no 'ownership' although the blob "
-                             "requires the OWNERSHIP feature")
+            raise ValueError(
+                f"delegate blob: {named} has no 'ownership' although the blob "
+                "requires the OWNERSHIP feature"
+            )
         return AliasedIO(output, input_, kind, OWNERSHIP_CALLER)
     ownership = _string(entry, "ownership", named)
     if ownership not in OWNERSHIPS:
-        raise ValueError(f"delegate blob: {named} has unknown ownership {ownership!r} "
-                         f"(known: {', '.join(OWNERSHIPS)})")
+        raise ValueError(
+            f"delegate blob: {named} has unknown ownership {ownership!r} "
+            f"(known: {', '.join(OWNERSHIPS)})"
+        )
     return AliasedIO(output, input_, kind, ownership)
 
 
-def parse_metadata(text: bytes, required_features: int,
-                   version: int = BLOB_FORMAT_VERSION) -> DelegateMetadata:
+def parse_metadata(
+    text: bytes, required_features: int, version: int = BLOB_FORMAT_VERSION
+) -> DelegateMetadata:
     """Parses the metadata JSON of a blob whose header (``format_version`` ``version``)
     requires ``required_features``, in ``DelegateMetadata::Parse``'s order: a UTF-8 JSON
     object; ``engine`` (a ``wire.ENGINES`` name); ``symbols`` (version 2 only, optional: each
@@ -479,6 +520,7 @@ def parse_metadata(text: bytes, required_features: int,
 
 # --- bindings: BindingPlan::Create, without the engine --------------------------------------
 
+
 def check_bindings(metadata: DelegateMetadata) -> None:
     """The rules the runtime's binding plan checks before it consults the engine
     (``BindingPlan::Create``): binding names are unique over inputs and outputs together; each
@@ -490,8 +532,10 @@ def check_bindings(metadata: DelegateMetadata) -> None:
     seen = set()
     for b in metadata.inputs + metadata.outputs:
         if b.name in seen:
-            raise ValueError(f"delegate blob: duplicate binding name '{b.name}' (names are "
-                             "unique over inputs and outputs)")
+            raise ValueError(
+                f"delegate blob: duplicate binding name '{b.name}' (names are "
+                "unique over inputs and outputs)"
+            )
         seen.add(b.name)
     inputs = {b.name: b for b in metadata.inputs}
     outputs = {b.name: b for b in metadata.outputs}
@@ -507,8 +551,10 @@ def check_bindings(metadata: DelegateMetadata) -> None:
         if a.output in aliased_outputs:
             raise ValueError(f"delegate blob: output '{a.output}' is aliased twice")
         if a.input in aliased_inputs:
-            raise ValueError(f"delegate blob: input '{a.input}' is aliased by two outputs; two "
-                             "outputs cannot update one input in place")
+            raise ValueError(
+                f"delegate blob: input '{a.input}' is aliased by two outputs; two "
+                "outputs cannot update one input in place"
+            )
         aliased_outputs.add(a.output)
         aliased_inputs.add(a.input)
         i, o = inputs[a.input], outputs[a.output]
@@ -518,21 +564,27 @@ def check_bindings(metadata: DelegateMetadata) -> None:
                 f"match input '{a.input}' ({i.dtype}{list(i.shape)})"
             )
         if not i.is_static:
-            raise ValueError(f"delegate blob: aliased input '{a.input}' has a dynamic shape "
-                             f"{list(i.shape)}; aliased (state) bindings must be static")
+            raise ValueError(
+                f"delegate blob: aliased input '{a.input}' has a dynamic shape "
+                f"{list(i.shape)}; aliased (state) bindings must be static"
+            )
     in_inputs = {d for b in metadata.inputs for d in b.shape if isinstance(d, str)}
     for sym in metadata.symbols:
         if sym.name not in in_inputs:
-            raise ValueError(f"delegate blob: symbol '{sym.name}' is not a dimension of any "
-                             "input, so no call can give its value")
+            raise ValueError(
+                f"delegate blob: symbol '{sym.name}' is not a dimension of any "
+                "input, so no call can give its value"
+            )
 
 
 # --- whole blobs -----------------------------------------------------------------------------
 
+
 def _metadata_of(data: memoryview, header: BlobHeader) -> DelegateMetadata:
     start = header.metadata_offset
-    metadata = parse_metadata(data[start:start + header.metadata_size], header.required_features,
-                              header.format_version)
+    metadata = parse_metadata(
+        data[start : start + header.metadata_size], header.required_features, header.format_version
+    )
     check_bindings(metadata)
     return metadata
 
@@ -555,6 +607,5 @@ def read_blob(data: bytes) -> DelegateBlob:
     data = memoryview(bytes(data))
     header = read_header(data)
     metadata = _metadata_of(data, header)
-    payload = bytes(data[header.payload_offset:header.payload_offset + header.payload_size])
+    payload = bytes(data[header.payload_offset : header.payload_offset + header.payload_size])
     return DelegateBlob(header, metadata, payload)
-

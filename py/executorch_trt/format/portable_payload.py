@@ -39,8 +39,13 @@ MAX_RANK = 16
 HEADER_SIZE = 32
 #: Byte offset of each header field (C++ ``kPortablePayloadOffset*`` in
 #: ``core/engine/portable_payload.h``): 4-byte magic, u32 version, then u64s.
-HEADER_OFFSETS = {"magic": 0, "version": 4, "descriptor_size": 8, "program_offset": 16,
-                  "program_size": 24}
+HEADER_OFFSETS = {
+    "magic": 0,
+    "version": 4,
+    "descriptor_size": 8,
+    "program_offset": 16,
+    "program_size": 24,
+}
 PROGRAM_ALIGNMENT = 16
 _HEADER = struct.Struct("<4sIQQQ")
 assert _HEADER.size == HEADER_SIZE
@@ -60,8 +65,11 @@ class ConstantLayout:
     dim_order: Tuple[int, ...]
 
     def to_json(self) -> Dict[str, object]:
-        return {"scalar_type": self.scalar_type, "sizes": list(self.sizes),
-                "dim_order": list(self.dim_order)}
+        return {
+            "scalar_type": self.scalar_type,
+            "sizes": list(self.sizes),
+            "dim_order": list(self.dim_order),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +82,11 @@ class PortableDescriptor:
     constants: Tuple[Tuple[str, ConstantLayout], ...] = ()
 
     def to_json(self) -> Dict[str, Any]:
-        return {"inputs": list(self.inputs), "outputs": list(self.outputs),
-                "constants": [{"key": k, **c.to_json()} for k, c in self.constants]}
+        return {
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "constants": [{"key": k, **c.to_json()} for k, c in self.constants],
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,11 +102,15 @@ def _validate(descriptor: PortableDescriptor) -> None:
     for group, names in (("inputs", descriptor.inputs), ("outputs", descriptor.outputs)):
         for name in names:
             if not isinstance(name, str) or not name:
-                raise ValueError(f"portable payload: descriptor '{group}' has entry {name!r}; "
-                                 "names must be non-empty strings")
+                raise ValueError(
+                    f"portable payload: descriptor '{group}' has entry {name!r}; "
+                    "names must be non-empty strings"
+                )
             if name in seen:
-                raise ValueError(f"portable payload: descriptor names binding '{name}' twice; "
-                                 "names must be unique")
+                raise ValueError(
+                    f"portable payload: descriptor names binding '{name}' twice; "
+                    "names must be unique"
+                )
             seen.add(name)
     keys = set()
     for key, layout in descriptor.constants:
@@ -112,14 +127,17 @@ def _validate_constant(key: object, layout: ConstantLayout) -> None:
     if not isinstance(key, str) or not key:
         raise ValueError(f"portable payload: constant key {key!r} must be a non-empty string")
     if type(layout.scalar_type) is not int or layout.scalar_type not in TORCH_DTYPES:
-        raise ValueError(f"portable payload: constant '{key}' has unknown scalar_type "
-                         f"{layout.scalar_type!r}")
+        raise ValueError(
+            f"portable payload: constant '{key}' has unknown scalar_type {layout.scalar_type!r}"
+        )
     sizes, order = layout.sizes, layout.dim_order
     if len(sizes) > MAX_RANK or any(type(s) is not int or not 0 <= s < 2**31 for s in sizes):
         raise ValueError(f"portable payload: constant '{key}' has bad sizes {list(sizes)}")
     if sorted(order) != list(range(len(sizes))) or any(type(d) is not int for d in order):
-        raise ValueError(f"portable payload: constant '{key}' dim_order {list(order)} is not a "
-                         f"permutation of its {len(sizes)} dimensions")
+        raise ValueError(
+            f"portable payload: constant '{key}' dim_order {list(order)} is not a "
+            f"permutation of its {len(sizes)} dimensions"
+        )
 
 
 def _parse_constants(entries: object) -> Tuple[Tuple[str, ConstantLayout], ...]:
@@ -129,12 +147,24 @@ def _parse_constants(entries: object) -> Tuple[Tuple[str, ConstantLayout], ...]:
     out = []
     for entry in entries:
         fields = ("key", "scalar_type", "sizes", "dim_order")
-        if not isinstance(entry, dict) or sorted(entry) != sorted(fields) or not isinstance(
-                entry["sizes"], list) or not isinstance(entry["dim_order"], list):
-            raise ValueError(f"portable payload: constant entry {entry!r} needs exactly "
-                             "'key', 'scalar_type', 'sizes' (list), 'dim_order' (list)")
-        out.append((entry["key"], ConstantLayout(entry["scalar_type"], tuple(entry["sizes"]),
-                                                 tuple(entry["dim_order"]))))
+        if (
+            not isinstance(entry, dict)
+            or sorted(entry) != sorted(fields)
+            or not isinstance(entry["sizes"], list)
+            or not isinstance(entry["dim_order"], list)
+        ):
+            raise ValueError(
+                f"portable payload: constant entry {entry!r} needs exactly "
+                "'key', 'scalar_type', 'sizes' (list), 'dim_order' (list)"
+            )
+        out.append(
+            (
+                entry["key"],
+                ConstantLayout(
+                    entry["scalar_type"], tuple(entry["sizes"]), tuple(entry["dim_order"])
+                ),
+            )
+        )
     return tuple(out)
 
 
@@ -159,13 +189,16 @@ def read_portable_payload(data: bytes) -> PortablePayload:
     if magic != MAGIC:
         raise ValueError(f"portable payload: wrong magic {magic!r}, expected {MAGIC!r}")
     if version not in READABLE_VERSIONS:
-        raise ValueError(f"portable payload: version {version} is not supported "
-                         f"({READABLE_VERSIONS}); re-export with a matching version")
+        raise ValueError(
+            f"portable payload: version {version} is not supported "
+            f"({READABLE_VERSIONS}); re-export with a matching version"
+        )
     if HEADER_SIZE + desc_size > len(data):
         raise ValueError("portable payload: descriptor lies past the end of the payload")
     if prog_off < HEADER_SIZE + desc_size:
-        raise ValueError(f"portable payload: bad program_offset {prog_off}: the program "
-                         "overlaps the descriptor")
+        raise ValueError(
+            f"portable payload: bad program_offset {prog_off}: the program overlaps the descriptor"
+        )
     if prog_off + prog_size > len(data):
         raise ValueError("portable payload: program lies past the end of the payload")
     if prog_off % PROGRAM_ALIGNMENT:
@@ -174,17 +207,22 @@ def read_portable_payload(data: bytes) -> PortablePayload:
         obj = parse_json(data[HEADER_SIZE : HEADER_SIZE + desc_size])
     except ValueError as e:
         raise ValueError(f"portable payload: descriptor is not UTF-8 JSON: {e}") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("inputs"), list) or not isinstance(
-        obj.get("outputs"), list
+    if (
+        not isinstance(obj, dict)
+        or not isinstance(obj.get("inputs"), list)
+        or not isinstance(obj.get("outputs"), list)
     ):
         raise ValueError("portable payload: descriptor needs 'inputs' and 'outputs' lists")
     allowed = {"inputs", "outputs"} | ({"constants"} if version >= 3 else set())
     unknown = sorted(set(obj) - allowed)
     if unknown:
         # Version 1 carried "aliases" here; versions 2 and 3 keep them only in the blob metadata.
-        raise ValueError(f"portable payload: descriptor has unknown key '{unknown[0]}'; "
-                         f"version {version} has only {sorted(allowed)}")
-    descriptor = PortableDescriptor(tuple(obj["inputs"]), tuple(obj["outputs"]),
-                                    _parse_constants(obj.get("constants", [])))
+        raise ValueError(
+            f"portable payload: descriptor has unknown key '{unknown[0]}'; "
+            f"version {version} has only {sorted(allowed)}"
+        )
+    descriptor = PortableDescriptor(
+        tuple(obj["inputs"]), tuple(obj["outputs"]), _parse_constants(obj.get("constants", []))
+    )
     _validate(descriptor)
     return PortablePayload(descriptor, data[prog_off : prog_off + prog_size])

@@ -45,8 +45,10 @@ def scalar_type_code(dtype: torch.dtype) -> int:
     try:
         return _CODES[dtype]
     except KeyError:
-        raise TypeError(f"executorch_trt.runtime: tensors of dtype {dtype} cannot be passed to "
-                        "an ExecuTorch program") from None
+        raise TypeError(
+            f"executorch_trt.runtime: tensors of dtype {dtype} cannot be passed to "
+            "an ExecuTorch program"
+        ) from None
 
 
 def torch_dtype(code: int) -> torch.dtype:
@@ -55,5 +57,6 @@ def torch_dtype(code: int) -> torch.dtype:
     try:
         return TORCH_DTYPES[code]
     except KeyError:
-        raise TypeError(f"executorch_trt.runtime: ExecuTorch dtype code {code} has no torch "
-                        "dtype") from None
+        raise TypeError(
+            f"executorch_trt.runtime: ExecuTorch dtype code {code} has no torch dtype"
+        ) from None

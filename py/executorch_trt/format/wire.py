@@ -31,9 +31,16 @@ ENGINES = (ENGINE_PORTABLE, ENGINE_TENSORRT)
 #: Binding dtype names and the torch dtype each describes (FORMAT.md "dtypes";
 #: C++ ``core/blob/dtype_name.cpp``), in the order FORMAT.md lists them.
 DTYPES: Dict[str, torch.dtype] = {
-    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-    "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16,
-    "int32": torch.int32, "int64": torch.int64, "bool": torch.bool,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
 }
 _DTYPE_NAMES: Dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
 
@@ -73,9 +80,16 @@ BLOB_PAYLOAD_ALIGNMENT = 16
 #: ``core/blob/blob_header.h``). Fields are little-endian; ``magic`` is 4 bytes, the next four
 #: u32, the rest u64.
 BLOB_HEADER_OFFSETS: Dict[str, int] = {
-    "magic": 0, "header_size": 4, "format_version": 8, "reserved": 12,
-    "required_features": 16, "metadata_offset": 24, "metadata_size": 32,
-    "payload_offset": 40, "payload_size": 48, "checksum": 56,
+    "magic": 0,
+    "header_size": 4,
+    "format_version": 8,
+    "reserved": 12,
+    "required_features": 16,
+    "metadata_offset": 24,
+    "metadata_size": 32,
+    "payload_offset": 40,
+    "payload_size": 48,
+    "checksum": 56,
 }
 #: Byte offset of the header's ``checksum`` u64.
 BLOB_CHECKSUM_OFFSET = BLOB_HEADER_OFFSETS["checksum"]

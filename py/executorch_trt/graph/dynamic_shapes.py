@@ -65,8 +65,9 @@ def _range(range_constraints, symbol: str) -> Optional[str]:
     return None
 
 
-def symbol_sources(graph: torch.fx.Graph,
-                   input_names: Optional[Iterable[str]] = None) -> Dict[str, str]:
+def symbol_sources(
+    graph: torch.fx.Graph, input_names: Optional[Iterable[str]] = None
+) -> Dict[str, str]:
     """``{symbol: where it comes from}`` for every symbol that is exactly a dimension of a
     placeholder of ``graph`` (only ``input_names`` if given, e.g. the user inputs) or a
     symbolic-int placeholder, e.g. ``{"s37": "dimension 0 of input 'k'"}`` (the first such
@@ -87,9 +88,12 @@ def symbol_sources(graph: torch.fx.Graph,
     return sources
 
 
-def describe_symbols(symbols: Iterable[str], graph: torch.fx.Graph,
-                     input_names: Optional[Iterable[str]] = None,
-                     range_constraints=None) -> str:
+def describe_symbols(
+    symbols: Iterable[str],
+    graph: torch.fx.Graph,
+    input_names: Optional[Iterable[str]] = None,
+    range_constraints=None,
+) -> str:
     """``"s37 in [1, 8] (dimension 0 of input 'k')"`` for each symbol, joined by ``"; "``: the
     range from ``range_constraints`` (``ep.range_constraints``) when given, the source from
     ``symbol_sources(graph, input_names)``."""
@@ -107,8 +111,7 @@ def describe_symbols(symbols: Iterable[str], graph: torch.fx.Graph,
 
 
 def _describe(ep: ExportedProgram, symbols: Iterable[str]) -> str:
-    return describe_symbols(symbols, ep.graph, ep.graph_signature.user_inputs,
-                            ep.range_constraints)
+    return describe_symbols(symbols, ep.graph, ep.graph_signature.user_inputs, ep.range_constraints)
 
 
 def finite_ranges(range_constraints) -> Dict[str, Tuple[int, int]]:
@@ -152,8 +155,9 @@ def _declared_minimum(shape_env, symbol) -> Optional[int]:
     return None
 
 
-def declared_ranges(ep: ExportedProgram, recorded: Optional[Mapping[str, Tuple[int, int]]] = None
-                    ) -> Dict[str, Tuple[int, int]]:
+def declared_ranges(
+    ep: ExportedProgram, recorded: Optional[Mapping[str, Tuple[int, int]]] = None
+) -> Dict[str, Tuple[int, int]]:
     """``finite_ranges(ep.range_constraints)`` with each minimum the user declared.
 
     ``torch.export`` reports ``Dim("T", min=1, max=95)`` as ``[1, 95]``, but ExecuTorch
@@ -220,17 +224,18 @@ def check_dynamic_shapes(ep: ExportedProgram, method: str) -> None:
                     continue
                 problem = _problem(size, ep.range_constraints)
                 if problem:
-                    symbol = describe_symbols(symbols_of(size), ep.graph, (),
-                                              ep.range_constraints)
-                    problems.append(f"input {node.name!r} dimension {dim} is {size} "
-                                    f"({symbol}), {problem}, in shape {shape_text(val.shape)}")
+                    symbol = describe_symbols(symbols_of(size), ep.graph, (), ep.range_constraints)
+                    problems.append(
+                        f"input {node.name!r} dimension {dim} is {size} "
+                        f"({symbol}), {problem}, in shape {shape_text(val.shape)}"
+                    )
         elif isinstance(val, tuple(SYMBOLIC_KINDS)):
             symbol = describe_symbols(symbols_of(val), ep.graph, (), ep.range_constraints)
             problems.append(
-                f"input {node.name!r} is a symbolic {SYMBOLIC_KINDS[type(val)]} ({symbol})")
+                f"input {node.name!r} is a symbolic {SYMBOLIC_KINDS[type(val)]} ({symbol})"
+            )
     if problems:
-        raise ValueError(f"executorch_trt: method {method!r}: {'; '.join(problems)}. "
-                         f"{WHAT_TO_DO}")
+        raise ValueError(f"executorch_trt: method {method!r}: {'; '.join(problems)}. {WHAT_TO_DO}")
 
 
 def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]) -> None:
@@ -258,11 +263,14 @@ def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]
             continue
         val = node.meta["val"]
         if isinstance(val, torch.Tensor) and all(
-                isinstance(d, int) or d.node.expr.is_Symbol for d in val.shape):
+            isinstance(d, int) or d.node.expr.is_Symbol for d in val.shape
+        ):
             continue
-        what = (f"a tensor of shape {shape_text(val.shape)}"
-                if isinstance(val, torch.Tensor) else f"a symbolic {SYMBOLIC_KINDS[type(val)]}")
-        problems.append(f"delegate {role} {node.name!r} is {what} "
-                        f"({_describe(ep, symbols)})")
+        what = (
+            f"a tensor of shape {shape_text(val.shape)}"
+            if isinstance(val, torch.Tensor)
+            else f"a symbolic {SYMBOLIC_KINDS[type(val)]}"
+        )
+        problems.append(f"delegate {role} {node.name!r} is {what} ({_describe(ep, symbols)})")
     if problems:
         raise ValueError(f"TensorRTPartitioner: {'; '.join(problems)}. {WHAT_TO_DO}")

@@ -72,8 +72,9 @@ def _aliased_argument(node: torch.fx.Node) -> Optional[torch.fx.Node]:
     alias_set = schema.returns[0].alias_info.before_set
     for i, arg in enumerate(schema.arguments):
         info = arg.alias_info
-        if info is not None and (info.before_set & alias_set
-                                 or (not alias_set and "*" in info.after_set)):
+        if info is not None and (
+            info.before_set & alias_set or (not alias_set and "*" in info.after_set)
+        ):
             value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
             return value if isinstance(value, torch.fx.Node) else None
     return None

@@ -28,8 +28,9 @@ def is_cond(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target is torch.ops.higher_order.cond
 
 
-def cond_branches(graph_module: torch.fx.GraphModule,
-                  cond: torch.fx.Node) -> List[torch.fx.GraphModule]:
+def cond_branches(
+    graph_module: torch.fx.GraphModule, cond: torch.fx.Node
+) -> List[torch.fx.GraphModule]:
     """The true and false branch subgraphs of ``cond`` (its ``get_attr`` arguments 1 and 2)."""
     return [getattr(graph_module, b.target) for b in (cond.args[1], cond.args[2])]
 
@@ -93,10 +94,12 @@ class DelegateOperatorSupport(OperatorSupportBase):
             return False
         if is_cond(node):
             branches = _branch_modules(submodules, node)
-            return (COND in self.supported_ops and branches is not None
-                    and _has_supported_tensor_outputs(node)
-                    and all(self._graph_supported(dict(b.named_modules()), b.graph)
-                            for b in branches))
+            return (
+                COND in self.supported_ops
+                and branches is not None
+                and _has_supported_tensor_outputs(node)
+                and all(self._graph_supported(dict(b.named_modules()), b.graph) for b in branches)
+            )
         symbolic = symbolic_op_name(node)
         if symbolic:
             # A size the partition computes from its own tensors (op_groups.SYMBOLIC), taken
@@ -104,16 +107,20 @@ class DelegateOperatorSupport(OperatorSupportBase):
             # be a symbolic-int delegate output, which no binding can carry. A size read inside
             # and outside is copied for the readers inside first (passes/size_copies.py).
             return symbolic in self.supported_ops and all(
-                self.is_node_supported(submodules, user) for user in node.users)
+                self.is_node_supported(submodules, user) for user in node.users
+            )
         if node.target is operator.getitem:
             producer = node.args[0]
-            return (isinstance(producer, torch.fx.Node)
-                    and self.is_node_supported(submodules, producer)
-                    and isinstance(node.meta.get("val"), torch.Tensor))
+            return (
+                isinstance(producer, torch.fx.Node)
+                and self.is_node_supported(submodules, producer)
+                and isinstance(node.meta.get("val"), torch.Tensor)
+            )
         return schema_name(node) in self.supported_ops and _has_supported_tensor_outputs(node)
 
-    def _graph_supported(self, submodules: Mapping[str, torch.nn.Module],
-                         graph: torch.fx.Graph) -> bool:
+    def _graph_supported(
+        self, submodules: Mapping[str, torch.nn.Module], graph: torch.fx.Graph
+    ) -> bool:
         """Every node of a branch graph is taken (``get_attr`` only as a nested branch)."""
         for n in graph.nodes:
             if n.op in ("placeholder", "output"):
@@ -125,8 +132,9 @@ class DelegateOperatorSupport(OperatorSupportBase):
         return True
 
 
-def _branch_modules(submodules: Mapping[str, torch.nn.Module],
-                    cond: torch.fx.Node) -> Optional[List[torch.fx.GraphModule]]:
+def _branch_modules(
+    submodules: Mapping[str, torch.nn.Module], cond: torch.fx.Node
+) -> Optional[List[torch.fx.GraphModule]]:
     """``cond``'s two branch graph modules, or ``None`` if either is not one."""
     branches = [submodules.get(getattr(b, "target", None)) for b in cond.args[1:3]]
     return branches if all(isinstance(b, torch.fx.GraphModule) for b in branches) else None

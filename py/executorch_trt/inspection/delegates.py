@@ -38,13 +38,16 @@ def engine_description(engine: Optional[str], nested_backends: Sequence[str] = (
     return f"nested ExecuTorch program with {with_}, on the CPU"
 
 
-def _delegate_blob(program: schema.Program, delegate: schema.BackendDelegate
-                   ) -> Tuple[Optional[DelegateBlob], Optional[str]]:
+def _delegate_blob(
+    program: schema.Program, delegate: schema.BackendDelegate
+) -> Tuple[Optional[DelegateBlob], Optional[str]]:
     """The blob of a ``TensorRTBackend`` delegate, or (None, why not)."""
     ref = delegate.processed
     if int(ref.location) != int(schema.DataLocation.INLINE):
-        return None, (f"blob is in segment {ref.index}, not inline; inspect the serialized "
-                      ".pte (bytes or path) instead")
+        return None, (
+            f"blob is in segment {ref.index}, not inline; inspect the serialized "
+            ".pte (bytes or path) instead"
+        )
     if not 0 <= ref.index < len(program.backend_delegate_data):
         return None, f"blob index {ref.index} is out of range"
     try:
@@ -60,14 +63,19 @@ def _nested_backends(payload: bytes) -> Tuple[Tuple[str, ...], Optional[str]]:
         nested = parse_pte(read_portable_payload(payload).program, "nested program")
     except ValueError as exc:
         return (), f"cannot read the portable engine's nested program: {exc}"
-    return tuple(dict.fromkeys(d.id for plan in nested.execution_plan
-                               for d in plan.delegates)), None
+    return tuple(
+        dict.fromkeys(d.id for plan in nested.execution_plan for d in plan.delegates)
+    ), None
 
 
-def delegate_reports(program: schema.Program, plan: schema.ExecutionPlan
-                      ) -> Tuple[List[DelegateReport], List[Optional[DelegateMetadata]]]:
-    calls = collections.Counter(call.delegate_index for _, call in pa.instructions(plan)
-                                if isinstance(call, schema.DelegateCall))
+def delegate_reports(
+    program: schema.Program, plan: schema.ExecutionPlan
+) -> Tuple[List[DelegateReport], List[Optional[DelegateMetadata]]]:
+    calls = collections.Counter(
+        call.delegate_index
+        for _, call in pa.instructions(plan)
+        if isinstance(call, schema.DelegateCall)
+    )
     reports, metadata = [], []
     for index, delegate in enumerate(plan.delegates):
         if delegate.id != BACKEND_ID:
@@ -78,19 +86,39 @@ def delegate_reports(program: schema.Program, plan: schema.ExecutionPlan
         meta = blob.metadata if blob is not None else None
         metadata.append(meta)
         if meta is None:
-            reports.append(DelegateReport(index, delegate.id, calls[index], note=note,
-                                          engine_description=engine_description(None)))
+            reports.append(
+                DelegateReport(
+                    index,
+                    delegate.id,
+                    calls[index],
+                    note=note,
+                    engine_description=engine_description(None),
+                )
+            )
             continue
         nested: Tuple[str, ...] = ()
         description = engine_description(meta.engine)
         if meta.engine == ENGINE_PORTABLE:
             nested, note = _nested_backends(blob.payload)
-            description = engine_description(meta.engine, nested) if note is None else \
-                "nested ExecuTorch program (its delegates cannot be read), on the CPU"
-        reports.append(DelegateReport(
-            index, delegate.id, calls[index], meta.engine, len(meta.inputs),
-            len(meta.outputs), len(meta.aliased_io), note=note,
-            dynamic=tuple(f"{s.name} in [{s.min}, {s.max}]" for s in meta.symbols),
-            nested_backends=nested, device=ENGINE_DEVICES.get(meta.engine),
-            engine_description=description))
+            description = (
+                engine_description(meta.engine, nested)
+                if note is None
+                else "nested ExecuTorch program (its delegates cannot be read), on the CPU"
+            )
+        reports.append(
+            DelegateReport(
+                index,
+                delegate.id,
+                calls[index],
+                meta.engine,
+                len(meta.inputs),
+                len(meta.outputs),
+                len(meta.aliased_io),
+                note=note,
+                dynamic=tuple(f"{s.name} in [{s.min}, {s.max}]" for s in meta.symbols),
+                nested_backends=nested,
+                device=ENGINE_DEVICES.get(meta.engine),
+                engine_description=description,
+            )
+        )
     return reports, metadata

@@ -11,8 +11,13 @@ from executorch.exir import schema
 
 from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.inspection.pte_file import ProgramReadError, read_program
-from executorch_trt.inspection.report import (UNKNOWN_ENGINE, MethodReport, ProgramReport,
-                                              ProgramSummary, StateReport)
+from executorch_trt.inspection.report import (
+    UNKNOWN_ENGINE,
+    MethodReport,
+    ProgramReport,
+    ProgramSummary,
+    StateReport,
+)
 from executorch_trt.inspection.state import MethodAnalysis
 
 
@@ -27,12 +32,14 @@ def inspect(program) -> ProgramReport:
     ``TypeError`` for another type."""
     loaded = read_program(program)
     try:
-        methods = tuple(MethodAnalysis(loaded.program, plan).report()
-                        for plan in loaded.program.execution_plan)
+        methods = tuple(
+            MethodAnalysis(loaded.program, plan).report() for plan in loaded.program.execution_plan
+        )
     except IndexError as exc:  # an index in the plan points past its table
         raise ProgramReadError(
             f"{loaded.source}: the program is inconsistent ({exc}); the file is corrupted; "
-            "export it again") from None
+            "export it again"
+        ) from None
     return ProgramReport(loaded.source, loaded.size, methods, _summary(loaded.program, methods))
 
 
@@ -50,8 +57,13 @@ def _engine_summary(methods: Sequence[MethodReport]) -> str:
     """Which engines the program's ``TensorRTBackend`` delegates use (each with what it is and
     where it runs), then any other backends; ``ProgramSummary.engine_summary``."""
     delegates = [d for m in methods for d in m.delegates]
-    engines = list(dict.fromkeys(f"{d.engine or UNKNOWN_ENGINE} ({d.engine_description})"
-                                 for d in delegates if d.backend == BACKEND_ID))
+    engines = list(
+        dict.fromkeys(
+            f"{d.engine or UNKNOWN_ENGINE} ({d.engine_description})"
+            for d in delegates
+            if d.backend == BACKEND_ID
+        )
+    )
     others = list(dict.fromkeys(d.backend for d in delegates if d.backend != BACKEND_ID))
     if not delegates:
         return "no delegate (ExecuTorch's CPU kernels)"
@@ -79,8 +91,10 @@ def _summary(program: schema.Program, methods: Sequence[MethodReport]) -> Progra
         state_buffers=len(buffers),
         state_bytes=sum(buffers.values()),
         state_bytes_copied_per_call={m.name: m.state_bytes_copied_per_call for m in methods},
-        zero_copy=all(m.state_bytes_copied_per_call == 0 and m.input_bytes_copied_per_call == 0
-                      for m in methods),
+        zero_copy=all(
+            m.state_bytes_copied_per_call == 0 and m.input_bytes_copied_per_call == 0
+            for m in methods
+        ),
         engines=dict(engines),
         engine_summary=_engine_summary(methods),
     )

@@ -24,20 +24,24 @@ from executorch.exir.tensor import get_scalar_type
 #: ``aten::copy`` its out variant (``[self, src, non_blocking, out, out]``),
 #: ``executorch_prim::et_copy_index`` the copy of one ``torch.map`` iteration's output into a
 #: slice of the accumulator (args ``[accumulator, item, index]``, emitter ``_emit_map``).
-COPY_KERNELS = frozenset({
-    "aten::copy_",
-    "aten::copy",
-    "executorch_prim::et_copy_index",
-})
+COPY_KERNELS = frozenset(
+    {
+        "aten::copy_",
+        "aten::copy",
+        "executorch_prim::et_copy_index",
+    }
+)
 
 #: Out-of-place updates that write a complete new tensor the size of their ``self`` input
 #: (``args[0]``) into their output (``args[-1]``): a full copy of ``self`` inside the kernel.
-FUNCTIONAL_UPDATE_KERNELS = frozenset({
-    "aten::index_put",
-    "aten::index_copy",
-    "aten::slice_scatter",
-    "aten::select_scatter",
-})
+FUNCTIONAL_UPDATE_KERNELS = frozenset(
+    {
+        "aten::index_put",
+        "aten::index_copy",
+        "aten::slice_scatter",
+        "aten::select_scatter",
+    }
+)
 
 
 def find_plan(program: schema.Program, method: str) -> schema.ExecutionPlan:
@@ -177,7 +181,6 @@ def sizes(tensor: schema.Tensor) -> Tuple[int, ...]:
     return tuple(int(s) for s in tensor.sizes)
 
 
-
 @functools.lru_cache(maxsize=None)
 def _schema(name: str, overload: str):
     try:
@@ -186,8 +189,9 @@ def _schema(name: str, overload: str):
         return None
 
 
-def kernel_effects(plan: schema.ExecutionPlan, call: schema.KernelCall
-                   ) -> Tuple[List[int], List[int]]:
+def kernel_effects(
+    plan: schema.ExecutionPlan, call: schema.KernelCall
+) -> Tuple[List[int], List[int]]:
     """(values read, values written) by one ``KernelCall``, from the operator's schema.
 
     The emitter passes a kernel its schema arguments in order, then its return values
@@ -210,5 +214,5 @@ def kernel_effects(plan: schema.ExecutionPlan, call: schema.KernelCall
             writes.append(value)
         else:
             reads.append(value)
-    writes.extend(args[len(fn_schema.arguments):])
+    writes.extend(args[len(fn_schema.arguments) :])
     return reads, writes

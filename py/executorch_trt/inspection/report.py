@@ -145,8 +145,9 @@ class MethodReport:
         """Each distinct ``DelegateReport.engine_label`` of the method's ``TensorRTBackend``
         delegates, in first-use order, e.g. ``("portable, CPU",)`` (C++
         ``ProgramDelegates::EngineLabels``)."""
-        return tuple(dict.fromkeys(d.engine_label for d in self.delegates
-                                   if d.engine_label is not None))
+        return tuple(
+            dict.fromkeys(d.engine_label for d in self.delegates if d.engine_label is not None)
+        )
 
     @property
     def delegate_summary(self) -> str:
@@ -157,10 +158,12 @@ class MethodReport:
         if not self.delegates:
             return "no delegate (ExecuTorch's CPU kernels)"
         groups: Dict[Tuple[str, str], int] = collections.Counter(
-            (d.backend, d.describe_engine()) for d in self.delegates)
-        return "; ".join(f"{n} {backend} delegate{'s' if n != 1 else ''}"
-                         + (f", {engine}" if engine else "")
-                         for (backend, engine), n in groups.items())
+            (d.backend, d.describe_engine()) for d in self.delegates
+        )
+        return "; ".join(
+            f"{n} {backend} delegate{'s' if n != 1 else ''}" + (f", {engine}" if engine else "")
+            for (backend, engine), n in groups.items()
+        )
 
     @property
     def state_bytes(self) -> int:
@@ -184,8 +187,10 @@ class MethodReport:
         for s in self.state:
             if s.name == name:
                 return s
-        raise KeyError(f"method {self.name!r} has no mutable buffer {name!r} (it has "
-                       f"{[s.name for s in self.state]})")
+        raise KeyError(
+            f"method {self.name!r} has no mutable buffer {name!r} (it has "
+            f"{[s.name for s in self.state]})"
+        )
 
     def to_json(self) -> Dict:
         return {
@@ -272,18 +277,23 @@ def _engines_line(delegates: Sequence[DelegateReport]) -> str:
     """``"engines: portable x1 (nested ExecuTorch program with XNNPACK, on the CPU)"``: each
     engine of the ``TensorRTBackend`` delegates with how many it runs and what it is."""
     groups: Dict[Tuple[str, str], int] = collections.Counter(
-        (d.engine or UNKNOWN_ENGINE, d.engine_description) for d in delegates
-        if d.backend == BACKEND_ID)
-    return "engines: " + (", ".join(f"{engine} x{n} ({what})"
-                                    for (engine, what), n in groups.items())
-                          or f"none (no {BACKEND_ID} delegate)")
+        (d.engine or UNKNOWN_ENGINE, d.engine_description)
+        for d in delegates
+        if d.backend == BACKEND_ID
+    )
+    return "engines: " + (
+        ", ".join(f"{engine} x{n} ({what})" for (engine, what), n in groups.items())
+        or f"none (no {BACKEND_ID} delegate)"
+    )
 
 
 def _delegate_line(d: DelegateReport) -> str:
     text = f"delegate {d.index}: {d.backend}, {d.calls} call{'s' if d.calls != 1 else ''}"
     if d.engine is not None:
-        text += (f", {d.engine} engine, {d.inputs} inputs, {d.outputs} outputs, "
-                 f"{d.aliased_outputs} aliased")
+        text += (
+            f", {d.engine} engine, {d.inputs} inputs, {d.outputs} outputs, "
+            f"{d.aliased_outputs} aliased"
+        )
     if d.dynamic:
         text += f", dynamic {', '.join(d.dynamic)}"
     if d.note:
@@ -292,37 +302,45 @@ def _delegate_line(d: DelegateReport) -> str:
 
 
 def _state_table(entries: Sequence[StateReport], indent: str) -> List[str]:
-    rows = [_COLUMNS] + [(s.name, s.dtype, str(list(s.shape)), str(s.nbytes), s.update,
-                          str(s.bytes_copied_per_call)) for s in entries]
+    rows = [_COLUMNS] + [
+        (s.name, s.dtype, str(list(s.shape)), str(s.nbytes), s.update, str(s.bytes_copied_per_call))
+        for s in entries
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
     right = {3, 5}  # numbers
     lines = []
     for row in rows:
-        cells = [c.rjust(w) if i in right else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(row, widths))]
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))
+        ]
         lines.append(indent + "  ".join(cells).rstrip())
     for s in entries:
         if s.delegate_bytes_copied_per_call:
-            lines.append(f"{indent}note: {s.name}: {s.delegate_bytes_copied_per_call} of its "
-                         "bytes copied per call are the delegate's reflect copy (its aliased "
-                         "output is a separate value; finalise with "
-                         "executorch_trt.backend_config(), in-place planning on, to update it "
-                         "in place)")
+            lines.append(
+                f"{indent}note: {s.name}: {s.delegate_bytes_copied_per_call} of its "
+                "bytes copied per call are the delegate's reflect copy (its aliased "
+                "output is a separate value; finalise with "
+                "executorch_trt.backend_config(), in-place planning on, to update it "
+                "in place)"
+            )
         if s.functional_update_bytes_per_call:
-            lines.append(f"{indent}note: {s.name}: out-of-place updates copy "
-                         f"{s.functional_update_bytes_per_call} bytes per call inside kernels")
+            lines.append(
+                f"{indent}note: {s.name}: out-of-place updates copy "
+                f"{s.functional_update_bytes_per_call} bytes per call inside kernels"
+            )
     return lines
 
 
 def _format_method(m: MethodReport) -> List[str]:
-    lines = [f"method {m.name}",
-             f"  delegate calls: {_counts(m.delegate_calls)}"]
+    lines = [f"method {m.name}", f"  delegate calls: {_counts(m.delegate_calls)}"]
     lines += [f"    {_delegate_line(d)}" for d in m.delegates]
     lines.append(f"  {_engines_line(m.delegates)}")
     lines.append(f"  operators outside delegates: {_counts(m.operators)}")
     if m.state:
-        lines.append(f"  state: {len(m.state)} buffer{'s' if len(m.state) != 1 else ''}, "
-                     f"{m.state_bytes} bytes")
+        lines.append(
+            f"  state: {len(m.state)} buffer{'s' if len(m.state) != 1 else ''}, "
+            f"{m.state_bytes} bytes"
+        )
         lines += _state_table(m.state, "    ")
     else:
         lines.append("  state: none")
@@ -337,18 +355,22 @@ def _format_method(m: MethodReport) -> List[str]:
 def _format_report(report: ProgramReport) -> str:
     size = f"{report.size} bytes, " if report.size is not None else ""
     s = report.summary
-    lines = [f"executorch_trt.inspect: {report.source} ({size}{s.methods} "
-             f"method{'s' if s.methods != 1 else ''}; {s.engine_summary})"]
+    lines = [
+        f"executorch_trt.inspect: {report.source} ({size}{s.methods} "
+        f"method{'s' if s.methods != 1 else ''}; {s.engine_summary})"
+    ]
     for m in report.methods:
         lines += [""] + _format_method(m)
     copied = ", ".join(f"{name} {n}" for name, n in s.state_bytes_copied_per_call.items())
-    lines += ["", "summary",
-              f"  delegate calls: {_counts(s.delegate_calls)}",
-              f"  {_engines_line([d for m in report.methods for d in m.delegates])}",
-              f"  operator calls outside delegates: {s.operators_outside_delegates}",
-              f"  state: {s.state_buffers} buffer{'s' if s.state_buffers != 1 else ''}, "
-              f"{s.state_bytes} bytes",
-              f"  state bytes copied per call: {copied or 'no methods'}",
-              "  zero copy: " + ("yes" if s.zero_copy else
-                                 "no (state is copied on some calls)")]
+    lines += [
+        "",
+        "summary",
+        f"  delegate calls: {_counts(s.delegate_calls)}",
+        f"  {_engines_line([d for m in report.methods for d in m.delegates])}",
+        f"  operator calls outside delegates: {s.operators_outside_delegates}",
+        f"  state: {s.state_buffers} buffer{'s' if s.state_buffers != 1 else ''}, "
+        f"{s.state_bytes} bytes",
+        f"  state bytes copied per call: {copied or 'no methods'}",
+        "  zero copy: " + ("yes" if s.zero_copy else "no (state is copied on some calls)"),
+    ]
     return "\n".join(lines)

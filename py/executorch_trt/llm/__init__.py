@@ -13,5 +13,9 @@ from executorch_trt.llm.architectures import SUPPORTED_ARCHITECTURES, Unsupporte
 from executorch_trt.llm.checkpoint import CheckpointError
 from executorch_trt.llm.export_llm import export_llm
 
-__all__ = ["export_llm", "SUPPORTED_ARCHITECTURES", "CheckpointError",
-           "UnsupportedArchitectureError"]
+__all__ = [
+    "export_llm",
+    "SUPPORTED_ARCHITECTURES",
+    "CheckpointError",
+    "UnsupportedArchitectureError",
+]

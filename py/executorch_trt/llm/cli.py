@@ -20,30 +20,54 @@ from typing import List, Optional
 
 from absl import flags
 
-USAGE = ("usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
-         "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
-         "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16]")
+USAGE = (
+    "usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
+    "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
+    "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16]"
+)
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
 
 def _define_flags() -> flags.FlagValues:
     fv = flags.FlagValues()
-    flags.DEFINE_string("model-dir", None, "checkpoint directory (config.json + *.safetensors, "
-                        "as save_pretrained writes it); read offline", flag_values=fv)
-    flags.DEFINE_integer("max-seq-len", None, "most tokens per call (get_max_seq_len), >= 2",
-                         lower_bound=2, flag_values=fv)
+    flags.DEFINE_string(
+        "model-dir",
+        None,
+        "checkpoint directory (config.json + *.safetensors, "
+        "as save_pretrained writes it); read offline",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max-seq-len",
+        None,
+        "most tokens per call (get_max_seq_len), >= 2",
+        lower_bound=2,
+        flag_values=fv,
+    )
     flags.DEFINE_string("output", None, "the .pte to write", flag_values=fv)
-    flags.DEFINE_string("data", None, "write the weights to this .ptd instead of into the .pte",
-                        flag_values=fv)
-    flags.DEFINE_boolean("prefill-decode", False, "methods prefill and decode sharing the "
-                         "cache, instead of one forward", flag_values=fv)
-    flags.DEFINE_integer("max-context-len", None, "KV cache positions (get_max_context_len); "
-                         "default --max-seq-len", lower_bound=2, flag_values=fv)
-    flags.DEFINE_enum("engine", "portable", ["portable", "tensorrt"], "the delegate's engine",
-                      flag_values=fv)
-    flags.DEFINE_enum("dtype", "float32", list(_DTYPES), "dtype the weights are loaded in",
-                      flag_values=fv)
+    flags.DEFINE_string(
+        "data", None, "write the weights to this .ptd instead of into the .pte", flag_values=fv
+    )
+    flags.DEFINE_boolean(
+        "prefill-decode",
+        False,
+        "methods prefill and decode sharing the cache, instead of one forward",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max-context-len",
+        None,
+        "KV cache positions (get_max_context_len); default --max-seq-len",
+        lower_bound=2,
+        flag_values=fv,
+    )
+    flags.DEFINE_enum(
+        "engine", "portable", ["portable", "tensorrt"], "the delegate's engine", flag_values=fv
+    )
+    flags.DEFINE_enum(
+        "dtype", "float32", list(_DTYPES), "dtype the weights are loaded in", flag_values=fv
+    )
     flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
     return fv
 
@@ -126,10 +150,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"export_llm: {line}", flush=True)
 
     try:
-        export_llm(model_dir, max_seq_len, output=output, data=data,
-                   prefill_decode=fv["prefill-decode"].value, engine=fv["engine"].value,
-                   dtype=getattr(torch, fv["dtype"].value),
-                   max_context_len=max_context_len, progress=progress)
+        export_llm(
+            model_dir,
+            max_seq_len,
+            output=output,
+            data=data,
+            prefill_decode=fv["prefill-decode"].value,
+            engine=fv["engine"].value,
+            dtype=getattr(torch, fv["dtype"].value),
+            max_context_len=max_context_len,
+            progress=progress,
+        )
     except CheckpointError as exc:  # the weights themselves (no safetensors, do not load)
         print(_error(exc), file=sys.stderr)
         return 2

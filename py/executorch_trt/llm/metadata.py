@@ -51,8 +51,9 @@ def bos_id(model: Any) -> Optional[int]:
     return None if value is None else int(value)
 
 
-def llm_metadata(model: Any, max_seq_len: int, max_context_len: int,
-                 dynamic_shape: bool = True) -> Dict[str, Any]:
+def llm_metadata(
+    model: Any, max_seq_len: int, max_context_len: int, dynamic_shape: bool = True
+) -> Dict[str, Any]:
     """``{method name: value}`` for ``executorch_trt.export(..., constant_methods=...)``:
     ``get_max_seq_len`` (tokens per call), ``get_max_context_len`` (cache positions),
     ``get_vocab_size``, ``use_kv_cache`` (True), ``enable_dynamic_shape`` (``dynamic_shape``:

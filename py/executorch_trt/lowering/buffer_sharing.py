@@ -94,9 +94,14 @@ def shared_buffers(programs: Mapping[str, ExportedProgram]) -> List[SharedBuffer
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a is b:
         return True
-    return (a.device == b.device and a.dtype == b.dtype and a.shape == b.shape
-            and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
-            and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+    return (
+        a.device == b.device
+        and a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+        and a.storage_offset() == b.storage_offset()
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    )
 
 
 def _value_difference(a: torch.Tensor, b: torch.Tensor) -> Optional[str]:
@@ -113,8 +118,10 @@ def _value_difference(a: torch.Tensor, b: torch.Tensor) -> Optional[str]:
         return "differ bitwise"
     index = int(differ.nonzero()[0, 0])
     position = list(torch.unravel_index(torch.tensor(index), a.shape)) if a.dim() else []
-    return (f"differ at index {[int(p) for p in position]}: {flat_a[index].item()!r} vs "
-            f"{flat_b[index].item()!r}")
+    return (
+        f"differ at index {[int(p) for p in position]}: {flat_a[index].item()!r} vs "
+        f"{flat_b[index].item()!r}"
+    )
 
 
 def _role(buffer: SharedBuffer, method: str) -> str:
@@ -122,8 +129,14 @@ def _role(buffer: SharedBuffer, method: str) -> str:
 
 
 def _fix(explicit_ok: bool) -> str:
-    opt_in = (" (or, if they are the same model's state on purpose, pass "
-              "share_mutable_buffers=True to share it by name)") if explicit_ok else ""
+    opt_in = (
+        (
+            " (or, if they are the same model's state on purpose, pass "
+            "share_mutable_buffers=True to share it by name)"
+        )
+        if explicit_ok
+        else ""
+    )
     return (
         "To share it on purpose (e.g. prefill and decode of one model), export both methods "
         f"from one module instance{opt_in}. To keep them apart, rename the buffer in one of the "
@@ -164,8 +177,11 @@ def _common_suffix(a: str, b: str) -> Tuple[str, str, str]:
     n = 0
     while n < min(len(parts_a), len(parts_b)) and parts_a[-1 - n] == parts_b[-1 - n]:
         n += 1
-    return (".".join(parts_a[:len(parts_a) - n]), ".".join(parts_b[:len(parts_b) - n]),
-            ".".join(parts_a[len(parts_a) - n:]))
+    return (
+        ".".join(parts_a[: len(parts_a) - n]),
+        ".".join(parts_b[: len(parts_b) - n]),
+        ".".join(parts_a[len(parts_a) - n :]),
+    )
 
 
 def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None:
@@ -189,7 +205,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
     conflicts = []
     for entries in by_storage.values():
         for i, (a, a_start, a_end) in enumerate(entries):
-            for b, b_start, b_end in entries[i + 1:]:
+            for b, b_start, b_end in entries[i + 1 :]:
                 if a.method == b.method or a.fqn == b.fqn:
                     continue
                 if a_start >= b_end or b_start >= a_end:  # disjoint parts of one storage
@@ -204,8 +220,10 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
         a, b = b, a
     prefix_a, prefix_b, suffix = _common_suffix(a.fqn, b.fqn)
     if prefix_a and prefix_b and suffix:
-        example = (f" (the wrappers hold the model as {prefix_a!r} and {prefix_b!r}: store it as "
-                   f"{prefix_a!r} in both, so both methods have {a.fqn!r})")
+        example = (
+            f" (the wrappers hold the model as {prefix_a!r} and {prefix_b!r}: store it as "
+            f"{prefix_a!r} in both, so both methods have {a.fqn!r})"
+        )
     else:
         example = ""
     role = lambda h: "writes" if h.writes else "reads"  # noqa: E731
@@ -220,8 +238,9 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
     )
 
 
-def check_buffer_sharing(programs: Mapping[str, ExportedProgram], *,
-                         share_by_name: bool = False) -> List[SharedBuffer]:
+def check_buffer_sharing(
+    programs: Mapping[str, ExportedProgram], *, share_by_name: bool = False
+) -> List[SharedBuffer]:
     """Checks that every buffer ``programs`` would share is one model's state (the rule in the
     module docstring) and returns the shared buffers.
 
@@ -263,17 +282,20 @@ def check_buffer_sharing(programs: Mapping[str, ExportedProgram], *,
                 raise ValueError(
                     f"{head}, but the two buffers differ ({', '.join(what)}), so they are not "
                     "the same model's state and one would overwrite the other's memory. "
-                    + _fix(explicit_ok=False))
+                    + _fix(explicit_ok=False)
+                )
             difference = _value_difference(ref, other)
             if difference is not None:
                 raise ValueError(
                     f"{head}, but their initial values {difference}, so they are not the same "
                     "model's state (and a fresh load would start from whichever method loads "
-                    "last). " + _fix(explicit_ok=False))
+                    "last). " + _fix(explicit_ok=False)
+                )
             if not share_by_name:
                 raise ValueError(
                     f"{head}. They have the same shape {list(ref.shape)}, dtype {ref.dtype} and "
                     "initial value but are different tensors (exported from different module "
                     f"instances), so what {method!r} writes, {ref_method!r} would read. "
-                    + _fix(explicit_ok=True))
+                    + _fix(explicit_ok=True)
+                )
     return shared

@@ -66,8 +66,13 @@ _INITIAL_STATE_WARNING = r"Mutation on a buffer in the model is detected\."
 
 def _is_planned_data_in_program(spec) -> bool:
     info = spec.extra_tensor_info
-    return (bool(spec.const) and spec.mem_id is not None and spec.mem_offset is not None
-            and info is not None and info.location == TensorDataLocation.SEGMENT)
+    return (
+        bool(spec.const)
+        and spec.mem_id is not None
+        and spec.mem_offset is not None
+        and info is not None
+        and info.location == TensorDataLocation.SEGMENT
+    )
 
 
 def apply() -> bool:
@@ -95,11 +100,16 @@ def _apply_buffer_sharing_check() -> None:
     @functools.wraps(original)
     def emit_program(methods, *args, **kwargs):
         if isinstance(methods, dict):
-            planned = {name: ep for name, ep in methods.items()
-                       if SHARES_BUFFERS in ep.graph_module.meta}
+            planned = {
+                name: ep for name, ep in methods.items() if SHARES_BUFFERS in ep.graph_module.meta
+            }
             if len(planned) > 1:
-                check_buffer_sharing(planned, share_by_name=any(
-                    ep.graph_module.meta[SHARES_BUFFERS] for ep in planned.values()))
+                check_buffer_sharing(
+                    planned,
+                    share_by_name=any(
+                        ep.graph_module.meta[SHARES_BUFFERS] for ep in planned.values()
+                    ),
+                )
         return original(methods, *args, **kwargs)
 
     setattr(emit_program, _SHARING_MARK, True)

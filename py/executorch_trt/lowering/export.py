@@ -121,8 +121,9 @@ def backend_config(**options) -> ExecutorchBackendConfig:
     return _backend_config(ExportOptions.from_kwargs(**options))
 
 
-def _backend_config(opts: ExportOptions,
-                    method_names: Optional[Sequence[str]] = None) -> ExecutorchBackendConfig:
+def _backend_config(
+    opts: ExportOptions, method_names: Optional[Sequence[str]] = None
+) -> ExecutorchBackendConfig:
     """``backend_config`` for options already validated; ``method_names`` in planning order
     (for messages)."""
     planner = InplaceMemoryPlanningPass(
@@ -195,6 +196,9 @@ def export(
     partitioner = TensorRTPartitioner.from_options(opts, method_names=method_names)
     with quiet.lowering():  # torch's LeafSpec warnings from ExecuTorch's own deep copies
         edge = to_edge_transform_and_lower(
-            programs, transform_passes=_transform_passes(opts), partitioner=[partitioner],
-            constant_methods=constant_methods)
+            programs,
+            transform_passes=_transform_passes(opts),
+            partitioner=[partitioner],
+            constant_methods=constant_methods,
+        )
     return edge.to_executorch(_backend_config(opts, method_names))

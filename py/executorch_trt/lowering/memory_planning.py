@@ -35,8 +35,10 @@ from torch.export.exported_program import ExportGraphSignature
 from executorch_trt.format.blob import read_metadata
 from executorch_trt.backend.diagnostics import WriteBack, explain_write_back, report_write_backs
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
-from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
-                                                    plan_cond_caches_in_place)
+from executorch_trt.passes.cross_attn_cache import (
+    check_cache_writes_exposed,
+    plan_cond_caches_in_place,
+)
 from executorch_trt.graph.edit import remove_write_back
 from executorch_trt.format.wire import BACKEND_ID
 
@@ -135,9 +137,15 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     dtypes (ExecuTorch would place both at one offset sized for one of them).
     """
 
-    def __init__(self, *args, inplace: bool = True, require_inplace: bool = False,
-                 method_names: Optional[Sequence[str]] = None, share_by_name: bool = False,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        inplace: bool = True,
+        require_inplace: bool = False,
+        method_names: Optional[Sequence[str]] = None,
+        share_by_name: bool = False,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.share_by_name = share_by_name
         self.inplace = inplace
@@ -176,8 +184,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
 
     def run_multimethod(self) -> None:
         try:
-            _check_shared_buffer_specs(self.state.mutable_buffers,
-                                       self.state.maybe_mutable_buffers)
+            _check_shared_buffer_specs(self.state.mutable_buffers, self.state.maybe_mutable_buffers)
             super().run_multimethod()
             report_write_backs(self.write_backs, self.require_inplace)
         finally:
@@ -198,4 +205,5 @@ def _check_shared_buffer_specs(mutable: Dict[str, set], maybe_mutable: Dict[str,
                 f"executorch_trt: mutable buffer {fqn!r} appears in several methods with "
                 f"different shapes/dtypes ({seen}); methods exported together share buffers "
                 "by name, so this would place them in one slot sized for one of them. Rename "
-                "the buffer in one module or export the methods as separate programs.")
+                "the buffer in one module or export the methods as separate programs."
+            )

@@ -64,8 +64,12 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from executorch_trt.engines import get_engine
 from executorch_trt.format.wire import BACKEND_ID
-from executorch_trt.graph.dynamic_shapes import (check_dynamic_shapes, check_partition_boundary,
-                                                 declared_ranges, finite_ranges)
+from executorch_trt.graph.dynamic_shapes import (
+    check_dynamic_shapes,
+    check_partition_boundary,
+    declared_ranges,
+    finite_ranges,
+)
 from executorch_trt.graph.mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
 from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
@@ -86,7 +90,8 @@ def mutated_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
     sig = ep.graph_signature
     mutated = set(sig.buffers_to_mutate.values())
     return [
-        n for n in ep.graph.nodes
+        n
+        for n in ep.graph.nodes
         if n.op == "placeholder" and sig.inputs_to_buffers.get(n.name) in mutated
     ]
 
@@ -95,8 +100,10 @@ def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
     """Placeholders of the module's buffers (not ExecuTorch's lifted scalar constants)."""
     buffers = ep.graph_signature.inputs_to_buffers
     return [
-        n for n in ep.graph.nodes
-        if n.op == "placeholder" and n.name in buffers
+        n
+        for n in ep.graph.nodes
+        if n.op == "placeholder"
+        and n.name in buffers
         and not buffers[n.name].startswith(LIFTED_CONSTANT_PREFIX)
     ]
 
@@ -161,27 +168,43 @@ class TensorRTPartitioner(Partitioner):
     """
 
     def __init__(
-        self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False,
-        require_inplace: bool = False, portable_xnnpack: bool = True,
-        external_weights: bool = False, method_names: Optional[Sequence[str]] = None,
+        self,
+        engine: str = "portable",
+        kv_cache: str = "inplace",
+        freeze_buffers: bool = False,
+        require_inplace: bool = False,
+        portable_xnnpack: bool = True,
+        external_weights: bool = False,
+        method_names: Optional[Sequence[str]] = None,
     ) -> None:
         check_bool("TensorRTPartitioner: freeze_buffers", freeze_buffers)
-        self._init(ExportOptions(engine=engine, kv_cache=kv_cache,
-                                 require_inplace=require_inplace,
-                                 portable_xnnpack=portable_xnnpack,
-                                 external_weights=external_weights), freeze_buffers,
-                   method_names)
+        self._init(
+            ExportOptions(
+                engine=engine,
+                kv_cache=kv_cache,
+                require_inplace=require_inplace,
+                portable_xnnpack=portable_xnnpack,
+                external_weights=external_weights,
+            ),
+            freeze_buffers,
+            method_names,
+        )
 
     @classmethod
-    def from_options(cls, options: ExportOptions, freeze_buffers: bool = False,
-                     method_names: Optional[Sequence[str]] = None) -> "TensorRTPartitioner":
+    def from_options(
+        cls,
+        options: ExportOptions,
+        freeze_buffers: bool = False,
+        method_names: Optional[Sequence[str]] = None,
+    ) -> "TensorRTPartitioner":
         """A partitioner for options already validated (``executorch_trt.export``'s)."""
         partitioner = cls.__new__(cls)
         partitioner._init(options, freeze_buffers, method_names)
         return partitioner
 
-    def _init(self, options: ExportOptions, freeze_buffers: bool,
-              method_names: Optional[Sequence[str]]) -> None:
+    def _init(
+        self, options: ExportOptions, freeze_buffers: bool, method_names: Optional[Sequence[str]]
+    ) -> None:
         super().__init__()
         self.options = options
         self.freeze_buffers = freeze_buffers
@@ -200,8 +223,7 @@ class TensorRTPartitioner(Partitioner):
             return self.method_names[index]
         return "forward" if index == 0 and not self.method_names else f"method #{index + 1}"
 
-    def transform_for_pre_decomposition(self, exported_program: ExportedProgram
-                                        ) -> ExportedProgram:
+    def transform_for_pre_decomposition(self, exported_program: ExportedProgram) -> ExportedProgram:
         """Prepares ATen program ``exported_program`` in place and returns it (module
         docstring, "Before decomposition"). Raises ``ValueError`` naming the method (by
         ``method_names``), the input or buffer, and what to do."""
@@ -225,8 +247,9 @@ class TensorRTPartitioner(Partitioner):
             raise mutated_user_input_error(user_inputs, method)
         self._lowering[method] = exported_program
         if self.options.shares_mutable_buffers and len(self._lowering) > 1:
-            check_buffer_sharing(self._lowering,
-                                 share_by_name=self.options.share_mutable_buffers is True)
+            check_buffer_sharing(
+                self._lowering, share_by_name=self.options.share_mutable_buffers is True
+            )
         for symbol, bounds in finite_ranges(exported_program.range_constraints).items():
             seen = self._declared.setdefault(symbol, bounds)
             if seen != bounds:
@@ -238,8 +261,9 @@ class TensorRTPartitioner(Partitioner):
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
         if mutated_user_inputs:
             raise mutated_user_input_error(mutated_user_inputs)
-        check_cache_writes_exposed(exported_program.graph_module,
-                                   exported_program.graph_signature, "TensorRTPartitioner")
+        check_cache_writes_exposed(
+            exported_program.graph_module, exported_program.graph_signature, "TensorRTPartitioner"
+        )
         partitions = CapabilityBasedPartitioner(
             exported_program.graph_module,
             self.operator_support,
@@ -259,18 +283,25 @@ class TensorRTPartitioner(Partitioner):
             assert "delegation_tag" not in node.meta, (
                 f"mutated buffer {node.name} was tagged into a delegate; it must stay above it"
             )
-        for tag in sorted({n.meta["delegation_tag"] for n in exported_program.graph.nodes
-                           if "delegation_tag" in n.meta}):
+        for tag in sorted(
+            {
+                n.meta["delegation_tag"]
+                for n in exported_program.graph.nodes
+                if "delegation_tag" in n.meta
+            }
+        ):
             check_partition_boundary(
                 exported_program,
-                [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag])
+                [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag],
+            )
             # The user's declared ranges: the edge program's own start at 2 (dynamic_shapes).
             recorded = {k: v for k, v in self._declared.items() if v is not None}
             ranges = declared_ranges(exported_program, recorded)
             options = self.options.compile_options(
                 shared_inputs=shared_inputs(exported_program.graph, tag),
                 buffer_updates=buffer_updates(exported_program, tag),
-                symbol_ranges=[(name, lo, hi) for name, (lo, hi) in sorted(ranges.items())])
+                symbol_ranges=[(name, lo, hi) for name, (lo, hi) in sorted(ranges.items())],
+            )
             tags[tag] = DelegationSpec(BACKEND_ID, options.to_compile_specs())
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
 
@@ -302,11 +333,20 @@ class TensorRTPartitioner(Partitioner):
         copy of both caches and matrix products over the whole capacity every step; whole,
         the portable engine runs it as ``executorch_trt::gqa_attention`` over the caches in
         place and only at the positions the mask allows (``passes.gqa_attention``)."""
-        keep = [torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
-                torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor]
-        whole = [op for op, name in ((torch.ops.aten.linear.default, "aten::linear"),
-                                     (SDPA_OP, "aten::scaled_dot_product_attention"))
-                 if name in self.operator_support.supported_ops]
+        keep = [
+            torch.ops.aten.index_copy.default,
+            torch.ops.aten.select_scatter.default,
+            torch.ops.aten.index_fill.int_Scalar,
+            torch.ops.aten.index_fill.int_Tensor,
+        ]
+        whole = [
+            op
+            for op, name in (
+                (torch.ops.aten.linear.default, "aten::linear"),
+                (SDPA_OP, "aten::scaled_dot_product_attention"),
+            )
+            if name in self.operator_support.supported_ops
+        ]
         if not whole:
             return keep, None
         top_level = ep.graph_module.graph
@@ -327,9 +367,11 @@ class TensorRTPartitioner(Partitioner):
             # do when T == 1 (decode), when the export's result was contiguous anyway, or when
             # executorch_trt.export pinned the layout (passes.sdpa_layout).
             val = node.meta.get("val")
-            return (isinstance(val, torch.Tensor)
-                    and (val.is_contiguous() or is_layout_pinned(node))
-                    and sdpa_kernel_rejection(node) is None)
+            return (
+                isinstance(val, torch.Tensor)
+                and (val.is_contiguous() or is_layout_pinned(node))
+                and sdpa_kernel_rejection(node) is None
+            )
 
         return keep + whole, keep_node
 
@@ -347,11 +389,15 @@ def _take_conds_whole(ep: ExportedProgram) -> None:
             outside = [u for u in cache.users if u.meta.get("delegation_tag") != tag]
             if outside:
                 reader = outside[0]
-                what = "the program output" if reader.op == "output" else (
-                    f"{op_name(reader)} ({reader.name})")
+                what = (
+                    "the program output"
+                    if reader.op == "output"
+                    else (f"{op_name(reader)} ({reader.name})")
+                )
                 raise ValueError(
                     f"executorch_trt: the cross-attention cache '{cache.name}' that torch.cond "
                     f"'{cond.name}' updates is also read by {what}, which the delegate does not "
                     "take; the delegate updates the cache in place, so that reader could see "
                     "the new value too early. Read the cache only through the cond's output "
-                    "(or compute what reads it with operators the engine takes).")
+                    "(or compute what reads it with operators the engine takes)."
+                )

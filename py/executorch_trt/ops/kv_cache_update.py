@@ -40,9 +40,7 @@ def _check(cache: torch.Tensor, value: torch.Tensor, indices: torch.Tensor, dim:
         raise ValueError(f"kv_cache_update: dim {dim} out of range for rank {cache.dim()}")
     dim = dim % cache.dim()
     if value.dim() != cache.dim():
-        raise ValueError(
-            f"kv_cache_update: value rank {value.dim()} != cache rank {cache.dim()}"
-        )
+        raise ValueError(f"kv_cache_update: value rank {value.dim()} != cache rank {cache.dim()}")
     if value.dtype != cache.dtype:
         raise ValueError(f"kv_cache_update: value dtype {value.dtype} != cache dtype {cache.dtype}")
     for d in range(cache.dim()):

@@ -40,8 +40,9 @@ from executorch_trt.graph.edit import EDGE, insert_before
 SNAPSHOT_OF = "executorch_trt_snapshot_of"
 
 
-def _dropped_writes(graph_module: torch.fx.GraphModule,
-                    signature: ExportGraphSignature) -> List[Tuple[int, str, torch.fx.Node]]:
+def _dropped_writes(
+    graph_module: torch.fx.GraphModule, signature: ExportGraphSignature
+) -> List[Tuple[int, str, torch.fx.Node]]:
     """(output position, target FQN, source placeholder) of every buffer mutation whose new
     value is another placeholder."""
     output = graph_module.graph.output_node()
@@ -52,8 +53,11 @@ def _dropped_writes(graph_module: torch.fx.GraphModule,
         if spec.kind != OutputKind.BUFFER_MUTATION or k >= len(flat):
             continue
         value = flat[k]
-        if isinstance(value, torch.fx.Node) and value.op == "placeholder" \
-                and value.name != own.get(spec.target):
+        if (
+            isinstance(value, torch.fx.Node)
+            and value.op == "placeholder"
+            and value.name != own.get(spec.target)
+        ):
             found.append((k, spec.target, value))
     return found
 
@@ -70,15 +74,21 @@ def materialise_buffer_to_buffer_writes(ep: ExportedProgram) -> int:
     first = next(n for n in gm.graph.nodes if n.op != "placeholder")
     for k, _, source in dropped:
         rank = source.meta["val"].dim()
-        snapshot = insert_before(first, EDGE.dim_order_ops._clone_dim_order.default, (source,),
-                                 {"dim_order": list(range(rank))})
-        snapshot.meta[SNAPSHOT_OF] = ep.graph_signature.inputs_to_buffers.get(source.name,
-                                                                              source.name)
+        snapshot = insert_before(
+            first,
+            EDGE.dim_order_ops._clone_dim_order.default,
+            (source,),
+            {"dim_order": list(range(rank))},
+        )
+        snapshot.meta[SNAPSHOT_OF] = ep.graph_signature.inputs_to_buffers.get(
+            source.name, source.name
+        )
         snapshot.meta[STAYS_ON_HOST] = True
         flat[k] = snapshot
         ep.graph_signature.output_specs[k].arg.name = snapshot.name
-    output.args = (type(output.args[0])(flat) if isinstance(output.args[0], (list, tuple))
-                   else flat[0],)
+    output.args = (
+        type(output.args[0])(flat) if isinstance(output.args[0], (list, tuple)) else flat[0],
+    )
     gm.graph.lint()
     gm.recompile()
     return len(dropped)
@@ -104,8 +114,11 @@ def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: s
     involved = set()
     for spec in signature.output_specs:
         name = spec.arg.name
-        if spec.kind == OutputKind.BUFFER_MUTATION and name in signature.inputs_to_buffers \
-                and name != own.get(spec.target):
+        if (
+            spec.kind == OutputKind.BUFFER_MUTATION
+            and name in signature.inputs_to_buffers
+            and name != own.get(spec.target)
+        ):
             involved.update({spec.target, signature.inputs_to_buffers[name]})
     if involved:
         raise ValueError(
@@ -115,4 +128,5 @@ def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: s
             "write, so the buffer would never change. Lower with "
             "to_edge_transform_and_lower(..., transform_passes=executorch_trt.transform_passes()) "
             "(executorch_trt.export does), which keeps the write, or assign a computed value "
-            "(state.copy_(init.clone())).")
+            "(state.copy_(init.clone()))."
+        )

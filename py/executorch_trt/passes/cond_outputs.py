@@ -59,15 +59,23 @@ def copy_cond_outputs(ep: ExportedProgram) -> int:
     flat = list(output.args[0])
     copies = 0
     for k, value in enumerate(flat):
-        if not (isinstance(value, torch.fx.Node) and value.target is operator.getitem
-                and isinstance(value.args[0], torch.fx.Node) and is_cond(value.args[0])):
+        if not (
+            isinstance(value, torch.fx.Node)
+            and value.target is operator.getitem
+            and isinstance(value.args[0], torch.fx.Node)
+            and is_cond(value.args[0])
+        ):
             continue
         cond, j = value.args
         if j in cond_cache_outputs(ep.graph_module, cond):
             continue
         rank = value.meta["val"].dim()
-        copy = insert_before(output, EDGE.dim_order_ops._clone_dim_order.default, (value,),
-                             {"dim_order": list(range(rank))})
+        copy = insert_before(
+            output,
+            EDGE.dim_order_ops._clone_dim_order.default,
+            (value,),
+            {"dim_order": list(range(rank))},
+        )
         for spec in ep.graph_signature.output_specs:
             if spec.arg.name == value.name:
                 spec.arg.name = copy.name
@@ -80,8 +88,12 @@ def copy_cond_outputs(ep: ExportedProgram) -> int:
 
 
 #: Higher-order ops whose submodules ExecuTorch plans in the shared submodule region.
-_CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop,
-                 torch.ops.higher_order.map_impl, torch.ops.higher_order.scan)
+_CONTROL_FLOW = (
+    torch.ops.higher_order.cond,
+    torch.ops.higher_order.while_loop,
+    torch.ops.higher_order.map_impl,
+    torch.ops.higher_order.scan,
+)
 
 
 def _control_flow(node: torch.fx.Node) -> bool:
@@ -132,8 +144,12 @@ def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
             rank = item.meta["val"].dim()
             anchor = item.next
             readers = list(item.users)
-            copy = insert_before(anchor, EDGE.dim_order_ops._clone_dim_order.default, (item,),
-                                 {"dim_order": list(range(rank))})
+            copy = insert_before(
+                anchor,
+                EDGE.dim_order_ops._clone_dim_order.default,
+                (item,),
+                {"dim_order": list(range(rank))},
+            )
             for reader in readers:
                 reader.replace_input_with(item, copy)
             copies += 1

@@ -17,8 +17,12 @@ zero-filled), so the cache costs no bytes in the ``.pte`` however large its capa
 from __future__ import annotations
 
 import torch
-from executorch.exir.pass_base import (ExportedProgramPassBase, ExportedProgramPassResult,
-                                       PassBase, PassResult)
+from executorch.exir.pass_base import (
+    ExportedProgramPassBase,
+    ExportedProgramPassResult,
+    PassBase,
+    PassResult,
+)
 from torch.export import ExportedProgram
 
 
@@ -27,8 +31,11 @@ ZERO_INITIAL_VALUE = "executorch_trt_zero_initial_value"
 
 
 def _is_all_zero(value) -> bool:
-    return isinstance(value, torch.Tensor) and not value.is_meta and not bool(
-        value.detach().ne(0).any())
+    return (
+        isinstance(value, torch.Tensor)
+        and not value.is_meta
+        and not bool(value.detach().ne(0).any())
+    )
 
 
 class MarkZeroBuffersPass(ExportedProgramPassBase):

@@ -51,13 +51,22 @@ from executorch_trt.graph.edit import EDGE, cast_to, insert_before, reshape_to, 
 KV_CACHE_UPDATE = exir_ops.edge.executorch_trt.kv_cache_update.default
 
 #: Schema names of the ops this pass recognises as KV writes.
-WRITE_OPS = ("aten::index_copy", "aten::index_put", "aten::slice_scatter",
-             "aten::select_scatter", "aten::index_fill")
+WRITE_OPS = (
+    "aten::index_copy",
+    "aten::index_put",
+    "aten::slice_scatter",
+    "aten::select_scatter",
+    "aten::index_fill",
+)
 #: How the README and warnings name the supported forms.
-SUPPORTED_FORMS = ("index_copy_ on any dimension", "index_put_ / cache[..., idx] = v with "
-                   "leading full slices", "slice assignment / narrow().copy_() with static "
-                   "bounds", "cache[..., i] = v with a static int", "index_fill_",
-                   "executorch::update_cross_attn_cache outside a torch.cond")
+SUPPORTED_FORMS = (
+    "index_copy_ on any dimension",
+    "index_put_ / cache[..., idx] = v with leading full slices",
+    "slice assignment / narrow().copy_() with static bounds",
+    "cache[..., i] = v with a static int",
+    "index_fill_",
+    "executorch::update_cross_attn_cache outside a torch.cond",
+)
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 #: ExecuTorch's cross-attention cache write (``cross_attn_ops``); outside a ``torch.cond``
@@ -129,7 +138,7 @@ def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
     if not _static_ints(dim, index):
         return "select_scatter with a symbolic index"
     dim = dim % c.dim()
-    expected = list(c.shape[:dim]) + list(c.shape[dim + 1:])
+    expected = list(c.shape[:dim]) + list(c.shape[dim + 1 :])
     return _check_source(node, cache, c, src, dim, expected, name)
 
 
@@ -142,10 +151,13 @@ def _match_cross_attn_update(node: torch.fx.Node) -> Union[KVWrite, str]:
         return "update_cross_attn_cache of a value or cache that is not a 4-D tensor"
     if any(not isinstance(d, int) for d in c.shape):
         return f"update_cross_attn_cache of a cache with a dynamic shape {list(c.shape)}"
-    if v.dtype != c.dtype or any(not isinstance(v.shape[d], int) or v.shape[d] != c.shape[d]
-                                 for d in (0, 1, 3)):
-        return (f"update_cross_attn_cache of a {v.dtype} {list(v.shape)} value into a "
-                f"{c.dtype} {list(c.shape)} cache")
+    if v.dtype != c.dtype or any(
+        not isinstance(v.shape[d], int) or v.shape[d] != c.shape[d] for d in (0, 1, 3)
+    ):
+        return (
+            f"update_cross_attn_cache of a {v.dtype} {list(v.shape)} value into a "
+            f"{c.dtype} {list(c.shape)} cache"
+        )
     return KVWrite(node, cache, 2, CROSS_ATTN_UPDATE)
 
 
@@ -154,7 +166,7 @@ def _slice_scatter_args(node: torch.fx.Node) -> list:
     from its schema (``dim=0, start=None, end=None, step=1``)."""
     names = ("self", "src", "dim", "start", "end", "step")
     defaults = (None, None, 0, None, None, 1)
-    args = list(node.args) + list(defaults[len(node.args):])
+    args = list(node.args) + list(defaults[len(node.args) :])
     return [node.kwargs.get(n, a) for n, a in zip(names, args)]
 
 
@@ -162,8 +174,10 @@ def _check_source(node, cache, c, src, dim, expected, name) -> Union[KVWrite, st
     s = _val(src)
     if s is None or list(s.shape) != expected or s.dtype != c.dtype:
         got = f"{s.dtype} {list(s.shape)}" if s is not None else "a non-tensor"
-        return (f"{name.split('::')[1]} of {got} into a {c.dtype} {list(c.shape)} cache "
-                f"(expected {c.dtype} {expected})")
+        return (
+            f"{name.split('::')[1]} of {got} into a {c.dtype} {list(c.shape)} cache "
+            f"(expected {c.dtype} {expected})"
+        )
     return KVWrite(node, cache, dim, name)
 
 
@@ -185,8 +199,12 @@ def _view_copy_bytes(node: torch.fx.Node, cache: torch.fx.Node, src: torch.fx.No
         if not isinstance(n, torch.fx.Node) or n in seen:
             continue
         seen.add(n)
-        if (n.op == "call_function" and schema_name(n) == view_op and n.args[0] is cache
-                and list(n.args[1:]) == view_args[:len(n.args) - 1]):
+        if (
+            n.op == "call_function"
+            and schema_name(n) == view_op
+            and n.args[0] is cache
+            and list(n.args[1:]) == view_args[: len(n.args) - 1]
+        ):
             s = _val(src)
             return s.numel() * s.element_size()
         stack.extend(n.all_input_nodes)
@@ -204,14 +222,16 @@ def _match_index_copy(node, cache, c) -> Union[KVWrite, str]:
     expected = list(c.shape)
     expected[dim] = i.numel()
     if list(v.shape) != expected or v.dtype != c.dtype:
-        return (f"index_copy of a {v.dtype} {list(v.shape)} value into a {c.dtype} "
-                f"{list(c.shape)} cache (expected {c.dtype} {expected})")
+        return (
+            f"index_copy of a {v.dtype} {list(v.shape)} value into a {c.dtype} "
+            f"{list(c.shape)} cache (expected {c.dtype} {expected})"
+        )
     return KVWrite(node, cache, dim, "aten::index_copy")
 
 
 def _indexed_shape(c: torch.Tensor, dim: int, i: torch.Tensor) -> List[int]:
     """Shape of ``cache[(slice(None),) * dim + (idx,)]``: the index's dims replace ``dim``."""
-    return list(c.shape[:dim]) + list(i.shape) + list(c.shape[dim + 1:])
+    return list(c.shape[:dim]) + list(i.shape) + list(c.shape[dim + 1 :])
 
 
 def _match_index_put(node, cache, c) -> Union[KVWrite, str]:
@@ -223,8 +243,10 @@ def _match_index_put(node, cache, c) -> Union[KVWrite, str]:
         return "index_put without indices"
     tensors = [k for k, ix in enumerate(indices) if ix is not None]
     if len(tensors) != 1 or tensors[0] != len(indices) - 1:
-        return ("index_put with several index tensors or an index after a tensor index "
-                "(only cache[:, ..., idx] = v is in place)")
+        return (
+            "index_put with several index tensors or an index after a tensor index "
+            "(only cache[:, ..., idx] = v is in place)"
+        )
     dim = tensors[0]
     i, v = _val(indices[dim]), _val(value)
     if i is None or v is None:
@@ -275,8 +297,8 @@ def _rewrite(write: KVWrite) -> None:
     elif write.form == "aten::index_fill":
         _, _, idx, fill = node.args[:4]
         rows = [idx.meta["val"].numel()]
-        shape = list(c.shape[:dim]) + rows + list(c.shape[dim + 1:])
-        if isinstance(fill, torch.fx.Node):   # a 0-d tensor: broadcast it to the rows
+        shape = list(c.shape[:dim]) + rows + list(c.shape[dim + 1 :])
+        if isinstance(fill, torch.fx.Node):  # a 0-d tensor: broadcast it to the rows
             value = reshape_to(node, cast_to(node, fill, c.dtype), shape, sizes_from=[idx])
         else:
             value = insert_before(node, EDGE.aten.full.default, (shape, fill), {"dtype": c.dtype})
@@ -286,7 +308,7 @@ def _rewrite(write: KVWrite) -> None:
         i = idx.meta["val"]
         value = reshape_to(node, value, _indexed_shape(c, dim, i), sizes_from=[idx])
         rows = [i.numel()]
-        value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1:]))
+        value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1 :]))
         # The op takes int64 indices (ops.py); index_put also accepts int32.
         idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
     elif write.form == CROSS_ATTN_UPDATE:
@@ -298,26 +320,30 @@ def _rewrite(write: KVWrite) -> None:
             # Set, not computed: calling sym_size on the fake value would specialise S.
             size.meta["val"] = rows
             with node.graph.inserting_before(node):
-                idx = node.graph.call_function(EDGE.aten.arange.start_step, (0, size, 1),
-                                               {"dtype": torch.int64})
+                idx = node.graph.call_function(
+                    EDGE.aten.arange.start_step, (0, size, 1), {"dtype": torch.int64}
+                )
             with value.meta["val"].fake_mode:  # no tensor argument to find the mode from
                 idx.meta["val"] = torch.arange(0, rows, 1, dtype=torch.int64)
         else:
-            idx = insert_before(node, EDGE.aten.arange.start_step, (0, rows, 1),
-                                {"dtype": torch.int64})
+            idx = insert_before(
+                node, EDGE.aten.arange.start_step, (0, rows, 1), {"dtype": torch.int64}
+            )
     elif write.form == "aten::slice_scatter":
         _, value, _, start, end, step = _slice_scatter_args(node)
         start, end, step = slice(start, end, step).indices(size)
-        idx = insert_before(node, EDGE.aten.arange.start_step, (start, end, step),
-                            {"dtype": torch.int64})
+        idx = insert_before(
+            node, EDGE.aten.arange.start_step, (start, end, step), {"dtype": torch.int64}
+        )
     else:  # select_scatter
         _, value, _, index = node.args[:4]
         index = index % size if -size <= index < size else index
         shape = list(c.shape)
         shape[dim] = 1
         value = view_as(node, value, shape)
-        idx = insert_before(node, EDGE.aten.arange.start_step, (index, index + 1, 1),
-                            {"dtype": torch.int64})
+        idx = insert_before(
+            node, EDGE.aten.arange.start_step, (index, index + 1, 1), {"dtype": torch.int64}
+        )
     if write.form in _VIEWS:
         node.meta[VIEW_COPY_BYTES] = _view_copy_bytes(node, write.cache, node.args[1])
     node.target = KV_CACHE_UPDATE

@@ -45,8 +45,10 @@ from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 from executorch_trt.passes.functional_copies import FunctionalCopyPass
 from executorch_trt.passes.gqa_attention import use_gqa_attention
-from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
-                                                              MarkZeroBuffersPass)
+from executorch_trt.passes.initialize_mutable_buffers import (
+    InitializeMutableBuffersPass,
+    MarkZeroBuffersPass,
+)
 from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
@@ -67,8 +69,11 @@ def prepare_aten_program(ep: ExportedProgram, supported_ops: FrozenSet[str]) -> 
 
 def edge_transform_passes(supported_ops: FrozenSet[str]) -> List[PassType]:
     """Stage 2: the ``transform_passes`` for an engine taking ``supported_ops``, in order."""
-    return [SizeCopiesPass(DelegateOperatorSupport(supported_ops)), BufferToBufferWritesPass(),
-            MarkZeroBuffersPass()]
+    return [
+        SizeCopiesPass(DelegateOperatorSupport(supported_ops)),
+        BufferToBufferWritesPass(),
+        MarkZeroBuffersPass(),
+    ]
 
 
 def canonicalise_partition(ep: ExportedProgram) -> None:

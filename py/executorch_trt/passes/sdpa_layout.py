@@ -56,8 +56,11 @@ def is_layout_pinned(sdpa: torch.fx.Node) -> bool:
     if len(users) != 1 or not _is_swap_1_2(users[0]):
         return False
     clones = list(users[0].users)
-    if len(clones) != 1 or clones[0].target is not aten.clone.default or clones[0].kwargs.get(
-            "memory_format") is not torch.contiguous_format:
+    if (
+        len(clones) != 1
+        or clones[0].target is not aten.clone.default
+        or clones[0].kwargs.get("memory_format") is not torch.contiguous_format
+    ):
         return False
     back = list(clones[0].users)
     return len(back) == 1 and _is_swap_1_2(back[0])
@@ -72,15 +75,21 @@ def pin_sdpa_layout(ep: ExportedProgram) -> int:
     count = 0
     for node in list(graph.nodes):
         val = node.meta.get("val")
-        if (node.target is not SDPA_OP or not isinstance(val, torch.Tensor) or val.dim() != 4
-                or val.is_contiguous() or is_layout_pinned(node)):
+        if (
+            node.target is not SDPA_OP
+            or not isinstance(val, torch.Tensor)
+            or val.dim() != 4
+            or val.is_contiguous()
+            or is_layout_pinned(node)
+        ):
             continue
         users = list(node.users)
         with graph.inserting_after(node):
             swapped = graph.call_function(aten.transpose.int, (node, 1, 2))
         with graph.inserting_after(swapped):
-            packed = graph.call_function(aten.clone.default, (swapped,),
-                                         {"memory_format": torch.contiguous_format})
+            packed = graph.call_function(
+                aten.clone.default, (swapped,), {"memory_format": torch.contiguous_format}
+            )
         with graph.inserting_after(packed):
             restored = graph.call_function(aten.transpose.int, (packed, 1, 2))
         # Fake values for the next trace; source metadata so errors point at the attention.

@@ -9,8 +9,13 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
 import torch
 
 from executorch_trt.format.scalar_types import torch_dtype
-from executorch_trt.runtime.tensors import (MethodMetadata, TensorSpec, input_arg, spec_of,
-                                            tensor_from_bytes)
+from executorch_trt.runtime.tensors import (
+    MethodMetadata,
+    TensorSpec,
+    input_arg,
+    spec_of,
+    tensor_from_bytes,
+)
 
 
 class Method:
@@ -21,9 +26,13 @@ class Method:
         self._program = program
         self.name = name
 
-    def execute(self, inputs: Sequence[Any],
-                state: Optional[Mapping[str, torch.Tensor]] = None, *,
-                partial: bool = False) -> List[Any]:
+    def execute(
+        self,
+        inputs: Sequence[Any],
+        state: Optional[Mapping[str, torch.Tensor]] = None,
+        *,
+        partial: bool = False,
+    ) -> List[Any]:
         """Runs the method on ``inputs`` (in the method's input order) and returns its user
         outputs as a list: tensors (copies, which the next call does not touch) and scalars.
 
@@ -68,7 +77,8 @@ class Method:
             program._check_bound_in_place()
             outputs = program._session.execute(self.name, args)
         return [
-            tensor_from_bytes(out[0], torch_dtype(out[1]), out[2]) if isinstance(out, tuple)
+            tensor_from_bytes(out[0], torch_dtype(out[1]), out[2])
+            if isinstance(out, tuple)
             else out
             for out in outputs
         ]
@@ -137,9 +147,11 @@ class Program:
             raise KeyError(
                 f"no mutable buffer named {name!r}: this program has no named mutable buffers; "
                 "export it with emit_mutable_buffer_names=True (executorch_trt.export or "
-                "backend_config)")
-        raise KeyError(f"no mutable buffer named {name!r}; the program's buffers are "
-                       f"{list(self._specs)}")
+                "backend_config)"
+            )
+        raise KeyError(
+            f"no mutable buffer named {name!r}; the program's buffers are {list(self._specs)}"
+        )
 
     def buffer(self, name: str) -> torch.Tensor:
         """A tensor viewing the storage the program uses now for buffer ``name`` (no copy):
@@ -165,7 +177,8 @@ class Program:
                 f"buffer {name!r} has no storage: the program was exported with "
                 "alloc_mutable_buffers=False, so you provide it: "
                 f"bind_buffer({name!r}, torch.zeros({list(spec.shape)}, dtype={spec.dtype})) "
-                "or bind_state(new_state())")
+                "or bind_state(new_state())"
+            )
         return tensor_from_bytes(view, spec.dtype, spec.shape)
 
     def new_state(self) -> Dict[str, torch.Tensor]:
@@ -184,7 +197,8 @@ class Program:
             initial = self._session.initial_value(name)
             if initial:
                 t.reshape(-1).view(torch.uint8).copy_(
-                    torch.frombuffer(bytearray(initial), dtype=torch.uint8))
+                    torch.frombuffer(bytearray(initial), dtype=torch.uint8)
+                )
             state[name] = t
         return state
 
@@ -192,8 +206,10 @@ class Program:
         name = self._known(name)
         spec = self._specs[name]
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"bind_buffer({name!r}): expected a torch.Tensor of {spec}, got "
-                            f"{type(tensor).__name__}")
+            raise TypeError(
+                f"bind_buffer({name!r}): expected a torch.Tensor of {spec}, got "
+                f"{type(tensor).__name__}"
+            )
         got = TensorSpec(tensor.dtype, tuple(tensor.shape))
         problems = []
         if got != spec:
@@ -201,21 +217,26 @@ class Program:
         if tensor.device.type != "cpu":
             problems.append(f"it is on {tensor.device}")
         if tensor.layout != torch.strided:
-            problems.append(f"it is not dense: its layout is {tensor.layout} (to_dense() is a "
-                            "new tensor: bind that)")
+            problems.append(
+                f"it is not dense: its layout is {tensor.layout} (to_dense() is a "
+                "new tensor: bind that)"
+            )
         elif not tensor.is_contiguous():
             problems.append(f"it is not contiguous (strides {tuple(tensor.stride())})")
         if tensor.is_neg() or tensor.is_conj():
             # The bit cannot be resolved in place: its memory holds the values before the lazy
             # negation/conjugation, which is what the program would read and write.
             bit, fix = ("negative", "neg") if tensor.is_neg() else ("conjugate", "conj")
-            problems.append(f"it has the {bit} bit set (a lazy {bit} view: its memory holds "
-                            f"the values before it; resolve_{fix}() is a new tensor: bind that)")
+            problems.append(
+                f"it has the {bit} bit set (a lazy {bit} view: its memory holds "
+                f"the values before it; resolve_{fix}() is a new tensor: bind that)"
+            )
         if problems:
             raise ValueError(
                 f"cannot bind buffer {name!r}: it is {spec} (dense, contiguous, on the CPU) but "
                 f"the tensor given is not: {'; '.join(problems)}. Pass a contiguous CPU tensor "
-                f"of {spec}, e.g. from new_state()")
+                f"of {spec}, e.g. from new_state()"
+            )
         return name, tensor.data_ptr(), tensor.numel() * tensor.element_size()
 
     def _check_in_place(self, name: str, bound: "_Bound") -> None:
@@ -223,15 +244,20 @@ class Program:
         the memory the program was given (the program would run on memory the tensor left,
         freed by a reallocating ``resize_``)."""
         t, spec = bound.tensor, self._specs[name]
-        if (t.data_ptr() == bound.data_ptr and t.dtype == spec.dtype
-                and tuple(t.shape) == spec.shape and t.is_contiguous()):
+        if (
+            t.data_ptr() == bound.data_ptr
+            and t.dtype == spec.dtype
+            and tuple(t.shape) == spec.shape
+            and t.is_contiguous()
+        ):
             return
         raise RuntimeError(
             f"buffer {name!r}: the tensor bound to it no longer views the memory that was bound "
             f"(data_ptr {bound.data_ptr:#x}, now {t.data_ptr():#x}; {spec} expected, it is "
             f"{TensorSpec(t.dtype, tuple(t.shape))}): t.set_(), a reallocating t.resize_() or "
             "t.data = ... moved it, and the program will not run on the memory it left. Bind it "
-            f"again: bind_buffer({name!r}, t) (its contents become the buffer's value)")
+            f"again: bind_buffer({name!r}, t) (its contents become the buffer's value)"
+        )
 
     def _check_bound_in_place(self, skip: Sequence[str] = ()) -> None:
         for name, bound in self._bound.items():
@@ -248,7 +274,8 @@ class Program:
             "every session would share the program's one state. If the program has state "
             "(e.g. a KV cache), export it with emit_mutable_buffer_names=True (the default of "
             "executorch_trt.export; backend_config for to_executorch); a program with no "
-            "state needs no session: call execute(inputs) without state")
+            "state needs no session: call execute(inputs) without state"
+        )
 
     def _check_entries(self, state: Mapping[str, torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
         checked = []
@@ -257,12 +284,15 @@ class Program:
             checked.append((name, tensor))
         return checked
 
-    def _check_state(self, state: Mapping[str, torch.Tensor],
-                     partial: bool) -> List[Tuple[str, torch.Tensor]]:
+    def _check_state(
+        self, state: Mapping[str, torch.Tensor], partial: bool
+    ) -> List[Tuple[str, torch.Tensor]]:
         """``state`` checked for ``bind_state(state, partial)`` (see there), nothing bound."""
         if not isinstance(state, Mapping):
-            raise TypeError("bind_state: expected a mapping {name: tensor} (e.g. new_state()), "
-                            f"got {type(state).__name__}")
+            raise TypeError(
+                "bind_state: expected a mapping {name: tensor} (e.g. new_state()), "
+                f"got {type(state).__name__}"
+            )
         self._require_names("bind_state()")
         for name in state:
             self._known(name)  # an unknown name is a KeyError before a missing one is reported
@@ -272,7 +302,8 @@ class Program:
                 f"bind_state(): the state has no tensor for buffer(s) {missing} (the program's "
                 f"buffers are {list(self._specs)}); they would stay bound to the previous "
                 "session. Pass every buffer (new_state() has them all), or bind only these on "
-                "purpose with bind_state(state, partial=True)")
+                "purpose with bind_state(state, partial=True)"
+            )
         return self._check_entries(state)
 
     def _bind_checked(self, checked: List[Tuple[str, torch.Tensor]]) -> None:

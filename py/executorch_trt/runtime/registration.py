@@ -58,16 +58,23 @@ def register_at_import() -> Optional[Registration]:
     try:
         return register()
     except library.LibraryNotFoundError as e:
-        configured = [name for name in (library.LIBRARY_ENV, library.BINDING_ENV)
-                      if os.environ.get(name)]
+        configured = [
+            name for name in (library.LIBRARY_ENV, library.BINDING_ENV) if os.environ.get(name)
+        ]
         if not configured:
-            logger.debug("%s is not registered (exporting works; loading its programs does "
-                         "not): %s", BACKEND_ID, e)
+            logger.debug(
+                "%s is not registered (exporting works; loading its programs does not): %s",
+                BACKEND_ID,
+                e,
+            )
             return None
         reason = str(e)
     except (OSError, ImportError, RuntimeError) as e:
         reason = f"{type(e).__name__}: {e}"
-    warnings.warn(f"executorch_trt: {BACKEND_ID} is not registered, so programs that use it "
-                  f"do not load in this process (exporting works): {reason}",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"executorch_trt: {BACKEND_ID} is not registered, so programs that use it "
+        f"do not load in this process (exporting works): {reason}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
     return None

@@ -127,8 +127,16 @@ def make_blob(metadata: dict, payload: bytes, features: int = 0b111) -> bytes:
     if features & 0b100:  # CHECKSUM: BLAKE2b-64 of [metadata_offset, end of payload)
         checksum = int.from_bytes(hashlib.blake2b(body, digest_size=8).digest(), "little")
     head = b"ETRT" + struct.pack(
-        "<IIIQQQQQQ", 64, 1, 0, features, metadata_offset, len(meta),
-        payload_offset, len(payload), checksum,
+        "<IIIQQQQQQ",
+        64,
+        1,
+        0,
+        features,
+        metadata_offset,
+        len(meta),
+        payload_offset,
+        len(payload),
+        checksum,
     )
     assert len(head) == 64
     return head + body
@@ -147,8 +155,12 @@ METADATA = {
     ],
     "outputs": [_b("k_cache_out", "float32", CACHE_SHAPE), _b("y", "float32", (1, 4))],
     "aliased_io": [
-        {"output": "k_cache_out", "input": "k_cache", "kind": "kv_cache_update",
-         "ownership": "caller"}
+        {
+            "output": "k_cache_out",
+            "input": "k_cache",
+            "kind": "kv_cache_update",
+            "ownership": "caller",
+        }
     ],
 }
 DESCRIPTOR = {

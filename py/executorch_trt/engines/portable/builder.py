@@ -58,8 +58,9 @@ from executorch_trt.passes.pipeline import nested_finalise_passes, prepare_neste
 METHOD_NAME = "forward"
 
 #: Ops that write state in place, kept out of XNNPACK (module docstring); ``torch.cond`` too.
-STATE_WRITERS = frozenset({"executorch_trt::kv_cache_update",
-                           "executorch::update_cross_attn_cache", "executorch::alias"})
+STATE_WRITERS = frozenset(
+    {"executorch_trt::kv_cache_update", "executorch::update_cross_attn_cache", "executorch::alias"}
+)
 
 
 class _NestedPlanningPass(MemoryPlanningPass):
@@ -86,8 +87,7 @@ class _NestedXnnpackPartitioner(Partitioner):
 
     def __init__(self) -> None:
         super().__init__()
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-            XnnpackPartitioner)
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         self._xnnpack = XnnpackPartitioner()
 
@@ -95,20 +95,22 @@ class _NestedXnnpackPartitioner(Partitioner):
         result = self._xnnpack.partition(exported_program)
         graph_module = result.tagged_exported_program.graph_module
         for node in graph_module.graph.nodes:
-            if node.op == "call_function" and (is_cond(node)
-                                               or schema_name(node) in STATE_WRITERS):
+            if node.op == "call_function" and (is_cond(node) or schema_name(node) in STATE_WRITERS):
                 node.meta.pop("delegation_tag", None)
         for _, submodule, _ in get_control_flow_submodules(graph_module):
             _strip_delegation_tags(submodule)
-        used = {n.meta["delegation_tag"] for n in graph_module.graph.nodes
-                if "delegation_tag" in n.meta}
+        used = {
+            n.meta["delegation_tag"] for n in graph_module.graph.nodes if "delegation_tag" in n.meta
+        }
         tags = {t: s for t, s in result.partition_tags.items() if t in used}
-        return PartitionResult(tagged_exported_program=result.tagged_exported_program,
-                               partition_tags=tags)
+        return PartitionResult(
+            tagged_exported_program=result.tagged_exported_program, partition_tags=tags
+        )
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
-          options: Optional[CompileOptions] = None) -> EnginePayload:
+def build(
+    ep: ExportedProgram, aliases: Sequence[AliasedIO], options: Optional[CompileOptions] = None
+) -> EnginePayload:
     """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
 
     Args:
@@ -138,9 +140,9 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
         manager = manager.to_backend(_NestedXnnpackPartitioner())
     config = ExecutorchBackendConfig(
         passes=nested_finalise_passes(),
-        memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False,
-                                                 alloc_graph_output=False),
-        external_constants=True)
+        memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False, alloc_graph_output=False),
+        external_constants=True,
+    )
     et = manager.to_executorch(config)
     nested_sig = et.exported_program(METHOD_NAME).graph_signature
     if list(nested_sig.user_inputs) != input_names:
@@ -158,7 +160,11 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
     # engine's output binding j is the partition's output j.
     external = options is not None and options.external_weights
     parts = split_nested_program(et, config, EXTERNAL_WEIGHTS_TAG if external else None)
-    descriptor = PortableDescriptor(inputs=tuple(input_names), outputs=tuple(output_names),
-                                    constants=tuple(sorted(parts.constants.items())))
-    return EnginePayload(payload=write_portable_payload(descriptor, parts.pte),
-                         named_data=parts.named_data)
+    descriptor = PortableDescriptor(
+        inputs=tuple(input_names),
+        outputs=tuple(output_names),
+        constants=tuple(sorted(parts.constants.items())),
+    )
+    return EnginePayload(
+        payload=write_portable_payload(descriptor, parts.pte), named_data=parts.named_data
+    )

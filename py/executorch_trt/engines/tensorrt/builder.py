@@ -17,8 +17,9 @@ def tensorrt_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("tensorrt", "torch_tensorrt"))
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
-          options: Optional[CompileOptions] = None) -> EnginePayload:
+def build(
+    ep: ExportedProgram, aliases: Sequence[AliasedIO], options: Optional[CompileOptions] = None
+) -> EnginePayload:
     """Builds a serialized TensorRT plan for ``ep`` (an ``engines.base.EnginePayload``);
     ``aliases`` (``backend.aliases.decide_aliases``) says which outputs the plan must write into their
     input's storage (KV-cache update layer).
