@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Dict, Tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +60,7 @@ class BenchConfig:
     """
 
     dims: ModelDims
-    max_seq_lens: Tuple[int, ...]
+    max_seq_lens: tuple[int, ...]
     prompt_len: int
     repeats: int
     warmup: int
@@ -72,7 +71,7 @@ class BenchConfig:
         return json.dumps(dataclasses.asdict(self))
 
     @staticmethod
-    def from_json(text: str) -> "BenchConfig":
+    def from_json(text: str) -> BenchConfig:
         d = json.loads(text)
         return BenchConfig(
             dims=ModelDims(**d["dims"]),
@@ -84,10 +83,10 @@ class BenchConfig:
             lead_in_ms=d["lead_in_ms"],
         )
 
-    def replace(self, **changes) -> "BenchConfig":
+    def replace(self, **changes) -> BenchConfig:
         return dataclasses.replace(self, **changes)
 
-    def model_overrides(self) -> Dict[str, int]:
+    def model_overrides(self) -> dict[str, int]:
         """Keyword arguments for `decoder_model.build_model`."""
         return dataclasses.asdict(self.dims)
 

@@ -6,9 +6,10 @@ The binary loads the `.pte` with the runner's `PrefillDecodeProgram` (examples/)
 KV cache to memory it owns, fills the cache as the timing worker does (`measure.fill_cache`:
 chunks of `prompt_len` positions over the whole capacity, then the prompt; a chunk that does
 not start at 0 runs as decode steps, one per position, which writes the same keys and values
-up to float rounding), runs `warmup` decode steps, then times `repeats` decode steps of `workload.DECODE_TOKEN` at position
-`prompt_len` with `std::chrono::steady_clock`. It runs after the timing worker of the
-capacity, in a process of its own: its numbers are not paired with the Python rounds.
+up to float rounding), runs `warmup` decode steps, then times `repeats` decode steps of
+`workload.DECODE_TOKEN` at position `prompt_len` with `std::chrono::steady_clock`. It runs after the
+timing worker of the capacity, in a process of its own: its numbers are not paired with the Python
+rounds.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import math
 import os
 import subprocess
-from typing import Optional
 
 from benchmarks import workload
 from benchmarks.bench_config import BenchConfig
@@ -39,7 +39,7 @@ class BinaryNotFoundError(RuntimeError):
     """decode_step_cpp could not be located (see `binary_path`)."""
 
 
-def _runfiles_location(path: str) -> Optional[str]:
+def _runfiles_location(path: str) -> str | None:
     try:
         from runfiles import Runfiles  # PyPI: bazel-runfiles
     except ImportError:
@@ -83,7 +83,7 @@ def binary_path() -> str:
 
 
 def command(
-    config: BenchConfig, built: BuiltProgram, json_path: str, binary: Optional[str] = None
+    config: BenchConfig, built: BuiltProgram, json_path: str, binary: str | None = None
 ) -> list:
     """The decode_step_cpp command line for `built` (a program with its cache shapes) under
     `config`: the same prompt, decode token and position (prompt_len), warm-up and timed steps
@@ -134,7 +134,7 @@ def time_decode_step(config: BenchConfig, built: BuiltProgram, work_dir: str) ->
         return {"error": f"decode_step_cpp timed out after {TIMEOUT_S} s"}
     if proc.returncode != 0:
         detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
-        last = [l for l in detail.splitlines() if l.startswith("decode_step_cpp:")]
+        last = [line for line in detail.splitlines() if line.startswith("decode_step_cpp:")]
         return {
             "error": f"decode_step_cpp failed (exit {proc.returncode}): "
             f"{(last or detail.splitlines())[-1]}",

@@ -32,15 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
 
 if __package__ in (None, ""):
     # Run as a script (bazel run, or the worker re-invocation): make `benchmarks` importable.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import cpp_timing, machine, report  # noqa: E402
-from benchmarks.bench_config import BenchConfig, full_config, quick_config  # noqa: E402
-from benchmarks.variants import VARIANTS, BuiltProgram, data_path, parse_variants  # noqa: E402
+from benchmarks import cpp_timing, machine, report
+from benchmarks.bench_config import BenchConfig, full_config, quick_config
+from benchmarks.variants import VARIANTS, BuiltProgram, data_path, parse_variants
 
 RESULT_MARKER = "DECODE_BENCH_RESULT "
 WORKER_TIMEOUT_S = 900
@@ -79,7 +78,7 @@ def _positive_int(flag: str, text: str, minimum: int = 1) -> int:
     return value
 
 
-def _int_list(text: str) -> List[int]:
+def _int_list(text: str) -> list[int]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     try:
         values = [int(p) for p in parts]
@@ -92,11 +91,11 @@ def _int_list(text: str) -> List[int]:
     return sorted(set(values))
 
 
-def _variant_list(text: str) -> List[str]:
+def _variant_list(text: str) -> list[str]:
     try:
         return parse_variants(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--variants: {exc}")
+        raise argparse.ArgumentTypeError(f"--variants: {exc}") from exc
 
 
 def parser() -> argparse.ArgumentParser:
@@ -259,7 +258,7 @@ def _tail(text: str, lines: int = 12) -> str:
 
 
 def spawn_worker(
-    config: BenchConfig, mode: str, max_seq_len: int, programs: Dict[str, Optional[str]]
+    config: BenchConfig, mode: str, max_seq_len: int, programs: dict[str, str | None]
 ) -> dict:
     """Runs one worker process (`mode` "time" or "profile"); returns its result, or
     {"error": ...} naming how it failed."""
@@ -290,7 +289,7 @@ def spawn_worker(
     last = detail.splitlines()[-1] if detail else ""
     print(
         f"    {label} failed (exit {proc.returncode}):\n"
-        + "\n".join("      " + l for l in detail.splitlines()),
+        + "\n".join("      " + line for line in detail.splitlines()),
         file=sys.stderr,
     )
     return {"error": f"{mode} run failed (exit {proc.returncode}): {last}"}
@@ -307,7 +306,7 @@ CPP_FIELDS = (
 )
 
 
-def cpp_fields(cpp: Optional[dict]) -> dict:
+def cpp_fields(cpp: dict | None) -> dict:
     """A row's C++ timing fields from decode_step_cpp's result (cpp_timing.time_decode_step):
     `step_ms_cpp_median`, `step_ms_cpp_p10`, `step_ms_cpp_p90` (ms), `step_ms_cpp_samples`
     (ms, one per timed step), `cpp_threads`, `cpp_engine` (the engines decode_step_cpp read
@@ -330,7 +329,7 @@ def cpp_fields(cpp: Optional[dict]) -> dict:
     return out
 
 
-def _file_size(path: Optional[str]) -> Optional[int]:
+def _file_size(path: str | None) -> int | None:
     return os.path.getsize(path) if path and os.path.isfile(path) else None
 
 
@@ -339,8 +338,8 @@ def make_row(
     built: BuiltProgram,
     step_ms,
     profile: dict,
-    cpp: Optional[dict] = None,
-    after_switch: Optional[List[float]] = None,
+    cpp: dict | None = None,
+    after_switch: list[float] | None = None,
 ) -> dict:
     """One JSON row from a build (copy accounting), the variant's steady step times from the
     timing worker (a list of ms, or {"error": ...}), its profile worker's result, for a variant
@@ -404,8 +403,8 @@ def make_row(
 
 
 def measure_capacity(
-    config: BenchConfig, max_seq_len: int, names: List[str], program_dir: str
-) -> List[dict]:
+    config: BenchConfig, max_seq_len: int, names: list[str], program_dir: str
+) -> list[dict]:
     """Builds every variant's program at `max_seq_len`, times the built ones together in one
     timing worker, profiles each in a worker of its own and times the cpp_timing.CPP_VARIANTS
     once more from C++ (decode_step_cpp, after the timing worker, in a process of its own)."""
@@ -437,7 +436,7 @@ def measure_capacity(
             if cpp.get("stderr_tail"):
                 print(
                     "    decode_step_cpp failed:\n"
-                    + "\n".join("      " + l for l in cpp.pop("stderr_tail").splitlines()),
+                    + "\n".join("      " + line for line in cpp.pop("stderr_tail").splitlines()),
                     file=sys.stderr,
                 )
         row = make_row(config, b, step_ms, profile, cpp, after_switch)
@@ -451,7 +450,7 @@ def measure_capacity(
     return rows
 
 
-def run_benchmark(config: BenchConfig, names: List[str], out_dir: str, keep_programs: bool) -> int:
+def run_benchmark(config: BenchConfig, names: list[str], out_dir: str, keep_programs: bool) -> int:
     """Runs every capacity, prints the table and targets, then writes JSON + PNG to `out_dir`.
     Returns 0, or 1 when a variant failed or the results could not be written."""
     program_dir = (
@@ -497,7 +496,7 @@ def run_benchmark(config: BenchConfig, names: List[str], out_dir: str, keep_prog
     return 1 if any(r["error"] or r["cpp_error"] for r in rows) else 0
 
 
-def results_text(rows: List[dict], meta: dict):
+def results_text(rows: list[dict], meta: dict):
     """(the table and judged targets as text, the targets); raises KeyError/TypeError/
     ValueError on rows or metadata this benchmark did not write."""
     targets = report.check_targets(rows)
@@ -511,7 +510,7 @@ def results_text(rows: List[dict], meta: dict):
     return text, targets
 
 
-def print_results(rows: List[dict], meta: dict):
+def print_results(rows: list[dict], meta: dict):
     """Prints the table and the judged targets; returns the targets (report.check_targets)."""
     text, targets = results_text(rows, meta)
     print("\n" + text)
@@ -556,7 +555,7 @@ def _check_out_dir(out_dir: str, p: argparse.ArgumentParser) -> None:
         )
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.worker:

@@ -188,7 +188,7 @@ class DecodeBenchQuickTest(absltest.TestCase):
             (argv(token=str(QUICK_DIMS.vocab_size)), "--token"),
             (argv(caches=None), "--caches is required"),
             (argv(json=os.path.join(missing, "out.json")), "--json"),
-            (argv() + ["--no-such-flag", "1"], "--no-such-flag"),
+            ([*argv(), "--no-such-flag", "1"], "--no-such-flag"),
         ):
             proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
             self.assertEqual(proc.returncode, 2, f"{args}: {proc.stderr[-2000:]}")

@@ -35,7 +35,7 @@ import random
 import resource
 import statistics
 import time
-from typing import Callable, Dict, List, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -56,7 +56,7 @@ class Profile:
     threads: int
 
 
-def _status_kb(field: str) -> Optional[int]:
+def _status_kb(field: str) -> int | None:
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -81,7 +81,7 @@ def peak_rss_mb() -> float:
     return kb / 1024.0
 
 
-def summarize(step_ms: List[float]) -> dict:
+def summarize(step_ms: list[float]) -> dict:
     """Median, 10th and 90th percentile of step times (ms); percentiles linearly interpolated
     (`statistics.quantiles(method="inclusive")`, numpy's default)."""
     deciles = (
@@ -110,13 +110,14 @@ def import_common_modules() -> None:
     """Imports what any variant needs (torch, transformers, executorch.exir and its runtime,
     executorch_trt's Python package, not its library), so every worker starts from the same
     baseline memory and the peak differences are the variants' own."""
-    import executorch.exir  # noqa: F401
+    import executorch.exir
     import executorch.runtime  # noqa: F401
-    import executorch_trt  # noqa: F401
     import transformers  # noqa: F401
 
+    import executorch_trt  # noqa: F401
 
-def fill_positions(config: BenchConfig, max_seq_len: int) -> List[torch.Tensor]:
+
+def fill_positions(config: BenchConfig, max_seq_len: int) -> list[torch.Tensor]:
     """`cache_position` chunks of `prompt_len` positions covering 0..max_seq_len-1 (the last
     chunk ends at max_seq_len), followed by the real prompt's 0..prompt_len-1."""
     p = config.prompt_len
@@ -124,7 +125,7 @@ def fill_positions(config: BenchConfig, max_seq_len: int) -> List[torch.Tensor]:
     if starts[-1] + p < max_seq_len:
         starts.append(max_seq_len - p)
     chunks = [torch.arange(s, s + p, dtype=torch.long) for s in starts]
-    return chunks + [torch.arange(p, dtype=torch.long)]
+    return [*chunks, torch.arange(p, dtype=torch.long)]
 
 
 def fill_cache(config: BenchConfig, max_seq_len: int, prefill: Callable) -> None:
@@ -158,7 +159,7 @@ def _program_step(
     max_seq_len: int,
     path: str,
     with_delegate: bool,
-    data: Optional[str] = None,
+    data: str | None = None,
 ) -> Callable[[], object]:
     """Loads the program (every method first: loading a method re-initialises the shared
     cache) with its external data file `data` if any, fills the cache and prefills, and
@@ -188,7 +189,7 @@ def _delegate_counter():
 
 
 def prepare_step(
-    config: BenchConfig, variant: str, max_seq_len: int, path: Optional[str]
+    config: BenchConfig, variant: str, max_seq_len: int, path: str | None
 ) -> Callable[[], object]:
     """Loads `variant` at `max_seq_len` (`path`: its `.pte`, None for eager), fills its cache
     and prefills; returns its decode step. Raises whatever loading or executing raises."""
@@ -210,8 +211,8 @@ ROUND_ORDER_SEED = 15
 
 
 def time_interleaved(
-    config: BenchConfig, max_seq_len: int, programs: Dict[str, Optional[str]]
-) -> Dict[str, Dict[str, List[float]]]:
+    config: BenchConfig, max_seq_len: int, programs: dict[str, str | None]
+) -> dict[str, dict[str, list[float]]]:
     """The timing worker: {"steady": {variant: ms...}, "after_switch": {variant: ms...}}, each
     `repeats` decode-step times per variant in `programs` ({variant: .pte path, None for
     eager}), all loaded in this process. Every round runs each variant, in an order shuffled
@@ -226,8 +227,8 @@ def time_interleaved(
     for _ in range(config.warmup):
         for v in names:
             steps[v]()
-    steady: Dict[str, List[float]] = {v: [] for v in names}
-    after_switch: Dict[str, List[float]] = {v: [] for v in names}
+    steady: dict[str, list[float]] = {v: [] for v in names}
+    after_switch: dict[str, list[float]] = {v: [] for v in names}
 
     order = random.Random(ROUND_ORDER_SEED)
     for _ in range(config.repeats):
@@ -249,7 +250,7 @@ PROFILE_STEPS = 5  # counted decode steps per profile worker: copies/step and pe
 
 
 def profile_variant(
-    config: BenchConfig, variant: str, max_seq_len: int, path: Optional[str]
+    config: BenchConfig, variant: str, max_seq_len: int, path: str | None
 ) -> Profile:
     """The profile worker: `variant` alone in this process; loads it, fills and prefills, runs
     `warmup` + PROFILE_STEPS decode steps, and returns its peak memory and the delegate's

@@ -4,6 +4,7 @@ same in every run) under which each variant follows each other one; warm-up runs
 timed step; with a lead-in, a variant's steps run back to back for at least `lead_in_ms`
 before its steady step, and the first of them is the after-switch sample."""
 
+import itertools
 from unittest import mock
 
 from absl.testing import absltest
@@ -65,7 +66,7 @@ class TimeInterleavedTest(absltest.TestCase):
             self.assertCountEqual(order, NAMES, f"round {r}")
         # Each variant runs right after each other one in some round (a rotation would give
         # every variant one fixed predecessor), and the schedule is the same in every run.
-        pairs = {(a, b) for order in rounds for a, b in zip(order, order[1:])}
+        pairs = {(a, b) for order in rounds for a, b in itertools.pairwise(order)}
         self.assertEqual(pairs, {(a, b) for a in NAMES for b in NAMES if a != b})
         self.assertGreater(len({tuple(order) for order in rounds}), 3)
         again, result_again = self.run_worker(lead_in_ms=0)

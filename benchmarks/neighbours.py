@@ -17,10 +17,10 @@ back to back), `sweep:MiB` (NumPy adds 1 to a float32 array of that many MiB, on
 reads and writes every byte, evicting the CPU caches without ExecuTorch) or `idle:MS` (sleeps).
 
 Prints, per `before` (and step after it, with `--steps`), the median step time (ms) at each
-capacity and the growth (largest / smallest capacity). It separates what a step itself costs at each capacity from what the step
-before it leaves in the CPU caches (the decode benchmark's rounds were rotated until issue 15's
-session, which ran `delegate_inplace` right after `executorch_xnnpack` in nearly every round;
-they are shuffled now).
+capacity and the growth (largest / smallest capacity). It separates what a step itself costs at each
+capacity from what the step before it leaves in the CPU caches (the decode benchmark's rounds were
+rotated until issue 15's session, which ran `delegate_inplace` right after `executorch_xnnpack` in
+nearly every round; they are shuffled now).
 Exit 0, or 2 on bad usage (a missing program is named).
 """
 
@@ -32,22 +32,22 @@ import random
 import statistics
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import measure  # noqa: E402
-from benchmarks.bench_config import BenchConfig, full_config  # noqa: E402
-from benchmarks.variants import VARIANTS, data_path  # noqa: E402
+from benchmarks import measure
+from benchmarks.bench_config import BenchConfig, full_config
+from benchmarks.variants import VARIANTS, data_path
 
 NONE = "none"
 SEED = 13
 
-Pair = Tuple[str, int]  # (before, capacity)
+Pair = tuple[str, int]  # (before, capacity)
 
 
-def program_path(programs_dir: str, variant: str, max_seq_len: int) -> Optional[str]:
+def program_path(programs_dir: str, variant: str, max_seq_len: int) -> str | None:
     """Where `decode --keep-programs` wrote `variant`'s `.pte` at `max_seq_len` under
     `programs_dir` (None for eager, which has no program)."""
     if VARIANTS[variant].kind == "eager":
@@ -58,7 +58,7 @@ def program_path(programs_dir: str, variant: str, max_seq_len: int) -> Optional[
     return os.path.join(programs_dir, f"{variant}_{max_seq_len}.pte")
 
 
-def parse_before(text: str) -> List[str]:
+def parse_before(text: str) -> list[str]:
     """Comma-separated `--before` entries, checked; `ValueError` naming a bad one."""
     entries = list(dict.fromkeys(e.strip() for e in text.split(",") if e.strip()))
     for e in entries:
@@ -77,7 +77,7 @@ def parse_before(text: str) -> List[str]:
 
 def schedule(
     befores: Sequence[str], max_seq_lens: Sequence[int], rounds: int, seed: int = SEED
-) -> List[List[Pair]]:
+) -> list[list[Pair]]:
     """`rounds` rounds, each every (before, capacity) pair once in a seeded random order, so
     no pair always follows the same other pair."""
     rng = random.Random(seed)
@@ -123,7 +123,7 @@ def time_after(
     befores: Sequence[str],
     programs_dir: str,
     steps_after: int = 1,
-) -> Dict[Pair, List[List[float]]]:
+) -> dict[Pair, list[list[float]]]:
     """{(before, capacity): for each of the `steps_after` consecutive steps of `variant` after
     the before step, its `config.repeats` times in ms}, every pair measured in the same process
     over the same rounds (see the module docstring). `warmup` untimed rounds run first."""
@@ -137,7 +137,7 @@ def time_after(
     before_steps = {
         (b, c): prepare_before(config, b, c, programs_dir) for b in befores for c in caps
     }
-    times: Dict[Pair, List[List[float]]] = {
+    times: dict[Pair, list[list[float]]] = {
         p: [[] for _ in range(steps_after)] for p in before_steps
     }
     for r, order in enumerate(schedule(befores, caps, config.warmup + config.repeats)):
@@ -152,7 +152,7 @@ def time_after(
 
 
 def table(
-    variant: str, befores: Sequence[str], caps: Sequence[int], times: Dict[Pair, List[List[float]]]
+    variant: str, befores: Sequence[str], caps: Sequence[int], times: dict[Pair, list[list[float]]]
 ) -> str:
     """The medians (ms) per `before` (and step k after it, "#k", when more than one step was
     timed) and capacity, and the growth largest / smallest."""
@@ -173,7 +173,7 @@ def table(
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """The command line (module docstring): prints the table, returns 0; bad flags or a
     missing program exit 2 (argparse) naming the flag or the file."""
     p = argparse.ArgumentParser(prog="decode_neighbours", description=__doc__.split("\n\n")[0])

@@ -22,7 +22,7 @@ import json
 import os
 import random
 import statistics
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 JSON_NAME = "decode_bench.json"
 PLOT_NAME = "decode_bench.png"
@@ -48,11 +48,11 @@ MAX_GROWTH = 1.30
 GROWTH_MAX_WIDTH = 0.10  # widest 90% interval of the relative growth that still decides
 
 
-def _fmt_ms(v: Optional[float]) -> str:
+def _fmt_ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def _fmt_bytes(v: Optional[float]) -> str:
+def _fmt_bytes(v: float | None) -> str:
     if v is None:
         return "-"
     if v >= 1 << 20:
@@ -128,7 +128,7 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def engines_block(rows: Sequence[dict]) -> List[str]:
+def engines_block(rows: Sequence[dict]) -> list[str]:
     """Header lines naming what runs each variant's decode step (its `decode_delegates`, read
     off its program), one per variant in row order; none for rows written before the field
     existed."""
@@ -201,7 +201,7 @@ def write_plot(path: str, rows: Sequence[dict], title: str) -> None:
     plt.close(fig)
 
 
-def _medians(rows: Sequence[dict], variant: str) -> Dict[int, float]:
+def _medians(rows: Sequence[dict], variant: str) -> dict[int, float]:
     return {
         r["max_seq_len"]: r["step_ms_median"]
         for r in rows
@@ -209,7 +209,7 @@ def _medians(rows: Sequence[dict], variant: str) -> Dict[int, float]:
     }
 
 
-def _samples(rows: Sequence[dict], variant: str) -> Dict[int, List[float]]:
+def _samples(rows: Sequence[dict], variant: str) -> dict[int, list[float]]:
     return {
         r["max_seq_len"]: r["step_ms_samples"]
         for r in rows
@@ -230,7 +230,7 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:
 
 def relative_growth(
     a_lo, b_lo, a_hi, b_hi, resamples: int = 2000, level: float = 0.90
-) -> Tuple[float, float, float]:
+) -> tuple[float, float, float]:
     """How much more a's step time grows than b's from the low to the high capacity:
     paired_ratio(a_hi, b_hi) / paired_ratio(a_lo, b_lo) (1.0 = the same growth), with a
     `level` bootstrap interval (rounds resampled with replacement, each capacity on its own:
@@ -251,7 +251,7 @@ def relative_growth(
     return est, boots[int(tail * (resamples - 1))], boots[int((1 - tail) * (resamples - 1))]
 
 
-def _absent(rows: Sequence[dict], variant: str) -> Optional[str]:
+def _absent(rows: Sequence[dict], variant: str) -> str | None:
     """Why `variant` has no numbers: "not selected", "<variant> failed", or None (it ran)."""
     mine = [r for r in rows if r["variant"] == variant]
     if not mine:
@@ -261,7 +261,7 @@ def _absent(rows: Sequence[dict], variant: str) -> Optional[str]:
     return None
 
 
-def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]:
+def check_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
     """The issue's targets as (name, met?, detail); met? is None when not measurable (a
     variant not selected or failed, one capacity only, or too few rounds to tell).
 
@@ -360,8 +360,8 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
                     f"{r['max_seq_len']}: {_fmt_bytes(r['cache_bytes_copied_per_step'])} of a "
                     f"{_fmt_bytes(r['cache_nbytes'])} cache"
                     + (
-                        f", {paired_ratio(sc[r['max_seq_len']], si[r['max_seq_len']]):.2f}x in-place "
-                        "time"
+                        f", {paired_ratio(sc[r['max_seq_len']], si[r['max_seq_len']]):.2f}x "
+                        "in-place time"
                         if r["max_seq_len"] in si
                         else ""
                     )
@@ -372,7 +372,7 @@ def check_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]
     return out
 
 
-def _weights_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], str]]:
+def _weights_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
     """Issue 14's targets (``check_targets``), from each row's ``program_bytes`` (.pte),
     ``data_bytes`` (.ptd), ``weights_bytes`` (the model's parameters) and RSS over baseline:
 
@@ -461,8 +461,8 @@ def _weights_targets(rows: Sequence[dict]) -> List[Tuple[str, Optional[bool], st
 
 
 def _eager_targets(
-    rows: Sequence[dict], si: Dict[int, List[float]]
-) -> List[Tuple[str, Optional[bool], str]]:
+    rows: Sequence[dict], si: dict[int, list[float]]
+) -> list[tuple[str, bool | None, str]]:
     """The two in-place vs eager targets (``check_targets``)."""
     every = f"delegate in-place <= {MAX_EAGER_RATIO:.2f}x eager"
     at = f"delegate in-place <= {MAX_EAGER_RATIO_AT:.2f}x eager at {EAGER_RATIO_AT}"
@@ -494,7 +494,7 @@ def _eager_targets(
     return out
 
 
-def header(meta: dict) -> List[str]:
+def header(meta: dict) -> list[str]:
     """The table's header lines from a run's metadata (decode_bench.json minus its rows).
     Raises KeyError/TypeError on metadata this benchmark did not write."""
     from benchmarks.bench_config import ModelDims
@@ -502,8 +502,10 @@ def header(meta: dict) -> List[str]:
     host, st = meta["machine"], meta["settings"]
     return [
         f"model: {ModelDims(**meta['model']).describe()}",
-        f"machine: {host['cpu']}, {host['cpus']} CPUs, {st['threads']} threads "
-        f"(torch {host['torch']}, executorch {host['executorch']})",
+        (
+            f"machine: {host['cpu']}, {host['cpus']} CPUs, {st['threads']} threads "
+            f"(torch {host['torch']}, executorch {host['executorch']})"
+        ),
         f"decode step at position {st['decode_position']} after a {st['prompt_len']}-token "
         f"prefill; {st['repeats']} timed steps per variant after {st['warmup']} warm-up"
         + (
@@ -515,7 +517,7 @@ def header(meta: dict) -> List[str]:
     ] + ([f"C++ timing: {st['cpp_timing']}"] if st.get("cpp_timing") else [])
 
 
-def after_switch_note(rows: Sequence[dict]) -> Optional[str]:
+def after_switch_note(rows: Sequence[dict]) -> str | None:
     """One line, not a target: delegate in-place's median step time right after another
     variant's step (`step_ms_after_switch_median`) at the smallest and largest capacity and its
     growth, so what the neighbours' steps cost it stays visible (benchmarks/README.md, "Why

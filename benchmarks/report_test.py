@@ -56,7 +56,7 @@ def rows_for(inplace_cost, plain_cost, n=100, jitter_pct=2, eager_cost=None):
     executorch_xnnpack 1.1x the plain (executorch_reinplace) cost."""
     rng = random.Random(7)
     rows = []
-    eager_cost = eager_cost or {c: 1.5 * plain_cost[256] for c in plain_cost}
+    eager_cost = eager_cost or dict.fromkeys(plain_cost, 1.5 * plain_cost[256])
     for capacity in (256, 4096):
         speed = phased(n, capacity)
         jitter = lambda: 1 + rng.uniform(-jitter_pct, jitter_pct) / 100  # noqa: E731

@@ -30,7 +30,7 @@ import copy
 import dataclasses
 import os
 import traceback
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -47,7 +47,7 @@ class Variant:
     description: str
 
 
-VARIANTS: Dict[str, Variant] = {
+VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
         Variant("eager", "eager", "eager PyTorch, static cache"),
@@ -85,7 +85,7 @@ DELEGATE_KV_CACHE = {
 EXTERNAL_WEIGHTS = frozenset({"delegate_external"})
 
 
-def data_path(variant: str, pte_path: Optional[str]) -> Optional[str]:
+def data_path(variant: str, pte_path: str | None) -> str | None:
     """The external data file (`.ptd`) of `variant`'s program at `pte_path`, or None when the
     variant keeps its weights in the `.pte`."""
     from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
@@ -105,15 +105,15 @@ class BuiltProgram:
 
     variant: str
     max_seq_len: int
-    path: Optional[str] = None
+    path: str | None = None
     copies: copy_accounting.CopyAccount = dataclasses.field(
         default_factory=copy_accounting.CopyAccount
     )
-    cache_shapes: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
-    weights_bytes: Optional[int] = None  # the model's parameters (shared ones once)
-    engine: Optional[str] = None
-    decode_delegates: Optional[str] = None
-    error: Optional[str] = None
+    cache_shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    weights_bytes: int | None = None  # the model's parameters (shared ones once)
+    engine: str | None = None
+    decode_delegates: str | None = None
+    error: str | None = None
 
 
 #: What runs the eager variant's step: no program to read.
@@ -121,7 +121,7 @@ EAGER_ENGINE = "eager PyTorch"
 EAGER_DECODE = "no program: the PyTorch module itself, on the CPU"
 
 
-def decode_engine(manager) -> Tuple[str, str]:
+def decode_engine(manager) -> tuple[str, str]:
     """(short label, description) of what runs the decode method of `manager`'s program, read
     off it: the engines of its TensorRTBackend delegates ("portable, CPU"), then the ids of its
     other backends ("XnnpackBackend"), else "no delegate"; and `MethodReport.delegate_summary`
@@ -136,7 +136,7 @@ def decode_engine(manager) -> Tuple[str, str]:
     return label, decode.delegate_summary
 
 
-def parse_variants(text: str) -> List[str]:
+def parse_variants(text: str) -> list[str]:
     """Comma-separated variant names -> list without repeats, in the given order; `ValueError`
     naming an unknown one."""
     names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
@@ -233,7 +233,7 @@ def _save(built: BuiltProgram, manager, out_dir: str, cache_shapes) -> None:
 
 def build_programs(
     config: BenchConfig, max_seq_len: int, names: Sequence[str], out_dir: str, log=print
-) -> Dict[str, BuiltProgram]:
+) -> dict[str, BuiltProgram]:
     """Exports the model at `max_seq_len` and builds every program variant in `names` into
     `out_dir`. A variant that fails to build gets `error` set (the others still build); the
     eager variant needs no program."""

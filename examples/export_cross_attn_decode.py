@@ -34,10 +34,10 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-import executorch_trt  # noqa: E402
-import whisper_cross_attn as W  # noqa: E402
+import executorch_trt
+import whisper_cross_attn as W
 
 FORMAT = "executorch_trt.cross_attn_decode_reference/1"
 # The seeds of the two utterances' input features.

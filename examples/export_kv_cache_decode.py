@@ -30,11 +30,11 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-import executorch_trt  # noqa: E402
-from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG  # noqa: E402
-from decoder_model import build_model, cache_buffers, cache_checksum, exportable_decoder  # noqa: E402
+import executorch_trt
+from decoder_model import build_model, cache_buffers, cache_checksum, exportable_decoder
+from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
 
 
 def reference(module, prompt: torch.Tensor, steps: int) -> dict:
@@ -65,8 +65,10 @@ def reference(module, prompt: torch.Tensor, steps: int) -> dict:
 def _lengths(text: str) -> list:
     try:
         lengths = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated prompt lengths, got {text!r}")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated prompt lengths, got {text!r}"
+        ) from exc
     if any(n < 1 for n in lengths):
         raise argparse.ArgumentTypeError(f"prompt lengths must be >= 1, got {text!r}")
     return lengths

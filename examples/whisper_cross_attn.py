@@ -20,7 +20,8 @@ Both reuse the transformers modules' own projections (``q_proj``, ``k_proj``, ``
 layer norms, MLPs, the encoder, ``proj_out``) is transformers' own code.
 
 Three methods of one program (``export_methods``) share all caches by FQN, e.g.
-``model.decoder.layers.0.self_attn.key_cache`` and ``model.decoder.layers.0.encoder_attn.key_cache``:
+``model.decoder.layers.0.self_attn.key_cache`` and
+``model.decoder.layers.0.encoder_attn.key_cache``:
 
 * ``encode(input_features float32 [1, mel_bins, 2 * source_positions])
   -> encoder_hidden_states float32 [1, source_positions, d_model]``
@@ -43,13 +44,12 @@ cross K/V once per utterance (``set_use_cond``).
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Tuple
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-import executorch_trt.ops  # noqa: E402,F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
 
 # The tiny configuration: (mel bins, source positions, d_model, heads, layers, vocab,
 # max target positions).
@@ -194,7 +194,7 @@ class CondCrossAttention(_Projections):
     def _project(self, encoder_states):
         return self._heads(self.k_proj(encoder_states)), self._heads(self.v_proj(encoder_states))
 
-    def _cached_kv(self, encoder_states) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _cached_kv(self, encoder_states) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.use_cond:  # the eager reference: the same decision, in Python
             if self.variant == "recompute_every_step" or not bool((self.key_cache != 0).any()):
                 k, v = self._project(encoder_states)
@@ -255,12 +255,12 @@ def set_use_cond(model, use_cond: bool) -> None:
         layer.encoder_attn.use_cond = use_cond
 
 
-def self_caches(model) -> Dict[str, torch.Tensor]:
+def self_caches(model) -> dict[str, torch.Tensor]:
     """The self-attention cache buffers by FQN (sorted)."""
     return {n: b for n, b in sorted(model.named_buffers()) if ".self_attn." in n}
 
 
-def cross_caches(model) -> Dict[str, torch.Tensor]:
+def cross_caches(model) -> dict[str, torch.Tensor]:
     """The cross-attention cache buffers by FQN (sorted)."""
     return {n: b for n, b in sorted(model.named_buffers()) if ".encoder_attn." in n}
 
@@ -305,7 +305,7 @@ class DecoderStep(torch.nn.Module):
         return self.proj_out(hidden)
 
 
-def export_methods(model, prompt_len: int) -> Dict[str, "torch.export.ExportedProgram"]:
+def export_methods(model, prompt_len: int) -> dict[str, torch.export.ExportedProgram]:
     """``{"encode", "prefill", "decode": ExportedProgram}`` of a swapped ``model``
     (``swap_decoder_attention``), static shapes, prefill for ``prompt_len`` tokens. Call under
     ``torch.no_grad()``; the caches must be zero (fresh)."""
@@ -338,8 +338,8 @@ def export_methods(model, prompt_len: int) -> Dict[str, "torch.export.ExportedPr
 
 
 def greedy_reference(
-    model, utterances: List[torch.Tensor], prompt: torch.Tensor, steps: int, on_step=None
-) -> List[dict]:
+    model, utterances: list[torch.Tensor], prompt: torch.Tensor, steps: int, on_step=None
+) -> list[dict]:
     """Eager greedy decoding of each utterance in turn on one swapped ``model``
     (``use_cond=False``), the way the program is driven: zero the cross caches, encode,
     prefill ``prompt`` (int64 [1, P]) at positions 0..P-1, then ``steps`` single-token decode

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import sys
-from typing import List, Optional
 
 USAGE_HINT = "run with --help for usage"
 
@@ -23,7 +22,7 @@ USAGE_HINT = "run with --help for usage"
 class _Parser(argparse.ArgumentParser):
     """argparse, with a pointer to --help in every usage error (still exit 2)."""
 
-    def error(self, message: str) -> "NoReturn":  # noqa: F821
+    def error(self, message: str) -> NoReturn:  # noqa: F821
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}; {USAGE_HINT}\n")
 
@@ -65,7 +64,7 @@ def _quiet_import_noise() -> None:
     logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Runs the tool on `argv` (default `sys.argv[1:]`); returns the exit status (usage errors
     exit 2 through argparse's `SystemExit`)."""
     args = _parser().parse_args(argv)

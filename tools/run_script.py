@@ -44,7 +44,7 @@ def main() -> None:
     script = os.path.abspath(sys.argv[1])
     if not os.path.isfile(script):
         _usage(f"script not found: {sys.argv[1]} (relative to {os.getcwd()})")
-    sys.argv = [script] + sys.argv[2:]
+    sys.argv = [script, *sys.argv[2:]]
     sys.path.insert(0, os.path.dirname(script))
     runpy.run_path(script, run_name="__main__")
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
@@ -104,10 +104,10 @@ class ExportOptions:
 
     engine: str = "portable"
     kv_cache: str = KV_CACHE_INPLACE
-    share_mutable_buffers: Optional[bool] = None
+    share_mutable_buffers: bool | None = None
     alloc_mutable_buffers: bool = True
     emit_mutable_buffer_names: bool = True
-    init_mutable_buffers: Optional[bool] = None
+    init_mutable_buffers: bool | None = None
     inplace: bool = True
     require_inplace: bool = False
     portable_xnnpack: bool = True
@@ -155,7 +155,7 @@ class ExportOptions:
         return self.share_mutable_buffers
 
     @staticmethod
-    def from_kwargs(**options) -> "ExportOptions":
+    def from_kwargs(**options) -> ExportOptions:
         """Builds options; unknown names raise ``TypeError`` listing them."""
         known = {f.name for f in dataclasses.fields(ExportOptions)}
         unknown = sorted(set(options) - known)
@@ -169,9 +169,9 @@ class ExportOptions:
     def compile_options(
         self,
         shared_inputs: Sequence[str] = (),
-        buffer_updates: Sequence[Tuple[str, str]] = (),
-        symbol_ranges: Sequence[Tuple[str, int, int]] = (),
-    ) -> "CompileOptions":
+        buffer_updates: Sequence[tuple[str, str]] = (),
+        symbol_ranges: Sequence[tuple[str, int, int]] = (),
+    ) -> CompileOptions:
         """The ``CompileOptions`` of one partition (the partitioner's findings)."""
         return CompileOptions(
             self.engine,
@@ -222,14 +222,14 @@ class CompileOptions:
     engine: str = "portable"
     kv_cache: str = KV_CACHE_INPLACE
     require_inplace: bool = False
-    shared_inputs: Tuple[str, ...] = ()
-    buffer_updates: Tuple[Tuple[str, str], ...] = ()
+    shared_inputs: tuple[str, ...] = ()
+    buffer_updates: tuple[tuple[str, str], ...] = ()
     portable_xnnpack: bool = True
     external_weights: bool = False
     #: ``(symbol, min, max)`` per dynamic size of the method (module docstring).
-    symbol_ranges: Tuple[Tuple[str, int, int], ...] = ()
+    symbol_ranges: tuple[tuple[str, int, int], ...] = ()
 
-    def to_compile_specs(self) -> List[CompileSpec]:
+    def to_compile_specs(self) -> list[CompileSpec]:
         return [
             CompileSpec("engine", self.engine.encode()),
             CompileSpec("kv_cache", self.kv_cache.encode()),
@@ -246,7 +246,7 @@ class CompileOptions:
         ]
 
     @staticmethod
-    def from_compile_specs(specs: Sequence[CompileSpec]) -> "CompileOptions":
+    def from_compile_specs(specs: Sequence[CompileSpec]) -> CompileOptions:
         """Decodes specs written by ``to_compile_specs``. Checks the format only (known keys,
         values of the types above); raises ``ValueError`` naming the spec otherwise."""
         values = {}
@@ -271,14 +271,14 @@ def _flag(text: str) -> bool:
     return value
 
 
-def _names(text: str) -> Tuple[str, ...]:
+def _names(text: str) -> tuple[str, ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(text)
     return tuple(value)
 
 
-def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
+def _name_pairs(text: str) -> tuple[tuple[str, str], ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(
         isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in value
@@ -287,7 +287,7 @@ def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
     return tuple((out, inp) for out, inp in value)
 
 
-def _ranges(text: str) -> Tuple[Tuple[str, int, int], ...]:
+def _ranges(text: str) -> tuple[tuple[str, int, int], ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(
         isinstance(r, list)

@@ -24,11 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import struct
-from typing import Any, Dict, List
+from typing import Any
 
 from executorch_trt.format import blob as B
-from executorch_trt.format import wire as W
 from executorch_trt.format import portable_payload as P
+from executorch_trt.format import wire as W
 
 _U32 = {"header_size", "format_version", "reserved"}
 
@@ -70,11 +70,11 @@ def _v2(meta: Any) -> bytes:
     return _raw_blob(meta, version=W.BLOB_FORMAT_VERSION_DYNAMIC)
 
 
-def _symbol(name: str = "T", lo: int = 1, hi: int = 16, opt: int = 4) -> Dict[str, Any]:
+def _symbol(name: str = "T", lo: int = 1, hi: int = 16, opt: int = 4) -> dict[str, Any]:
     return {"name": name, "min": lo, "max": hi, "opt": opt}
 
 
-def _dynamic_meta(**overrides) -> Dict[str, Any]:
+def _dynamic_meta(**overrides) -> dict[str, Any]:
     """A prefill-like delegate: ``x[1, T, 4]`` and ``pos[T]`` share ``T``; the cache is
     static and aliased; ``y[1, T, 4]``."""
     meta = _meta(
@@ -90,11 +90,11 @@ def _dynamic_meta(**overrides) -> Dict[str, Any]:
     return meta
 
 
-def _binding(name: str, dtype: str = "float32", shape=(1, 8, 4)) -> Dict[str, Any]:
+def _binding(name: str, dtype: str = "float32", shape=(1, 8, 4)) -> dict[str, Any]:
     return {"name": name, "dtype": dtype, "shape": list(shape)}
 
 
-def _meta(**overrides) -> Dict[str, Any]:
+def _meta(**overrides) -> dict[str, Any]:
     meta = {
         "engine": "portable",
         "inputs": [
@@ -116,13 +116,13 @@ def _meta(**overrides) -> Dict[str, Any]:
     return meta
 
 
-def _alias(output="k_cache_out", input_="k_cache", **extra) -> Dict[str, Any]:
+def _alias(output="k_cache_out", input_="k_cache", **extra) -> dict[str, Any]:
     entry = {"output": output, "input": input_, "kind": "kv_cache_update", "ownership": "caller"}
     entry.update(extra)
     return entry
 
 
-def _summary(meta: B.DelegateMetadata) -> Dict[str, Any]:
+def _summary(meta: B.DelegateMetadata) -> dict[str, Any]:
     """What a reader must reproduce from an accepted blob."""
     return {
         "engine": meta.engine,
@@ -133,8 +133,8 @@ def _summary(meta: B.DelegateMetadata) -> Dict[str, Any]:
     }
 
 
-def blob_vectors() -> List[Dict[str, Any]]:
-    v: List[Dict[str, Any]] = []
+def blob_vectors() -> list[dict[str, Any]]:
+    v: list[dict[str, Any]] = []
 
     def add(name, data, expect="invalid"):
         entry = {"name": name, "reader": "blob", "hex": data.hex(), "expect": expect}
@@ -479,7 +479,7 @@ def _raw_payload(
     *,
     version: int = P.VERSION,
     magic: bytes = P.MAGIC,
-    program_offset: int = None,
+    program_offset: int | None = None,
 ) -> bytes:
     desc = descriptor if isinstance(descriptor, bytes) else json.dumps(descriptor).encode()
     aligned = -(-(P.HEADER_SIZE + len(desc)) // P.PROGRAM_ALIGNMENT) * P.PROGRAM_ALIGNMENT
@@ -494,14 +494,14 @@ def _raw_payload(
     return body + b"\0" * max(0, offset - len(body)) + program
 
 
-def payload_summary(parsed: P.PortablePayload) -> Dict[str, Any]:
+def payload_summary(parsed: P.PortablePayload) -> dict[str, Any]:
     """What both readers must agree on for a payload that parses (the C++ reader's summary in
     tests/cpp/conformance_test.cpp)."""
     return {**parsed.descriptor.to_json(), "program_size": len(parsed.program)}
 
 
-def payload_vectors() -> List[Dict[str, Any]]:
-    v: List[Dict[str, Any]] = []
+def payload_vectors() -> list[dict[str, Any]]:
+    v: list[dict[str, Any]] = []
 
     def add(name, data, expect="invalid"):
         entry = {"name": name, "reader": "payload", "hex": data.hex(), "expect": expect}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import NoReturn
 
 import torch
 
@@ -42,7 +43,7 @@ def _steps():
     return [(torch.randn(1, WIDTH), torch.tensor([pos])) for pos in range(CACHE_LEN)]
 
 
-def _fail(message: str) -> "NoReturn":  # noqa: F821
+def _fail(message: str) -> NoReturn:
     print(f"installed_wheel_script: {message}", file=sys.stderr)
     sys.exit(1)
 

@@ -8,8 +8,8 @@ from absl.testing import absltest
 from executorch.exir import to_edge
 
 import decoder_models as dm
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import TensorRTPartitioner
 from executorch_trt.backend.bindings import binding_contract
 from executorch_trt.ops.kv_cache_update import kv_cache_update, kv_cache_update_out
@@ -179,9 +179,11 @@ class RuntimeLoadArgumentsTest(absltest.TestCase):
         import pathlib
 
         for path in ("nope.pte", pathlib.Path("/nonexistent/dir/model.pte")):
-            with self.subTest(path=path):
-                with self.assertRaisesRegex(FileNotFoundError, f"no such .pte file: '{path}'"):
-                    executorch_trt.runtime.load(path)
+            with (
+                self.subTest(path=path),
+                self.assertRaisesRegex(FileNotFoundError, f"no such .pte file: '{path}'"),
+            ):
+                executorch_trt.runtime.load(path)
 
     def test_directory_and_wrong_type(self):
         with self.assertRaisesRegex(IsADirectoryError, "expected a .pte file, got a directory"):

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Dict, List, Set
 
 from absl.testing import absltest
 from runfiles import Runfiles
@@ -25,7 +24,7 @@ PACKAGE = "executorch_trt"
 
 #: Layer -> the layers it may import (besides itself), lowest first. The root package
 #: (``executorch_trt/__init__.py``, the public API) may import every layer.
-LAYERS: Dict[str, Set[str]] = {
+LAYERS: dict[str, set[str]] = {
     "quiet": set(),
     "format": set(),
     "options": {"format"},
@@ -55,10 +54,10 @@ LAYERS: Dict[str, Set[str]] = {
 def _package_dir() -> str:
     spec = importlib.util.find_spec(PACKAGE)
     assert spec is not None and spec.submodule_search_locations
-    return list(spec.submodule_search_locations)[0]
+    return next(iter(spec.submodule_search_locations))
 
 
-def _modules() -> Dict[str, str]:
+def _modules() -> dict[str, str]:
     """``{dotted module name: path}`` of every module of the package."""
     root = _package_dir()
     found = {}
@@ -73,7 +72,7 @@ def _modules() -> Dict[str, str]:
     return found
 
 
-def _type_checking_only(node: ast.AST, parents: Dict[ast.AST, ast.AST]) -> bool:
+def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     while node in parents:
         node = parents[node]
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -81,14 +80,15 @@ def _type_checking_only(node: ast.AST, parents: Dict[ast.AST, ast.AST]) -> bool:
     return False
 
 
-def _imports(name: str, path: str, modules: Dict[str, str]) -> Set[str]:
+def _imports(name: str, path: str, modules: dict[str, str]) -> set[str]:
     """The package modules ``name`` imports (at any depth of its code, not under
     ``if TYPE_CHECKING:``), each with the package ``__init__`` modules importing it runs
     (except the root package's and those containing ``name``, which are initialising already)."""
-    tree = ast.parse(open(path).read(), path)
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     is_package = path.endswith("__init__.py")
-    targets: Set[str] = set()
+    targets: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Import, ast.ImportFrom)) or _type_checking_only(node, parents):
             continue
@@ -122,18 +122,18 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else PACKAGE
 
 
-def _graph() -> Dict[str, Set[str]]:
+def _graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _imports(name, path, modules) for name, path in modules.items()}
 
 
-def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan), and self-loops."""
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    stack: List[str] = []
-    on_stack: Set[str] = set()
-    found: List[List[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -253,8 +253,10 @@ class ArchitectureTest(absltest.TestCase):
             [
                 sys.executable,
                 "-c",
-                "import sys, executorch_trt; executorch_trt.export; "
-                "print(any(m.startswith('executorch.exir') for m in sys.modules))",
+                (
+                    "import sys, executorch_trt; executorch_trt.export; "
+                    "print(any(m.startswith('executorch.exir') for m in sys.modules))"
+                ),
             ],
             capture_output=True,
             text=True,

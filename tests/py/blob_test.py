@@ -6,8 +6,8 @@ import struct
 from absl.testing import absltest
 
 from executorch_trt.format import blob as B
-from executorch_trt.format import wire as W
 from executorch_trt.format import portable_payload as P
+from executorch_trt.format import wire as W
 
 
 def _metadata(**overrides):

@@ -1,4 +1,4 @@
-"""Sharing mutable buffers across methods (issue 9, item 6; ``executorch_trt.lowering.buffer_sharing``).
+"""Sharing mutable buffers across methods (``executorch_trt.lowering.buffer_sharing``).
 
 A buffer FQN mutated in one method and present in another is shared by ExecuTorch
 (``share_mutable_buffers``). ``executorch_trt.export`` allows that only for one model's state:

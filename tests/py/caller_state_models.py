@@ -48,7 +48,7 @@ def step_inputs(token: int, pos: int):
     return [torch.tensor([[token]]), torch.tensor([pos])]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_attention_pte(**options) -> bytes:
     """The ``.pte`` of ``TinyAttention(seed=0)`` through ``executorch_trt.export(**options)``
     with buffer names unless ``options`` say otherwise (cached per options)."""

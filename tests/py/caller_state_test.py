@@ -256,7 +256,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         # Against what is bound already, or the program's own storage of another buffer.
         prog.bind_buffer("k_cache", one)
         with self.assertRaisesRegex(
-            ValueError, "'v_cache'.*overlaps buffer 'k_cache' \(its current storage\)"
+            ValueError, r"'v_cache'.*overlaps buffer 'k_cache' \(its current storage\)"
         ):
             prog.bind_buffer("v_cache", one)
         fresh, _ = self._load()
@@ -267,7 +267,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         prog.bind_state(state)
         prog.bind_state(state)
         prog.bind_state({"k_cache": state["v_cache"], "v_cache": state["k_cache"]})
-        slab = torch.full((3,) + shape, 7.0)
+        slab = torch.full((3, *shape), 7.0)
         prog.bind_state({"k_cache": slab[0].zero_(), "v_cache": slab[2].zero_()})
         eager = _decode_vs_eager(forward, TOKENS_A)
         torch.testing.assert_close(slab[0], eager.k_cache)
@@ -317,9 +317,11 @@ class TinyAttentionStateTest(absltest.TestCase):
 
     def test_load_from_a_text_mode_file_says_binary(self):
         path = self.create_tempfile(content=self.pte, mode="wb").full_path
-        with open(path, "r", errors="ignore") as f:
-            with self.assertRaisesRegex(TypeError, "text mode.*open the file in binary mode") as e:
-                runtime.load(f)
+        with (
+            open(path, errors="ignore") as f,
+            self.assertRaisesRegex(TypeError, "text mode.*open the file in binary mode") as e,
+        ):
+            runtime.load(f)
         self.assertLess(len(str(e.exception)), 400, "no dump of the file's contents")
         with open(path, "rb") as f:
             self.assertEqual(runtime.load(f).buffer_names, CACHES)

@@ -14,7 +14,7 @@ from absl.testing import absltest
 
 import delegate_library
 import executorch_trt
-import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # defines executorch::alias / update_cross_attn_cache
 
 SHAPE = (1, 2, 4, 3)
 

@@ -6,12 +6,12 @@ recomputes each layer's K from x; later steps (other x) must reuse it. Checked a
 reference written without ``cond`` (eager ``executorch::alias`` trips PyTorch's aliasing
 check), through ``executorch_trt.export`` (the whole cond inside the delegate, issue 11 item
 3), through the composable path (no explicit expose call:
-``to_edge_transform_and_lower`` with ``TensorRTPartitioner`` records the writes) and through plain ``to_edge`` +
-``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file: outputs
-equal at every step, the caches are mutable buffers (no constant, no copy per call), the two
-layers do not see each other's K (ExecuTorch #21490's shared branch arena), the recompute
-branch runs only while a cache is zero (``runtime.cross_attn_cache_updates``), and zeroing is
-what starts a new utterance (a fresh load recomputes).
+``to_edge_transform_and_lower`` with ``TensorRTPartitioner`` records the writes) and through plain
+``to_edge`` + ``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file:
+outputs equal at every step, the caches are mutable buffers (no constant, no copy per call), the two
+layers do not see each other's K (ExecuTorch #21490's shared branch arena), the recompute branch
+runs only while a cache is zero (``runtime.cross_attn_cache_updates``), and zeroing is what starts a
+new utterance (a fresh load recomputes).
 """
 
 import os
@@ -23,7 +23,7 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
-import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # defines executorch::alias / update_cross_attn_cache
 from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 

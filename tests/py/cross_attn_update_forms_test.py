@@ -29,7 +29,7 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
-import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # defines executorch::alias / update_cross_attn_cache
 from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 
@@ -388,9 +388,8 @@ class RefusedFormsTest(absltest.TestCase):
     def _refused(self, model, args, pattern):
         with torch.no_grad():
             ep = torch.export.export(model, args)
-        with self.assertRaisesRegex(ValueError, pattern):
-            with torch.no_grad():
-                executorch_trt.export(ep)
+        with self.assertRaisesRegex(ValueError, pattern), torch.no_grad():
+            executorch_trt.export(ep)
 
     def test_a_cache_passed_as_a_method_input(self):
         v, c = torch.randn(2, 1, 2, 4), torch.zeros(2, 1, 4, 4)

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
-
 import torch
 import torch.nn.functional as F
 
@@ -23,7 +21,7 @@ class CacheModule(torch.nn.Module):
     """A test module with one mutable buffer ``cache``: ``initial()`` (zeros of ``SHAPE``
     unless a subclass says otherwise). Subclasses write ``forward``."""
 
-    SHAPE: Tuple[int, ...] = (8, 4)
+    SHAPE: tuple[int, ...] = (8, 4)
 
     def initial(self) -> torch.Tensor:
         return torch.zeros(self.SHAPE)
@@ -126,7 +124,7 @@ class TinyDecoder(torch.nn.Module):
         self.state.copy_(0.5 * self.state + h.mean(1))
         return self.lm_head(self.norm(h))
 
-    def state_tensors(self) -> Dict[str, torch.Tensor]:
+    def state_tensors(self) -> dict[str, torch.Tensor]:
         """All mutable state by FQN, in ``ReadState`` output order."""
         out = {}
         for i, layer in enumerate(self.layers):
@@ -162,7 +160,7 @@ class ReadState(torch.nn.Module):
 
 def export_methods(
     decoder: TinyDecoder, prompt_len: int = 4
-) -> Dict[str, torch.export.ExportedProgram]:
+) -> dict[str, torch.export.ExportedProgram]:
     """``{"prefill", "decode", "read_state"}`` exported from one decoder (shared FQNs)."""
     with torch.no_grad():
         return {
@@ -179,7 +177,7 @@ def export_methods(
 
 def export_dynamic_prefill(
     decoder: TinyDecoder, example_len: int = 3
-) -> Dict[str, torch.export.ExportedProgram]:
+) -> dict[str, torch.export.ExportedProgram]:
     """``{"prefill", "decode", "read_state"}`` like ``export_methods``, but ``prefill`` takes
     any prompt length ``T`` in ``[1, decoder.max_seq]`` (``torch.export.Dim``; ``tokens[1, T]``
     and ``pos[T]`` share it), exported at ``example_len``."""
@@ -216,7 +214,7 @@ class ReorderedKV(torch.nn.Module):
         return (self.k_cache * 2).sum(-1)
 
     @staticmethod
-    def example_inputs() -> Tuple[torch.Tensor, torch.Tensor]:
+    def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
         return torch.tensor([2]), torch.randn(1, 1, 4)
 
 

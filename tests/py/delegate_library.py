@@ -48,7 +48,7 @@ def needs_library(cls):
     skips or fails every test of the class, and the class's setup does not run)."""
     setup = cls.setUpClass.__func__
 
-    def setUpClass(klass):  # noqa: N802 (unittest's name)
+    def setUpClass(klass):  # unittest's name
         require()
         setup(klass)
 

@@ -14,8 +14,8 @@ from absl.testing import absltest, parameterized
 
 import decoder_models as dm
 import delegate_library
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import runtime
 
 MAX_SEQ = 16
@@ -119,9 +119,11 @@ class DynamicPrefillTest(parameterized.TestCase):
             "17 tokens (above max)": (
                 (torch.zeros(1, MAX_SEQ + 1, dtype=torch.long), torch.arange(MAX_SEQ + 1)),
                 ValueError,
-                rf"method 'prefill': input 0 is tensor Long \[1, {MAX_SEQ + 1}\], expected "
-                rf"tensor Long with shape at most \[1, {MAX_SEQ}\], a dynamic shape whose "
-                rf"dimension 1 is {MAX_SEQ + 1} > {MAX_SEQ} \(set_input error",
+                (
+                    rf"method 'prefill': input 0 is tensor Long \[1, {MAX_SEQ + 1}\], expected "
+                    rf"tensor Long with shape at most \[1, {MAX_SEQ}\], a dynamic shape whose "
+                    rf"dimension 1 is {MAX_SEQ + 1} > {MAX_SEQ} \(set_input error"
+                ),
             ),
             "3 tokens, 2 positions": (
                 (torch.zeros(1, 3, dtype=torch.long), torch.arange(2)),

@@ -21,14 +21,16 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import torch  # noqa: E402
-from absl.testing import absltest  # noqa: E402
+import torch
+from absl.testing import absltest
 
-import delegate_library  # noqa: E402
-import llm_test_models as M  # noqa: E402
-from executorch_trt import runtime  # noqa: E402
-from executorch_trt.llm import SUPPORTED_ARCHITECTURES  # noqa: E402
-from executorch_trt.llm import cli  # noqa: E402
+import delegate_library
+import llm_test_models as M
+from executorch_trt import runtime
+from executorch_trt.llm import (
+    SUPPORTED_ARCHITECTURES,
+    cli,
+)
 
 LAUNCHER = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "export_llm.py"
@@ -39,7 +41,7 @@ MAX_SEQ_LEN = 16
 def _run_main(argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = cli.main(["export_llm"] + argv)
+        status = cli.main(["export_llm", *argv])
     return status, out.getvalue(), err.getvalue()
 
 
@@ -183,11 +185,11 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
         self.assert_usage_error(self._args(**{"--output": None}), "--output is required")
 
     def test_malformed_flags(self):
-        self.assert_usage_error(self._args() + ["--bogus"], "Unknown command line flag 'bogus'")
+        self.assert_usage_error([*self._args(), "--bogus"], "Unknown command line flag 'bogus'")
         self.assert_usage_error(self._args(**{"--max-seq-len": "ten"}), "--max-seq-len=ten")
         self.assert_usage_error(self._args(**{"--max-seq-len": "1"}), "--max-seq-len=1", ">= 2")
         self.assert_usage_error(self._args(**{"--engine": "cuda"}), "--engine=cuda")
-        self.assert_usage_error(self._args() + ["stray"], "unexpected arguments ['stray']")
+        self.assert_usage_error([*self._args(), "stray"], "unexpected arguments ['stray']")
 
     def test_missing_model_directory(self):
         missing = os.path.join(self.tmp, "no_such_dir")

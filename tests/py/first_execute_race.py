@@ -34,15 +34,16 @@ def run(method, barrier=None):
 
 
 def main(path: str, rounds: int) -> int:
-    pte = open(path, "rb").read()
+    with open(path, "rb") as f:
+        pte = f.read()
     results = []
     for _ in range(rounds):
         methods = [runtime.load(pte).load_method("forward") for _ in range(2)]
         barrier = threading.Barrier(2)
         outs = [None, None]
 
-        def worker(i):
-            outs[i] = run(methods[i], barrier)
+        def worker(i):  # the threads are joined within this iteration
+            outs[i] = run(methods[i], barrier)  # noqa: B023
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
         for t in threads:

@@ -18,8 +18,8 @@ import torch
 from absl.testing import absltest, parameterized
 
 import delegate_library
-import hf_models as H
 import executorch_trt
+import hf_models as H
 from executorch_trt import runtime
 
 

@@ -38,7 +38,7 @@ class ReadCaches(torch.nn.Module):
             self.register_buffer(name, buf, persistent=False)
 
     def forward(self, x):
-        return (x + 0,) + tuple(getattr(self, n) + 0 for n in self.names)
+        return (x + 0, *(getattr(self, n) + 0 for n in self.names))
 
 
 @delegate_library.needs_library

@@ -27,18 +27,18 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import json
+import sys
+import time
+import warnings
 
-import torch  # noqa: E402
-from absl.testing import absltest  # noqa: E402
+import torch
+from absl.testing import absltest
 
-import executorch_trt  # noqa: E402
-import delegate_library  # noqa: E402
-import hf_models as hm  # noqa: E402
-from executorch_trt.format.wire import BACKEND_ID  # noqa: E402
+import delegate_library
+import executorch_trt
+import hf_models as hm
+from executorch_trt.format.wire import BACKEND_ID
 
 _ROWS = []
 

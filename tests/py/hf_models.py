@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -210,7 +210,7 @@ class ProgramSession:
         self.methods = {n: self.program.load_method(n) for n in self.program.method_names}
         self.encoder_decoder = encoder_decoder
         self.encoder_out = None
-        self.copied: List[Tuple[str, int]] = []
+        self.copied: list[tuple[str, int]] = []
 
     def _execute(self, method, inputs):
         before = self._runtime.bytes_copied()
@@ -255,7 +255,7 @@ class Family:
     encoder_decoder: bool = False
 
     @property
-    def methods(self) -> Tuple[str, ...]:
+    def methods(self) -> tuple[str, ...]:
         return ("encoder", "prefill", "decode") if self.encoder_decoder else ("prefill", "decode")
 
     def model(self) -> torch.nn.Module:
@@ -269,7 +269,7 @@ class Family:
         g = torch.Generator().manual_seed(SEED + 1)
         return torch.randint(3, VOCAB, (1, PROMPT_LEN), generator=g)
 
-    def context(self) -> Optional[torch.Tensor]:
+    def context(self) -> torch.Tensor | None:
         """The encoder's input (Whisper: seeded log-mel features), else None."""
         if not self.encoder_decoder:
             return None
@@ -279,7 +279,7 @@ class Family:
     def eager(self, model):
         return WhisperEager(model) if self.encoder_decoder else DecoderOnlyEager(model)
 
-    def export_methods(self, model) -> Dict[str, "torch.export.ExportedProgram"]:
+    def export_methods(self, model) -> dict[str, torch.export.ExportedProgram]:
         """``{method: ExportedProgram}`` through transformers' wrappers, static shapes."""
         prompt = self.prompt()
         t = prompt.shape[1]
@@ -320,7 +320,7 @@ class Family:
             }
 
 
-FAMILIES: Dict[str, Family] = {
+FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
         Family("llama", _llama),
@@ -348,7 +348,7 @@ class StepResult:
 
 def greedy_decode(
     family: Family, model, program_buffer: bytes, steps: int = DECODE_STEPS
-) -> Tuple[List[StepResult], dict]:
+) -> tuple[list[StepResult], dict]:
     """Prefill plus ``steps`` greedy decode steps on the program and on a fresh eager wrapper.
     Eager's token is fed to both sides (teacher forcing), so one differing token is reported
     at its step instead of derailing the rest. Returns the steps and ``extra``: ``inputs``
@@ -397,20 +397,20 @@ def greedy_decode(
 # --- plan checks (to be replaced by executorch_trt.inspect) ----------------------------------
 
 
-def delegate_backends(et, method: str) -> List[str]:
+def delegate_backends(et, method: str) -> list[str]:
     """Backend ids of the method's DelegateCall instructions, in execution order."""
     plan = lu.execution_plan(et, method)
     calls = [a for a in lu.instructions(plan) if type(a).__name__ == "DelegateCall"]
     return [plan.delegates[c.delegate_index].id for c in calls]
 
 
-def operators_outside(et, method: str) -> List[str]:
+def operators_outside(et, method: str) -> list[str]:
     """Operators ExecuTorch runs itself in the method (outside every delegate)."""
     plan = lu.execution_plan(et, method)
     return [o.name + ("." + o.overload if o.overload else "") for o in plan.operators]
 
 
-def state_write_backs(et, method: str) -> List[Tuple[str, int]]:
+def state_write_backs(et, method: str) -> list[tuple[str, int]]:
     """``(buffer name, bytes per call)`` of every mutable buffer (state) that ExecuTorch copies
     back in ``method`` (``executorch_trt.inspect``: update mode ``written_back``). Empty means
     no state is copied per call."""
@@ -431,13 +431,13 @@ MATRIX_END = "===== END hf coverage matrix ====="
 
 def matrix_row(
     name: str,
-    delegates: Dict[str, Sequence[str]],
-    write_back_bytes: Dict[str, int],
-    copied: Sequence[Tuple[str, int]],
+    delegates: dict[str, Sequence[str]],
+    write_back_bytes: dict[str, int],
+    copied: Sequence[tuple[str, int]],
     steps: Sequence[StepResult],
     export_s: float,
     run_s: float,
-) -> Dict[str, object]:
+) -> dict[str, object]:
     """A row as a dict (for JSON) with ``"markdown"`` the table row. State bytes copied per
     step, per method = ``executorch_trt.inspect``'s state bytes copied per call (ExecuTorch's
     write-backs plus the delegate's reflect copies, from the plan), or the delegate's largest
@@ -465,7 +465,8 @@ def matrix_row(
     fmt = lambda d: ", ".join(f"{m} {v}" for m, v in d.items())  # noqa: E731
     row["markdown"] = (
         f"| {name} | {fmt(row['delegates'])} | {fmt(per_method)} | {max_diff:.2e} | "
-        f"{tol:.0e} | {'equal' if tokens_equal else 'DIFFER'} (prefill + {len(steps) - 1} decode) | "
+        f"{tol:.0e} | {'equal' if tokens_equal else 'DIFFER'} "
+        f"(prefill + {len(steps) - 1} decode) | "
         f"{export_s:.1f} | {run_s:.1f} |"
     )
     return row

@@ -15,7 +15,7 @@ LAYER = ""
 class LayerImportsTest(absltest.TestCase):
     def test_every_module_of_the_layer_imports(self):
         spec = importlib.util.find_spec("executorch_trt")
-        root = list(spec.submodule_search_locations)[0]
+        root = next(iter(spec.submodule_search_locations))
         folder = os.path.join(root, LAYER)
         if os.path.isdir(folder):
             names = []

@@ -19,16 +19,16 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import torch  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
+import torch
+from absl.testing import absltest, parameterized
 
-import delegate_library  # noqa: E402
-import executorch_trt  # noqa: E402
-import hf_models as H  # noqa: E402
-from executorch_trt import runtime  # noqa: E402
+import delegate_library
+import executorch_trt
+import hf_models as H
+from executorch_trt import runtime
 from executorch_trt.llm import (
+    SUPPORTED_ARCHITECTURES,
     CheckpointError,
-    SUPPORTED_ARCHITECTURES,  # noqa: E402
     UnsupportedArchitectureError,
     export_llm,
 )
@@ -221,8 +221,10 @@ class RefusalsTest(absltest.TestCase):
             (dict(max_seq_len=1), "max_seq_len must be at least 2"),
             (
                 dict(max_seq_len=16, max_context_len=8),
-                r"max_context_len \(8.*at least "
-                r"max_seq_len \(16\)",
+                (
+                    r"max_context_len \(8.*at least "
+                    r"max_seq_len \(16\)"
+                ),
             ),
             (
                 dict(max_seq_len=16, max_context_len=65),

@@ -17,14 +17,14 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-from absl.testing import absltest  # noqa: E402
+from absl.testing import absltest
 
-import delegate_library  # noqa: E402
-import executorch_trt  # noqa: E402
-import llm_test_models as M  # noqa: E402
-from executorch_trt.llm import export_llm  # noqa: E402
-from executorch_trt.llm.decoder_programs import export_decoder_methods  # noqa: E402
-from executorch_trt.llm.metadata import llm_metadata  # noqa: E402
+import delegate_library
+import executorch_trt
+import llm_test_models as M
+from executorch_trt.llm import export_llm
+from executorch_trt.llm.decoder_programs import export_decoder_methods
+from executorch_trt.llm.metadata import llm_metadata
 
 MAX_SEQ_LEN = 48
 PROMPT = "hello world, this is a test."

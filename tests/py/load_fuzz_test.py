@@ -87,8 +87,10 @@ class LoadFuzzTest(absltest.TestCase):
         outcomes = {"ok": 0, "error": 0}
 
         def launch(first, count):
-            # ExecuTorch's log lines may quote corrupt bytes.
-            log = open(os.path.join(tmp, f"worker_{first}.log"), "w+", errors="replace")
+            # ExecuTorch's log lines may quote corrupt bytes. Open for the worker's lifetime:
+            # closed once its outcome is read below.
+            log_path = os.path.join(tmp, f"worker_{first}.log")
+            log = open(log_path, "w+", errors="replace")  # noqa: SIM115
             proc = subprocess.Popen(
                 [sys.executable, script, base_path, str(SEED), str(first), str(count)],
                 env=env,

@@ -80,7 +80,8 @@ def mutate(pte: bytes, seed: int, index: int) -> bytes:
 def main(base_path: str, seed: int, first: int, count: int) -> int:
     from executorch_trt import runtime
 
-    base = open(base_path, "rb").read()
+    with open(base_path, "rb") as f:
+        base = f.read()
     for i in range(first, first + count):
         pte = mutate(base, seed, i)
         print(f"S {i}", flush=True)

@@ -10,11 +10,11 @@ from executorch.exir._serialize._program import deserialize_pte_binary
 from torch.export.graph_signature import OutputKind
 
 import decoder_models as dm
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import TensorRTPartitioner
-from executorch_trt.format.portable_payload import read_portable_payload
 from executorch_trt.engines.portable.shared_data import CONSTANT_KEY_PREFIX
+from executorch_trt.format.portable_payload import read_portable_payload
 from executorch_trt.graph.operator_support import schema_name
 
 
@@ -77,7 +77,7 @@ class InplaceEmissionTest(absltest.TestCase):
     """Default export: the DelegateCall passes the cache's value id as input and output; no
     write-back copy_; no extra cache-sized tensor."""
 
-    CACHE_SHAPE = [1, 6, 4]
+    CACHE_SHAPE = (1, 6, 4)
 
     def _plan(self, et):
         return lu.execution_plan(et, "forward")
@@ -358,11 +358,12 @@ class MultiOutputOps(torch.nn.Module):
 
 
 class Counter(torch.nn.Module):
-    """``forward(x[n, 4]) -> x * steps`` with ``steps`` ``[n, 1]`` int64 state, ``+= 1`` per call."""
+    """``forward(x[n, 4]) -> x * steps`` with ``steps`` ``[n, 1]`` int64 state, ``+= 1`` per
+    call."""
 
     def __init__(self, shape=(1,)):
         super().__init__()
-        self.register_buffer("steps", torch.zeros(shape + (1,), dtype=torch.int64))
+        self.register_buffer("steps", torch.zeros((*shape, 1), dtype=torch.int64))
 
     def forward(self, x):
         self.steps.add_(1)

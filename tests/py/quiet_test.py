@@ -8,8 +8,8 @@ torch's ``LeafSpec`` deprecation, ExecuTorch's buffer initial-state warning, Exe
 lines). The product's own ``NotInPlaceWarning`` still shows by default, alone. Engine: portable.
 
 ExecuTorch's "Mutation on a buffer ... meaningless initial state" warning is dropped only for
-buffers whose initial state is defined (``lowering/emitter_fixes.py``): a plain ExecuTorch program of the
-same model, whose buffer is left uninitialised, still warns.
+buffers whose initial state is defined (``lowering/emitter_fixes.py``): a plain ExecuTorch program
+of the same model, whose buffer is left uninitialised, still warns.
 """
 
 import os

@@ -15,8 +15,8 @@ from executorch.exir import to_edge_transform_and_lower
 
 import decoder_models as dm
 import delegate_library
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import runtime
 
 PROMPT_LEN = 4

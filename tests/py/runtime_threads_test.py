@@ -23,8 +23,8 @@ from absl.testing import absltest
 
 import caller_state_models as csm
 import delegate_library
-from executorch_trt.format import blob
 from executorch_trt import runtime
+from executorch_trt.format import blob
 from executorch_trt.format.wire import BLOB_CHECKSUM_OFFSET, BLOB_MAGIC
 
 PROCESSES = 2
@@ -82,7 +82,7 @@ class SharedProgramTest(absltest.TestCase):
 
         half = csm.CACHE_LEN // 2
         threads = [
-            threading.Thread(target=worker, args=(range(0, half),)),
+            threading.Thread(target=worker, args=(range(half),)),
             threading.Thread(target=worker, args=(range(half, csm.CACHE_LEN),)),
         ]
         for t in threads:

@@ -147,7 +147,7 @@ class WhisperCrossAttnTest(absltest.TestCase):
 
     def test_the_swap_computes_what_transformers_computes(self):
         model = W.build_model()  # unmodified attention, no cache: the whole sequence per call
-        for u, utt in enumerate(self.want):
+        for u in range(len(self.want)):
             ids = torch.tensor([list(W.PREFIX) + self._tokens(u)[:-1]])
             with torch.no_grad():
                 hf = model(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -32,15 +31,15 @@ class AliasDecision:
       back. The reasons are for people (export warnings, ``inspect``), not for the runtime.
     """
 
-    aliases: Tuple[AliasedIO, ...]
-    not_in_place: Dict[str, str]
+    aliases: tuple[AliasedIO, ...]
+    not_in_place: dict[str, str]
     #: ``{output name: bytes}`` for aliased updates that write back a *view* of their buffer
     #: (``KVCacheUpdatePass.VIEW_COPY_BYTES``): in place at the program level, but the engine
     #: copies that view out and back on every call.
-    view_copies: Dict[str, int] = dataclasses.field(default_factory=dict)
+    view_copies: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def _memory_readers(node: torch.fx.Node) -> List[torch.fx.Node]:
+def _memory_readers(node: torch.fx.Node) -> list[torch.fx.Node]:
     """Nodes that read ``node``'s memory: its users, and through ``view_copy`` (which
     ExecuTorch turns into a view of the same memory) the users of those views."""
     readers, stack = [], list(node.users)
@@ -52,7 +51,7 @@ def _memory_readers(node: torch.fx.Node) -> List[torch.fx.Node]:
     return readers
 
 
-def _ancestors(node: torch.fx.Node) -> Set[torch.fx.Node]:
+def _ancestors(node: torch.fx.Node) -> set[torch.fx.Node]:
     seen, stack = set(), list(node.all_input_nodes)
     while stack:
         n = stack.pop()
@@ -62,7 +61,7 @@ def _ancestors(node: torch.fx.Node) -> Set[torch.fx.Node]:
     return seen
 
 
-def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> Optional[str]:
+def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> str | None:
     """Why ``out = kv_cache_update(cache, ...)`` cannot write ``cache`` in place, or ``None``.
 
     Safe exactly when every other reader of the cache's memory runs before the update on
@@ -113,9 +112,9 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
     inputs = {n.name: n for n in contract.input_nodes}
     outputs = {n.name: n for n in contract.output_nodes if isinstance(n, torch.fx.Node)}
     shared = set(options.shared_inputs)
-    aliases: List[AliasedIO] = []
-    reasons: Dict[str, str] = {}
-    view_copies: Dict[str, int] = {}
+    aliases: list[AliasedIO] = []
+    reasons: dict[str, str] = {}
+    view_copies: dict[str, int] = {}
     for out_name, in_name in options.buffer_updates:
         out, inp = outputs.get(out_name), inputs.get(in_name)
         if out is None or inp is None:
@@ -163,7 +162,7 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
     return AliasDecision(tuple(aliases), reasons, view_copies)
 
 
-def _cond_cache_operand(out: torch.fx.Node) -> Optional[torch.fx.Node]:
+def _cond_cache_operand(out: torch.fx.Node) -> torch.fx.Node | None:
     """The ``cond`` operand that output ``out`` is, when ``out`` is ``getitem(cond, j)`` and
     both branches return that operand as a cross-attention cache; else ``None``."""
     if out.op != "call_function" or out.target is not operator.getitem:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -37,12 +37,12 @@ from executorch_trt.graph.dynamic_shapes import (
 class BindingContract:
     """Bindings in delegate argument order, plus the output/input nodes they came from."""
 
-    inputs: Tuple[Binding, ...]
-    outputs: Tuple[Binding, ...]
-    input_nodes: Tuple[torch.fx.Node, ...]
-    output_nodes: Tuple[torch.fx.Node, ...]
+    inputs: tuple[Binding, ...]
+    outputs: tuple[Binding, ...]
+    input_nodes: tuple[torch.fx.Node, ...]
+    output_nodes: tuple[torch.fx.Node, ...]
     #: The dynamic dimensions the bindings name (blob format version 2), in first-use order.
-    symbols: Tuple[SymbolRange, ...] = ()
+    symbols: tuple[SymbolRange, ...] = ()
 
 
 def _contiguous(val: torch.Tensor) -> bool:
@@ -59,8 +59,8 @@ def _dimension(
     name: str,
     dim: int,
     node: torch.fx.Node,
-    symbols: Dict[str, SymbolRange],
-    ranges: Dict[str, Tuple[int, int]],
+    symbols: dict[str, SymbolRange],
+    ranges: dict[str, tuple[int, int]],
 ) -> Dimension:
     """Dimension ``dim`` of binding ``name``: ``size`` itself when static; for a symbolic size
     that is a single symbol (a ``torch.export.Dim``), the symbol's name, recording its range in
@@ -104,8 +104,8 @@ def _dimension(
 def _binding(
     name: str,
     node: torch.fx.Node,
-    symbols: Dict[str, SymbolRange],
-    ranges: Dict[str, Tuple[int, int]],
+    symbols: dict[str, SymbolRange],
+    ranges: dict[str, tuple[int, int]],
 ) -> Binding:
     """The ``Binding`` of partition input/output ``node``; a dynamic dimension becomes its
     symbol's name with the range recorded in ``symbols`` (``_dimension``). Raises
@@ -142,7 +142,7 @@ def _binding(
 
 
 def binding_contract(
-    ep: ExportedProgram, symbol_ranges: Sequence[Tuple[str, int, int]] = ()
+    ep: ExportedProgram, symbol_ranges: Sequence[tuple[str, int, int]] = ()
 ) -> BindingContract:
     """Builds the ordered bindings of partition program ``ep``; ``symbol_ranges``
     (``CompileOptions.symbol_ranges``, keyed by the shape environment's symbol, ``"s58"``)
@@ -177,7 +177,7 @@ def binding_contract(
             f"{[getattr(n, 'name', n) for n in output_nodes]} vs graph_signature.user_outputs "
             f"{list(sig.user_outputs)}"
         )
-    symbols: Dict[str, SymbolRange] = {}
+    symbols: dict[str, SymbolRange] = {}
     ranges = {name: (lo, hi) for name, lo, hi in symbol_ranges}
     inputs = tuple(_binding(n.name, n, symbols, ranges) for n in placeholders)
     given = set(symbols)
@@ -201,7 +201,7 @@ def binding_contract(
     )
 
 
-def _dim_name(size) -> Optional[str]:
+def _dim_name(size) -> str | None:
     """The name the user gave dynamic size ``size`` (a ``SymInt`` that is one symbol), e.g.
     ``"T"`` for ``torch.export.Dim("T", ...)``, from its shape environment: the symbol's
     sources (``var_to_sources``, e.g. ``L['tokens'].size()[1]``) and the names the export
@@ -217,14 +217,14 @@ def _dim_name(size) -> Optional[str]:
 
 
 def _user_symbol_names(
-    nodes: Sequence[torch.fx.Node], symbols: Dict[str, SymbolRange]
-) -> Dict[str, str]:
+    nodes: Sequence[torch.fx.Node], symbols: dict[str, SymbolRange]
+) -> dict[str, str]:
     """``{symbol key (str(expr)): the name the blob records}``: the user's ``Dim`` name
     (``_dim_name``) where there is one and no other symbol of the blob would record the same
     name, else the shape environment's own (``"s58"``). The runtime's messages name a dynamic
     size by what the blob records, and ``Dim("T")`` is what the user wrote; the names of one
     blob must stay unique (FORMAT.md)."""
-    preferred: Dict[str, str] = {}
+    preferred: dict[str, str] = {}
     for node in nodes:
         val = node.meta.get("val")
         for size in getattr(val, "shape", ()):
@@ -244,7 +244,7 @@ def _user_symbol_names(
             chosen[key] = key
 
 
-def _renamed(bindings: Tuple[Binding, ...], names: Dict[str, str]) -> Tuple[Binding, ...]:
+def _renamed(bindings: tuple[Binding, ...], names: dict[str, str]) -> tuple[Binding, ...]:
     return tuple(
         dataclasses.replace(
             b, shape=tuple(names.get(d, d) if isinstance(d, str) else d for d in b.shape)

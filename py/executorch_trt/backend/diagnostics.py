@@ -17,7 +17,7 @@ import dataclasses
 import operator
 import types
 import warnings
-from typing import Dict, Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 from executorch.exir.delegate import executorch_call_delegate
@@ -29,7 +29,6 @@ from executorch_trt.graph.operator_support import op_name
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.buffer_to_buffer_writes import SNAPSHOT_OF
 from executorch_trt.passes.kv_cache_writes import SUPPORTED_FORMS
-
 
 FORMS = "; ".join(SUPPORTED_FORMS)
 
@@ -78,8 +77,10 @@ def _delegate_output_reason(
     backend = getattr(lowered, "backend_id", "?")
     if backend != BACKEND_ID:
         return (
-            f"it is updated inside the {backend} delegate, which returns the new value as a "
-            "separate output",
+            (
+                f"it is updated inside the {backend} delegate, which returns the new value as a "
+                "separate output"
+            ),
             False,
         )
     options = CompileOptions.from_compile_specs(lowered.compile_specs)
@@ -106,24 +107,28 @@ def _delegate_output_reason(
     if buffer not in call.args[1:] and readers:
         reader = readers[0]
         return (
-            f"the old value is read outside this delegate call by "
-            f"{op_name(reader)} ({reader.name}), so the delegate "
-            "cannot write the new value into the buffer",
+            (
+                f"the old value is read outside this delegate call by "
+                f"{op_name(reader)} ({reader.name}), so the delegate "
+                "cannot write the new value into the buffer"
+            ),
             False,
         )
     return (
-        "the partitioner did not record this delegate output as the buffer's new value "
-        "(partition it with executorch_trt.TensorRTPartitioner)",
+        (
+            "the partitioner did not record this delegate output as the buffer's new value "
+            "(partition it with executorch_trt.TensorRTPartitioner)"
+        ),
         False,
     )
 
 
 def explain_write_back(
     graph_module: torch.fx.GraphModule,
-    graph_signature: Optional[ExportGraphSignature],
+    graph_signature: ExportGraphSignature | None,
     copy_node: torch.fx.Node,
     method: str,
-) -> Optional[WriteBack]:
+) -> WriteBack | None:
     """A ``WriteBack`` for the write-back ``copy_(buffer, src)`` ``copy_node`` (as inserted by
     ExecuTorch's ``insert_write_back_for_buffers_pass``), or ``None`` if ``copy_node`` is not
     one."""
@@ -187,7 +192,7 @@ def report_write_backs(write_backs: Sequence[WriteBack], require_inplace: bool) 
 
 
 def report_view_copies(
-    view_copies: Dict[str, int], buffer_of: Dict[str, str], require_inplace: bool
+    view_copies: dict[str, int], buffer_of: dict[str, str], require_inplace: bool
 ) -> None:
     """Warns (``NotInPlaceWarning``) or, with ``require_inplace``, raises
     ``NotInPlaceError`` for in-place updates that write back a *view* of their buffer

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-from typing import List
-
 import torch
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -32,7 +30,7 @@ class TensorRTBackend(BackendDetails):
 
     @staticmethod
     def preprocess(
-        edge_program: ExportedProgram, compile_specs: List[CompileSpec]
+        edge_program: ExportedProgram, compile_specs: list[CompileSpec]
     ) -> PreprocessResult:
         """Compiles one partition into a delegate blob.
 
@@ -55,7 +53,7 @@ class TensorRTBackend(BackendDetails):
 
     @staticmethod
     def _preprocess(
-        edge_program: ExportedProgram, compile_specs: List[CompileSpec]
+        edge_program: ExportedProgram, compile_specs: list[CompileSpec]
     ) -> PreprocessResult:
         options = CompileOptions.from_compile_specs(compile_specs)
         engine = get_engine(options.engine)

@@ -8,10 +8,10 @@ partitioner asks the selected engine.
 
 from __future__ import annotations
 
-from typing import FrozenSet, Iterable
+from collections.abc import Iterable
 
 
-def _aten(names: Iterable[str]) -> FrozenSet[str]:
+def _aten(names: Iterable[str]) -> frozenset[str]:
     return frozenset(f"aten::{n}" for n in names)
 
 

@@ -7,9 +7,9 @@ receives::
     [64-byte header][UTF-8 JSON metadata][pad to 16][engine payload]
 
 Header (little-endian): magic ``b"ETRT"``, ``header_size`` u32 (64), ``format_version`` u32
-(1, or 2 when a binding has a dynamic dimension), reserved u32, ``required_features`` u64, ``metadata_offset``/``metadata_size`` u64,
-``payload_offset`` (16-byte aligned)/``payload_size`` u64, ``checksum`` u64. The constants are
-in ``executorch_trt.format.wire``.
+(1, or 2 when a binding has a dynamic dimension), reserved u32, ``required_features`` u64,
+``metadata_offset``/``metadata_size`` u64, ``payload_offset`` (16-byte aligned)/``payload_size``
+u64, ``checksum`` u64. The constants are in ``executorch_trt.format.wire``.
 
 The writer always sets the ``CHECKSUM`` feature: ``checksum`` is the BLAKE2b-64 (RFC 7693,
 8-byte digest, read little-endian) of every byte from ``metadata_offset`` to the end of the
@@ -37,7 +37,7 @@ import dataclasses
 import hashlib
 import json
 import struct
-from typing import Any, Dict, Tuple, Union
+from typing import Any
 
 from executorch_trt.format.wire import (
     ALIAS_KINDS,
@@ -101,7 +101,7 @@ class BlobHeader:
 
 
 #: One binding dimension: a static size, or the name of a ``SymbolRange`` (format version 2).
-Dimension = Union[int, str]
+Dimension = int | str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,13 +112,13 @@ class Binding:
 
     name: str
     dtype: str
-    shape: Tuple[Dimension, ...]
+    shape: tuple[Dimension, ...]
 
     @property
     def is_static(self) -> bool:
         return all(isinstance(d, int) for d in self.shape)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
 
 
@@ -134,7 +134,7 @@ class SymbolRange:
     max: int
     opt: int
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -152,7 +152,7 @@ class AliasedIO:
     kind: str = ALIAS_KV_CACHE_UPDATE
     ownership: str = OWNERSHIP_CALLER
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -163,11 +163,11 @@ class DelegateMetadata:
     ``len(inputs) + j`` to ``outputs[j]`` (DESIGN.md contract 3)."""
 
     engine: str
-    inputs: Tuple[Binding, ...]
-    outputs: Tuple[Binding, ...]
-    aliased_io: Tuple[AliasedIO, ...] = ()
+    inputs: tuple[Binding, ...]
+    outputs: tuple[Binding, ...]
+    aliased_io: tuple[AliasedIO, ...] = ()
     #: The dynamic dimensions (format version 2); empty for a static delegate (version 1).
-    symbols: Tuple[SymbolRange, ...] = ()
+    symbols: tuple[SymbolRange, ...] = ()
 
     @property
     def format_version(self) -> int:
@@ -181,7 +181,7 @@ class DelegateMetadata:
             features |= Feature.ALIASED_IO | Feature.OWNERSHIP
         return int(features)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         obj = {
             "engine": self.engine,
             "inputs": [b.to_json() for b in self.inputs],
@@ -192,7 +192,7 @@ class DelegateMetadata:
             obj["symbols"] = [s.to_json() for s in self.symbols]
         return obj
 
-    def aliased_output_to_input(self) -> Dict[int, int]:
+    def aliased_output_to_input(self) -> dict[int, int]:
         """Maps an output position to the input position it aliases (delegate argument
         indices, not names)."""
         in_pos = {b.name: i for i, b in enumerate(self.inputs)}
@@ -353,7 +353,7 @@ def parse_json(text: bytes) -> Any:
     return obj
 
 
-def _string(obj: Dict[str, Any], key: str, where: str) -> str:
+def _string(obj: dict[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
     if key not in obj:
         raise ValueError(f"delegate blob: {where} has no '{key}'")
@@ -393,7 +393,7 @@ def _parse_symbol(entry: Any, index: int) -> SymbolRange:
     return SymbolRange(name, lo, hi, opt)
 
 
-def _parse_symbols(obj: Dict[str, Any], version: int) -> Tuple[SymbolRange, ...]:
+def _parse_symbols(obj: dict[str, Any], version: int) -> tuple[SymbolRange, ...]:
     if "symbols" not in obj:
         return ()
     if version < BLOB_FORMAT_VERSION_DYNAMIC:
@@ -411,7 +411,7 @@ def _parse_symbols(obj: Dict[str, Any], version: int) -> Tuple[SymbolRange, ...]
     return symbols
 
 
-def _parse_binding(entry: Any, where: str, symbols: Dict[str, SymbolRange]) -> Binding:
+def _parse_binding(entry: Any, where: str, symbols: dict[str, SymbolRange]) -> Binding:
     if not isinstance(entry, dict):
         raise ValueError(f"delegate blob: {where} is not an object")
     name = _string(entry, "name", where)
@@ -441,8 +441,8 @@ def _parse_binding(entry: Any, where: str, symbols: Dict[str, SymbolRange]) -> B
 
 
 def _parse_bindings(
-    obj: Dict[str, Any], key: str, symbols: Dict[str, SymbolRange]
-) -> Tuple[Binding, ...]:
+    obj: dict[str, Any], key: str, symbols: dict[str, SymbolRange]
+) -> tuple[Binding, ...]:
     entries = obj.get(key)
     if key not in obj:
         raise ValueError(f"delegate blob: metadata has no '{key}'")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-from typing import Any, Dict, Tuple
+from typing import Any
 
 from executorch_trt.format.blob import parse_json
 from executorch_trt.format.scalar_types import TORCH_DTYPES
@@ -61,10 +61,10 @@ class ConstantLayout:
     """
 
     scalar_type: int
-    sizes: Tuple[int, ...]
-    dim_order: Tuple[int, ...]
+    sizes: tuple[int, ...]
+    dim_order: tuple[int, ...]
 
-    def to_json(self) -> Dict[str, object]:
+    def to_json(self) -> dict[str, object]:
         return {
             "scalar_type": self.scalar_type,
             "sizes": list(self.sizes),
@@ -77,11 +77,11 @@ class PortableDescriptor:
     """Engine binding names in nested-method order, and the nested method's external
     constants' layouts by named-data key (``shared_data``)."""
 
-    inputs: Tuple[str, ...]
-    outputs: Tuple[str, ...]
-    constants: Tuple[Tuple[str, ConstantLayout], ...] = ()
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    constants: tuple[tuple[str, ConstantLayout], ...] = ()
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "inputs": list(self.inputs),
             "outputs": list(self.outputs),
@@ -140,7 +140,7 @@ def _validate_constant(key: object, layout: ConstantLayout) -> None:
         )
 
 
-def _parse_constants(entries: object) -> Tuple[Tuple[str, ConstantLayout], ...]:
+def _parse_constants(entries: object) -> tuple[tuple[str, ConstantLayout], ...]:
     """The descriptor's ``"constants"`` list; ``ValueError`` for a malformed entry."""
     if not isinstance(entries, list):
         raise ValueError("portable payload: descriptor 'constants' must be a list")

@@ -9,7 +9,6 @@ its engine (``executorch_trt.format.portable_payload``), not by this module.
 from __future__ import annotations
 
 import enum
-from typing import Dict, Optional
 
 import torch
 
@@ -30,7 +29,7 @@ ENGINES = (ENGINE_PORTABLE, ENGINE_TENSORRT)
 
 #: Binding dtype names and the torch dtype each describes (FORMAT.md "dtypes";
 #: C++ ``core/blob/dtype_name.cpp``), in the order FORMAT.md lists them.
-DTYPES: Dict[str, torch.dtype] = {
+DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
@@ -42,10 +41,10 @@ DTYPES: Dict[str, torch.dtype] = {
     "int64": torch.int64,
     "bool": torch.bool,
 }
-_DTYPE_NAMES: Dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
+_DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
 
 
-def dtype_name(dtype: torch.dtype) -> Optional[str]:
+def dtype_name(dtype: torch.dtype) -> str | None:
     """The wire name of ``dtype`` (``torch.float32`` -> ``"float32"``), or ``None`` when a
     blob cannot describe it (e.g. ``torch.complex64``)."""
     return _DTYPE_NAMES.get(dtype)
@@ -79,7 +78,7 @@ BLOB_PAYLOAD_ALIGNMENT = 16
 #: Byte offset of each header field (FORMAT.md "Header"; C++ ``kBlobOffset*`` in
 #: ``core/blob/blob_header.h``). Fields are little-endian; ``magic`` is 4 bytes, the next four
 #: u32, the rest u64.
-BLOB_HEADER_OFFSETS: Dict[str, int] = {
+BLOB_HEADER_OFFSETS: dict[str, int] = {
     "magic": 0,
     "header_size": 4,
     "format_version": 8,

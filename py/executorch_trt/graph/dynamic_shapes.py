@@ -21,7 +21,7 @@ input, the dimension, the symbol and its range (``ep.range_constraints``) and wh
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch.export import ExportedProgram
@@ -44,7 +44,7 @@ def shape_text(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def symbols_of(value) -> List[str]:
+def symbols_of(value) -> list[str]:
     """Names of the free symbols of a ``SymInt``/``SymFloat``/``SymBool`` (sorted)."""
     node = getattr(value, "node", None)
     expr = getattr(node, "expr", None)
@@ -58,7 +58,7 @@ def _bound(value) -> str:
     return text.replace("int_oo", "inf").replace("oo", "inf")
 
 
-def _range(range_constraints, symbol: str) -> Optional[str]:
+def _range(range_constraints, symbol: str) -> str | None:
     for sym, vr in (range_constraints or {}).items():
         if str(sym) == symbol:
             return f"[{_bound(vr.lower)}, {_bound(vr.upper)}]"
@@ -66,14 +66,14 @@ def _range(range_constraints, symbol: str) -> Optional[str]:
 
 
 def symbol_sources(
-    graph: torch.fx.Graph, input_names: Optional[Iterable[str]] = None
-) -> Dict[str, str]:
+    graph: torch.fx.Graph, input_names: Iterable[str] | None = None
+) -> dict[str, str]:
     """``{symbol: where it comes from}`` for every symbol that is exactly a dimension of a
     placeholder of ``graph`` (only ``input_names`` if given, e.g. the user inputs) or a
     symbolic-int placeholder, e.g. ``{"s37": "dimension 0 of input 'k'"}`` (the first such
     place, in placeholder order)."""
     names = None if input_names is None else set(input_names)
-    sources: Dict[str, str] = {}
+    sources: dict[str, str] = {}
     for node in graph.nodes:
         if node.op != "placeholder" or (names is not None and node.name not in names):
             continue
@@ -91,7 +91,7 @@ def symbol_sources(
 def describe_symbols(
     symbols: Iterable[str],
     graph: torch.fx.Graph,
-    input_names: Optional[Iterable[str]] = None,
+    input_names: Iterable[str] | None = None,
     range_constraints=None,
 ) -> str:
     """``"s37 in [1, 8] (dimension 0 of input 'k')"`` for each symbol, joined by ``"; "``: the
@@ -114,7 +114,7 @@ def _describe(ep: ExportedProgram, symbols: Iterable[str]) -> str:
     return describe_symbols(symbols, ep.graph, ep.graph_signature.user_inputs, ep.range_constraints)
 
 
-def finite_ranges(range_constraints) -> Dict[str, Tuple[int, int]]:
+def finite_ranges(range_constraints) -> dict[str, tuple[int, int]]:
     """``{symbol: (min, max)}`` for every symbol of ``range_constraints`` (an
     ``ExportedProgram.range_constraints``) with a finite upper bound; the minimum is at least
     0."""
@@ -136,7 +136,7 @@ def _shape_env(ep: ExportedProgram):
     return None
 
 
-def _declared_minimum(shape_env, symbol) -> Optional[int]:
+def _declared_minimum(shape_env, symbol) -> int | None:
     """The minimum the user declared for ``symbol`` (``torch.export.Dim(min=...)``), read off
     the shape environment's tracked inputs: ``var_to_sources`` names the input dimension,
     whose ``constraint_sizes`` entry holds the declared range. ``None`` when not found."""
@@ -156,8 +156,8 @@ def _declared_minimum(shape_env, symbol) -> Optional[int]:
 
 
 def declared_ranges(
-    ep: ExportedProgram, recorded: Optional[Mapping[str, Tuple[int, int]]] = None
-) -> Dict[str, Tuple[int, int]]:
+    ep: ExportedProgram, recorded: Mapping[str, tuple[int, int]] | None = None
+) -> dict[str, tuple[int, int]]:
     """``finite_ranges(ep.range_constraints)`` with each minimum the user declared.
 
     ``torch.export`` reports ``Dim("T", min=1, max=95)`` as ``[1, 95]``, but ExecuTorch
@@ -182,7 +182,7 @@ def declared_ranges(
     return ranges
 
 
-def _problem(size, range_constraints) -> Optional[str]:
+def _problem(size, range_constraints) -> str | None:
     """Why dynamic size ``size`` (a ``SymInt``) cannot be a binding dimension, or ``None``."""
     expr = size.node.expr
     if not expr.is_Symbol:
@@ -192,7 +192,7 @@ def _problem(size, range_constraints) -> Optional[str]:
     return None
 
 
-def _dynamic_description(value) -> Optional[List[str]]:
+def _dynamic_description(value) -> list[str] | None:
     """The symbols of ``value`` if it is dynamic (a tensor with a symbolic dimension, or a
     symbolic scalar), else ``None``."""
     if isinstance(value, torch.Tensor):

@@ -8,14 +8,15 @@ nested program) see correct shapes and dtypes without re-tracing.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch._guards import detect_fake_mode
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.export.exported_program import ExportGraphSignature
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 EDGE = exir_ops.edge
 
@@ -25,7 +26,7 @@ def _val(arg: Any) -> Any:
 
 
 def insert_before(
-    anchor: torch.fx.Node, target: Any, args: Sequence[Any], kwargs: dict = None
+    anchor: torch.fx.Node, target: Any, args: Sequence[Any], kwargs: dict | None = None
 ) -> torch.fx.Node:
     """Inserts ``target(*args, **kwargs)`` just before ``anchor``; returns the new node with
     ``meta["val"]`` set. ``args`` may mix nodes and constants."""
@@ -74,7 +75,7 @@ def shape_argument(shape: Sequence[Any], what: str) -> list:
 
 def size_arguments(
     anchor: torch.fx.Node, sources: Sequence[torch.fx.Node], shape: Sequence[Any]
-) -> Optional[list]:
+) -> list | None:
     """``shape`` as a ``view_copy``/``expand_copy`` argument list built before ``anchor``:
     static sizes as ints, each dynamic size as a ``sym_size(source, k)`` node reading it off a
     dimension ``k`` of one of ``sources`` that has that size (a ``-1`` would make the op infer
@@ -191,7 +192,7 @@ def _replace_output_specs(old: torch.fx.Node, spec) -> None:
 
 
 def remove_write_back(
-    copy: torch.fx.Node, value: torch.fx.Node, graph_signature: Optional[ExportGraphSignature]
+    copy: torch.fx.Node, value: torch.fx.Node, graph_signature: ExportGraphSignature | None
 ) -> None:
     """Erases write-back ``copy = copy_(buffer, value)`` (``insert_write_back_for_buffers_pass``)
     whose ``value`` already has the buffer's ``TensorSpec`` (so both are one value at emission):

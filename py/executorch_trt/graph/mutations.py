@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Dict, Iterable, Optional
+from collections.abc import Iterable
 
 import torch
 from torch.export import ExportedProgram
@@ -33,8 +33,8 @@ class MutatedInputs:
     * ``user_inputs``: ``{user input name: op that writes it}``, in the same form.
     """
 
-    buffers: Dict[str, str]
-    user_inputs: Dict[str, str]
+    buffers: dict[str, str]
+    user_inputs: dict[str, str]
 
 
 def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
@@ -55,7 +55,7 @@ def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
     return written
 
 
-def _aliased_argument(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+def _aliased_argument(node: torch.fx.Node) -> torch.fx.Node | None:
     """For a node whose result aliases one of its arguments (a view such as ``slice``,
     ``select``, ``view``, ``transpose``; the result of an in-place op; ``getitem`` of a
     multi-output view op such as ``split``), that argument; else ``None``."""
@@ -80,7 +80,7 @@ def _aliased_argument(node: torch.fx.Node) -> Optional[torch.fx.Node]:
     return None
 
 
-def _base_placeholder(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+def _base_placeholder(node: torch.fx.Node) -> torch.fx.Node | None:
     seen = set()
     while node is not None and node.op != "placeholder" and node not in seen:
         seen.add(node)
@@ -125,7 +125,7 @@ def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
     return MutatedInputs(buffers=buffers, user_inputs=user_inputs)
 
 
-def mutated_user_input_error(inputs: Dict[str, str], method: Optional[str] = None) -> ValueError:
+def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) -> ValueError:
     """The ``ValueError`` for user inputs that a program mutates (``{input name: op}``).
 
     The rule (issue 9, item 7): a cache passed as a method *input* and updated in the graph is

@@ -11,13 +11,12 @@ subgraphs) or not at all.
 from __future__ import annotations
 
 import operator
-from typing import FrozenSet, List, Mapping, Optional
+from collections.abc import Mapping
 
 import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from executorch_trt.format.wire import dtype_name
-
 
 #: The name engines list ``torch.ops.higher_order.cond`` under (it has no schema).
 COND = "higher_order::cond"
@@ -30,7 +29,7 @@ def is_cond(node: torch.fx.Node) -> bool:
 
 def cond_branches(
     graph_module: torch.fx.GraphModule, cond: torch.fx.Node
-) -> List[torch.fx.GraphModule]:
+) -> list[torch.fx.GraphModule]:
     """The true and false branch subgraphs of ``cond`` (its ``get_attr`` arguments 1 and 2)."""
     return [getattr(graph_module, b.target) for b in (cond.args[1], cond.args[2])]
 
@@ -84,7 +83,7 @@ class DelegateOperatorSupport(OperatorSupportBase):
     included): the partition then holds the whole control flow and the engine runs it
     (``TensorRTPartitioner`` tags the branch ``get_attr`` nodes with it)."""
 
-    def __init__(self, supported_ops: FrozenSet[str]) -> None:
+    def __init__(self, supported_ops: frozenset[str]) -> None:
         self.supported_ops = supported_ops
 
     def is_node_supported(
@@ -134,7 +133,7 @@ class DelegateOperatorSupport(OperatorSupportBase):
 
 def _branch_modules(
     submodules: Mapping[str, torch.nn.Module], cond: torch.fx.Node
-) -> Optional[List[torch.fx.GraphModule]]:
+) -> list[torch.fx.GraphModule] | None:
     """``cond``'s two branch graph modules, or ``None`` if either is not one."""
     branches = [submodules.get(getattr(b, "target", None)) for b in cond.args[1:3]]
     return branches if all(isinstance(b, torch.fx.GraphModule) for b in branches) else None

@@ -5,7 +5,7 @@ portable engine, which backends its nested program delegates to."""
 from __future__ import annotations
 
 import collections
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from executorch.exir import schema
 
@@ -19,7 +19,7 @@ from executorch_trt.inspection.report import ENGINE_DEVICES, DelegateReport
 _XNNPACK_BACKEND = "XnnpackBackend"
 
 
-def engine_description(engine: Optional[str], nested_backends: Sequence[str] = ()) -> str:
+def engine_description(engine: str | None, nested_backends: Sequence[str] = ()) -> str:
     """What an engine is and where it runs, as the C++ runners word it
     (``PlanDelegate::EngineDescription`` without ``engine <name> (...)``): ``"nested ExecuTorch
     program with XNNPACK, on the CPU"``, ``"nested ExecuTorch program on ExecuTorch's kernels,
@@ -40,7 +40,7 @@ def engine_description(engine: Optional[str], nested_backends: Sequence[str] = (
 
 def _delegate_blob(
     program: schema.Program, delegate: schema.BackendDelegate
-) -> Tuple[Optional[DelegateBlob], Optional[str]]:
+) -> tuple[DelegateBlob | None, str | None]:
     """The blob of a ``TensorRTBackend`` delegate, or (None, why not)."""
     ref = delegate.processed
     if int(ref.location) != int(schema.DataLocation.INLINE):
@@ -56,7 +56,7 @@ def _delegate_blob(
         return None, f"cannot read the blob: {exc}"
 
 
-def _nested_backends(payload: bytes) -> Tuple[Tuple[str, ...], Optional[str]]:
+def _nested_backends(payload: bytes) -> tuple[tuple[str, ...], str | None]:
     """The backends a portable payload's nested program delegates to, each once in first-use
     order, or ((), why they cannot be read)."""
     try:
@@ -70,7 +70,7 @@ def _nested_backends(payload: bytes) -> Tuple[Tuple[str, ...], Optional[str]]:
 
 def delegate_reports(
     program: schema.Program, plan: schema.ExecutionPlan
-) -> Tuple[List[DelegateReport], List[Optional[DelegateMetadata]]]:
+) -> tuple[list[DelegateReport], list[DelegateMetadata | None]]:
     calls = collections.Counter(
         call.delegate_index
         for _, call in pa.instructions(plan)
@@ -96,7 +96,7 @@ def delegate_reports(
                 )
             )
             continue
-        nested: Tuple[str, ...] = ()
+        nested: tuple[str, ...] = ()
         description = engine_description(meta.engine)
         if meta.engine == ENGINE_PORTABLE:
             nested, note = _nested_backends(blob.payload)

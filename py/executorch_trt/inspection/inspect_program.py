@@ -5,7 +5,7 @@ program-wide summary."""
 from __future__ import annotations
 
 import collections
-from typing import Dict, Sequence
+from collections.abc import Sequence
 
 from executorch.exir import schema
 
@@ -74,9 +74,9 @@ def _engine_summary(methods: Sequence[MethodReport]) -> str:
 
 
 def _summary(program: schema.Program, methods: Sequence[MethodReport]) -> ProgramSummary:
-    delegate_calls: Dict[str, int] = collections.Counter()
-    engines: Dict[str, int] = collections.Counter()
-    buffers: Dict[object, int] = {}
+    delegate_calls: dict[str, int] = collections.Counter()
+    engines: dict[str, int] = collections.Counter()
+    buffers: dict[object, int] = {}
     for plan, m in zip(program.execution_plan, methods):
         for backend, n in m.delegate_calls.items():
             delegate_calls[backend] += n

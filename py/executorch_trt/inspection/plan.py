@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 import torch
 from executorch.exir import schema
@@ -53,7 +53,7 @@ def find_plan(program: schema.Program, method: str) -> schema.ExecutionPlan:
     raise KeyError(f"program has no method {method!r} (it has {names})")
 
 
-def tensor_at(plan: schema.ExecutionPlan, value_index: int) -> Optional[schema.Tensor]:
+def tensor_at(plan: schema.ExecutionPlan, value_index: int) -> schema.Tensor | None:
     """The tensor at ``plan.values[value_index]``, or None if that value is not a tensor."""
     if not 0 <= value_index < len(plan.values):
         return None
@@ -83,7 +83,7 @@ def tensor_nbytes(tensor: schema.Tensor) -> int:
     return n
 
 
-def tensor_fqn(tensor: schema.Tensor) -> Optional[str]:
+def tensor_fqn(tensor: schema.Tensor) -> str | None:
     """The mutable buffer's fully qualified name the program records for ``tensor``, or None.
 
     The emitter records it only for mutable buffers and only when exported with
@@ -103,7 +103,7 @@ def operator_name(plan: schema.ExecutionPlan, op_index: int) -> str:
     return f"{op.name}.{op.overload}" if op.overload else op.name
 
 
-def instructions(plan: schema.ExecutionPlan) -> Iterator[Tuple[int, object]]:
+def instructions(plan: schema.ExecutionPlan) -> Iterator[tuple[int, object]]:
     """(position, instruction arguments) of every instruction of every chain, in order;
     positions count across chains."""
     position = 0
@@ -113,7 +113,7 @@ def instructions(plan: schema.ExecutionPlan) -> Iterator[Tuple[int, object]]:
             position += 1
 
 
-def kernel_calls(plan: schema.ExecutionPlan) -> Iterator[Tuple[int, str, List[int]]]:
+def kernel_calls(plan: schema.ExecutionPlan) -> Iterator[tuple[int, str, list[int]]]:
     """(position, operator name without overload, args) of every ``KernelCall``, in order."""
     for position, call in instructions(plan):
         if isinstance(call, schema.KernelCall):
@@ -132,7 +132,7 @@ class Copy:
     nbytes: int
 
 
-def copies(plan: schema.ExecutionPlan) -> List[Copy]:
+def copies(plan: schema.ExecutionPlan) -> list[Copy]:
     """Every copy kernel (``COPY_KERNELS``) of ``plan`` whose destination is a tensor.
 
     ``aten::copy_``/``aten::copy``: destination = the last argument (the emitter appends the
@@ -154,7 +154,7 @@ def copies(plan: schema.ExecutionPlan) -> List[Copy]:
     return found
 
 
-def functional_updates(plan: schema.ExecutionPlan) -> List[Copy]:
+def functional_updates(plan: schema.ExecutionPlan) -> list[Copy]:
     """Every out-of-place update kernel (``FUNCTIONAL_UPDATE_KERNELS``) that writes a new
     tensor (``args[-1]``, a different value from ``args[0]``) holding all of ``args[0]``
     updated: ``source`` = ``args[0]``, ``nbytes`` = the output's size."""
@@ -173,15 +173,15 @@ def describe_value(plan: schema.ExecutionPlan, value_index: int) -> str:
     tensor = tensor_at(plan, value_index)
     if tensor is None:
         return f"value {value_index}"
-    return f"value {value_index} {list(int(s) for s in tensor.sizes)} {dtype_name(tensor)}"
+    return f"value {value_index} {[int(s) for s in tensor.sizes]} {dtype_name(tensor)}"
 
 
-def sizes(tensor: schema.Tensor) -> Tuple[int, ...]:
+def sizes(tensor: schema.Tensor) -> tuple[int, ...]:
     """The tensor's static sizes as a tuple of ints."""
     return tuple(int(s) for s in tensor.sizes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema(name: str, overload: str):
     try:
         return torch._C._get_schema(name, overload)
@@ -191,7 +191,7 @@ def _schema(name: str, overload: str):
 
 def kernel_effects(
     plan: schema.ExecutionPlan, call: schema.KernelCall
-) -> Tuple[List[int], List[int]]:
+) -> tuple[list[int], list[int]]:
     """(values read, values written) by one ``KernelCall``, from the operator's schema.
 
     The emitter passes a kernel its schema arguments in order, then its return values

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
-from typing import Optional
 
 from executorch.exir import schema
 
@@ -35,7 +34,7 @@ class ParsedProgram:
     program: schema.Program
     source: str
     #: Size of the serialized program in bytes (None for an in-memory program).
-    size: Optional[int] = None
+    size: int | None = None
 
 
 def read_program(program) -> ParsedProgram:

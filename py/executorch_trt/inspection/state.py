@@ -73,7 +73,7 @@ delegate, engine portable (nested ExecuTorch program with XNNPACK, on the CPU)``
 from __future__ import annotations
 
 import collections
-from typing import Dict, List, Sequence, Set, Tuple
+from collections.abc import Sequence
 
 from executorch.exir import schema
 
@@ -94,19 +94,19 @@ class MethodAnalysis:
 
     def __init__(self, program: schema.Program, plan: schema.ExecutionPlan) -> None:
         self.plan = plan
-        self.inputs: Set[int] = set(plan.inputs)
+        self.inputs: set[int] = set(plan.inputs)
         self.delegates, self.metadata = delegate_reports(program, plan)
-        self.operators: Dict[str, int] = collections.Counter()
-        self.read_before_write: Set[int] = set()
-        self.delegate_in_place: Dict[int, List[str]] = collections.defaultdict(list)
+        self.operators: dict[str, int] = collections.Counter()
+        self.read_before_write: set[int] = set()
+        self.delegate_in_place: dict[int, list[str]] = collections.defaultdict(list)
         #: value -> [(bytes, description)] of the delegate's reflect copies of it per call.
-        self.delegate_copies: Dict[int, List[Tuple[int, str]]] = collections.defaultdict(list)
-        self.kernel_writes: Dict[int, List[str]] = collections.defaultdict(list)
+        self.delegate_copies: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)
+        self.kernel_writes: dict[int, list[str]] = collections.defaultdict(list)
         self._walk()
 
     def _delegate_effects(
-        self, call: schema.DelegateCall, written: Set[int]
-    ) -> Tuple[List[int], List[int]]:
+        self, call: schema.DelegateCall, written: set[int]
+    ) -> tuple[list[int], list[int]]:
         """(reads, writes) of a DelegateCall; records which values the delegate writes in
         place (``delegate_in_place``). For a ``TensorRTBackend`` call with a readable blob the
         first ``len(inputs)`` arguments are read and the rest written, plus each input that an
@@ -147,9 +147,10 @@ class MethodAnalysis:
                         (
                             nbytes,
                             (
-                                f"{who} reflect copy: it copies updated input '{alias.input}' into "
-                                f"output '{alias.output}' ({pa.describe_value(self.plan, outs[j])}, "
-                                f"a separate value), {nbytes} bytes"
+                                f"{who} reflect copy: it copies updated input '{alias.input}' "
+                                f"into output '{alias.output}' "
+                                f"({pa.describe_value(self.plan, outs[j])}, a separate value), "
+                                f"{nbytes} bytes"
                             ),
                         )
                     )
@@ -173,7 +174,7 @@ class MethodAnalysis:
         return ("value", value)
 
     def _walk(self) -> None:
-        written: Set[int] = set()
+        written: set[int] = set()
         storage_written = {self._storage(v) for v in self.inputs}
         for _, call in pa.instructions(self.plan):
             if isinstance(call, schema.KernelCall):
@@ -201,7 +202,7 @@ class MethodAnalysis:
             written.update(writes)
             storage_written.update(self._storage(v) for v in writes)
 
-    def _evidence(self, value: int, tensor: schema.Tensor, copy_dests: Set[int]) -> List[str]:
+    def _evidence(self, value: int, tensor: schema.Tensor, copy_dests: set[int]) -> list[str]:
         planned = tensor.allocation_info is not None
         evidence = []
         if pa.tensor_fqn(tensor):
@@ -270,7 +271,7 @@ class MethodAnalysis:
             delegate_bytes_copied_per_call=delegate_bytes,
         )
 
-    def _base_first(self, values: Sequence[int]) -> List[int]:
+    def _base_first(self, values: Sequence[int]) -> list[int]:
         """The buffer itself first (named, else initialised, else the largest, else the first
         value), then its views."""
 
@@ -279,15 +280,15 @@ class MethodAnalysis:
             return (pa.tensor_fqn(t) is not None, t.data_buffer_idx > 0, pa.tensor_nbytes(t), -v)
 
         base = max(values, key=rank)
-        return [base] + sorted(v for v in values if v != base)
+        return [base, *sorted(v for v in values if v != base)]
 
     def report(self) -> MethodReport:
         plan = self.plan
         copies, functional = pa.copies(plan), pa.functional_updates(plan)
         copy_dests = {c.destination for c in copies}
         written_inputs = []
-        groups: Dict[object, List[int]] = collections.defaultdict(list)
-        evidence: Dict[int, List[str]] = {}
+        groups: dict[object, list[int]] = collections.defaultdict(list)
+        evidence: dict[int, list[str]] = {}
         for value, evalue in enumerate(plan.values):
             tensor = evalue.val
             if not isinstance(tensor, schema.Tensor):

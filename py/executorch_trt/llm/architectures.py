@@ -9,10 +9,10 @@ tests/py/llm_export_test.py).
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 #: ``config.model_type`` -> the causal-LM class ``from_pretrained`` builds for it.
-SUPPORTED_ARCHITECTURES: Dict[str, str] = {
+SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",

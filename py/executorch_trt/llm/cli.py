@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
 
 from absl import flags
 
@@ -81,7 +80,7 @@ def _resolve(path: str) -> str:
     return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
 
 
-def _parse(argv: List[str]) -> flags.FlagValues:
+def _parse(argv: list[str]) -> flags.FlagValues:
     fv = _define_flags()
     try:
         rest = fv(argv)
@@ -111,7 +110,7 @@ def _error(exc: BaseException) -> str:
     return text if text.startswith("export_llm: ") else f"export_llm: {text}"
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     try:
         fv = _parse(argv)

@@ -21,7 +21,8 @@ the methods share the cache.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.export import Dim, ExportedProgram
@@ -61,7 +62,7 @@ def exportable_module(model: Any, max_context_len: int) -> torch.nn.Module:
     return wrapper.model.eval()
 
 
-def _export(module: torch.nn.Module, length: int, max_len: Optional[int]) -> ExportedProgram:
+def _export(module: torch.nn.Module, length: int, max_len: int | None) -> ExportedProgram:
     """``module`` exported for ``length`` tokens, or for any length in ``[1, max_len]``."""
     kwargs = {
         "input_ids": torch.zeros(1, length, dtype=torch.long),
@@ -79,7 +80,7 @@ def _export(module: torch.nn.Module, length: int, max_len: Optional[int]) -> Exp
 
 def export_decoder_methods(
     model: Any, max_seq_len: int, max_context_len: int, prefill_decode: bool = False
-) -> Dict[str, ExportedProgram]:
+) -> dict[str, ExportedProgram]:
     """``{method: ExportedProgram}`` of ``model`` over one static cache of ``max_context_len``
     positions: ``{"forward"}`` (tokens per call in ``[1, max_seq_len]``), or with
     ``prefill_decode`` ``{"prefill", "decode"}`` (prefill: ``[1, max_seq_len]`` tokens; decode:

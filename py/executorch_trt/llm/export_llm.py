@@ -12,16 +12,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any, Union
 
 import torch
 
 from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
+from executorch_trt.inspection.inspect_program import inspect
 from executorch_trt.llm.architectures import check_model
 from executorch_trt.llm.checkpoint import load_causal_lm
 from executorch_trt.llm.decoder_programs import export_decoder_methods
 from executorch_trt.llm.metadata import llm_metadata
-from executorch_trt.inspection.inspect_program import inspect
 from executorch_trt.lowering.export import export
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -65,8 +66,8 @@ def _check_dtype(model: Any, dtype: torch.dtype) -> None:
 
 def _write(
     program: Any,
-    output: Optional[PathLike],
-    data: Optional[PathLike],
+    output: PathLike | None,
+    data: PathLike | None,
     progress: Callable[[str], None],
 ) -> None:
     if output is not None:
@@ -86,13 +87,13 @@ def export_llm(
     model_or_dir: Any,
     max_seq_len: int,
     *,
-    output: Optional[PathLike] = None,
-    data: Optional[PathLike] = None,
+    output: PathLike | None = None,
+    data: PathLike | None = None,
     prefill_decode: bool = False,
     engine: str = "portable",
     dtype: torch.dtype = torch.float32,
-    max_context_len: Optional[int] = None,
-    progress: Optional[Callable[[str], None]] = None,
+    max_context_len: int | None = None,
+    progress: Callable[[str], None] | None = None,
     **options: Any,
 ):
     """Exports a causal LM as an ExecuTorch LLM program through the TensorRT delegate.

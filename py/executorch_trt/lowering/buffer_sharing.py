@@ -47,7 +47,7 @@ name for the model (both ``self.model``) so the FQNs match.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
 
 import torch
 from torch.export import ExportedProgram
@@ -61,11 +61,11 @@ class SharedBuffer:
     methods among them that mutate it (``writers``)."""
 
     fqn: str
-    methods: Tuple[str, ...]
-    writers: Tuple[str, ...]
+    methods: tuple[str, ...]
+    writers: tuple[str, ...]
 
 
-def buffer_tensor(ep: ExportedProgram, fqn: str) -> Optional[torch.Tensor]:
+def buffer_tensor(ep: ExportedProgram, fqn: str) -> torch.Tensor | None:
     """The tensor of buffer ``fqn`` in ``ep``: ``ep.state_dict`` for a persistent buffer,
     ``ep.constants`` for a non-persistent one; ``None`` if ``ep`` holds neither."""
     if fqn in ep.state_dict:
@@ -73,12 +73,12 @@ def buffer_tensor(ep: ExportedProgram, fqn: str) -> Optional[torch.Tensor]:
     return ep.constants.get(fqn)
 
 
-def shared_buffers(programs: Mapping[str, ExportedProgram]) -> List[SharedBuffer]:
+def shared_buffers(programs: Mapping[str, ExportedProgram]) -> list[SharedBuffer]:
     """The buffers ExecuTorch's ``share_mutable_buffers=True`` would share among
     ``programs`` (``{method: ExportedProgram}``): every buffer FQN mutated in at least one
     method and present (``graph_signature.buffers``) in at least two. Raises nothing."""
-    present: Dict[str, List[str]] = {}
-    writers: Dict[str, List[str]] = {}
+    present: dict[str, list[str]] = {}
+    writers: dict[str, list[str]] = {}
     for method, ep in programs.items():
         for fqn in ep.graph_signature.buffers:
             present.setdefault(fqn, []).append(method)
@@ -104,7 +104,7 @@ def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
-def _value_difference(a: torch.Tensor, b: torch.Tensor) -> Optional[str]:
+def _value_difference(a: torch.Tensor, b: torch.Tensor) -> str | None:
     """``None`` if ``a`` and ``b`` (same shape and dtype) hold the same bits, else where they
     first differ."""
     if a.device.type == "meta" or b.device.type == "meta":
@@ -155,7 +155,7 @@ class _HeldBuffer:
     writes: bool
 
 
-def _storage_range(t: torch.Tensor) -> Optional[Tuple[object, int, int]]:
+def _storage_range(t: torch.Tensor) -> tuple[object, int, int] | None:
     """``(storage key, first byte, end byte)`` of the memory ``t`` covers in its storage, or
     ``None`` when it has none to compare (no elements, a meta/fake tensor, no data)."""
     if t.device.type == "meta" or t.numel() == 0:
@@ -171,7 +171,7 @@ def _storage_range(t: torch.Tensor) -> Optional[Tuple[object, int, int]]:
     return ((t.device, base), start, start + extent * t.element_size())
 
 
-def _common_suffix(a: str, b: str) -> Tuple[str, str, str]:
+def _common_suffix(a: str, b: str) -> tuple[str, str, str]:
     """Splits two FQNs into (prefix of ``a``, prefix of ``b``, common dotted suffix)."""
     parts_a, parts_b = a.split("."), b.split(".")
     n = 0
@@ -188,7 +188,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
     """Raises ``ValueError`` when two methods hold overlapping memory of one tensor storage as
     buffers of different FQNs and some method mutates either name (module docstring): ExecuTorch
     would make them two buffers, so one method's writes would not reach the other."""
-    held: List[_HeldBuffer] = []
+    held: list[_HeldBuffer] = []
     mutated = set()
     for method, ep in programs.items():
         writes = mutated_inputs(ep).buffers
@@ -197,7 +197,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
             tensor = buffer_tensor(ep, fqn)
             if isinstance(tensor, torch.Tensor):
                 held.append(_HeldBuffer(method, fqn, tensor, fqn in writes))
-    by_storage: Dict[object, List[Tuple[_HeldBuffer, int, int]]] = {}
+    by_storage: dict[object, list[tuple[_HeldBuffer, int, int]]] = {}
     for h in held:
         where = _storage_range(h.tensor)
         if where is not None:
@@ -240,7 +240,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
 
 def check_buffer_sharing(
     programs: Mapping[str, ExportedProgram], *, share_by_name: bool = False
-) -> List[SharedBuffer]:
+) -> list[SharedBuffer]:
     """Checks that every buffer ``programs`` would share is one model's state (the rule in the
     module docstring) and returns the shared buffers.
 

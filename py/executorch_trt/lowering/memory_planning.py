@@ -15,35 +15,35 @@ The emitter then gives ``new`` and ``b_cache`` one value id: the ``DelegateCall`
 same EValue as input and output, no write-back ``copy_`` runs and no extra tensor is planned.
 The alias decision is read from the blob's metadata (``blob.read_metadata``: header and metadata
 only), never re-derived. A write-back whose output is not an alias of that buffer (copy-back
-mode, ordinary ops, another backend) is left in place, because ExecuTorch's write-back keeps it correct, but never silently: each one is
-explained and warned about, or rejected with ``require_inplace=True``
-(``executorch_trt.backend.diagnostics``).
+mode, ordinary ops, another backend) is left in place, because ExecuTorch's write-back keeps it
+correct, but never silently: each one is explained and warned about, or rejected with
+``require_inplace=True`` (``executorch_trt.backend.diagnostics``).
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 from executorch.exir.delegate import executorch_call_delegate
+from executorch.exir.pass_base import PassResult
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.passes.memory_planning_pass import _MemoryPlanningState
-from executorch.exir.pass_base import PassResult
 from torch.export.exported_program import ExportGraphSignature
 
-from executorch_trt.format.blob import read_metadata
 from executorch_trt.backend.diagnostics import WriteBack, explain_write_back, report_write_backs
+from executorch_trt.format.blob import read_metadata
+from executorch_trt.format.wire import BACKEND_ID
+from executorch_trt.graph.edit import remove_write_back
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
 from executorch_trt.passes.cross_attn_cache import (
     check_cache_writes_exposed,
     plan_cond_caches_in_place,
 )
-from executorch_trt.graph.edit import remove_write_back
-from executorch_trt.format.wire import BACKEND_ID
 
 
-def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict[int, int]:
+def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> dict[int, int]:
     """Output index -> input index (delegate argument positions) for a TensorRTBackend call."""
     lowered_node = call.args[0]
     lowered = getattr(graph_module, lowered_node.target, None)
@@ -54,7 +54,7 @@ def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict
 
 def _aliased_write_back(
     graph_module: torch.fx.GraphModule, copy: torch.fx.Node
-) -> Optional[torch.fx.Node]:
+) -> torch.fx.Node | None:
     """Returns the getitem of ``copy_(buffer, getitem)`` if the getitem is a TensorRTBackend
     output that the delegate writes into ``buffer``'s storage when the two are one value:
     either the blob aliases it to the argument that *is* ``buffer``, or the blob aliases it to
@@ -81,7 +81,7 @@ def _aliased_write_back(
 
 
 def share_aliased_buffer_specs(
-    graph_module: torch.fx.GraphModule, graph_signature: Optional[ExportGraphSignature] = None
+    graph_module: torch.fx.GraphModule, graph_signature: ExportGraphSignature | None = None
 ) -> int:
     """Applies the rewrite in the module docstring; returns how many write-backs it removed."""
     removed = 0
@@ -142,7 +142,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
         *args,
         inplace: bool = True,
         require_inplace: bool = False,
-        method_names: Optional[Sequence[str]] = None,
+        method_names: Sequence[str] | None = None,
         share_by_name: bool = False,
         **kwargs,
     ) -> None:
@@ -152,7 +152,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
         self.require_inplace = require_inplace
         self.method_names = list(method_names) if method_names else None
         self._runs = 0
-        self.write_backs: List[WriteBack] = []
+        self.write_backs: list[WriteBack] = []
 
     def _method_name(self) -> str:
         if self.method_names and self._runs < len(self.method_names):
@@ -162,7 +162,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     def run(
         self,
         graph_module: torch.fx.GraphModule,
-        graph_signature: Optional[ExportGraphSignature] = None,
+        graph_signature: ExportGraphSignature | None = None,
     ) -> PassResult:
         check_no_dropped_writes(graph_signature, self._method_name())
         check_cache_writes_exposed(graph_module, graph_signature, self._method_name())
@@ -194,7 +194,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
             self.write_backs = []
 
 
-def _check_shared_buffer_specs(mutable: Dict[str, set], maybe_mutable: Dict[str, set]) -> None:
+def _check_shared_buffer_specs(mutable: dict[str, set], maybe_mutable: dict[str, set]) -> None:
     """Raises ``ValueError`` if the specs ExecuTorch will place at one offset (one FQN across
     methods, ``MemoryPlanningPass.run_multimethod``) differ in shape or dtype."""
     for fqn, specs in mutable.items():

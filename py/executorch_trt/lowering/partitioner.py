@@ -54,7 +54,7 @@ Rules (DESIGN.md contract 1, "Ownership"):
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
@@ -79,13 +79,12 @@ from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
 from executorch_trt.passes.pipeline import prepare_aten_program
 from executorch_trt.passes.sdpa_layout import is_layout_pinned
 
-
 SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
 
 LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
 
 
-def mutated_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
+def mutated_buffer_placeholders(ep: ExportedProgram) -> list[torch.fx.Node]:
     """Placeholders of buffers that are ``BUFFER_MUTATION`` targets of ``ep``."""
     sig = ep.graph_signature
     mutated = set(sig.buffers_to_mutate.values())
@@ -96,7 +95,7 @@ def mutated_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
     ]
 
 
-def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
+def module_buffer_placeholders(ep: ExportedProgram) -> list[torch.fx.Node]:
     """Placeholders of the module's buffers (not ExecuTorch's lifted scalar constants)."""
     buffers = ep.graph_signature.inputs_to_buffers
     return [
@@ -108,7 +107,7 @@ def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
     ]
 
 
-def buffer_updates(ep: ExportedProgram, tag: str) -> Tuple[Tuple[str, str], ...]:
+def buffer_updates(ep: ExportedProgram, tag: str) -> tuple[tuple[str, str], ...]:
     """``(output node, buffer placeholder)`` name pairs of partition ``tag``: each output node
     inside the partition that is the method's ``BUFFER_MUTATION`` of a buffer whose placeholder
     feeds the same partition (``options.CompileOptions.buffer_updates``)."""
@@ -125,7 +124,7 @@ def buffer_updates(ep: ExportedProgram, tag: str) -> Tuple[Tuple[str, str], ...]
     return tuple(sorted(pairs))
 
 
-def shared_inputs(graph: torch.fx.Graph, tag: str) -> Tuple[str, ...]:
+def shared_inputs(graph: torch.fx.Graph, tag: str) -> tuple[str, ...]:
     """Names of nodes outside partition ``tag`` that feed it and are also used outside it.
 
     The lowered partition names its placeholders after these nodes, so the names identify
@@ -175,7 +174,7 @@ class TensorRTPartitioner(Partitioner):
         require_inplace: bool = False,
         portable_xnnpack: bool = True,
         external_weights: bool = False,
-        method_names: Optional[Sequence[str]] = None,
+        method_names: Sequence[str] | None = None,
     ) -> None:
         check_bool("TensorRTPartitioner: freeze_buffers", freeze_buffers)
         self._init(
@@ -195,15 +194,15 @@ class TensorRTPartitioner(Partitioner):
         cls,
         options: ExportOptions,
         freeze_buffers: bool = False,
-        method_names: Optional[Sequence[str]] = None,
-    ) -> "TensorRTPartitioner":
+        method_names: Sequence[str] | None = None,
+    ) -> TensorRTPartitioner:
         """A partitioner for options already validated (``executorch_trt.export``'s)."""
         partitioner = cls.__new__(cls)
         partitioner._init(options, freeze_buffers, method_names)
         return partitioner
 
     def _init(
-        self, options: ExportOptions, freeze_buffers: bool, method_names: Optional[Sequence[str]]
+        self, options: ExportOptions, freeze_buffers: bool, method_names: Sequence[str] | None
     ) -> None:
         super().__init__()
         self.options = options
@@ -214,8 +213,8 @@ class TensorRTPartitioner(Partitioner):
         # declared dynamic ranges by symbol (None: two methods disagree). ExecuTorch transforms
         # every method before it partitions any, so a transform after a partition, or after a
         # refusal, starts the next lowering.
-        self._lowering: Dict[str, ExportedProgram] = {}
-        self._declared: Dict[str, Optional[Tuple[int, int]]] = {}
+        self._lowering: dict[str, ExportedProgram] = {}
+        self._declared: dict[str, tuple[int, int] | None] = {}
         self._partitioned = False
 
     def _method_label(self, index: int) -> str:
@@ -307,7 +306,7 @@ class TensorRTPartitioner(Partitioner):
 
     def ops_to_not_decompose(
         self, ep: ExportedProgram
-    ) -> Tuple[List[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
+    ) -> tuple[list[torch._ops.OpOverload], Callable[[torch.fx.Node], bool] | None]:
         """Keeps the KV-write ops ``aten.index_copy.default`` (else decomposed into
         ``index_put``), ``aten.select_scatter.default`` (else decomposed into a ``where``
         over the whole cache) and ``aten.index_fill`` (else decomposed into an ``index_copy``
@@ -329,10 +328,11 @@ class TensorRTPartitioner(Partitioner):
         And keeps ``aten.scaled_dot_product_attention.default`` (issue 13), top level only,
         when the ``gqa_attention`` kernel can run it (float32, no dropout:
         ``passes.gqa_attention.sdpa_kernel_rejection``) and its exported result is contiguous
-        (e.g. one query row, as in decode) or pinned (``passes.sdpa_layout``; see the filter): decomposed, it is a ``repeat_kv``
-        copy of both caches and matrix products over the whole capacity every step; whole,
-        the portable engine runs it as ``executorch_trt::gqa_attention`` over the caches in
-        place and only at the positions the mask allows (``passes.gqa_attention``)."""
+        (e.g. one query row, as in decode) or pinned (``passes.sdpa_layout``; see the filter):
+        decomposed, it is a ``repeat_kv`` copy of both caches and matrix products over the whole
+        capacity every step; whole, the portable engine runs it as ``executorch_trt::gqa_attention``
+        over the caches in place and only at the positions the mask allows
+        (``passes.gqa_attention``)."""
         keep = [
             torch.ops.aten.index_copy.default,
             torch.ops.aten.select_scatter.default,

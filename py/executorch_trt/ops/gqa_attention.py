@@ -24,8 +24,6 @@ rank or size the kernel rejects.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 NAMESPACE = "executorch_trt"
@@ -39,9 +37,9 @@ def check_arguments(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    attn_mask: Optional[torch.Tensor],
+    attn_mask: torch.Tensor | None,
     is_causal: bool,
-) -> Optional[str]:
+) -> str | None:
     """Why the kernel would reject these arguments (the C++ kernel's checks, on shapes and
     dtypes only), or ``None`` when it takes them. Works on fake tensors (``meta["val"]``)."""
     for name, t in (("query", query), ("key", key), ("value", value)):

@@ -23,8 +23,6 @@ updated in place" (``_inplace_lineage``), so ``state`` is never written: eager g
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
-
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
@@ -32,9 +30,8 @@ from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import OutputKind
 
-from executorch_trt.graph.operator_support import STAYS_ON_HOST
 from executorch_trt.graph.edit import EDGE, insert_before
-
+from executorch_trt.graph.operator_support import STAYS_ON_HOST
 
 #: ``node.meta`` key of a snapshot node: the FQN of the buffer it copies (for messages).
 SNAPSHOT_OF = "executorch_trt_snapshot_of"
@@ -42,7 +39,7 @@ SNAPSHOT_OF = "executorch_trt_snapshot_of"
 
 def _dropped_writes(
     graph_module: torch.fx.GraphModule, signature: ExportGraphSignature
-) -> List[Tuple[int, str, torch.fx.Node]]:
+) -> list[tuple[int, str, torch.fx.Node]]:
     """(output position, target FQN, source placeholder) of every buffer mutation whose new
     value is another placeholder."""
     output = graph_module.graph.output_node()
@@ -103,7 +100,7 @@ class BufferToBufferWritesPass(ExportedProgramPassBase):
         return ExportedProgramPassResult(exported_program, changed)
 
 
-def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: str) -> None:
+def check_no_dropped_writes(signature: ExportGraphSignature | None, method: str) -> None:
     """Raises ``ValueError`` if a buffer of ``method`` is assigned another buffer as it is
     (the write ExecuTorch drops); ``signature`` is the program's graph signature after
     ``insert_write_back_for_buffers_pass``. That pass also renames the mutation outputs out of

@@ -36,16 +36,15 @@ the cache input itself (``plan_cond_caches_in_place``), never moved.
 from __future__ import annotations
 
 import operator
-from typing import List
 
 import torch
 from executorch.exir import memory
 from executorch.exir.pass_base import PassBase, PassResult
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.edit import EDGE, insert_before
 from executorch_trt.graph.operator_support import cond_branches, is_cond
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
-from executorch_trt.graph.edit import EDGE, insert_before
 
 
 def copy_cond_outputs(ep: ExportedProgram) -> int:
@@ -105,7 +104,7 @@ def _control_flow(node: torch.fx.Node) -> bool:
 _VIEWS = (EDGE.aten.view_copy.default, torch.ops.aten.view_copy.default, memory.view)
 
 
-def _readers(value: torch.fx.Node) -> List[torch.fx.Node]:
+def _readers(value: torch.fx.Node) -> list[torch.fx.Node]:
     """Every node that reads ``value``'s memory: its users, and the users of views of it."""
     readers, stack = [], list(value.users)
     while stack:
@@ -119,9 +118,9 @@ def _readers(value: torch.fx.Node) -> List[torch.fx.Node]:
 def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
     """In an edge graph (functional, before ``to_executorch``'s out-variant pass), copies each
     ``getitem(cond, j)`` (not a cache output) that is read after a later control-flow node of
-    the same graph or read through a ``view_copy``, and points every reader at the copy; likewise in every ``cond`` branch
-    (recursively). Returns the number of copies inserted; ``to_executorch`` renames the
-    outputs in the graph signature after its passes."""
+    the same graph or read through a ``view_copy``, and points every reader at the copy; likewise in
+    every ``cond`` branch (recursively). Returns the number of copies inserted; ``to_executorch``
+    renames the outputs in the graph signature after its passes."""
     graph = graph_module.graph
     nodes = list(graph.nodes)
     order = {n: i for i, n in enumerate(nodes)}

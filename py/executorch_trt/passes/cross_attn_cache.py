@@ -42,8 +42,8 @@ output position (the cache would be one thing in one branch and another in the o
 
 from __future__ import annotations
 
+import itertools
 import operator
-from typing import Dict, List, Optional, Set
 
 import torch
 import torch.utils._pytree as pytree
@@ -52,8 +52,8 @@ from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
 
-from executorch_trt.graph.operator_support import cond_branches, is_cond, op_name, schema_name
 from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.graph.operator_support import cond_branches, is_cond, op_name, schema_name
 
 UPDATE = "executorch::update_cross_attn_cache"
 ALIAS = "executorch::alias"
@@ -63,7 +63,7 @@ def _cache_arg(node: torch.fx.Node) -> torch.fx.Node:
     return node.args[1] if len(node.args) > 1 else node.kwargs["cache"]
 
 
-def _updated_operands(branch: torch.fx.GraphModule) -> Set[int]:
+def _updated_operands(branch: torch.fx.GraphModule) -> set[int]:
     """Operand positions a branch passes as ``update_cross_attn_cache``'s ``cache``."""
     placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
     return {
@@ -73,7 +73,7 @@ def _updated_operands(branch: torch.fx.GraphModule) -> Set[int]:
     }
 
 
-def _operand_names(graph_signature: Optional[ExportGraphSignature]) -> Dict[str, str]:
+def _operand_names(graph_signature: ExportGraphSignature | None) -> dict[str, str]:
     """``{placeholder name: how the user knows it}``: ``buffer 'layers.0.k_cache'``,
     ``method input 'x'``, ``parameter 'k.weight'``; empty without a signature."""
     if graph_signature is None:
@@ -93,8 +93,8 @@ def _describe_output(
     cond: torch.fx.Node,
     branch: int,
     j: int,
-    k: Optional[int],
-    names: Dict[str, str],
+    k: int | None,
+    names: dict[str, str],
 ) -> str:
     """What output ``j`` of branch ``branch`` (0 true, 1 false) of ``cond`` is, in the user's
     terms: the cond operand ``k`` it returns (named through ``names``), else the op computing
@@ -114,9 +114,9 @@ def _mismatch_error(
     gm: torch.fx.GraphModule,
     cond: torch.fx.Node,
     j: int,
-    true_k: Optional[int],
-    false_k: Optional[int],
-    names: Dict[str, str],
+    true_k: int | None,
+    false_k: int | None,
+    names: dict[str, str],
 ) -> ValueError:
     cache_k = true_k if true_k is not None else false_k
     cache = _describe_output(gm, cond, 0 if true_k is not None else 1, j, cache_k, names)
@@ -133,7 +133,7 @@ def _mismatch_error(
 
 
 def _returned_in_one_branch_error(
-    gm: torch.fx.GraphModule, cond: torch.fx.Node, k: int, names: Dict[str, str]
+    gm: torch.fx.GraphModule, cond: torch.fx.Node, k: int, names: dict[str, str]
 ) -> ValueError:
     """The error for a cache operand ``k`` that ``cond`` updates but whose branches do not both
     return it at one output position."""
@@ -191,7 +191,7 @@ def _check_no_nested_updates(gm: torch.fx.GraphModule, cond: torch.fx.Node) -> N
 
 def unexposed_cache_writes(
     graph_module: torch.fx.GraphModule, graph_signature: ExportGraphSignature
-) -> List[str]:
+) -> list[str]:
     """FQNs of the buffers that ``update_cross_attn_cache`` (functional or ``.out``; at the top
     level or in a top-level ``cond``) updates and that are not BUFFER_MUTATION targets:
     ``expose_cross_attn_cache_writes`` was not applied, so ExecuTorch would plan the cache as
@@ -211,7 +211,7 @@ def unexposed_cache_writes(
 
 
 def check_cache_writes_exposed(
-    graph_module: torch.fx.GraphModule, graph_signature: Optional[ExportGraphSignature], where: str
+    graph_module: torch.fx.GraphModule, graph_signature: ExportGraphSignature | None, where: str
 ) -> None:
     """Raises ``ValueError`` naming the buffers ``unexposed_cache_writes`` finds (``where``
     names the stage for the message); does nothing without a signature."""
@@ -270,11 +270,11 @@ def _is_view(node: torch.fx.Node) -> bool:
     )
 
 
-def _top_level_updates(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
+def _top_level_updates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if schema_name(n) == UPDATE]
 
 
-def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[str]:
+def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: set[str]) -> list[str]:
     """Makes each ``update_cross_attn_cache(value, cache)`` outside a ``cond`` the eager
     write it is. The op declares no mutation, so torch.export records none: the graph goes on
     reading the old ``cache`` after the call, and a buffer it writes becomes a constant (the
@@ -302,7 +302,7 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
         s.target: k for k, s in enumerate(sig.output_specs) if s.kind == OutputKind.BUFFER_MUTATION
     }
     # The nodes that are a buffer's live value: its placeholder, and its last in-place write.
-    current: Dict[torch.fx.Node, str] = {
+    current: dict[torch.fx.Node, str] = {
         n: buffers[n.name] for n in gm.graph.nodes if n.op == "placeholder" and n.name in buffers
     }
     out_args = list(output.args[0])
@@ -310,10 +310,10 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
         if isinstance(out_args[k], torch.fx.Node):
             current[out_args[k]] = fqn
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
-    chains: Dict[torch.fx.Node, List[torch.fx.Node]] = {}
+    chains: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     for node in updates:
         chains.setdefault(_cache_arg(node), []).append(node)
-    last: Dict[str, torch.fx.Node] = {}
+    last: dict[str, torch.fx.Node] = {}
     for cache, chain in chains.items():
         where = f"update_cross_attn_cache '{chain[0].name}' (outside a torch.cond)"
         fqn = current.get(cache)
@@ -341,7 +341,7 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
             before = [u for u in chain if order[u] < order[reader]]
             if before:
                 reader.replace_input_with(cache, before[-1])
-        for u, later in zip(chain, chain[1:]):  # snapshot reads after the next update
+        for u, later in itertools.pairwise(chain):  # snapshot reads after the next update
             late = [r for r in u.users if r is not later and order[r] > order[later]]
             if late:
                 with gm.graph.inserting_after(u):
@@ -363,7 +363,7 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
     return [fqn for fqn, _ in added]
 
 
-def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
+def expose_cross_attn_cache_writes(ep: ExportedProgram) -> list[str]:
     """Records each buffer a ``cond`` updates with ``update_cross_attn_cache`` as a
     BUFFER_MUTATION whose new value is the ``cond``'s output for it, ``getitem(cond, j)``
     (created if the program does not read it; module docstring), and each buffer updated
@@ -382,8 +382,8 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
     user_inputs = {s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT}
     kinds = {s.arg.name: s.kind for s in sig.input_specs}
     mutated = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
-    exposed: List[torch.fx.Node] = []
-    fqns: List[str] = []
+    exposed: list[torch.fx.Node] = []
+    fqns: list[str] = []
     for node in list(gm.graph.nodes):
         if not is_cond(node):
             continue
@@ -422,13 +422,13 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
     return fqns + _expose_top_level_updates(ep, cond_fqns)
 
 
-def _cond_outputs(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
+def _cond_outputs(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [
         u for n in gm.graph.nodes if is_cond(n) for u in n.users if u.target is operator.getitem
     ]
 
 
-def _returned_operand(value, placeholders: List[torch.fx.Node]) -> Optional[int]:
+def _returned_operand(value, placeholders: list[torch.fx.Node]) -> int | None:
     """The operand position a functional branch output is the cache of:
     ``update_cross_attn_cache(v, placeholder k)`` or ``alias(..)[i]`` whose argument ``i`` is
     placeholder ``k``; ``None`` for anything else."""
@@ -443,7 +443,7 @@ def _returned_operand(value, placeholders: List[torch.fx.Node]) -> Optional[int]
     return placeholders.index(source) if source in placeholders else None
 
 
-def _branch_cache_outputs(branch: torch.fx.GraphModule) -> Dict[int, int]:
+def _branch_cache_outputs(branch: torch.fx.GraphModule) -> dict[int, int]:
     """``{output position: operand position}`` for the outputs of one functional branch that
     are a cache operand (``_returned_operand``)."""
     placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
@@ -452,7 +452,7 @@ def _branch_cache_outputs(branch: torch.fx.GraphModule) -> Dict[int, int]:
     return {j: k for j, k in found.items() if k is not None}
 
 
-def cond_cache_outputs(graph_module: torch.fx.GraphModule, cond: torch.fx.Node) -> Dict[int, int]:
+def cond_cache_outputs(graph_module: torch.fx.GraphModule, cond: torch.fx.Node) -> dict[int, int]:
     """``{output position: operand position}`` of ``cond`` (functional graph, before
     ``ToOutVarPass``) for the outputs both branches return as the same cache operand: the
     reuse branch as ``alias(cache, ...)[i]``, the recompute branch as
@@ -466,7 +466,7 @@ def _drop_if_unused_alloc(graph: torch.fx.Graph, node) -> None:
         graph.erase_node(node)
 
 
-def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
+def _rewrite_branch(branch: torch.fx.GraphModule) -> dict[int, int]:
     """In one (out-variant) branch: ``update_cross_attn_cache.out`` writes into its cache
     operand, ``alias.out(...)[i]`` becomes operand ``i``. Returns output position -> operand
     position for the outputs that now are an operand."""
@@ -501,7 +501,7 @@ def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
 
 def plan_cond_caches_in_place(
     graph_module: torch.fx.GraphModule,
-    graph_signature: Optional[ExportGraphSignature] = None,
+    graph_signature: ExportGraphSignature | None = None,
 ) -> int:
     """Applies the second rewrite of the module docstring to every ``cond`` of an
     out-variant graph (between ``ToOutVarPass`` and memory planning), and removes the

@@ -19,11 +19,11 @@ and, for the same reason, a constant of a partition input's shape no longer read
   ->
     out = aten.full(target.shape, v, dtype=target.dtype)
 
-For ``copy``, with the cast and the expand each omitted when not needed (``out`` becomes ``src`` itself
-when neither is). A copy that is a partition output keeps its node (its name is the output's
-binding name, which the program's signature and the partitioner's ``buffer_updates`` refer
-to): the node itself becomes the last op, a plain ``_to_dim_order_copy`` when nothing else is
-needed. Then dead nodes (e.g. the ``slice_copy`` that only fed the copy its shape) are removed.
+For ``copy``, with the cast and the expand each omitted when not needed (``out`` becomes ``src``
+itself when neither is). A copy that is a partition output keeps its node (its name is the output's
+binding name, which the program's signature and the partitioner's ``buffer_updates`` refer to): the
+node itself becomes the last op, a plain ``_to_dim_order_copy`` when nothing else is needed. Then
+dead nodes (e.g. the ``slice_copy`` that only fed the copy its shape) are removed.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from __future__ import annotations
 import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
-from executorch_trt.graph.operator_support import schema_name
 from executorch_trt.graph.edit import (
     EDGE,
     cast_to,
@@ -40,6 +39,7 @@ from executorch_trt.graph.edit import (
     same_shape,
     shape_argument,
 )
+from executorch_trt.graph.operator_support import schema_name
 
 
 class FunctionalCopyPass(PassBase):

@@ -28,19 +28,19 @@ has its own attention layer).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any
 
 import torch
 
-from executorch_trt.ops import gqa_attention as attention_ops
-from executorch_trt.graph.operator_support import schema_name
 from executorch_trt.graph.edit import EDGE
+from executorch_trt.graph.operator_support import schema_name
+from executorch_trt.ops import gqa_attention as attention_ops
 
 SDPA = "aten::scaled_dot_product_attention"
 GQA_ATTENTION = EDGE.executorch_trt.gqa_attention.default
 
 
-def sdpa_arguments(node: torch.fx.Node) -> Dict[str, Any]:
+def sdpa_arguments(node: torch.fx.Node) -> dict[str, Any]:
     """The arguments of an ``aten.scaled_dot_product_attention`` call (ATen or edge) by
     schema name, defaults filled in: ``query``, ``key``, ``value``, ``attn_mask``,
     ``dropout_p``, ``is_causal``, ``scale``, ``enable_gqa``."""
@@ -51,7 +51,7 @@ def sdpa_arguments(node: torch.fx.Node) -> Dict[str, Any]:
     return values
 
 
-def sdpa_kernel_rejection(node: torch.fx.Node) -> Optional[str]:
+def sdpa_kernel_rejection(node: torch.fx.Node) -> str | None:
     """Why the ``gqa_attention`` kernel cannot run this SDPA call, or ``None`` if it can:
     dropout, a dtype/rank/shape ``attention_ops.check_arguments`` rejects, or missing shape
     metadata. The partitioner keeps an SDPA whole only when this is ``None``."""

@@ -4,8 +4,8 @@ ExecuTorch leaves a mutated buffer uninitialized at load unless its placeholder 
 ``meta["et_init_buffer"] = True`` (DESIGN.md; ExecuTorch's ``InitializedMutableBufferPass`` does
 the same by name pattern); the emitter then serialises the initial value into the program's
 mutable data. This pass sets the flag on every placeholder except those
-``MarkZeroBuffersPass`` marked; the emitter only honours it for mutable buffers, so parameters, constants and
-user inputs are unaffected.
+``MarkZeroBuffersPass`` marked; the emitter only honours it for mutable buffers, so parameters,
+constants and user inputs are unaffected.
 
 One rule for the result (DESIGN.md contract 6): a fresh load starts from the exported initial
 values. A buffer whose initial value is all zeros (a KV cache, a step counter) is not
@@ -24,7 +24,6 @@ from executorch.exir.pass_base import (
     PassResult,
 )
 from torch.export import ExportedProgram
-
 
 #: ``node.meta`` key of a buffer placeholder whose initial value is all zeros.
 ZERO_INITIAL_VALUE = "executorch_trt_zero_initial_value"

@@ -20,8 +20,9 @@ functional ``copy``)::
   tensor of any rank, int64 or int32, with at most one dynamic dimension: a prefill's ``[T]``
   positions): ``v`` broadcasts to the indexed shape (size-1 or
   missing leading dimensions, as slice assignment produces), so ``v'`` is ``v`` expanded to it;
-  ``idx'`` is ``idx`` flattened, converted to int64, with negative entries wrapped (``where(idx < 0, idx + size,
-  idx)``), as ``index_put`` does. Entries outside ``[-size, size)`` still fail at run time.
+  ``idx'`` is ``idx`` flattened, converted to int64, with negative entries wrapped (``where(idx < 0,
+  idx + size, idx)``), as ``index_put`` does. Entries outside ``[-size, size)`` still fail at run
+  time.
 * ``slice_scatter`` / ``select_scatter`` with static bounds: ``idx'`` is the ``arange`` of the
   slice (``start``/``end`` normalised and clamped as Python slicing does), ``v'`` the source
   (``select_scatter``'s gets its ``dim`` back as a size-1 dimension).
@@ -37,16 +38,15 @@ a reason string for a write-like op it cannot take (used in export warnings), or
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Union
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.pass_base import PassBase, PassResult
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from executorch_trt.ops import kv_cache_update as _ops  # noqa: F401
-from executorch_trt.graph.operator_support import schema_name
 from executorch_trt.graph.edit import EDGE, cast_to, insert_before, reshape_to, view_as
+from executorch_trt.graph.operator_support import schema_name
+from executorch_trt.ops import kv_cache_update as _ops  # noqa: F401
 
 KV_CACHE_UPDATE = exir_ops.edge.executorch_trt.kv_cache_update.default
 
@@ -85,7 +85,7 @@ class KVWrite:
     form: str
 
 
-def _val(node) -> Optional[torch.Tensor]:
+def _val(node) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None
 
@@ -94,7 +94,7 @@ def _static_ints(*values) -> bool:
     return all(v is None or isinstance(v, int) for v in values)
 
 
-def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
+def match_kv_write(node: torch.fx.Node) -> KVWrite | str | None:
     """Classifies ``node``: a ``KVWrite`` if it is a supported write form, a reason string if
     it is one of ``WRITE_OPS`` in a form the delegate cannot update in place, else ``None``."""
     if node.op != "call_function":
@@ -142,7 +142,7 @@ def match_kv_write(node: torch.fx.Node) -> Union[KVWrite, str, None]:
     return _check_source(node, cache, c, src, dim, expected, name)
 
 
-def _match_cross_attn_update(node: torch.fx.Node) -> Union[KVWrite, str]:
+def _match_cross_attn_update(node: torch.fx.Node) -> KVWrite | str:
     """``update_cross_attn_cache(value, cache)`` outside a ``cond``: ``cache[:, :, :S] = value``
     (``value`` ``[B, H, S, D]``, ``S <= S_max``; ``S`` may be dynamic)."""
     value, cache = node.args[0], node.args[1]
@@ -170,7 +170,7 @@ def _slice_scatter_args(node: torch.fx.Node) -> list:
     return [node.kwargs.get(n, a) for n, a in zip(names, args)]
 
 
-def _check_source(node, cache, c, src, dim, expected, name) -> Union[KVWrite, str]:
+def _check_source(node, cache, c, src, dim, expected, name) -> KVWrite | str:
     s = _val(src)
     if s is None or list(s.shape) != expected or s.dtype != c.dtype:
         got = f"{s.dtype} {list(s.shape)}" if s is not None else "a non-tensor"
@@ -211,7 +211,7 @@ def _view_copy_bytes(node: torch.fx.Node, cache: torch.fx.Node, src: torch.fx.No
     return 0
 
 
-def _match_index_copy(node, cache, c) -> Union[KVWrite, str]:
+def _match_index_copy(node, cache, c) -> KVWrite | str:
     _, dim, idx, value = node.args[:4]
     i, v = _val(idx), _val(value)
     if i is None or v is None:
@@ -229,12 +229,12 @@ def _match_index_copy(node, cache, c) -> Union[KVWrite, str]:
     return KVWrite(node, cache, dim, "aten::index_copy")
 
 
-def _indexed_shape(c: torch.Tensor, dim: int, i: torch.Tensor) -> List[int]:
+def _indexed_shape(c: torch.Tensor, dim: int, i: torch.Tensor) -> list[int]:
     """Shape of ``cache[(slice(None),) * dim + (idx,)]``: the index's dims replace ``dim``."""
     return list(c.shape[:dim]) + list(i.shape) + list(c.shape[dim + 1 :])
 
 
-def _match_index_put(node, cache, c) -> Union[KVWrite, str]:
+def _match_index_put(node, cache, c) -> KVWrite | str:
     indices, value = node.args[1], node.args[2]
     accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
     if accumulate:
@@ -263,7 +263,7 @@ def _match_index_put(node, cache, c) -> Union[KVWrite, str]:
     return KVWrite(node, cache, dim, "aten::index_put")
 
 
-def _broadcasts(shape: List, target: List) -> bool:
+def _broadcasts(shape: list, target: list) -> bool:
     """Whether ``shape`` broadcasts to ``target``, where a dynamic size (``SymInt``) must be
     the target's own size there. Decided with ``statically_known_true`` only: comparing with
     ``==`` would install a guard that specialises the dynamic size (``graph_edit.same_shape``)."""

@@ -40,13 +40,12 @@ operand's.
 from __future__ import annotations
 
 import operator
-from typing import Set
 
 import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
-from executorch_trt.graph.operator_support import is_cond, schema_name
 from executorch_trt.graph.edit import same_shape
+from executorch_trt.graph.operator_support import is_cond, schema_name
 
 #: Copies whose result equals the operand whenever dtype, shape and dim order are unchanged.
 _ALWAYS_IDENTITY = frozenset(
@@ -96,11 +95,11 @@ def _same_tensor_layout(a: object, b: object) -> bool:
         return same_shape(a.stride(), b.stride())
 
 
-def _in_place_storage(graph: torch.fx.Graph) -> Set[torch.fx.Node]:
+def _in_place_storage(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     """Nodes whose storage is written in place at run time, or aliases such storage: every
     tensor operand and the result (with its ``getitem``s) of each ``_WRITES_IN_PLACE`` op and
     ``torch.cond``."""
-    found: Set[torch.fx.Node] = set()
+    found: set[torch.fx.Node] = set()
     for node in graph.nodes:
         if node.op != "call_function" or not (
             is_cond(node) or schema_name(node) in _WRITES_IN_PLACE

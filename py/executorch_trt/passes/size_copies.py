@@ -23,8 +23,6 @@ A copy costs one ``executorch_prim`` call per use at run time (no tensor work).
 
 from __future__ import annotations
 
-from typing import Dict
-
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.pass_base import PassBase, PassResult
@@ -33,7 +31,7 @@ from executorch_trt.graph.operator_support import DelegateOperatorSupport, symbo
 
 
 def _copy_size(
-    size: torch.fx.Node, before: torch.fx.Node, copies: Dict[torch.fx.Node, torch.fx.Node]
+    size: torch.fx.Node, before: torch.fx.Node, copies: dict[torch.fx.Node, torch.fx.Node]
 ) -> torch.fx.Node:
     """A copy of symbolic node ``size`` and of its symbolic ancestors, inserted before
     ``before``; tensor inputs are shared. ``copies`` maps originals to the copies made for

@@ -7,7 +7,7 @@ import errno
 import io
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Optional, Union
+from typing import Any, BinaryIO
 
 from executorch_trt.runtime import library
 from executorch_trt.runtime.program import Program
@@ -66,7 +66,7 @@ _TEXT_MODE = (
 
 
 def load(
-    program: Union[str, Path, bytes, bytearray, BinaryIO], data: Optional[Union[str, Path]] = None
+    program: str | Path | bytes | bytearray | BinaryIO, data: str | Path | None = None
 ) -> Program:
     """Loads a ``.pte`` (path, bytes or binary file object) with the delegate library
     registered, and every method of it (state starts from each buffer's initial value).

@@ -4,7 +4,8 @@ bind and own, and its methods (see ``executorch_trt.runtime`` for state and thre
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -22,17 +23,17 @@ class Method:
     """A loaded method of a ``Program``. It keeps its program alive (``load(pte).load_method(name)``
     needs no other reference)."""
 
-    def __init__(self, program: "Program", name: str) -> None:
+    def __init__(self, program: Program, name: str) -> None:
         self._program = program
         self.name = name
 
     def execute(
         self,
         inputs: Sequence[Any],
-        state: Optional[Mapping[str, torch.Tensor]] = None,
+        state: Mapping[str, torch.Tensor] | None = None,
         *,
         partial: bool = False,
-    ) -> List[Any]:
+    ) -> list[Any]:
         """Runs the method on ``inputs`` (in the method's input order) and returns its user
         outputs as a list: tensors (copies, which the next call does not touch) and scalars.
 
@@ -67,7 +68,7 @@ class Method:
         upper bound (``"with shape at most [1, 64]"``) and the dimensions above it. The GIL is
         released while the method runs; see the module notes on threads.
         """
-        keep: List[torch.Tensor] = []  # alive until the call returns
+        keep: list[torch.Tensor] = []  # alive until the call returns
         args = [input_arg(x, i, keep) for i, x in enumerate(inputs)]
         program = self._program
         checked = program._check_state(state, partial) if state is not None else None
@@ -106,19 +107,19 @@ class Program:
 
     def __init__(self, session: Any) -> None:
         self._session = session
-        self._specs: Dict[str, TensorSpec] = {
+        self._specs: dict[str, TensorSpec] = {
             name: TensorSpec(torch_dtype(code), tuple(sizes))
             for name, code, sizes, _ in session.buffers()
         }
         # What the program reads and writes: the tensor bound and its storage, kept alive here.
-        self._bound: Dict[str, _Bound] = {}
+        self._bound: dict[str, _Bound] = {}
         # Held by execute and bind_*, around the binding's own lock: a bind_state and an execute
         # (``execute(inputs, state=...)``) run under one hold, and a bound tensor is checked
         # right before the run that uses it.
         self._lock = threading.RLock()
 
     @property
-    def method_names(self) -> Set[str]:
+    def method_names(self) -> set[str]:
         """The names of the program's methods."""
         return set(self._session.method_names)
 
@@ -130,7 +131,7 @@ class Program:
         return Method(self, name)
 
     @property
-    def buffer_names(self) -> Tuple[str, ...]:
+    def buffer_names(self) -> tuple[str, ...]:
         """The names (FQNs, as exported: ``"key_cache_0"``, ``"layers.0.attn.k_cache"``) of the
         program's mutable buffers, in the order its methods declare them. Empty for a program
         exported with ``emit_mutable_buffer_names=False`` (or without mutable buffers)."""
@@ -181,7 +182,7 @@ class Program:
             )
         return tensor_from_bytes(view, spec.dtype, spec.shape)
 
-    def new_state(self) -> Dict[str, torch.Tensor]:
+    def new_state(self) -> dict[str, torch.Tensor]:
         """``{name: tensor}`` for every buffer: new tensors (the caller's, contiguous, on the
         CPU) holding the buffer's initial value, i.e. its value in a freshly loaded program
         (the exported value; zeros for a buffer exported without one or with
@@ -202,7 +203,7 @@ class Program:
             state[name] = t
         return state
 
-    def _check_bindable(self, name: str, tensor: Any) -> Tuple[str, int, int]:
+    def _check_bindable(self, name: str, tensor: Any) -> tuple[str, int, int]:
         name = self._known(name)
         spec = self._specs[name]
         if not isinstance(tensor, torch.Tensor):
@@ -239,7 +240,7 @@ class Program:
             )
         return name, tensor.data_ptr(), tensor.numel() * tensor.element_size()
 
-    def _check_in_place(self, name: str, bound: "_Bound") -> None:
+    def _check_in_place(self, name: str, bound: _Bound) -> None:
         """``RuntimeError`` naming buffer ``name`` when the tensor bound to it no longer views
         the memory the program was given (the program would run on memory the tensor left,
         freed by a reallocating ``resize_``)."""
@@ -277,7 +278,7 @@ class Program:
             "state needs no session: call execute(inputs) without state"
         )
 
-    def _check_entries(self, state: Mapping[str, torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
+    def _check_entries(self, state: Mapping[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
         checked = []
         for name, tensor in state.items():
             self._check_bindable(name, tensor)
@@ -286,7 +287,7 @@ class Program:
 
     def _check_state(
         self, state: Mapping[str, torch.Tensor], partial: bool
-    ) -> List[Tuple[str, torch.Tensor]]:
+    ) -> list[tuple[str, torch.Tensor]]:
         """``state`` checked for ``bind_state(state, partial)`` (see there), nothing bound."""
         if not isinstance(state, Mapping):
             raise TypeError(
@@ -306,7 +307,7 @@ class Program:
             )
         return self._check_entries(state)
 
-    def _bind_checked(self, checked: List[Tuple[str, torch.Tensor]]) -> None:
+    def _bind_checked(self, checked: list[tuple[str, torch.Tensor]]) -> None:
         """Binds ``_check_state``'s result; the caller holds ``_lock``."""
         # Rechecked under the lock: another thread may have changed a tensor since.
         entries = [self._check_bindable(name, t) for name, t in checked]

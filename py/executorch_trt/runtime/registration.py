@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.quiet import logger
@@ -51,7 +51,7 @@ def register() -> Registration:
     return Registration(BACKEND_ID, lib._name, library.binding().__file__)
 
 
-def register_at_import() -> Optional[Registration]:
+def register_at_import() -> Registration | None:
     """``register()`` without raising, for ``import executorch_trt``: ``None`` when it failed.
     Silent when no library is found and none was configured (export-only use; the reason is
     logged to the ``executorch_trt`` logger at ``DEBUG``); a ``RuntimeWarning`` otherwise."""

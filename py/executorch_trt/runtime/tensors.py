@@ -3,7 +3,8 @@ outputs returned from it (no copy where the layout allows)."""
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -14,7 +15,7 @@ class TensorSpec(NamedTuple):
     """A tensor's dtype and shape as the program declares it."""
 
     dtype: torch.dtype
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
 
     def __str__(self) -> str:
         return f"{str(self.dtype).replace('torch.', '')} {list(self.shape)}"
@@ -24,11 +25,11 @@ class MethodMetadata(NamedTuple):
     """A method's declared inputs and outputs, in order: a ``TensorSpec`` per tensor, ``None``
     for a value that is not a tensor (an int, a float, a bool)."""
 
-    inputs: Tuple[Optional[TensorSpec], ...]
-    outputs: Tuple[Optional[TensorSpec], ...]
+    inputs: tuple[TensorSpec | None, ...]
+    outputs: tuple[TensorSpec | None, ...]
 
 
-def spec_of(entry: tuple) -> Optional[TensorSpec]:
+def spec_of(entry: tuple) -> TensorSpec | None:
     return TensorSpec(torch_dtype(entry[0]), tuple(entry[1])) if entry else None
 
 
@@ -42,7 +43,7 @@ def tensor_from_bytes(data: Any, dtype: torch.dtype, shape: Sequence[int]) -> to
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def input_arg(x: Any, index: int, keep: List[torch.Tensor]) -> Any:
+def input_arg(x: Any, index: int, keep: list[torch.Tensor]) -> Any:
     if isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
             raise ValueError(

@@ -34,7 +34,7 @@ The payload descriptor lists the engine's binding names in nested-method order
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
@@ -53,7 +53,6 @@ from executorch_trt.graph.operator_support import is_cond, schema_name
 from executorch_trt.options import CompileOptions
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 from executorch_trt.passes.pipeline import nested_finalise_passes, prepare_nested_program
-
 
 METHOD_NAME = "forward"
 
@@ -109,7 +108,7 @@ class _NestedXnnpackPartitioner(Partitioner):
 
 
 def build(
-    ep: ExportedProgram, aliases: Sequence[AliasedIO], options: Optional[CompileOptions] = None
+    ep: ExportedProgram, aliases: Sequence[AliasedIO], options: CompileOptions | None = None
 ) -> EnginePayload:
     """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
 

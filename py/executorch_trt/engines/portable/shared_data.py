@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Dict, Optional
 
 from executorch.exir import ExecutorchBackendConfig
 from executorch.exir._serialize._named_data_store import NamedDataStore, NamedDataStoreOutput
@@ -76,12 +75,12 @@ class NestedProgramParts:
     """
 
     pte: bytes
-    named_data: Optional[NamedDataStoreOutput]
-    constants: Dict[str, ConstantLayout]
+    named_data: NamedDataStoreOutput | None
+    constants: dict[str, ConstantLayout]
 
 
 def split_nested_program(
-    et, config: ExecutorchBackendConfig, external_tag: Optional[str]
+    et, config: ExecutorchBackendConfig, external_tag: str | None
 ) -> NestedProgramParts:
     """Splits ``et`` (an ``ExecutorchProgramManager`` made with ``config``, whose
     ``external_constants`` is true) into ``NestedProgramParts`` (module docstring).
@@ -105,8 +104,8 @@ def split_nested_program(
                 external_tag=external_tag,
             )
     layouts = _extract_external_tensor_layouts(emitted.program)
-    key_of_name: Dict[str, str] = {}
-    constants: Dict[str, ConstantLayout] = {}
+    key_of_name: dict[str, str] = {}
+    constants: dict[str, ConstantLayout] = {}
     for fqn_to_index in emitted.external_constant_map.values():
         for fqn, index in fqn_to_index.items():
             if fqn not in layouts:

@@ -13,9 +13,7 @@ and ExecuTorch runs it on the CPU, still in place (``passes/cross_attn_cache.py`
 
 from __future__ import annotations
 
-from typing import FrozenSet
-
 from executorch_trt.engines import op_groups
 
 #: Schema names (``namespace::name``) the TensorRT engine takes.
-SUPPORTED_OPS: FrozenSet[str] = op_groups.DECODER
+SUPPORTED_OPS: frozenset[str] = op_groups.DECODER
