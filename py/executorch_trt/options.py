@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
@@ -155,7 +156,7 @@ class ExportOptions:
         return self.share_mutable_buffers
 
     @staticmethod
-    def from_kwargs(**options) -> ExportOptions:
+    def from_kwargs(**options: Any) -> ExportOptions:
         """Builds options; unknown names raise ``TypeError`` listing them."""
         known = {f.name for f in dataclasses.fields(ExportOptions)}
         unknown = sorted(set(options) - known)
@@ -190,7 +191,7 @@ _OPTIONAL_BOOL_OPTIONS = frozenset({"share_mutable_buffers", "init_mutable_buffe
 # Every other ExportOptions field is a plain bool.
 
 
-def _check_type(name: str, value) -> None:
+def _check_type(name: str, value: object) -> None:
     """``TypeError`` unless option ``name`` has the type ``ExportOptions`` documents."""
     if name in _STRING_OPTIONS:
         if not isinstance(value, str):
@@ -207,7 +208,7 @@ def _check_type(name: str, value) -> None:
         check_bool(f"executorch_trt: option {name}", value)
 
 
-def check_bool(what: str, value) -> None:
+def check_bool(what: str, value: object) -> None:
     """``TypeError`` naming ``what`` unless ``value`` is ``True`` or ``False``."""
     if not isinstance(value, bool):
         raise TypeError(f"{what} must be True or False, got {type(value).__name__} {value!r}")
@@ -249,7 +250,7 @@ class CompileOptions:
     def from_compile_specs(specs: Sequence[CompileSpec]) -> CompileOptions:
         """Decodes specs written by ``to_compile_specs``. Checks the format only (known keys,
         values of the types above); raises ``ValueError`` naming the spec otherwise."""
-        values = {}
+        values: dict[str, Any] = {}
         for spec in specs:
             decode = _SPEC_DECODERS.get(spec.key)
             if decode is None:
@@ -300,7 +301,7 @@ def _ranges(text: str) -> tuple[tuple[str, int, int], ...]:
     return tuple((name, lo, hi) for name, lo, hi in value)
 
 
-_SPEC_DECODERS = {
+_SPEC_DECODERS: dict[str, Callable[[str], Any]] = {
     "engine": str,
     "kv_cache": str,
     "require_inplace": _flag,

@@ -64,7 +64,7 @@ assert _HEADER.size == BLOB_HEADER_SIZE
 assert struct.calcsize("<4sIIIQQQQQ") == BLOB_CHECKSUM_OFFSET
 
 
-def checksum(data: bytes) -> int:
+def checksum(data: bytes | memoryview) -> int:
     """BLAKE2b-64 of ``data`` as the little-endian u64 stored at header offset 56
     (FORMAT.md "Integrity"; C++: ``core/blob/checksum.h``)."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
@@ -259,7 +259,7 @@ def _check_section(name: str, offset: int, size: int, header_size: int, total: i
         )
 
 
-def read_header(data: bytes, *, verify_checksum: bool = True) -> BlobHeader:
+def read_header(data: bytes | memoryview, *, verify_checksum: bool = True) -> BlobHeader:
     """Parses and validates the header, in ``BlobHeader::Parse``'s order. Raises ``ValueError``
     naming the problem: short blob, wrong magic, unsupported version, unknown required feature,
     non-zero reserved field, ``header_size`` below 64 or past the end, a section that overlaps
@@ -341,7 +341,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python extensions nlohmann rejects
 
 
-def parse_json(text: bytes) -> Any:
+def parse_json(text: bytes | memoryview) -> Any:
     """Parses ``text`` as the C++ runtime's ``nlohmann::json::parse`` does (strict RFC 8259):
     a leading UTF-8 BOM is skipped; ``NaN``/``Infinity``, unpaired surrogate escapes, invalid
     UTF-8 and trailing bytes are rejected. Raises ``ValueError`` saying why."""
@@ -481,7 +481,7 @@ def _parse_alias(entry: Any, index: int, required_features: int) -> AliasedIO:
 
 
 def parse_metadata(
-    text: bytes, required_features: int, version: int = BLOB_FORMAT_VERSION
+    text: bytes | memoryview, required_features: int, version: int = BLOB_FORMAT_VERSION
 ) -> DelegateMetadata:
     """Parses the metadata JSON of a blob whose header (``format_version`` ``version``)
     requires ``required_features``, in ``DelegateMetadata::Parse``'s order: a UTF-8 JSON
@@ -589,7 +589,7 @@ def _metadata_of(data: memoryview, header: BlobHeader) -> DelegateMetadata:
     return metadata
 
 
-def read_metadata(data: bytes) -> DelegateMetadata:
+def read_metadata(data: bytes | memoryview) -> DelegateMetadata:
     """The validated metadata of a blob: ``read_header`` without the checksum (which reads
     the whole payload), ``parse_metadata`` and ``check_bindings``. For a blob this process
     just wrote (the in-place planning pass reads the alias decision of each delegate); use
@@ -598,7 +598,7 @@ def read_metadata(data: bytes) -> DelegateMetadata:
     return _metadata_of(data, read_header(data, verify_checksum=False))
 
 
-def read_blob(data: bytes) -> DelegateBlob:
+def read_blob(data: bytes | memoryview) -> DelegateBlob:
     """Parses a blob written by ``write_blob`` (or the same format from another writer).
 
     Fails closed: any problem ``read_header`` (checksum included), ``parse_metadata`` or

@@ -22,6 +22,7 @@ input, the dimension, the symbol and its range (``ep.range_constraints``) and wh
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
@@ -39,12 +40,12 @@ WHAT_TO_DO = (
 SYMBOLIC_KINDS = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
 
 
-def shape_text(shape) -> str:
+def shape_text(shape: Iterable[Any]) -> str:
     """``"[s37, 1, 4]"``: a shape with symbolic sizes printed as their expressions."""
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def symbols_of(value) -> list[str]:
+def symbols_of(value: Any) -> list[str]:
     """Names of the free symbols of a ``SymInt``/``SymFloat``/``SymBool`` (sorted)."""
     node = getattr(value, "node", None)
     expr = getattr(node, "expr", None)
@@ -53,12 +54,12 @@ def symbols_of(value) -> list[str]:
     return sorted(str(s) for s in expr.free_symbols)
 
 
-def _bound(value) -> str:
+def _bound(value: Any) -> str:
     text = str(value)
     return text.replace("int_oo", "inf").replace("oo", "inf")
 
 
-def _range(range_constraints, symbol: str) -> str | None:
+def _range(range_constraints: Mapping[Any, Any] | None, symbol: str) -> str | None:
     for sym, vr in (range_constraints or {}).items():
         if str(sym) == symbol:
             return f"[{_bound(vr.lower)}, {_bound(vr.upper)}]"
@@ -92,7 +93,7 @@ def describe_symbols(
     symbols: Iterable[str],
     graph: torch.fx.Graph,
     input_names: Iterable[str] | None = None,
-    range_constraints=None,
+    range_constraints: Mapping[Any, Any] | None = None,
 ) -> str:
     """``"s37 in [1, 8] (dimension 0 of input 'k')"`` for each symbol, joined by ``"; "``: the
     range from ``range_constraints`` (``ep.range_constraints``) when given, the source from
@@ -114,11 +115,11 @@ def _describe(ep: ExportedProgram, symbols: Iterable[str]) -> str:
     return describe_symbols(symbols, ep.graph, ep.graph_signature.user_inputs, ep.range_constraints)
 
 
-def finite_ranges(range_constraints) -> dict[str, tuple[int, int]]:
+def finite_ranges(range_constraints: Mapping[Any, Any] | None) -> dict[str, tuple[int, int]]:
     """``{symbol: (min, max)}`` for every symbol of ``range_constraints`` (an
     ``ExportedProgram.range_constraints``) with a finite upper bound; the minimum is at least
     0."""
-    ranges = {}
+    ranges: dict[str, tuple[int, int]] = {}
     for sym, vr in (range_constraints or {}).items():
         # torch's int_oo (an unbounded Dim) claims is_finite; a finite bound is an Integer.
         if getattr(vr.upper, "is_Integer", False) and getattr(vr.lower, "is_Integer", False):
@@ -126,7 +127,7 @@ def finite_ranges(range_constraints) -> dict[str, tuple[int, int]]:
     return ranges
 
 
-def _shape_env(ep: ExportedProgram):
+def _shape_env(ep: ExportedProgram) -> Any:
     for node in ep.graph.nodes:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
@@ -136,7 +137,7 @@ def _shape_env(ep: ExportedProgram):
     return None
 
 
-def _declared_minimum(shape_env, symbol) -> int | None:
+def _declared_minimum(shape_env: Any, symbol: Any) -> int | None:
     """The minimum the user declared for ``symbol`` (``torch.export.Dim(min=...)``), read off
     the shape environment's tracked inputs: ``var_to_sources`` names the input dimension,
     whose ``constraint_sizes`` entry holds the declared range. ``None`` when not found."""
@@ -150,7 +151,9 @@ def _declared_minimum(shape_env, symbol) -> int | None:
             sizes = getattr(tracked.symbolic_context, "constraint_sizes", None) or ()
             constraint = sizes[idx] if idx < len(sizes) else None
             lower = getattr(getattr(constraint, "vr", None), "lower", None)
-            if getattr(lower, "is_Integer", False) or isinstance(lower, int):
+            if lower is not None and (
+                getattr(lower, "is_Integer", False) or isinstance(lower, int)
+            ):
                 return int(lower)
     return None
 
@@ -182,7 +185,7 @@ def declared_ranges(
     return ranges
 
 
-def _problem(size, range_constraints) -> str | None:
+def _problem(size: torch.SymInt, range_constraints: Mapping[Any, Any] | None) -> str | None:
     """Why dynamic size ``size`` (a ``SymInt``) cannot be a binding dimension, or ``None``."""
     expr = size.node.expr
     if not expr.is_Symbol:
@@ -192,11 +195,11 @@ def _problem(size, range_constraints) -> str | None:
     return None
 
 
-def _dynamic_description(value) -> list[str] | None:
+def _dynamic_description(value: Any) -> list[str] | None:
     """The symbols of ``value`` if it is dynamic (a tensor with a symbolic dimension, or a
     symbolic scalar), else ``None``."""
     if isinstance(value, torch.Tensor):
-        symbols = set()
+        symbols: set[str] = set()
         for size in value.shape:
             if not isinstance(size, int):
                 symbols.update(symbols_of(size))

@@ -15,8 +15,10 @@ import torch
 import torch.utils._pytree as pytree
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch._guards import detect_fake_mode
-from torch.export.exported_program import ExportGraphSignature
+from torch.export.graph_signature import ExportGraphSignature
 from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from executorch_trt.graph.nodes import arg_node
 
 EDGE = exir_ops.edge
 
@@ -26,7 +28,7 @@ def _val(arg: Any) -> Any:
 
 
 def insert_before(
-    anchor: torch.fx.Node, target: Any, args: Sequence[Any], kwargs: dict | None = None
+    anchor: torch.fx.Node, target: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None
 ) -> torch.fx.Node:
     """Inserts ``target(*args, **kwargs)`` just before ``anchor``; returns the new node with
     ``meta["val"]`` set. ``args`` may mix nodes and constants."""
@@ -58,7 +60,7 @@ def is_static(size: Any) -> bool:
     return isinstance(size, int)
 
 
-def shape_argument(shape: Sequence[Any], what: str) -> list:
+def shape_argument(shape: Sequence[Any], what: str) -> list[int]:
     """``shape`` as a ``view_copy``/``expand_copy`` argument: static sizes as ints, at most one
     symbolic size as ``-1`` (``view`` infers it from the element count; ``expand`` keeps the
     input's size, which the caller has checked is the same symbol). Raises ``ValueError``
@@ -75,13 +77,13 @@ def shape_argument(shape: Sequence[Any], what: str) -> list:
 
 def size_arguments(
     anchor: torch.fx.Node, sources: Sequence[torch.fx.Node], shape: Sequence[Any]
-) -> list | None:
+) -> list[int | torch.fx.Node] | None:
     """``shape`` as a ``view_copy``/``expand_copy`` argument list built before ``anchor``:
     static sizes as ints, each dynamic size as a ``sym_size(source, k)`` node reading it off a
     dimension ``k`` of one of ``sources`` that has that size (a ``-1`` would make the op infer
     the size by calling ``int()`` on it, which specialises the dynamic size to its example
     value for the whole graph). ``None`` when no source has a dynamic size of ``shape``."""
-    args = []
+    args: list[int | torch.fx.Node] = []
     for d in shape:
         if is_static(d):
             args.append(int(d))
@@ -172,7 +174,7 @@ def cast_to(anchor: torch.fx.Node, value: torch.fx.Node, dtype: torch.dtype) -> 
     )
 
 
-def _replace_output_specs(old: torch.fx.Node, spec) -> None:
+def _replace_output_specs(old: torch.fx.Node, spec: Any) -> None:
     """In every output node that returns ``old``, sets the spec at ``old``'s positions to
     ``spec``. The output node's meta["spec"] is a flat sequence parallel to its flat args."""
     for user in old.users:
@@ -200,7 +202,7 @@ def remove_write_back(
     output node's spec entry becomes the buffer's. Without that last step the planner, which
     collects specs from the output node too, would reserve an arena slot no emitted tensor
     uses. The caller recompiles the graph module."""
-    _replace_output_specs(copy, copy.args[0].meta["spec"])
+    _replace_output_specs(copy, arg_node(copy, 0).meta["spec"])
     copy.replace_all_uses_with(value)
     if graph_signature is not None:
         for spec in graph_signature.output_specs:

@@ -42,7 +42,7 @@ def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
     schema = getattr(node.target, "_schema", None)
     if schema is None:
         return []
-    written = []
+    written: list[torch.fx.Node] = []
     for i, arg in enumerate(schema.arguments):
         if arg.alias_info is None or not arg.alias_info.is_write:
             continue
@@ -82,10 +82,11 @@ def _aliased_argument(node: torch.fx.Node) -> torch.fx.Node | None:
 
 def _base_placeholder(node: torch.fx.Node) -> torch.fx.Node | None:
     seen = set()
-    while node is not None and node.op != "placeholder" and node not in seen:
-        seen.add(node)
-        node = _aliased_argument(node)
-    return node if node is not None and node.op == "placeholder" else None
+    current: torch.fx.Node | None = node
+    while current is not None and current.op != "placeholder" and current not in seen:
+        seen.add(current)
+        current = _aliased_argument(current)
+    return current if current is not None and current.op == "placeholder" else None
 
 
 def _op_name(node: torch.fx.Node) -> str:

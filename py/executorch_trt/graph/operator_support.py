@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
+from typing import Any, cast
 
 import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from executorch_trt.format.wire import dtype_name
+from executorch_trt.graph.nodes import arg_node, attr_name
 
 #: The name engines list ``torch.ops.higher_order.cond`` under (it has no schema).
 COND = "higher_order::cond"
@@ -31,7 +33,7 @@ def cond_branches(
     graph_module: torch.fx.GraphModule, cond: torch.fx.Node
 ) -> list[torch.fx.GraphModule]:
     """The true and false branch subgraphs of ``cond`` (its ``get_attr`` arguments 1 and 2)."""
-    return [getattr(graph_module, b.target) for b in (cond.args[1], cond.args[2])]
+    return [getattr(graph_module, attr_name(arg_node(cond, i))) for i in (1, 2)]
 
 
 def schema_name(node: torch.fx.Node) -> str:
@@ -46,7 +48,7 @@ def symbolic_op_name(node: torch.fx.Node) -> str:
     if node.op != "call_function" or not isinstance(node.meta.get("val"), torch.SymInt):
         return ""
     if getattr(node.target, "__module__", None) == "_operator":
-        return f"operator::{node.target.__name__}"
+        return f"operator::{cast(Any, node.target).__name__}"
     return schema_name(node)
 
 
@@ -135,5 +137,6 @@ def _branch_modules(
     submodules: Mapping[str, torch.nn.Module], cond: torch.fx.Node
 ) -> list[torch.fx.GraphModule] | None:
     """``cond``'s two branch graph modules, or ``None`` if either is not one."""
-    branches = [submodules.get(getattr(b, "target", None)) for b in cond.args[1:3]]
-    return branches if all(isinstance(b, torch.fx.GraphModule) for b in branches) else None
+    branches = [submodules.get(cast(str, getattr(b, "target", None))) for b in cond.args[1:3]]
+    modules = [b for b in branches if isinstance(b, torch.fx.GraphModule)]
+    return modules if len(modules) == len(branches) else None

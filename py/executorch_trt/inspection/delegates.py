@@ -76,7 +76,8 @@ def delegate_reports(
         for _, call in pa.instructions(plan)
         if isinstance(call, schema.DelegateCall)
     )
-    reports, metadata = [], []
+    reports: list[DelegateReport] = []
+    metadata: list[DelegateMetadata | None] = []
     for index, delegate in enumerate(plan.delegates):
         if delegate.id != BACKEND_ID:
             reports.append(DelegateReport(index, delegate.id, calls[index]))
@@ -85,7 +86,7 @@ def delegate_reports(
         blob, note = _delegate_blob(program, delegate)
         meta = blob.metadata if blob is not None else None
         metadata.append(meta)
-        if meta is None:
+        if blob is None or meta is None:
             reports.append(
                 DelegateReport(
                     index,

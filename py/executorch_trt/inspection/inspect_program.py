@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Sequence
+from typing import Any, cast
 
 from executorch.exir import schema
 
 from executorch_trt.format.wire import BACKEND_ID
+from executorch_trt.inspection import plan as pa
 from executorch_trt.inspection.pte_file import ProgramReadError, read_program
 from executorch_trt.inspection.report import (
     UNKNOWN_ENGINE,
@@ -21,7 +23,7 @@ from executorch_trt.inspection.report import (
 from executorch_trt.inspection.state import MethodAnalysis
 
 
-def inspect(program) -> ProgramReport:
+def inspect(program: Any) -> ProgramReport:
     """Reports, per method of ``program``, its delegate calls, the operators it runs outside
     delegates and how each mutable buffer is updated (module docstring for the rules).
 
@@ -43,13 +45,13 @@ def inspect(program) -> ProgramReport:
     return ProgramReport(loaded.source, loaded.size, methods, _summary(loaded.program, methods))
 
 
-def _buffer_key(plan: schema.ExecutionPlan, s: StateReport):
+def _buffer_key(plan: schema.ExecutionPlan, s: StateReport) -> tuple[object, ...]:
     """Identity of a buffer across methods: its FQN, else its slot in the shared arena."""
     if s.fqn:
         return ("fqn", s.fqn)
-    tensor = plan.values[s.value].val
-    if "shared_arena" in s.evidence:
-        return ("arena", tensor.allocation_info.memory_offset)
+    if "shared_arena" in s.evidence:  # evidence of a memory-planned tensor only
+        allocation = pa.state_tensor(plan, s.value).allocation_info
+        return ("arena", cast(schema.AllocationDetails, allocation).memory_offset)
     return ("value", plan.name, s.value)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterator
+from typing import cast
 
 import torch
 from executorch.exir import schema
@@ -61,6 +62,12 @@ def tensor_at(plan: schema.ExecutionPlan, value_index: int) -> schema.Tensor | N
     return value if isinstance(value, schema.Tensor) else None
 
 
+def state_tensor(plan: schema.ExecutionPlan, value_index: int) -> schema.Tensor:
+    """``tensor_at`` for a value known to be a tensor (a mutable buffer or one of its views,
+    which the state analysis only finds among the plan's tensors)."""
+    return cast(schema.Tensor, tensor_at(plan, value_index))
+
+
 def tensor_dtype(tensor: schema.Tensor) -> torch.dtype:
     """The ``torch.dtype`` of an emitted tensor; ``ValueError`` for an unknown scalar type."""
     try:
@@ -94,7 +101,7 @@ def tensor_fqn(tensor: schema.Tensor) -> str | None:
         return None
     if int(info.location) != int(schema.TensorDataLocation.SEGMENT):
         return None
-    return info.fully_qualified_name
+    return cast(str, info.fully_qualified_name)
 
 
 def operator_name(plan: schema.ExecutionPlan, op_index: int) -> str:
@@ -182,7 +189,7 @@ def sizes(tensor: schema.Tensor) -> tuple[int, ...]:
 
 
 @functools.cache
-def _schema(name: str, overload: str):
+def _schema(name: str, overload: str) -> torch.FunctionSchema | None:
     try:
         return torch._C._get_schema(name, overload)
     except RuntimeError:  # not registered in this process (e.g. a custom op library not loaded)

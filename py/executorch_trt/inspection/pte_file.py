@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+from typing import Any
 
 from executorch.exir import schema
 
@@ -37,7 +38,7 @@ class ParsedProgram:
     size: int | None = None
 
 
-def read_program(program) -> ParsedProgram:
+def read_program(program: Any) -> ParsedProgram:
     """Loads ``program``: an ``ExecutorchProgramManager`` (its ``executorch_program``), an
     ``executorch.exir.schema.Program``, the bytes of a ``.pte`` (``bytes``/``bytearray``/
     ``memoryview``) or a path to one (``str``/``os.PathLike``).

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from executorch_trt.format.wire import BACKEND_ID, ENGINE_PORTABLE, ENGINE_TENSORRT
 
@@ -102,7 +103,7 @@ class StateReport:
     views: tuple[int, ...] = ()
     delegate_bytes_copied_per_call: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         for key in ("shape", "updated_by", "evidence", "views"):
             d[key] = list(d[key])
@@ -192,7 +193,7 @@ class MethodReport:
             f"{[s.name for s in self.state]})"
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "delegate_calls": self.delegate_calls,
@@ -246,7 +247,7 @@ class ProgramReport:
                 return m
         raise KeyError(f"program has no method {name!r} (it has {[m.name for m in self.methods]})")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "source": self.source,
@@ -276,7 +277,7 @@ def _counts(counts: dict[str, int]) -> str:
 def _engines_line(delegates: Sequence[DelegateReport]) -> str:
     """``"engines: portable x1 (nested ExecuTorch program with XNNPACK, on the CPU)"``: each
     engine of the ``TensorRTBackend`` delegates with how many it runs and what it is."""
-    groups: dict[tuple[str, str], int] = collections.Counter(
+    groups: dict[tuple[str, str | None], int] = collections.Counter(
         (d.engine or UNKNOWN_ENGINE, d.engine_description)
         for d in delegates
         if d.backend == BACKEND_ID

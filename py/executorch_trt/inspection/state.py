@@ -164,7 +164,7 @@ class MethodAnalysis:
             v for v in once if v not in written and v not in self.inputs
         ]
 
-    def _storage(self, value: int):
+    def _storage(self, value: int) -> tuple[str, int] | tuple[str, int, int]:
         """Where a value's data lives: (arena, offset) when memory-planned, else the value id.
         ExecuTorch emits a view (``view_copy`` removed by memory planning) as a second value
         with its base's arena and offset, so a view and its base share a key."""
@@ -203,15 +203,16 @@ class MethodAnalysis:
             storage_written.update(self._storage(v) for v in writes)
 
     def _evidence(self, value: int, tensor: schema.Tensor, copy_dests: set[int]) -> list[str]:
-        planned = tensor.allocation_info is not None
+        allocation = tensor.allocation_info
+        planned = allocation is not None
         evidence = []
         if pa.tensor_fqn(tensor):
             evidence.append("name")
         if planned and tensor.data_buffer_idx > 0:
             evidence.append("initial_value")
         if (
-            planned
-            and tensor.allocation_info.memory_id == 2
+            allocation is not None
+            and allocation.memory_id == 2
             and len(self.plan.non_const_buffer_sizes) == 3
         ):
             evidence.append("shared_arena")
@@ -232,7 +233,7 @@ class MethodAnalysis:
         """The report of the buffer whose value is ``values[0]``; ``values[1:]`` are views of
         it (same storage), whose writers count as the buffer's."""
         group = set(values)
-        tensor = pa.tensor_at(self.plan, values[0])
+        tensor = pa.state_tensor(self.plan, values[0])
         write_backs = [c for c in copies if c.destination in group]
         kernel_writers = [n for v in values for n in self.kernel_writes.get(v, [])]
         delegate_writers = [d for v in values for d in self.delegate_in_place.get(v, [])]
@@ -275,8 +276,8 @@ class MethodAnalysis:
         """The buffer itself first (named, else initialised, else the largest, else the first
         value), then its views."""
 
-        def rank(v):
-            t = pa.tensor_at(self.plan, v)
+        def rank(v: int) -> tuple[bool, bool, int, int]:
+            t = pa.state_tensor(self.plan, v)
             return (pa.tensor_fqn(t) is not None, t.data_buffer_idx > 0, pa.tensor_nbytes(t), -v)
 
         base = max(values, key=rank)
@@ -314,7 +315,7 @@ class MethodAnalysis:
         for values in groups.values():
             values = self._base_first(values)
             rules = [rule for rule in _EVIDENCE if any(rule in evidence[v] for v in values)]
-            name = pa.tensor_fqn(pa.tensor_at(plan, values[0])) or pa.describe_value(
+            name = pa.tensor_fqn(pa.state_tensor(plan, values[0])) or pa.describe_value(
                 plan, values[0]
             )
             state.append(self._state_entry(values, rules, copies, functional, name))

@@ -76,7 +76,7 @@ def _write(src: torch.Tensor, out: torch.Tensor) -> None:
         out.copy_(src)
 
 
-def _update_out(value, cache, *, out):
+def _update_out(value: torch.Tensor, cache: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
     _check_update(value, cache)
     _check_out("update_cross_attn_cache.out: out", cache, out)
     _write(cache, out)
@@ -84,13 +84,17 @@ def _update_out(value, cache, *, out):
     return out
 
 
-def _update_out_fake(value, cache, *, out):
+def _update_out_fake(
+    value: torch.Tensor, cache: torch.Tensor, *, out: torch.Tensor
+) -> torch.Tensor:
     _check_update(value, cache)
     _check_out("update_cross_attn_cache.out: out", cache, out)
     return out
 
 
-def _alias_out(x, y, *, out0, out1):
+def _alias_out(
+    x: torch.Tensor, y: torch.Tensor, *, out0: torch.Tensor, out1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     _check_out("alias.out: out0", x, out0)
     _check_out("alias.out: out1", y, out1)
     _write(x, out0)
@@ -98,7 +102,9 @@ def _alias_out(x, y, *, out0, out1):
     return out0, out1
 
 
-def _alias_out_fake(x, y, *, out0, out1):
+def _alias_out_fake(
+    x: torch.Tensor, y: torch.Tensor, *, out0: torch.Tensor, out1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     _check_out("alias.out: out0", x, out0)
     _check_out("alias.out: out1", y, out1)
     return out0, out1

@@ -72,24 +72,53 @@ def check_arguments(
     return None
 
 
-def _check(query, key, value, attn_mask, is_causal) -> None:
+def _check(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+) -> None:
     reason = check_arguments(query, key, value, attn_mask, is_causal)
     if reason is not None:
         raise ValueError(f"gqa_attention: {reason}")
 
 
-def _reference(query, key, value, attn_mask, is_causal, scale):
+def _reference(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+) -> torch.Tensor:
     return torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=True
     )
 
 
-def _gqa_attention(query, key, value, attn_mask, is_causal, scale):
+def _gqa_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+) -> torch.Tensor:
     _check(query, key, value, attn_mask, is_causal)
     return _reference(query, key, value, attn_mask, is_causal, scale)
 
 
-def _gqa_attention_out(query, key, value, attn_mask, is_causal, scale, *, out):
+def _gqa_attention_out(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+    *,
+    out: torch.Tensor,
+) -> torch.Tensor:
     _check(query, key, value, attn_mask, is_causal)
     result = _reference(query, key, value, attn_mask, is_causal, scale)
     out.resize_(result.shape)
@@ -97,12 +126,28 @@ def _gqa_attention_out(query, key, value, attn_mask, is_causal, scale, *, out):
     return out
 
 
-def _gqa_attention_fake(query, key, value, attn_mask, is_causal, scale):
+def _gqa_attention_fake(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+) -> torch.Tensor:
     _check(query, key, value, attn_mask, is_causal)
     return query.new_empty((*query.shape[:3], value.shape[3]))
 
 
-def _gqa_attention_out_fake(query, key, value, attn_mask, is_causal, scale, *, out):
+def _gqa_attention_out_fake(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+    *,
+    out: torch.Tensor,
+) -> torch.Tensor:
     _check(query, key, value, attn_mask, is_causal)
     return out
 

@@ -86,21 +86,21 @@ def load(
     ExecuTorch and the delegates logged while loading (also on stderr), which say why.
     """
     data_path = "" if data is None else _data_source(data)
-    data = _program_source(program)
+    content = _program_source(program)
     binding = library.binding()
-    if isinstance(data, str):
-        return Program(binding.load_file(data, data_path))
-    if hasattr(data, "read"):
+    if isinstance(content, str):
+        return Program(binding.load_file(content, data_path))
+    if hasattr(content, "read"):
         source = getattr(program, "name", type(program).__name__)
-        data = data.read()
-        if isinstance(data, str):
+        content = content.read()
+        if isinstance(content, str):
             raise TypeError(_TEXT_MODE.format(source))
-        if not isinstance(data, (bytes, bytearray, memoryview)):
+        if not isinstance(content, (bytes, bytearray, memoryview)):
             raise TypeError(
                 f"executorch_trt.runtime.load: {source}.read() returned "
-                f"{type(data).__name__}, not bytes: pass a binary file object"
+                f"{type(content).__name__}, not bytes: pass a binary file object"
             )
         what = f"the .pte read from {source}"
     else:
-        what = f"the {len(data)} bytes of a .pte"
-    return Program(binding.load_bytes(data, what, data_path))
+        what = f"the {len(content)} bytes of a .pte"
+    return Program(binding.load_bytes(content, what, data_path))

@@ -29,7 +29,7 @@ class MethodMetadata(NamedTuple):
     outputs: tuple[TensorSpec | None, ...]
 
 
-def spec_of(entry: tuple) -> TensorSpec | None:
+def spec_of(entry: tuple[Any, ...]) -> TensorSpec | None:
     return TensorSpec(torch_dtype(entry[0]), tuple(entry[1])) if entry else None
 
 
