@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+from typing import NoReturn
 
 USAGE_HINT = "run with --help for usage"
 
@@ -22,7 +23,7 @@ USAGE_HINT = "run with --help for usage"
 class _Parser(argparse.ArgumentParser):
     """argparse, with a pointer to --help in every usage error (still exit 2)."""
 
-    def error(self, message: str) -> NoReturn:  # noqa: F821
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}; {USAGE_HINT}\n")
 

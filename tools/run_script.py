@@ -9,9 +9,10 @@ usage or a missing script; otherwise the script's own exit status.
 import os
 import runpy
 import sys
+from typing import NoReturn
 
 
-def _usage(message: str) -> "NoReturn":  # noqa: F821
+def _usage(message: str) -> NoReturn:
     print(
         f"//:python: {message}\nusage: ./bazelw run //:python -- path/to/script.py [args...]",
         file=sys.stderr,

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from typing import cast
 
 import torch
 
 from executorch_trt.backend.bindings import BindingContract
 from executorch_trt.format.blob import AliasedIO
 from executorch_trt.format.wire import ALIAS_KV_CACHE_UPDATE, ALIAS_USER, OWNERSHIP_CALLER
+from executorch_trt.graph.nodes import arg_node, arg_nodes
 from executorch_trt.graph.operator_support import is_cond, op_name, schema_name
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
@@ -170,8 +172,9 @@ def _cond_cache_operand(out: torch.fx.Node) -> torch.fx.Node | None:
     cond, j = out.args
     if not isinstance(cond, torch.fx.Node) or not is_cond(cond):
         return None
-    k = cond_cache_outputs(cond.graph.owning_module, cond).get(j)
-    return None if k is None else cond.args[3][k]
+    owner = cast(torch.fx.GraphModule, cond.graph.owning_module)
+    k = cond_cache_outputs(owner, cond).get(cast(int, j))
+    return None if k is None else arg_nodes(cond, 3)[k]
 
 
 def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
@@ -182,7 +185,7 @@ def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
     if out.op == "call_function" and out.target == KV_CACHE_UPDATE:
         return (
             "the buffer is written more than once in this method (the last write updates "
-            f"the result of {op_name(out.args[0])}, not the buffer); only a single write "
+            f"the result of {op_name(arg_node(out, 0))}, not the buffer); only a single write "
             "per method is in place"
         )
     if inp not in _ancestors(out):

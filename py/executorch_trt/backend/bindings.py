@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch.export import ExportedProgram
@@ -55,7 +56,7 @@ def _contiguous(val: torch.Tensor) -> bool:
 
 
 def _dimension(
-    size,
+    size: int | torch.SymInt,
     name: str,
     dim: int,
     node: torch.fx.Node,
@@ -201,7 +202,7 @@ def binding_contract(
     )
 
 
-def _dim_name(size) -> str | None:
+def _dim_name(size: torch.SymInt) -> str | None:
     """The name the user gave dynamic size ``size`` (a ``SymInt`` that is one symbol), e.g.
     ``"T"`` for ``torch.export.Dim("T", ...)``, from its shape environment: the symbol's
     sources (``var_to_sources``, e.g. ``L['tokens'].size()[1]``) and the names the export
@@ -212,7 +213,7 @@ def _dim_name(size) -> str | None:
     for source in (getattr(shape_env, "var_to_sources", None) or {}).get(size.node.expr, ()):
         source_name = source.name() if callable(source.name) else source.name
         if debug_names.get(source_name):
-            return debug_names[source_name]
+            return cast(str, debug_names[source_name])
     return None
 
 

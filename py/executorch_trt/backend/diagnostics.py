@@ -18,13 +18,16 @@ import operator
 import types
 import warnings
 from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 from executorch.exir.delegate import executorch_call_delegate
-from torch.export.exported_program import ExportGraphSignature
+from torch.export import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature
 
 from executorch_trt.backend.analysis import analyse_partition
 from executorch_trt.format.wire import BACKEND_ID
+from executorch_trt.graph.nodes import arg_int, arg_node, attr_name
 from executorch_trt.graph.operator_support import op_name
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.buffer_to_buffer_writes import SNAPSHOT_OF
@@ -70,10 +73,10 @@ def _nbytes(node: torch.fx.Node) -> int:
 
 def _delegate_output_reason(
     graph_module: torch.fx.GraphModule, call: torch.fx.Node, index: int, buffer: torch.fx.Node
-) -> tuple:
+) -> tuple[str, bool]:
     """(reason, requested) for delegate ``call``'s output ``index`` (the new value of
     ``buffer``) not being in place."""
-    lowered = getattr(graph_module, call.args[0].target, None)
+    lowered: Any = getattr(graph_module, attr_name(arg_node(call, 0)), None)
     backend = getattr(lowered, "backend_id", "?")
     if backend != BACKEND_ID:
         return (
@@ -95,7 +98,8 @@ def _delegate_output_reason(
         graph=graph_module.graph,
         graph_signature=copy.deepcopy(original.graph_signature),
     )
-    contract, decision = analyse_partition(partition, options)
+    # analyse_partition reads graph_module, graph and graph_signature only.
+    contract, decision = analyse_partition(cast(ExportedProgram, partition), options)
     name = contract.outputs[index].name
     if name in decision.not_in_place:
         return decision.not_in_place[name], False
@@ -134,7 +138,7 @@ def explain_write_back(
     one."""
     if copy_node.op != "call_function" or copy_node.target != torch.ops.aten.copy_.default:
         return None
-    buffer, src = copy_node.args[0], copy_node.args[1]
+    buffer, src = arg_node(copy_node, 0), arg_node(copy_node, 1)
     if buffer.op != "placeholder":
         return None
     fqn = buffer.name
@@ -144,9 +148,11 @@ def explain_write_back(
     if (
         src.op == "call_function"
         and src.target is operator.getitem
-        and src.args[0].target is executorch_call_delegate
+        and arg_node(src, 0).target is executorch_call_delegate
     ):
-        reason, requested = _delegate_output_reason(graph_module, src.args[0], src.args[1], buffer)
+        reason, requested = _delegate_output_reason(
+            graph_module, arg_node(src, 0), arg_int(src, 1), buffer
+        )
     elif src.op == "call_function" and SNAPSHOT_OF in src.meta:
         reason = (
             f"it is assigned the value of {src.meta[SNAPSHOT_OF]!r} as it is (e.g. "

@@ -8,7 +8,8 @@ helpers state it once for the type checker (``typing.cast``) and do nothing at r
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 
@@ -26,3 +27,14 @@ def arg_int(node: torch.fx.Node, i: int) -> int:
 def attr_name(node: torch.fx.Node) -> str:
     """The attribute of the graph module a ``get_attr`` node reads (its target)."""
     return cast(str, node.target)
+
+
+def args_of(node: torch.fx.Node) -> tuple[Any, ...]:
+    """``node.args`` with each argument typed ``Any``, for a pass that destructures an op's
+    arguments by its schema and checks each one (``isinstance``, ``meta["val"]``) before use."""
+    return node.args
+
+
+def arg_nodes(node: torch.fx.Node, i: int) -> Sequence[torch.fx.Node]:
+    """``node.args[i]``, a list of nodes by the operator's schema (e.g. a ``cond``'s operands)."""
+    return cast(Sequence[torch.fx.Node], node.args[i])

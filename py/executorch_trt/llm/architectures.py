@@ -44,7 +44,7 @@ def check_config(config: Any, where: str) -> str:
     """The supported class name for ``config`` (a ``transformers.PretrainedConfig``); raises
     ``UnsupportedArchitectureError`` naming its ``model_type`` / ``architectures`` and the
     supported list otherwise. ``where`` names the model or checkpoint in the message."""
-    model_type = getattr(config, "model_type", None)
+    model_type: Any = getattr(config, "model_type", None)
     declared = list(getattr(config, "architectures", None) or [])
     expected = SUPPORTED_ARCHITECTURES.get(model_type)
     named = (

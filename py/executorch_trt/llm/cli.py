@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from absl import flags
 
@@ -26,6 +27,12 @@ USAGE = (
 )
 
 _DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _value(fv: flags.FlagValues, name: str) -> Any:
+    """Flag ``name``'s parsed value (absl types every value Optional; ``_parse`` has checked
+    that the required ones are given)."""
+    return fv[name].value
 
 
 def _define_flags() -> flags.FlagValues:
@@ -125,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     from executorch_trt.llm.checkpoint import CheckpointError, read_config
     from executorch_trt.llm.export_llm import check_lengths, export_llm
 
-    model_dir = _resolve(fv["model-dir"].value)
-    output = _resolve(fv["output"].value)
+    model_dir = _resolve(_value(fv, "model-dir"))
+    output = _resolve(_value(fv, "output"))
     data = _resolve(fv["data"].value) if fv["data"].value else None
     try:
         _check_output("output", output)
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise _UsageError("--data and --output name the same file")
         # The directory, config.json, architecture and lengths, before the weights are read.
         config = read_config(model_dir)
-        max_seq_len = fv["max-seq-len"].value
+        max_seq_len = _value(fv, "max-seq-len")
         max_context_len = fv["max-context-len"].value or max_seq_len
         check_lengths(config, max_seq_len, max_context_len)
     except (_UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
@@ -154,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             max_seq_len,
             output=output,
             data=data,
-            prefill_decode=fv["prefill-decode"].value,
-            engine=fv["engine"].value,
-            dtype=getattr(torch, fv["dtype"].value),
+            prefill_decode=_value(fv, "prefill-decode"),
+            engine=_value(fv, "engine"),
+            dtype=getattr(torch, _value(fv, "dtype")),
             max_context_len=max_context_len,
             progress=progress,
         )

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 
@@ -24,6 +24,9 @@ from executorch_trt.llm.checkpoint import load_causal_lm
 from executorch_trt.llm.decoder_programs import export_decoder_methods
 from executorch_trt.llm.metadata import llm_metadata
 from executorch_trt.lowering.export import export
+
+if TYPE_CHECKING:
+    from executorch.exir import ExecutorchProgramManager
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -95,7 +98,7 @@ def export_llm(
     max_context_len: int | None = None,
     progress: Callable[[str], None] | None = None,
     **options: Any,
-):
+) -> ExecutorchProgramManager:
     """Exports a causal LM as an ExecuTorch LLM program through the TensorRT delegate.
 
     Args:

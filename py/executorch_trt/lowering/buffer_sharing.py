@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import cast
 
 import torch
 from torch.export import ExportedProgram
@@ -69,8 +70,8 @@ def buffer_tensor(ep: ExportedProgram, fqn: str) -> torch.Tensor | None:
     """The tensor of buffer ``fqn`` in ``ep``: ``ep.state_dict`` for a persistent buffer,
     ``ep.constants`` for a non-persistent one; ``None`` if ``ep`` holds neither."""
     if fqn in ep.state_dict:
-        return ep.state_dict[fqn]
-    return ep.constants.get(fqn)
+        return cast(torch.Tensor, ep.state_dict[fqn])
+    return cast(torch.Tensor | None, ep.constants.get(fqn))
 
 
 def shared_buffers(programs: Mapping[str, ExportedProgram]) -> list[SharedBuffer]:
@@ -168,7 +169,7 @@ def _storage_range(t: torch.Tensor) -> tuple[object, int, int] | None:
         return None
     extent = 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
     start = t.storage_offset() * t.element_size()
-    return ((t.device, base), start, start + extent * t.element_size())
+    return ((t.device, base), int(start), int(start + extent * t.element_size()))
 
 
 def _common_suffix(a: str, b: str) -> tuple[str, str, str]:
@@ -189,7 +190,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
     buffers of different FQNs and some method mutates either name (module docstring): ExecuTorch
     would make them two buffers, so one method's writes would not reach the other."""
     held: list[_HeldBuffer] = []
-    mutated = set()
+    mutated: set[str] = set()
     for method, ep in programs.items():
         writes = mutated_inputs(ep).buffers
         mutated.update(writes)
@@ -226,7 +227,10 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
         )
     else:
         example = ""
-    role = lambda h: "writes" if h.writes else "reads"  # noqa: E731
+
+    def role(h: _HeldBuffer) -> str:
+        return "writes" if h.writes else "reads"
+
     raise ValueError(
         f"executorch_trt: methods {a.method!r} and {b.method!r} hold the same tensor "
         f"under different names: buffer {a.fqn!r} in {a.method!r} (which {role(a)} it) and "

@@ -94,7 +94,7 @@ def _export_hint(value: Any) -> str:
     return ". Use torch.export.export(module, example_inputs) to get an ExportedProgram"
 
 
-def transform_passes(**options) -> list[PassType]:
+def transform_passes(**options: Any) -> list[PassType]:
     """The ``transform_passes`` for ``to_edge_transform_and_lower`` of programs lowered with
     ``TensorRTPartitioner`` (give both the same ``engine``). Accepts the ``ExportOptions``
     names; unknown names raise ``TypeError``, bad values ``ValueError``. In order:
@@ -112,7 +112,7 @@ def _transform_passes(opts: ExportOptions) -> list[PassType]:
     return edge_transform_passes(get_engine(opts.engine).supported_ops)
 
 
-def backend_config(**options) -> ExecutorchBackendConfig:
+def backend_config(**options: Any) -> ExecutorchBackendConfig:
     """The ``ExecutorchBackendConfig`` for ``to_executorch`` of a program lowered with
     ``TensorRTPartitioner``. Accepts the ``ExportOptions`` names; unknown names raise
     ``TypeError``, bad values ``ValueError``. One config can finalise several programs in
@@ -147,7 +147,7 @@ def export(
     engine: str = "portable",
     kv_cache: str = "inplace",
     constant_methods: dict[str, Any] | None = None,
-    **options,
+    **options: Any,
 ) -> ExecutorchProgramManager:
     """Lowers ``programs`` (one ``ExportedProgram``, emitted as method ``"forward"``, or
     ``{method_name: ExportedProgram}``, e.g. ``{"prefill": ..., "decode": ...}``) through
@@ -201,4 +201,5 @@ def export(
             partitioner=[partitioner],
             constant_methods=constant_methods,
         )
-    return edge.to_executorch(_backend_config(opts, method_names))
+    program: ExecutorchProgramManager = edge.to_executorch(_backend_config(opts, method_names))
+    return program

@@ -24,18 +24,20 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.pass_base import PassResult
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.passes.memory_planning_pass import _MemoryPlanningState
-from torch.export.exported_program import ExportGraphSignature
+from torch.export.graph_signature import ExportGraphSignature
 
 from executorch_trt.backend.diagnostics import WriteBack, explain_write_back, report_write_backs
 from executorch_trt.format.blob import read_metadata
 from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.graph.nodes import arg_int, arg_node, attr_name
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
 from executorch_trt.passes.cross_attn_cache import (
     check_cache_writes_exposed,
@@ -45,8 +47,7 @@ from executorch_trt.passes.cross_attn_cache import (
 
 def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> dict[int, int]:
     """Output index -> input index (delegate argument positions) for a TensorRTBackend call."""
-    lowered_node = call.args[0]
-    lowered = getattr(graph_module, lowered_node.target, None)
+    lowered: Any = getattr(graph_module, attr_name(arg_node(call, 0)), None)
     if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return {}
     return read_metadata(lowered.processed_bytes).aliased_output_to_input()
@@ -63,15 +64,15 @@ def _aliased_write_back(
     buffer, and no reader can see the write early); else ``None``."""
     if copy.op != "call_function" or copy.target != torch.ops.aten.copy_.default:
         return None
-    buffer, src = copy.args[0], copy.args[1]
+    buffer, src = arg_node(copy, 0), arg_node(copy, 1)
     if buffer.op != "placeholder" or src.op != "call_function":
         return None
     if src.target is not operator.getitem:
         return None
-    call, j = src.args
+    call, j = arg_node(src, 0), arg_int(src, 1)
     if call.op != "call_function" or call.target is not executorch_call_delegate:
         return None
-    lowered = getattr(graph_module, call.args[0].target, None)
+    lowered = getattr(graph_module, attr_name(arg_node(call, 0)), None)
     if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return None
     aliases = _aliases_of(graph_module, call)
@@ -91,8 +92,8 @@ def share_aliased_buffer_specs(
         if item is None or item in rewritten:  # one output cannot be two buffers
             continue
         rewritten.add(item)
-        buffer_spec = node.args[0].meta["spec"]
-        call, j = item.args
+        buffer_spec = arg_node(node, 0).meta["spec"]
+        call, j = arg_node(item, 0), arg_int(item, 1)
         item.meta["spec"] = buffer_spec
         specs = list(call.meta["spec"])
         specs[j] = buffer_spec
@@ -139,12 +140,12 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
 
     def __init__(
         self,
-        *args,
+        *args: Any,
         inplace: bool = True,
         require_inplace: bool = False,
         method_names: Sequence[str] | None = None,
         share_by_name: bool = False,
-        **kwargs,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.share_by_name = share_by_name
@@ -185,7 +186,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     def run_multimethod(self) -> None:
         try:
             _check_shared_buffer_specs(self.state.mutable_buffers, self.state.maybe_mutable_buffers)
-            super().run_multimethod()
+            super().run_multimethod()  # type: ignore[no-untyped-call]  # ExecuTorch's, unannotated
             report_write_backs(self.write_backs, self.require_inplace)
         finally:
             # A new program starts from scratch (ExecuTorch keeps these per instance).
@@ -194,7 +195,9 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
             self.write_backs = []
 
 
-def _check_shared_buffer_specs(mutable: dict[str, set], maybe_mutable: dict[str, set]) -> None:
+def _check_shared_buffer_specs(
+    mutable: dict[str, set[Any]], maybe_mutable: dict[str, set[Any]]
+) -> None:
     """Raises ``ValueError`` if the specs ExecuTorch will place at one offset (one FQN across
     methods, ``MemoryPlanningPass.run_multimethod``) differ in shape or dtype."""
     for fqn, specs in mutable.items():

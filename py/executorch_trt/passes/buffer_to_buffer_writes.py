@@ -23,12 +23,13 @@ updated in place" (``_inplace_lineage``), so ``state`` is never written: eager g
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
 from torch.export import ExportedProgram
-from torch.export.exported_program import ExportGraphSignature
-from torch.export.graph_signature import OutputKind
+from torch.export.graph_signature import ExportGraphSignature, OutputKind
 
 from executorch_trt.graph.edit import EDGE, insert_before
 from executorch_trt.graph.operator_support import STAYS_ON_HOST
@@ -49,13 +50,13 @@ def _dropped_writes(
     for k, spec in enumerate(signature.output_specs):
         if spec.kind != OutputKind.BUFFER_MUTATION or k >= len(flat):
             continue
-        value = flat[k]
+        value, fqn = flat[k], cast(str, spec.target)  # a buffer mutation names its buffer
         if (
             isinstance(value, torch.fx.Node)
             and value.op == "placeholder"
-            and value.name != own.get(spec.target)
+            and value.name != own.get(fqn)
         ):
-            found.append((k, spec.target, value))
+            found.append((k, fqn, value))
     return found
 
 
@@ -108,15 +109,15 @@ def check_no_dropped_writes(signature: ExportGraphSignature | None, method: str)
     if signature is None:
         return
     own = {fqn: name for name, fqn in signature.inputs_to_buffers.items()}
-    involved = set()
+    involved: set[str] = set()
     for spec in signature.output_specs:
-        name = spec.arg.name
+        name, fqn = spec.arg.name, cast(str, spec.target)
         if (
             spec.kind == OutputKind.BUFFER_MUTATION
             and name in signature.inputs_to_buffers
-            and name != own.get(spec.target)
+            and name != own.get(fqn)
         ):
-            involved.update({spec.target, signature.inputs_to_buffers[name]})
+            involved.update({fqn, signature.inputs_to_buffers[name]})
     if involved:
         raise ValueError(
             f"executorch_trt: {method}: a buffer is assigned another buffer as it is (e.g. "

@@ -43,6 +43,7 @@ from executorch.exir.pass_base import PassBase, PassResult
 from torch.export import ExportedProgram
 
 from executorch_trt.graph.edit import EDGE, insert_before
+from executorch_trt.graph.nodes import arg_int, arg_node
 from executorch_trt.graph.operator_support import cond_branches, is_cond
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
 
@@ -65,7 +66,7 @@ def copy_cond_outputs(ep: ExportedProgram) -> int:
             and is_cond(value.args[0])
         ):
             continue
-        cond, j = value.args
+        cond, j = arg_node(value, 0), arg_int(value, 1)
         if j in cond_cache_outputs(ep.graph_module, cond):
             continue
         rank = value.meta["val"].dim()

@@ -44,15 +44,22 @@ from __future__ import annotations
 
 import itertools
 import operator
+from typing import cast
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir import memory
 from torch.export import ExportedProgram
-from torch.export.exported_program import ExportGraphSignature
-from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
+from torch.export.graph_signature import (
+    ExportGraphSignature,
+    InputKind,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
 
 from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.graph.nodes import arg_int, arg_node, args_of
 from executorch_trt.graph.operator_support import cond_branches, is_cond, op_name, schema_name
 
 UPDATE = "executorch::update_cross_attn_cache"
@@ -60,7 +67,7 @@ ALIAS = "executorch::alias"
 
 
 def _cache_arg(node: torch.fx.Node) -> torch.fx.Node:
-    return node.args[1] if len(node.args) > 1 else node.kwargs["cache"]
+    return cast(torch.fx.Node, node.args[1] if len(node.args) > 1 else node.kwargs["cache"])
 
 
 def _updated_operands(branch: torch.fx.GraphModule) -> set[int]:
@@ -100,7 +107,7 @@ def _describe_output(
     terms: the cond operand ``k`` it returns (named through ``names``), else the op computing
     it."""
     if k is not None:
-        operand = cond.args[3][k]
+        operand = args_of(cond)[3][k]
         return names.get(operand.name, f"'{operand.name}'")
     graph = cond_branches(gm, cond)[branch]
     outputs = pytree.tree_leaves(graph.graph.output_node().args[0])
@@ -141,7 +148,7 @@ def _returned_in_one_branch_error(
     for j in sorted(set(true_map) | set(false_map)):
         if k in (true_map.get(j), false_map.get(j)):
             return _mismatch_error(gm, cond, j, true_map.get(j), false_map.get(j), names)
-    operand = cond.args[3][k]
+    operand = args_of(cond)[3][k]
     return ValueError(
         f"executorch_trt: torch.cond '{cond.name}' updates "
         f"{names.get(operand.name, repr(operand.name))} with update_cross_attn_cache but no "
@@ -150,7 +157,9 @@ def _returned_in_one_branch_error(
     )
 
 
-def _not_a_buffer_error(cond: torch.fx.Node, operand: torch.fx.Node, kind) -> ValueError:
+def _not_a_buffer_error(
+    cond: torch.fx.Node, operand: torch.fx.Node, kind: InputKind | None
+) -> ValueError:
     if operand.op != "placeholder":
         what = f"a computed tensor ({op_name(operand)}, e.g. a slice of the cache)"
     elif kind == InputKind.PARAMETER:
@@ -428,7 +437,7 @@ def _cond_outputs(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     ]
 
 
-def _returned_operand(value, placeholders: list[torch.fx.Node]) -> int | None:
+def _returned_operand(value: object, placeholders: list[torch.fx.Node]) -> int | None:
     """The operand position a functional branch output is the cache of:
     ``update_cross_attn_cache(v, placeholder k)`` or ``alias(..)[i]`` whose argument ``i`` is
     placeholder ``k``; ``None`` for anything else."""
@@ -436,8 +445,8 @@ def _returned_operand(value, placeholders: list[torch.fx.Node]) -> int | None:
         return None
     if schema_name(value) == UPDATE:
         source = _cache_arg(value)
-    elif value.target is operator.getitem and schema_name(value.args[0]) == ALIAS:
-        source = value.args[0].args[value.args[1]]
+    elif value.target is operator.getitem and schema_name(arg_node(value, 0)) == ALIAS:
+        source = arg_node(arg_node(value, 0), arg_int(value, 1))
     else:
         return None
     return placeholders.index(source) if source in placeholders else None
@@ -461,7 +470,7 @@ def cond_cache_outputs(graph_module: torch.fx.GraphModule, cond: torch.fx.Node) 
     return {j: k for j, k in true_map.items() if false_map.get(j) == k}
 
 
-def _drop_if_unused_alloc(graph: torch.fx.Graph, node) -> None:
+def _drop_if_unused_alloc(graph: torch.fx.Graph, node: object) -> None:
     if isinstance(node, torch.fx.Node) and node.target is memory.alloc and not node.users:
         graph.erase_node(node)
 

@@ -28,7 +28,7 @@ has its own attention layer).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -44,7 +44,7 @@ def sdpa_arguments(node: torch.fx.Node) -> dict[str, Any]:
     """The arguments of an ``aten.scaled_dot_product_attention`` call (ATen or edge) by
     schema name, defaults filled in: ``query``, ``key``, ``value``, ``attn_mask``,
     ``dropout_p``, ``is_causal``, ``scale``, ``enable_gqa``."""
-    schema = node.target._schema
+    schema = cast(torch._ops.OpOverload, node.target)._schema
     values = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
     values.update(zip((a.name for a in schema.arguments), node.args))
     values.update(node.kwargs)
@@ -58,7 +58,7 @@ def sdpa_kernel_rejection(node: torch.fx.Node) -> str | None:
     args = sdpa_arguments(node)
     if args["dropout_p"] != 0.0:
         return f"dropout_p={args['dropout_p']}"
-    vals = {}
+    vals: dict[str, Any] = {}
     for name in ("query", "key", "value", "attn_mask"):
         arg = args[name]
         val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg

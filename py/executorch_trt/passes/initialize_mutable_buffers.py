@@ -29,7 +29,7 @@ from torch.export import ExportedProgram
 ZERO_INITIAL_VALUE = "executorch_trt_zero_initial_value"
 
 
-def _is_all_zero(value) -> bool:
+def _is_all_zero(value: object) -> bool:
     return (
         isinstance(value, torch.Tensor)
         and not value.is_meta

@@ -38,6 +38,7 @@ a reason string for a write-like op it cannot take (used in export warnings), or
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
@@ -45,6 +46,7 @@ from executorch.exir.pass_base import PassBase, PassResult
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from executorch_trt.graph.edit import EDGE, cast_to, insert_before, reshape_to, view_as
+from executorch_trt.graph.nodes import args_of
 from executorch_trt.graph.operator_support import schema_name
 from executorch_trt.ops import kv_cache_update as _ops  # noqa: F401
 
@@ -85,12 +87,12 @@ class KVWrite:
     form: str
 
 
-def _val(node) -> torch.Tensor | None:
+def _val(node: object) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None
 
 
-def _static_ints(*values) -> bool:
+def _static_ints(*values: object) -> bool:
     return all(v is None or isinstance(v, int) for v in values)
 
 
@@ -104,7 +106,8 @@ def match_kv_write(node: torch.fx.Node) -> KVWrite | str | None:
         return _match_cross_attn_update(node)
     if name not in WRITE_OPS:
         return None
-    cache = node.args[0]
+    args = args_of(node)
+    cache = args[0]
     c = _val(cache)
     if c is None or c.dim() == 0:
         return f"{name} of a non-tensor or 0-d target"
@@ -115,7 +118,7 @@ def match_kv_write(node: torch.fx.Node) -> KVWrite | str | None:
     if name == "aten::index_put":
         return _match_index_put(node, cache, c)
     if name == "aten::index_fill":
-        _, dim, idx, fill = node.args[:4]
+        _, dim, idx, fill = args[:4]
         i = _val(idx)
         if i is None or i.dim() > 1 or i.dtype not in _INDEX_DTYPES:
             return "index_fill with an index that is not a 0-d or 1-D int64/int32 tensor"
@@ -134,7 +137,7 @@ def match_kv_write(node: torch.fx.Node) -> KVWrite | str | None:
         expected = list(c.shape)
         expected[dim] = len(range(*slice(start, end, step).indices(int(c.shape[dim]))))
         return _check_source(node, cache, c, src, dim, expected, name)
-    _, src, dim, index = node.args[:4]
+    _, src, dim, index = args[:4]
     if not _static_ints(dim, index):
         return "select_scatter with a symbolic index"
     dim = dim % c.dim()
@@ -145,7 +148,7 @@ def match_kv_write(node: torch.fx.Node) -> KVWrite | str | None:
 def _match_cross_attn_update(node: torch.fx.Node) -> KVWrite | str:
     """``update_cross_attn_cache(value, cache)`` outside a ``cond``: ``cache[:, :, :S] = value``
     (``value`` ``[B, H, S, D]``, ``S <= S_max``; ``S`` may be dynamic)."""
-    value, cache = node.args[0], node.args[1]
+    value, cache = args_of(node)[:2]
     c, v = _val(cache), _val(value)
     if c is None or v is None or c.dim() != 4 or v.dim() != 4:
         return "update_cross_attn_cache of a value or cache that is not a 4-D tensor"
@@ -161,7 +164,7 @@ def _match_cross_attn_update(node: torch.fx.Node) -> KVWrite | str:
     return KVWrite(node, cache, 2, CROSS_ATTN_UPDATE)
 
 
-def _slice_scatter_args(node: torch.fx.Node) -> list:
+def _slice_scatter_args(node: torch.fx.Node) -> list[Any]:
     """``[self, src, dim, start, end, step]`` of a ``slice_scatter`` node, defaults filled in
     from its schema (``dim=0, start=None, end=None, step=1``)."""
     names = ("self", "src", "dim", "start", "end", "step")
@@ -170,7 +173,15 @@ def _slice_scatter_args(node: torch.fx.Node) -> list:
     return [node.kwargs.get(n, a) for n, a in zip(names, args)]
 
 
-def _check_source(node, cache, c, src, dim, expected, name) -> KVWrite | str:
+def _check_source(
+    node: torch.fx.Node,
+    cache: torch.fx.Node,
+    c: torch.Tensor,
+    src: Any,
+    dim: int,
+    expected: list[int],
+    name: str,
+) -> KVWrite | str:
     s = _val(src)
     if s is None or list(s.shape) != expected or s.dtype != c.dtype:
         got = f"{s.dtype} {list(s.shape)}" if s is not None else "a non-tensor"
@@ -205,14 +216,14 @@ def _view_copy_bytes(node: torch.fx.Node, cache: torch.fx.Node, src: torch.fx.No
             and n.args[0] is cache
             and list(n.args[1:]) == view_args[: len(n.args) - 1]
         ):
-            s = _val(src)
+            s = cast(torch.Tensor, _val(src))  # the scatter's checked source
             return s.numel() * s.element_size()
         stack.extend(n.all_input_nodes)
     return 0
 
 
-def _match_index_copy(node, cache, c) -> KVWrite | str:
-    _, dim, idx, value = node.args[:4]
+def _match_index_copy(node: torch.fx.Node, cache: torch.fx.Node, c: torch.Tensor) -> KVWrite | str:
+    _, dim, idx, value = args_of(node)[:4]
     i, v = _val(idx), _val(value)
     if i is None or v is None:
         return "index_copy with a non-tensor index or value"
@@ -234,9 +245,10 @@ def _indexed_shape(c: torch.Tensor, dim: int, i: torch.Tensor) -> list[int]:
     return list(c.shape[:dim]) + list(i.shape) + list(c.shape[dim + 1 :])
 
 
-def _match_index_put(node, cache, c) -> KVWrite | str:
-    indices, value = node.args[1], node.args[2]
-    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+def _match_index_put(node: torch.fx.Node, cache: torch.fx.Node, c: torch.Tensor) -> KVWrite | str:
+    args = args_of(node)
+    indices, value = args[1], args[2]
+    accumulate = args[3] if len(args) > 3 else node.kwargs.get("accumulate", False)
     if accumulate:
         return "index_put with accumulate=True (an add, not a write)"
     if not isinstance(indices, (list, tuple)) or not indices:
@@ -263,7 +275,7 @@ def _match_index_put(node, cache, c) -> KVWrite | str:
     return KVWrite(node, cache, dim, "aten::index_put")
 
 
-def _broadcasts(shape: list, target: list) -> bool:
+def _broadcasts(shape: list[Any], target: list[Any]) -> bool:
     """Whether ``shape`` broadcasts to ``target``, where a dynamic size (``SymInt``) must be
     the target's own size there. Decided with ``statically_known_true`` only: comparing with
     ``==`` would install a guard that specialises the dynamic size (``graph_edit.same_shape``)."""
@@ -290,12 +302,13 @@ def _rewrite(write: KVWrite) -> None:
     """Turns ``write.node`` into ``kv_cache_update(cache, value, indices, dim)`` (module
     docstring), inserting the value/index adjustments before it."""
     node, c, dim = write.node, write.cache.meta["val"], write.dim
+    args = args_of(node)
     size = int(c.shape[dim])
     if write.form == "aten::index_copy":
-        _, _, idx, value = node.args[:4]
+        _, _, idx, value = args[:4]
         idx = view_as(node, idx, [idx.meta["val"].numel()])
     elif write.form == "aten::index_fill":
-        _, _, idx, fill = node.args[:4]
+        _, _, idx, fill = args[:4]
         rows = [idx.meta["val"].numel()]
         shape = list(c.shape[:dim]) + rows + list(c.shape[dim + 1 :])
         if isinstance(fill, torch.fx.Node):  # a 0-d tensor: broadcast it to the rows
@@ -304,7 +317,7 @@ def _rewrite(write: KVWrite) -> None:
             value = insert_before(node, EDGE.aten.full.default, (shape, fill), {"dtype": c.dtype})
         idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
     elif write.form == "aten::index_put":
-        idx, value = node.args[1][dim], node.args[2]
+        idx, value = args[1][dim], args[2]
         i = idx.meta["val"]
         value = reshape_to(node, value, _indexed_shape(c, dim, i), sizes_from=[idx])
         rows = [i.numel()]
@@ -312,16 +325,16 @@ def _rewrite(write: KVWrite) -> None:
         # The op takes int64 indices (ops.py); index_put also accepts int32.
         idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
     elif write.form == CROSS_ATTN_UPDATE:
-        value = node.args[0]
+        value = args[0]
         rows = value.meta["val"].shape[2]
         if not isinstance(rows, int):  # a dynamic S: its size, read off the value at run time
             with node.graph.inserting_before(node):
-                size = node.graph.call_function(torch.ops.aten.sym_size.int, (value, 2))
+                length = node.graph.call_function(torch.ops.aten.sym_size.int, (value, 2))
             # Set, not computed: calling sym_size on the fake value would specialise S.
-            size.meta["val"] = rows
+            length.meta["val"] = rows
             with node.graph.inserting_before(node):
                 idx = node.graph.call_function(
-                    EDGE.aten.arange.start_step, (0, size, 1), {"dtype": torch.int64}
+                    EDGE.aten.arange.start_step, (0, length, 1), {"dtype": torch.int64}
                 )
             with value.meta["val"].fake_mode:  # no tensor argument to find the mode from
                 idx.meta["val"] = torch.arange(0, rows, 1, dtype=torch.int64)
@@ -336,7 +349,7 @@ def _rewrite(write: KVWrite) -> None:
             node, EDGE.aten.arange.start_step, (start, end, step), {"dtype": torch.int64}
         )
     else:  # select_scatter
-        _, value, _, index = node.args[:4]
+        _, value, _, index = args[:4]
         index = index % size if -size <= index < size else index
         shape = list(c.shape)
         shape[dim] = 1
@@ -345,7 +358,7 @@ def _rewrite(write: KVWrite) -> None:
             node, EDGE.aten.arange.start_step, (index, index + 1, 1), {"dtype": torch.int64}
         )
     if write.form in _VIEWS:
-        node.meta[VIEW_COPY_BYTES] = _view_copy_bytes(node, write.cache, node.args[1])
+        node.meta[VIEW_COPY_BYTES] = _view_copy_bytes(node, write.cache, args[1])
     node.target = KV_CACHE_UPDATE
     node.args = (write.cache, value, idx, dim)
     node.kwargs = {}
@@ -356,7 +369,7 @@ def _as_index_put(node: torch.fx.Node) -> bool:
     ``index_put(x, [None] * dim + [idx], v)``. ExecuTorch ships no ``index_copy`` kernel, and
     the partitioner keeps the op from being decomposed (to recognise KV writes), so an
     unrecognised one must not reach the nested program as it is."""
-    x, dim, idx, value = node.args[:4]
+    x, dim, idx, value = args_of(node)[:4]
     rank = x.meta["val"].dim()
     node.target = EDGE.aten.index_put.default
     node.args = (x, [None] * (dim % rank) + [idx], value)

@@ -128,7 +128,7 @@ class DropNoOpCopiesPass(PassBase):
 
     def __init__(self) -> None:
         super().__init__()
-        self.dropped: dict = {}
+        self.dropped: dict[str, int] = {}
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph

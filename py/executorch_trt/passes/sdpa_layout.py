@@ -33,6 +33,8 @@ from __future__ import annotations
 import torch
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.nodes import args_of
+
 aten = torch.ops.aten
 SDPA_OP = aten.scaled_dot_product_attention.default
 _SWAP_1_2 = [0, 2, 1, 3]
@@ -43,9 +45,9 @@ def _is_swap_1_2(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return False
     if node.target is aten.permute.default:
-        return list(node.args[1]) == _SWAP_1_2
+        return list(args_of(node)[1]) == _SWAP_1_2
     if node.target is aten.transpose.int:
-        return sorted(d % 4 for d in node.args[1:3]) == [1, 2]
+        return sorted(d % 4 for d in args_of(node)[1:3]) == [1, 2]
     return False
 
 

@@ -23,6 +23,9 @@ A copy costs one ``executorch_prim`` call per use at run time (no tensor work).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.pass_base import PassBase, PassResult
@@ -43,7 +46,7 @@ def _copy_size(
             torch.fx.Node, lambda n: _copy_size(n, before, copies), (size.args, size.kwargs)
         )
         with size.graph.inserting_before(before):
-            copy = size.graph.call_function(size.target, args, kwargs)
+            copy = size.graph.call_function(cast(Callable[..., Any], size.target), args, kwargs)
         copy.meta = dict(size.meta)
         copies[size] = copy
     return copies[size]

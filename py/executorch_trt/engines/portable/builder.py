@@ -40,9 +40,11 @@ import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from executorch.exir.graph_module import get_control_flow_submodules
+from executorch.exir.pass_base import PassResult
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature
 
 from executorch_trt.engines.base import EnginePayload
 from executorch_trt.engines.portable.shared_data import split_nested_program
@@ -65,7 +67,11 @@ STATE_WRITERS = frozenset(
 class _NestedPlanningPass(MemoryPlanningPass):
     """ExecuTorch's planner, after binding ``cond`` cache outputs to their cache operands."""
 
-    def run(self, graph_module, graph_signature=None):
+    def run(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature | None = None,
+    ) -> PassResult:
         plan_cond_caches_in_place(graph_module)
         return super().run(graph_module, graph_signature)
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from typing import cast
 
-from executorch.exir import ExecutorchBackendConfig
+from executorch.exir import ExecutorchBackendConfig, ExecutorchProgramManager
 from executorch.exir._serialize._named_data_store import NamedDataStore, NamedDataStoreOutput
 from executorch.exir._serialize._serialize import (
     _extract_external_tensor_layouts,
@@ -80,7 +81,7 @@ class NestedProgramParts:
 
 
 def split_nested_program(
-    et, config: ExecutorchBackendConfig, external_tag: str | None
+    et: ExecutorchProgramManager, config: ExecutorchBackendConfig, external_tag: str | None
 ) -> NestedProgramParts:
     """Splits ``et`` (an ``ExecutorchProgramManager`` made with ``config``, whose
     ``external_constants`` is true) into ``NestedProgramParts`` (module docstring).
@@ -106,7 +107,9 @@ def split_nested_program(
     layouts = _extract_external_tensor_layouts(emitted.program)
     key_of_name: dict[str, str] = {}
     constants: dict[str, ConstantLayout] = {}
-    for fqn_to_index in emitted.external_constant_map.values():
+    # The emitter sets the map for every program it emits (typed Optional before it runs).
+    external = cast(dict[str, dict[str, int]], emitted.external_constant_map)
+    for fqn_to_index in external.values():
         for fqn, index in fqn_to_index.items():
             if fqn not in layouts:
                 raise ValueError(
