@@ -1,5 +1,5 @@
 """Decode-step benchmark: what the executorch-trt delegate costs against eager PyTorch and
-plain ExecuTorch (issue #5).
+plain ExecuTorch.
 
 usage: ./bazelw run //benchmarks:decode -- [--out DIR] [--max-seq-lens 256,1024,2048,4096]
            [--repeats N] [--warmup N] [--lead-in-ms MS] [--threads N] [--variants a,b,...]
@@ -356,7 +356,7 @@ def make_row(
         "decode_delegates": built.decode_delegates,
         "cache_nbytes": config.dims.cache_nbytes(built.max_seq_len),
         # The .pte's size (bytes; None for eager): weights stored once, zero caches not at
-        # all (issue 14).
+        # all.
         "program_bytes": _file_size(built.path),
         # The external data file's size (bytes; None without one) and the model's weights
         # (parameter bytes), which the sizes are judged against.

@@ -208,7 +208,7 @@ class DecodeBenchQuickTest(absltest.TestCase):
             self.assertGreaterEqual(r["runtime_bytes_copied_per_step"], r["cache_nbytes"])
 
     def test_weights_stored_once_and_external_weights_leave_the_pte(self):
-        """Issue 14's sizes: the in-place .pte holds its weights once (two methods use them)
+        """The size targets: the in-place .pte holds its weights once (two methods use them)
         and the external variant's .ptd holds them once while its .pte keeps none."""
         for s in self.capacities:
             inside, outside = self.row("delegate_inplace", s), self.row("delegate_external", s)

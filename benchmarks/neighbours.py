@@ -1,4 +1,4 @@
-"""One variant's decode step timed alone and right after another variant's step (issue 13).
+"""One variant's decode step timed alone and right after another variant's step.
 
 usage: ./bazelw run //benchmarks:decode_neighbours -- --programs DIR [--variant delegate_inplace]
            [--before none,executorch_xnnpack,eager,sweep:64,idle:25]
@@ -19,7 +19,7 @@ reads and writes every byte, evicting the CPU caches without ExecuTorch) or `idl
 Prints, per `before` (and step after it, with `--steps`), the median step time (ms) at each
 capacity and the growth (largest / smallest capacity). It separates what a step itself costs at each
 capacity from what the step before it leaves in the CPU caches (the decode benchmark's rounds were
-rotated until issue 15's session, which ran `delegate_inplace` right after `executorch_xnnpack` in
+rotated once, which ran `delegate_inplace` right after `executorch_xnnpack` in
 nearly every round; they are shuffled now).
 Exit 0, or 2 on bad usage (a missing program is named).
 """

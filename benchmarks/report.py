@@ -31,14 +31,14 @@ PLAIN = ("executorch_default", "executorch_reinplace", "executorch_xnnpack")
 INPLACE = "delegate_inplace"
 COPY_BACK = "delegate_copy_back"
 EXTERNAL = "delegate_external"
-#: Issue 14's targets: a program holds its weights once (+ a fixed overhead); with external
+#: The size targets: a program holds its weights once (+ a fixed overhead); with external
 #: weights the .pte is small and the .ptd is the weights; the delegate's memory over the
 #: worker's baseline is at most plain ExecuTorch's + 5%.
 MAX_PROGRAM_WEIGHTS_RATIO, MAX_PROGRAM_OVERHEAD = 1.05, 256 * 1024
 MAX_EXTERNAL_PTE = 256 * 1024
 MAX_PTD_WEIGHTS_RATIO = 1.02
 MAX_RSS_RATIO = 1.05
-#: Issue 13's targets: in-place at most as slow as eager and as every plain ExecuTorch variant
+#: The speed targets: in-place at most as slow as eager and as every plain ExecuTorch variant
 #: at every capacity, at most 0.6x eager at EAGER_RATIO_AT positions, and its step time grows at
 #: most MAX_GROWTH from the smallest to the largest capacity.
 MAX_RATIO = 1.00
@@ -373,7 +373,7 @@ def check_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
 
 
 def _weights_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
-    """Issue 14's targets (``check_targets``), from each row's ``program_bytes`` (.pte),
+    """The size targets (``check_targets``), from each row's ``program_bytes`` (.pte),
     ``data_bytes`` (.ptd), ``weights_bytes`` (the model's parameters) and RSS over baseline:
 
     * in-place ``.pte`` <= MAX_PROGRAM_WEIGHTS_RATIO x weights + MAX_PROGRAM_OVERHEAD at every

@@ -1,7 +1,7 @@
 """Unit tests of the benchmark's target checks (report.py) on synthetic rows: the paired ratio
 cancels machine phases shared by both variants, the growth interval brackets the true
-relative growth, and each target (issue 13's: against eager, every plain ExecuTorch variant,
-growth with the capacity; issue 14's: program and data sizes against the weights, memory
+relative growth, and each target (speed: against eager, every plain ExecuTorch variant,
+growth with the capacity; size: program and data sizes against the weights, memory
 against plain ExecuTorch) flips to MISSED when its rule is broken; the table names each row's
 engine."""
 
@@ -27,7 +27,7 @@ WEIGHTS = 10 * 1024 * 1024
 
 
 def row(variant, capacity, samples, cache_bytes=0):
-    """A row; sizes and memory that meet issue 14's targets (the delegate's .pte 1.01x the
+    """A row; sizes and memory that meet the size targets (the delegate's .pte 1.01x the
     weights, the external one 100 KiB beside a 1.001x .ptd, 20 MB over baseline for all)."""
     sizes = {
         "delegate_inplace": (int(1.01 * WEIGHTS), None),

@@ -10,9 +10,9 @@ weights, no hub download) whose decoder attention is rewritten by a module swap
   that hides every position after the query's own;
 * ``encoder_attn`` becomes a ``CondCrossAttention``: K and V are computed from the encoder
   hidden states under ``torch.cond`` with ExecuTorch's ``executorch::alias`` /
-  ``executorch::update_cross_attn_cache`` (``../shared/seeds/torch-cond-cross-attn-cache-ops.txt``)
-  and cached in zero-initialised buffers ``key_cache`` / ``value_cache`` (float32
-  [1, H, encoder_len, D]): the first decoder call of an utterance computes them (predicate
+  ``executorch::update_cross_attn_cache`` (``docs/executorch_notes.md``, "``torch.cond`` and the
+  cross-attention cache ops") and cached in zero-initialised buffers ``key_cache`` / ``value_cache``
+  (float32 [1, H, encoder_len, D]): the first decoder call of an utterance computes them (predicate
   ``(key_cache != 0).any()`` is false), every later call reuses them.
 
 Both reuse the transformers modules' own projections (``q_proj``, ``k_proj``, ``v_proj``,

@@ -60,7 +60,7 @@ def resolve(path: str) -> str:
 
 def _quiet_import_noise() -> None:
     """torchao logs a warning per CUDA extension it cannot load and torch one about a pytree
-    registration when executorch is imported; both are harmless (README, Troubleshooting)."""
+    registration when executorch is imported; both are harmless (docs/guide/troubleshooting.md)."""
     logging.getLogger("torchao").setLevel(logging.ERROR)
     logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 

@@ -17,7 +17,7 @@ Compile spec keys are UTF-8 strings, values UTF-8 bytes:
   (no alias; the new cache is an ordinary output that ExecuTorch copies back).
 * ``require_inplace`` (JSON bool): ``preprocess`` raises ``NotInPlaceError`` instead of warning
   when an in-place update still copies part of its buffer inside the engine (a write into a view
-  of the cache; ``contract.AliasDecision.view_copies``).
+  of the cache; ``backend.aliases.AliasDecision.view_copies``).
 * ``shared_inputs`` (JSON list of names): set by the partitioner per partition: names of
   partition inputs that are also read outside the partition. The engine must not update those in
   place (another reader would see the new value), so they are never aliased.
@@ -87,14 +87,14 @@ class ExportOptions:
       ``NotInPlaceError`` (naming the method, the buffer, the bytes and why) instead of a
       ``NotInPlaceWarning``. Needs ``kv_cache="inplace"`` and ``inplace=True``.
     * ``portable_xnnpack``: the portable engine runs what XNNPACK takes of each partition as
-      nested XNNPACK delegates (issue 13; on by default; ``engines/portable/builder.py``).
+      nested XNNPACK delegates (on by default; ``engines/portable/builder.py``).
       State writes stay on ExecuTorch's kernels, in place. ``False`` runs the whole partition
       on ExecuTorch's CPU kernels (for comparison, or for a runtime without
       ``XnnpackBackend``). Ignored by ``engine="tensorrt"``.
     * ``external_weights``: the weights the program keeps in ExecuTorch's named data (all of
       the portable engine's: its nested XNNPACK weights and its nested programs' constants,
-      each stored once per program) go to an external data file instead of the ``.pte``
-      (issue 14): ``ExecutorchProgramManager.write_tensor_data_to_file(dir)`` writes it as
+      each stored once per program) go to an external data file instead of the ``.pte``:
+      ``ExecutorchProgramManager.write_tensor_data_to_file(dir)`` writes it as
       ``dir/model.ptd`` (``wire.EXTERNAL_WEIGHTS_TAG``); load with ``runtime.load(pte,
       data=ptd)`` or a runner's ``--data``.
 

@@ -1,7 +1,7 @@
 """Writes tests/conformance/vectors.json: bytes -> expected outcome for both blob readers.
 
-The delegate blob (core/blob/FORMAT.md) and the portable engine payload
-(core/engine/PORTABLE_FORMAT.md) each have two readers: the C++ runtime's (the reference) and
+The delegate blob (docs/formats/delegate_blob.md) and the portable engine payload
+(docs/formats/portable_payload.md) each have two readers: the C++ runtime's (the reference) and
 the exporter's Python one. Instead of keeping the Python reader a mirror by hand, both are run
 over the same checked-in vectors (tests/cpp/conformance_test.cpp,
 tests/py/conformance_test.py), so a check one reader has and the other lacks fails a test.
@@ -377,7 +377,7 @@ def blob_vectors() -> list[dict[str, Any]]:
         _raw_blob(_meta(outputs=[_binding("k_cache_out", "float16"), _binding("y", shape=(1, 4))])),
     )
     add("user_alias_shape_mismatch", _raw_blob(_meta(aliased_io=[_alias(output="y", kind="user")])))
-    # Format version 2: dynamic dimensions (FORMAT.md "Dynamic dimensions").
+    # Format version 2: dynamic dimensions (delegate_blob.md "Dynamic dimensions").
     add(
         "ok_v2_dynamic_prefill",
         B.write_blob(B.parse_metadata(json.dumps(_dynamic_meta()).encode(), 0b11, 2), b"PAYLOAD!"),

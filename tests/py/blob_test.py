@@ -246,7 +246,8 @@ class BlobChecksumTest(absltest.TestCase):
             B.read_blob(bytes(data))
 
     def test_test_vectors(self):
-        # FORMAT.md "Integrity"; the same values are checked in C++ (blob_header_test).
+        # docs/formats/delegate_blob.md "Integrity"; the same values are checked in C++
+        # (blob_header_test).
         self.assertEqual(B.checksum(b""), 0xB4B2797457A0A6E4)
         self.assertEqual(B.checksum(b"abc"), 0x5995D533D814BBD8)
         self.assertEqual(B.checksum(bytes(range(256)) * 3 + b"x"), 0x92D9FB6CB9808899)

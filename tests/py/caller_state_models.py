@@ -3,7 +3,7 @@
 ``TinyAttention``: an embedding, three ``Linear(8, 8)`` (q, k, v), two ``[1, 32, 8]`` caches
 ``k_cache``/``v_cache`` written by ``index_copy_`` and a masked SDPA over them:
 ``forward(tokens int64 [1, 1], pos int64 [1]) -> float32 [1, 1, 8]``. The model of the
-two-thread first-execute deadlock (issue 12).
+two-thread first-execute deadlock (the Python runtime's log redirect).
 """
 
 from __future__ import annotations

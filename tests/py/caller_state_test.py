@@ -1,9 +1,9 @@
-"""Caller-owned state from Python (issue 12): ``Program.buffer_names``, ``buffer``,
+"""Caller-owned state from Python: ``Program.buffer_names``, ``buffer``,
 ``bind_buffer``, ``new_state``, ``bind_state``, against eager PyTorch.
 
 The small model is ``caller_state_models.TinyAttention`` (two ``[1, 32, 8]`` caches); the
 prefill/decode test runs the Llama example (``examples/decoder_model.py``). Programs are
-exported with ``emit_mutable_buffer_names=True`` (not yet the default: see README).
+exported with ``emit_mutable_buffer_names=True`` (the default).
 """
 
 import copy

@@ -1,17 +1,17 @@
-"""Cross-attention caches under ``torch.cond`` (issue 11, item 2): written once, in place.
+"""Cross-attention caches under ``torch.cond``: written once, in place.
 
 A two-layer toy model whose layers each hold a zero ``k_cache`` buffer [1, 2, 4, 3] and
 compute ``torch.cond((k_cache != 0).any(), alias, update_cross_attn_cache(k(x)))``. Step 0
 recomputes each layer's K from x; later steps (other x) must reuse it. Checked against a
 reference written without ``cond`` (eager ``executorch::alias`` trips PyTorch's aliasing
-check), through ``executorch_trt.export`` (the whole cond inside the delegate, issue 11 item
-3), through the composable path (no explicit expose call:
-``to_edge_transform_and_lower`` with ``TensorRTPartitioner`` records the writes) and through plain
-``to_edge`` + ``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file:
-outputs equal at every step, the caches are mutable buffers (no constant, no copy per call), the two
-layers do not see each other's K (ExecuTorch #21490's shared branch arena), the recompute branch
-runs only while a cache is zero (``runtime.cross_attn_cache_updates``), and zeroing is what starts a
-new utterance (a fresh load recomputes).
+check), through ``executorch_trt.export`` (the whole cond inside the delegate), through the
+composable path (no explicit expose call: ``to_edge_transform_and_lower`` with
+``TensorRTPartitioner`` records the writes) and through plain ``to_edge`` +
+``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file: outputs equal
+at every step, the caches are mutable buffers (no constant, no copy per call), the two layers do not
+see each other's K (ExecuTorch #21490's shared branch arena), the recompute branch runs only while a
+cache is zero (``runtime.cross_attn_cache_updates``), and zeroing is what starts a new utterance (a
+fresh load recomputes).
 """
 
 import os

@@ -1,4 +1,4 @@
-"""ExecuTorch's torch.cond cache ops with executorch_trt's ``.out`` overloads (issue 11, item 1).
+"""ExecuTorch's torch.cond cache ops with executorch_trt's ``.out`` overloads.
 
 Eager ``.out`` semantics against the functional ops' definitions, errors for bad input, and a
 plain ExecuTorch program (no delegate) that uses both ops: ``to_executorch`` finds the out

@@ -1,4 +1,4 @@
-"""Dynamic shapes (issue 15): one ``prefill`` exported with ``Dim("T", min=1, max=16)`` takes
+"""Dynamic shapes: one ``prefill`` exported with ``Dim("T", min=1, max=16)`` takes
 every prompt length in the range on one loaded program, through the real delegate library.
 
 Each case runs the same calls on an eager copy of the decoder and compares the logits and every

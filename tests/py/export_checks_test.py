@@ -1,4 +1,4 @@
-"""Rejections at export (issue 9, items 6 and 7): dynamic shapes and caches passed as method
+"""Rejections at export: dynamic shapes and caches passed as method
 inputs, on ``executorch_trt.export`` (method named, before lowering) and on the composable
 ``to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()])`` path; and the graph
 scan that finds what a non-functional ``torch.export`` program mutates
@@ -209,7 +209,8 @@ class DynamicShapesTest(absltest.TestCase):
         self.assertEqual((symbol.min, symbol.max), (1, 8))
 
     def test_binding_messages_name_the_dimension(self):
-        # preprocess' own check (contract._binding), for programs partitioned by other means.
+        # preprocess' own check (backend.bindings._binding), for programs partitioned by other
+        # means.
         ep = _export_prefix_write_dynamic()
         nodes = {n.name: n for n in ep.graph.nodes}
         (size,) = [n for n in ep.graph.nodes if n.name.startswith("sym_size")]

@@ -1,4 +1,5 @@
-"""The two-thread first-execute pattern of issue 12, in a process of its own.
+"""The two-thread first-execute pattern (the Python runtime's log redirect), in a process of
+its own.
 
 ``python first_execute_race.py PROGRAM.pte ROUNDS``: per round, loads the program twice
 (``runtime.load(pte).load_method("forward")``, one per thread) and runs 12 steps in each of two

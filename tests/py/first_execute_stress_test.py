@@ -1,8 +1,8 @@
-"""Many fresh processes, each running its first ``execute`` from two threads at once (issue 16).
+"""Many fresh processes, each running its first ``execute`` from two threads at once.
 
 ExecuTorch 1.5.1 creates its thread pool on the first execute of a process; with the stock
-Python runtime's log redirect, two threads doing that at once deadlocked about one run in ten
-(issue 12). Only a process's *first* execute exercises that, so this test starts
+Python runtime's log redirect, two threads doing that at once deadlocked about one run in ten.
+Only a process's *first* execute exercises that, so this test starts
 ``PROCESSES`` fresh interpreters (``first_execute_worker.py``, ``PARALLEL`` at a time), each of
 which loads a small program (``caller_state_models.TinyAttention``: two caches, written in
 place by the delegate) through ``executorch_trt.runtime`` and runs its first execute from two

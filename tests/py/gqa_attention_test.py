@@ -1,4 +1,4 @@
-"""SDPA decode attention on the delegate's ``gqa_attention`` kernel (issue 13 item 4).
+"""SDPA decode attention on the delegate's ``gqa_attention`` kernel.
 
 Small attention modules with ``[1, H_kv, S, D]`` cache buffers written with ``index_copy_``,
 exported as decode steps (one new token) through ``executorch_trt.export`` and run through the

@@ -1,4 +1,4 @@
-"""Dynamic shapes on `transformers` models nobody here wrote (issue 15), through the delegate.
+"""Dynamic shapes on `transformers` models nobody here wrote, through the delegate.
 
 * Llama with transformers' ``StaticCache`` (``TorchExportableModuleForDecoderOnlyLM``), ``prefill``
   exported with a dynamic length (``Dim("T", min=1, max=MAX_CACHE_LEN - 1)``, the pattern of

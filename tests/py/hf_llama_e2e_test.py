@@ -6,7 +6,7 @@ cache of 64 positions (examples/decoder_model.py). Prefill and decode are export
 steps. After every step: the token equals eager's, the logits are within float32 tolerance,
 and every KV cache buffer (read back through a third method that returns the caches) equals
 eager's cache. Runs in both kv_cache modes. Decode's attention runs on the delegate's
-``gqa_attention`` kernel, which reads exactly the filled positions (issue 13).
+``gqa_attention`` kernel, which reads exactly the filled positions.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""Mutated delegate blobs through the Python loading path (issue 16).
+"""Mutated delegate blobs through the Python loading path.
 
 Exports a small program (``CacheWriter``: a ``Linear(8, 8)`` writing a ``[1, 6, 8]`` cache with
 ``index_copy_``, the program of the issue), then workers (``load_fuzz_worker.py``, fresh

@@ -45,7 +45,7 @@ def mutate(pte: bytes, seed: int, index: int) -> bytes:
     """Mutation ``index`` of ``pte`` under ``seed`` (deterministic): one to three windows of 1
     to 16 bytes, in the metadata (one time in three) or the payload, each byte replaced by a
     random or an edge value, or a little-endian int32 set to an edge value; then the blob's
-    checksum recomputed (FORMAT.md "Integrity")."""
+    checksum recomputed (docs/formats/delegate_blob.md "Integrity")."""
     from executorch_trt.format import blob
     from executorch_trt.format.wire import BLOB_CHECKSUM_OFFSET
 

@@ -24,8 +24,8 @@ def _lower(ep, **kw):
 
 
 class DelegateSeamTest(absltest.TestCase):
-    """The blob's binding order equals the lowered delegate's argument order (DESIGN.md
-    contract 3), read from the real lowered program."""
+    """The blob's binding order equals the lowered delegate's argument order
+    (docs/contract.md 3, "Order"), read from the real lowered program."""
 
     def setUp(self):
         self.edge = _lower(dm.export_reordered_kv())
@@ -204,7 +204,7 @@ class DecoderLoweringTest(absltest.TestCase):
             self.assertEmpty(missing, method)
 
     def test_weights_stored_once_per_program(self):
-        # Issue 14: the nested programs' weights live in the outer program's named data, one
+        # The nested programs' weights live in the outer program's named data, one
         # entry per distinct weight however many methods use it (prefill and decode both do):
         # XNNPACK's (the linears, keyed by the SHA-256 of their bytes) and the nested
         # programs' own constants (embedding, norms: external constants keyed by content). No
@@ -236,7 +236,7 @@ class DecoderLoweringTest(absltest.TestCase):
         self.assertLen(set(constants.values()), len(constants))  # no content twice
 
     def test_zero_caches_add_no_bytes(self):
-        # Issue 14: an all-zero initial value (the KV caches) is not serialised, so capacity
+        # An all-zero initial value (the KV caches) is not serialised, so capacity
         # costs no program bytes: 32x the positions (+124 KiB of cache) adds < 4 KiB. The
         # non-zero state (steps = 7, state = 0.25) is still serialised: the runtime tests read
         # it back from a fresh load.
@@ -250,7 +250,7 @@ class DecoderLoweringTest(absltest.TestCase):
         self.assertLess(abs(sizes[512] - sizes[16]), 4096, sizes)
 
     def test_attention_runs_on_the_gqa_kernel(self):
-        # Issue 13: SDPA is kept whole and runs as gqa_attention over the caches themselves: no
+        # SDPA is kept whole and runs as gqa_attention over the caches themselves: no
         # repeat_kv expand_copy is left. Decode's (one query row) and, since its exported layout
         # is pinned (passes.sdpa_layout), prefill's (several rows) too.
         for method in ("prefill", "decode"):
@@ -261,7 +261,7 @@ class DecoderLoweringTest(absltest.TestCase):
             self.assertNotIn("aten::expand_copy.out", ops, method)
 
     def test_linear_kept_whole(self):
-        # Issue 13: to_edge would decompose every nn.Linear into permute_copy(weight) + mm (a
+        # to_edge would decompose every nn.Linear into permute_copy(weight) + mm (a
         # transpose of every weight on every call); the partitioner keeps aten.linear.
         ep = self.et.exported_program("decode")
         (call,) = lu.delegate_calls(ep.graph_module)
@@ -271,7 +271,7 @@ class DecoderLoweringTest(absltest.TestCase):
         self.assertNotIn("aten::mm", ops)
 
     def test_nested_program_runs_on_xnnpack_but_writes_state_itself(self):
-        # Issue 13: the portable engine nests XNNPACK delegates (default); the KV writes stay
+        # The portable engine nests XNNPACK delegates (default); the KV writes stay
         # on the delegate's own kv_cache_update.out, outside XNNPACK (so still in place).
         for method in ("prefill", "decode"):
             ep = self.et.exported_program(method)
@@ -305,7 +305,7 @@ class DecoderLoweringTest(absltest.TestCase):
                 t = plan.values[i].val
                 if t.allocation_info is not None and t.allocation_info.memory_id == 2:
                     locations.setdefault(method, []).append(t.allocation_info.memory_offset_low)
-                    # All zeros: not serialised, the zero-filled arena is its value (issue 14).
+                    # All zeros: not serialised, the zero-filled arena is its value.
                     self.assertEqual(t.data_buffer_idx, 0, "zero cache not serialised")
             # The non-zero state (state = 0.25, [1, dim] float32) is serialised.
             (state_id,) = [

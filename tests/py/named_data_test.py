@@ -1,4 +1,4 @@
-"""Weights in ExecuTorch's named data, once per program, optionally in a ``.ptd`` (issue 14).
+"""Weights in ExecuTorch's named data, once per program, optionally in a ``.ptd``.
 
 The portable engine moves its nested XNNPACK weights into the outer program's named data
 (``engines/portable/builder.py``), and ``external_weights=True`` puts them into

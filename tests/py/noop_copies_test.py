@@ -1,4 +1,4 @@
-"""``DropNoOpCopiesPass`` (issue 13, item 3): which copies it drops and which it keeps, on real
+"""``DropNoOpCopiesPass``: which copies it drops and which it keeps, on real
 edge graphs, with values checked against eager PyTorch; and end to end through the delegate
 (a snapshot of a cache taken before its in-place write must survive)."""
 

@@ -116,7 +116,7 @@ class DelegateProgramsTest(absltest.TestCase):
         self.assertEqual(cache.update, "in_place_delegate")
         self.assertEqual(cache.bytes_copied_per_call, 0)
         # Identified by its slot in the shared arena (export defaults) and by being read before
-        # it is written; its all-zero initial value is not serialised (issue 14).
+        # it is written; its all-zero initial value is not serialised.
         self.assertNotIn("initial_value", cache.evidence)
         self.assertIn("shared_arena", cache.evidence)
         self.assertIn("read_before_write", cache.evidence)

@@ -29,7 +29,7 @@ import executorch_trt
 
 TIMEOUT_S = 300
 
-# The README's "Using it on your own model" example; its print replaced by a silent check.
+# The README's example (README.md, "Example"); its print replaced by a silent check.
 README_SCRIPT = textwrap.dedent("""\
     import torch
     import executorch_trt

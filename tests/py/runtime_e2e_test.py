@@ -3,7 +3,7 @@
 When ``libexecutorch_trt.so`` cannot be found (``executorch_trt.runtime.library_path``:
 ``$EXECUTORCH_TRT_LIBRARY`` or Bazel runfiles) the tests fail under Bazel and skip, with the
 reason, outside it (``delegate_library``).
-Reference numerics: eager PyTorch on the same weights (DESIGN.md "Tests").
+Reference numerics: eager PyTorch on the same weights (docs/testing.md, "How we know").
 """
 
 import copy
@@ -44,7 +44,7 @@ class DecoderEndToEndTest(parameterized.TestCase):
         cls.programs = {
             "inplace": _export_program(cls.decoder),
             "copy_back": _export_program(cls.decoder, kv_cache="copy_back"),
-            # The portable engine without its nested XNNPACK delegates (issue 13).
+            # The portable engine without its nested XNNPACK delegates.
             "no_xnnpack": _export_program(cls.decoder, portable_xnnpack=False),
             "write_back_planning": _export_program(cls.decoder, finalise="composable"),
         }

@@ -1,4 +1,4 @@
-"""Threads and logging in ``executorch_trt.runtime`` (issue 12).
+"""Threads and logging in ``executorch_trt.runtime``.
 
 * Two programs, one per thread, whose first executes start together: never deadlocks (it did
   about one run in ten on the stock Python runtime), checked in fresh processes

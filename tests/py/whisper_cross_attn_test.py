@@ -1,4 +1,4 @@
-"""A real encoder-decoder model (issue 11, item 5): Whisper with torch.cond cross-attention caches.
+"""A real encoder-decoder model: Whisper with torch.cond cross-attention caches.
 
 ``examples/whisper_cross_attn.py`` swaps a tiny seeded ``transformers``
 ``WhisperForConditionalGeneration``'s decoder attention for static self-attention caches and
@@ -191,7 +191,7 @@ class WhisperCrossAttnTest(absltest.TestCase):
                                 got["logits"], ref["logits"], rtol=1e-4, atol=1e-4, msg=where
                             )
                             self.assertEqual(int(torch.argmax(got["logits"])), ref["token"])
-                            # atol 1e-4 (DESIGN.md "Tests": 1e-4 of the scale; caches
+                            # atol 1e-4 (docs/testing.md: 1e-4 of the scale; caches
                             # reach |8|): the nested XNNPACK GEMMs sum in another order than
                             # eager (measured: 2.5e-5 on one element of 512).
                             for fqn in self.fqns:

@@ -86,8 +86,8 @@ def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> str | None:
 
 
 def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasDecision:
-    """Decides which outputs update an input in place (DESIGN.md contract 2), once, for the
-    blob.
+    """Decides which outputs update an input in place (``docs/contract.md`` 2, "In place"), once,
+    for the blob.
 
     Only a buffer update (``options.buffer_updates``: the output *is* the method's new value of
     the buffer that the input carries) can be aliased; any other output leaves its inputs

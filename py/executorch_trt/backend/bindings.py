@@ -224,7 +224,7 @@ def _user_symbol_names(
     (``_dim_name``) where there is one and no other symbol of the blob would record the same
     name, else the shape environment's own (``"s58"``). The runtime's messages name a dynamic
     size by what the blob records, and ``Dim("T")`` is what the user wrote; the names of one
-    blob must stay unique (FORMAT.md)."""
+    blob must stay unique (``docs/formats/delegate_blob.md``)."""
     preferred: dict[str, str] = {}
     for node in nodes:
         val = node.meta.get("val")

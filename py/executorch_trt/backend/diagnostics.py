@@ -202,7 +202,7 @@ def report_view_copies(
 ) -> None:
     """Warns (``NotInPlaceWarning``) or, with ``require_inplace``, raises
     ``NotInPlaceError`` for in-place updates that write back a *view* of their buffer
-    (``contract.AliasDecision.view_copies``: ``{output: bytes}``; ``buffer_of``: output ->
+    (``backend.aliases.AliasDecision.view_copies``: ``{output: bytes}``; ``buffer_of``: output ->
     partition input). Called by ``preprocess``, which knows the partition's input names (the
     buffer's placeholder, ``b_<fqn with dots as underscores>``) but not the method's."""
     messages = [

@@ -1,6 +1,6 @@
 """``TensorRTBackend``: ExecuTorch ``BackendDetails`` for the TensorRT delegate.
 
-``preprocess`` turns one partition into a delegate blob (``core/blob/FORMAT.md``):
+``preprocess`` turns one partition into a delegate blob (``docs/formats/delegate_blob.md``):
 
 1. ``analyse_partition``: the partition passes canonicalise buffer writes
    (``passes.pipeline.canonicalise_partition``), ``binding_contract`` orders the bindings

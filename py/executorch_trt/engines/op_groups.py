@@ -175,7 +175,7 @@ KV_WRITES = _aten({"index_put", "index_copy", "slice_scatter", "select_scatter",
 CROSS_ATTN_CACHE = frozenset({"executorch::alias", "executorch::update_cross_attn_cache"})
 CONTROL_FLOW = frozenset({"higher_order::cond"})
 
-#: Sizes of dynamic dimensions (issue 15): ``aten.sym_size.int`` and Python arithmetic on its
+#: Sizes of dynamic dimensions: ``aten.sym_size.int`` and Python arithmetic on its
 #: result (``operator.mul`` etc., named ``operator::<name>``; ``operator_support.op_name``),
 #: as ``view(b, t, ...)`` with ``t`` a ``torch.export.Dim`` exports. ExecuTorch emits them as
 #: ``executorch_prim`` ops the nested program evaluates at run time.

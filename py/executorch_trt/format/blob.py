@@ -1,5 +1,5 @@
-"""Writer and fail-closed reader for the delegate blob (``core/blob/FORMAT.md``, versions 1
-and 2; version 2 adds dynamic dimensions: ``symbols`` and symbol names in binding shapes).
+"""Writer and fail-closed reader for the delegate blob (``docs/formats/delegate_blob.md``, versions
+1 and 2; version 2 adds dynamic dimensions: ``symbols`` and symbol names in binding shapes).
 
 The blob is what ``TensorRTBackend.preprocess`` returns and ``TensorRTBackend::init`` (C++)
 receives::
@@ -18,7 +18,7 @@ still read.
 
 The C++ runtime is the reference reader; this one follows it stage by stage, with the same
 checks in the same order, so a blob this module rejects the runtime rejects too, and the
-reverse (version skew fails closed, FORMAT.md "A reader fails closed"):
+reverse (version skew fails closed, ``docs/formats/delegate_blob.md``: "A reader fails closed"):
 
 * ``read_header``: ``BlobHeader::Parse`` (``core/blob/blob_header.cpp``);
 * ``parse_metadata``: ``DelegateMetadata::Parse`` (``core/blob/delegate_metadata.cpp``);
@@ -66,7 +66,7 @@ assert struct.calcsize("<4sIIIQQQQQ") == BLOB_CHECKSUM_OFFSET
 
 def checksum(data: bytes | memoryview) -> int:
     """BLAKE2b-64 of ``data`` as the little-endian u64 stored at header offset 56
-    (FORMAT.md "Integrity"; C++: ``core/blob/checksum.h``)."""
+    (``docs/formats/delegate_blob.md`` "Integrity"; C++: ``core/blob/checksum.h``)."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
@@ -144,7 +144,7 @@ class AliasedIO:
 
     ``kind`` says who enforces the alias (``kv_cache_update``: the engine; ``user``: declared,
     shape-checked only); ``ownership`` who owns the storage (``caller``: above the delegate).
-    Both are recorded separately (DESIGN.md contract 1).
+    Both are recorded separately (``docs/contract.md`` 1, "Ownership").
     """
 
     output: str
@@ -160,7 +160,7 @@ class AliasedIO:
 class DelegateMetadata:
     """The metadata JSON. ``inputs`` are in delegate argument order, ``outputs`` in delegate
     output order: ``execute()`` argument ``i`` binds to ``inputs[i]`` and argument
-    ``len(inputs) + j`` to ``outputs[j]`` (DESIGN.md contract 3)."""
+    ``len(inputs) + j`` to ``outputs[j]`` (``docs/contract.md`` 3, "Order")."""
 
     engine: str
     inputs: tuple[Binding, ...]
@@ -309,7 +309,7 @@ def read_header(data: bytes | memoryview, *, verify_checksum: bool = True) -> Bl
 
 
 def _verify_checksum(data: memoryview, h: BlobHeader) -> None:
-    """FORMAT.md "Integrity" (C++ ``VerifyChecksum``)."""
+    """``docs/formats/delegate_blob.md`` "Integrity" (C++ ``VerifyChecksum``)."""
     if not h.required_features & Feature.CHECKSUM:
         if h.checksum != 0:
             raise ValueError(
@@ -457,7 +457,7 @@ def _parse_alias(entry: Any, index: int, required_features: int) -> AliasedIO:
     output = _string(entry, "output", f"aliased_io[{index}]")
     input_ = _string(entry, "input", f"aliased_io[{index}]")
     named = f"aliased output '{output}'"
-    # A missing kind (older writer) means kv_cache_update (FORMAT.md).
+    # A missing kind (older writer) means kv_cache_update (docs/formats/delegate_blob.md).
     kind = _string(entry, "kind", named) if "kind" in entry else ALIAS_KV_CACHE_UPDATE
     if kind not in ALIAS_KINDS:
         raise ValueError(

@@ -1,5 +1,5 @@
 """Writer and fail-closed reader for the portable engine payload
-(``core/engine/PORTABLE_FORMAT.md``, version 3).
+(``docs/formats/portable_payload.md``, version 3).
 
 Layout (little-endian)::
 

@@ -3,8 +3,8 @@ name what it does not.
 
 A delegate binding's dimension may be a dynamic size: a ``torch.export.Dim`` with a finite
 upper bound (``Dim("T", min=1, max=128)``), written into the blob as a symbol with its range
-(``core/blob/FORMAT.md`` version 2). ExecuTorch plans such a tensor at its upper bound and the
-runtime checks every call's sizes against the range. Rejected, each naming the method, the
+(``docs/formats/delegate_blob.md`` version 2). ExecuTorch plans such a tensor at its upper bound and
+the runtime checks every call's sizes against the range. Rejected, each naming the method, the
 input, the dimension, the symbol and its range (``ep.range_constraints``) and what to do:
 
 * ``check_dynamic_shapes(ep, method)`` (``executorch_trt.export``, per method, before

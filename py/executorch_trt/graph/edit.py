@@ -50,7 +50,7 @@ def same_shape(a: Sequence[Any], b: Sequence[Any]) -> bool:
     """Whether shapes ``a`` and ``b`` (ints or ``SymInt``s) are provably equal. Uses
     ``statically_known_true``, so comparing a symbolic size never installs a guard: ``int()``
     or ``==`` on a ``SymInt`` would specialise the symbol to its example value for the whole
-    graph (the dynamic dimension silently becomes static; issue 15)."""
+    graph (the dynamic dimension silently becomes static)."""
     a, b = list(a), list(b)
     return len(a) == len(b) and all(statically_known_true(x == y) for x, y in zip(a, b))
 

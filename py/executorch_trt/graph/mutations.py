@@ -129,11 +129,11 @@ def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
 def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) -> ValueError:
     """The ``ValueError`` for user inputs that a program mutates (``{input name: op}``).
 
-    The rule (issue 9, item 7): a cache passed as a method *input* and updated in the graph is
-    rejected. ExecuTorch would return its new value as an extra first output and leave the
-    caller's tensor unchanged, and the delegate does not update method inputs in place; a
-    cache must be a buffer of the module, which the program owns (and which an application can
-    still own the memory of, bound by name).
+    The rule (``docs/contract.md`` 1, "Ownership"): a cache passed as a method *input* and updated
+    in the graph is rejected. ExecuTorch would return its new value as an extra first output and
+    leave the caller's tensor unchanged, and the delegate does not update method inputs in place; a
+    cache must be a buffer of the module, which the program owns (and which an application can still
+    own the memory of, bound by name).
     """
     where = f"method {method!r}" if method else "the method"
     listed = ", ".join(f"input {name!r} (written by {op})" for name, op in sorted(inputs.items()))

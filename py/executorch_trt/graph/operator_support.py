@@ -71,8 +71,8 @@ STAYS_ON_HOST = "executorch_trt_stays_on_host"
 
 class DelegateOperatorSupport(OperatorSupportBase):
     """Accepts a ``call_function`` node whose schema name is in ``supported_ops`` (the selected
-    engine's) and whose outputs are tensors of a dtype the blob can describe (FORMAT.md
-    "dtypes"), and an ``operator.getitem`` of such a node.
+    engine's) and whose outputs are tensors of a dtype the blob can describe
+    (docs/formats/delegate_blob.md "dtypes"), and an ``operator.getitem`` of such a node.
 
     ``getitem`` has no schema; without the second rule every multi-output op
     (``native_layer_norm``, ``split_with_sizes_copy``, ``unbind_copy``) would end a partition,

@@ -8,7 +8,7 @@ sharing, and for the Python runtime, whose methods share memory arenas). That pa
 at least one method one offset in one shared arena, in every method that mutates or reads it,
 sized for the first of them. It never compares the buffers: by name alone.
 
-The rule (issue 9, item 6), checked by ``check_buffer_sharing`` before lowering:
+The rule, checked by ``check_buffer_sharing`` before lowering:
 
 * A buffer FQN that some method mutates and that another method also has (mutated or read) is
   *shared* between them.

@@ -1,5 +1,6 @@
-"""``InplaceMemoryPlanningPass``: makes a delegate's aliased output *the same value* as the
-buffer it updates (DESIGN.md "The in-place trick (verified)").
+"""``InplaceMemoryPlanningPass``: makes a delegate's aliased output *the same value* as the buffer
+it updates (``docs/executorch_notes.md``, "Mutable buffers and memory planning": the in-place
+trick).
 
 Graph shape rewritten (top-level program, just before memory planning)::
 
@@ -116,7 +117,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     """``MemoryPlanningPass`` that first binds ``torch.cond`` cross-attention cache outputs to
     their buffers (``passes.cross_attn_cache.plan_cond_caches_in_place``), applies
     ``share_aliased_buffer_specs``, and reports
-    every write-back it leaves (``inplace_diagnostics``).
+    every write-back it leaves (``backend.diagnostics``).
 
     Args (beyond every ``MemoryPlanningPass`` argument, e.g. ``share_mutable_buffers=True``):
         inplace: apply the rewrite (``False`` keeps ExecuTorch's write-back for every buffer,

@@ -1,6 +1,6 @@
 """``TensorRTPartitioner``: tags the supported parts of an edge program for the delegate.
 
-Rules (DESIGN.md contract 1, "Ownership"):
+Rules (``docs/contract.md`` 1, "Ownership"):
 
 * Operators are the selected engine's (``Engine.supported_ops``), under the rules every engine
   shares (``operator_support.DelegateOperatorSupport``), grouped by
@@ -23,7 +23,7 @@ Rules (DESIGN.md contract 1, "Ownership"):
 * A method that mutates one of its *user inputs* (a cache passed as ``forward(cache, ...)`` and
   updated in place) is rejected (``graph_mutations.mutated_user_input_error``): ExecuTorch would
   return the new value as an extra output and leave the caller's tensor unchanged. The cache
-  must be a module buffer (issue 9, item 7).
+  must be a module buffer.
 * A ``torch.cond`` is taken whole when the engine takes it and everything in its branches
   (``operator_support``): its branch ``get_attr`` nodes get its tag. For each cross-attention
   cache it updates, ``expose_cross_attn_cache_writes`` made the ``cond``'s output for that
@@ -48,8 +48,8 @@ Rules (DESIGN.md contract 1, "Ownership"):
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
   whole cache), ``aten.linear`` when the engine takes it (else every call transposes every
-  weight: issue 13) and ``aten.scaled_dot_product_attention`` the portable engine's attention
-  kernel can run (else attention copies and reads the whole cache every step: issue 13).
+  weight) and ``aten.scaled_dot_product_attention`` the portable engine's attention
+  kernel can run (else attention copies and reads the whole cache every step).
 """
 
 from __future__ import annotations
@@ -313,19 +313,18 @@ class TensorRTPartitioner(Partitioner):
         that, unlike ``index_fill``, rejects negative indices) intact; ``KVCacheUpdatePass``
         recognises all three.
 
-        Also keeps ``aten.linear.default`` (issue 13, DESIGN.md "Linear"): ``to_edge`` would
-        decompose it into ``permute_copy(weight)`` + ``mm``, and nothing folds the transpose, so
-        every call would transpose every weight (75% of a decode step in an ETDump profile).
-        Whole, it runs as ``linear.out`` (optimized kernels) or as one XNNPACK fully-connected
-        op (``engines/portable/builder.py``). Only when the selected engine takes
-        ``aten::linear``, and only at the top level (the filter below: a linear in a
-        ``torch.cond`` branch is decomposed, since the ``cond`` may stay outside the delegate).
-        ExecuTorch checks after partitioning that every kept node was delegated and raises
-        ``RuntimeError`` ("... was not decomposed or delegated") otherwise: a top-level linear
-        the partitioner leaves out (an output dtype the blob cannot describe) fails the
-        export rather than running on the host.
+        Also keeps ``aten.linear.default`` (``docs/executorch_notes.md``, "Linear"): ``to_edge``
+        would decompose it into ``permute_copy(weight)`` + ``mm``, and nothing folds the transpose,
+        so every call would transpose every weight (75% of a decode step in an ETDump profile).
+        Whole, it runs as ``linear.out`` (optimized kernels) or as one XNNPACK fully-connected op
+        (``engines/portable/builder.py``). Only when the selected engine takes ``aten::linear``, and
+        only at the top level (the filter below: a linear in a ``torch.cond`` branch is decomposed,
+        since the ``cond`` may stay outside the delegate). ExecuTorch checks after partitioning that
+        every kept node was delegated and raises ``RuntimeError`` ("... was not decomposed or
+        delegated") otherwise: a top-level linear the partitioner leaves out (an output dtype the
+        blob cannot describe) fails the export rather than running on the host.
 
-        And keeps ``aten.scaled_dot_product_attention.default`` (issue 13), top level only,
+        And keeps ``aten.scaled_dot_product_attention.default``, top level only,
         when the ``gqa_attention`` kernel can run it (float32, no dropout:
         ``passes.gqa_attention.sdpa_kernel_rejection``) and its exported result is contiguous
         (e.g. one query row, as in decode) or pinned (``passes.sdpa_layout``; see the filter):

@@ -1,6 +1,6 @@
 """Cross-attention caches under ``torch.cond``: make the hidden write visible and in place.
 
-The pattern (``../shared/seeds/torch-cond-cross-attn-cache-ops.txt``)::
+The pattern (``docs/executorch_notes.md``, "``torch.cond`` and the cross-attention cache ops")::
 
     kv = torch.cond((cache != 0).any(),
                     lambda c, x: torch.ops.executorch.alias(c, x)[0],              # reuse
@@ -13,7 +13,7 @@ the cache is planned as a *constant* (SpecPropPass marks an unmutated buffer con
 then deduplicates equal constants, so two zero caches become one), the write lands in a
 scratch tensor and never persists, ``alias`` copies the cache every step, and with two or more
 layers one layer reads another's K/V, because all ``cond`` branches share one arena
-(ExecuTorch issue #21490: ``memory_planning.py`` plans every branch at offset 0).
+(pytorch/executorch#21490: ``memory_planning.py`` plans every branch at offset 0).
 
 Two rewrites fix it:
 
@@ -24,7 +24,7 @@ Two rewrites fix it:
   is the ``cond``'s output for it (``getitem(cond, j)``; both branches must return the cache
   at position ``j``). The cache becomes mutable state (never const, never deduplicated). A
   partitioner that takes the ``cond`` then returns the update as a delegate output, which
-  ``preprocess`` aliases to the cache input (``contract.decide_aliases``) and
+  ``preprocess`` aliases to the cache input (``backend.aliases.decide_aliases``) and
   ``InplaceMemoryPlanningPass`` makes the buffer's own value, as for any in-place KV write.
 * ``plan_cond_caches_in_place(graph_module)`` (after ``ToOutVarPass``, before memory
   planning; ``InplaceMemoryPlanningPass`` runs it on the top-level program, the portable

@@ -5,7 +5,7 @@ portable engine's nested program.
 (``repeat_kv``) and attends over the whole static cache with a mask that excludes the
 unfilled positions. Decomposed by ``to_edge``, that is two cache-sized copies per layer and
 step plus matrix products over every position of the capacity, so a step's cost grows with
-the capacity, not with the positions filled (issue 13). The partitioner keeps
+the capacity, not with the positions filled. The partitioner keeps
 ``aten.scaled_dot_product_attention`` whole (``partitioner.ops_to_not_decompose``,
 ``sdpa_kept_whole``), and this pass rewrites each one in a partition (top-level graph)::
 

@@ -60,7 +60,7 @@ WRITE_OPS = (
     "aten::select_scatter",
     "aten::index_fill",
 )
-#: How the README and warnings name the supported forms.
+#: How ``docs/guide/cache_writes.md`` and warnings name the supported forms.
 SUPPORTED_FORMS = (
     "index_copy_ on any dimension",
     "index_put_ / cache[..., idx] = v with leading full slices",
@@ -278,7 +278,7 @@ def _match_index_put(node: torch.fx.Node, cache: torch.fx.Node, c: torch.Tensor)
 def _broadcasts(shape: list[Any], target: list[Any]) -> bool:
     """Whether ``shape`` broadcasts to ``target``, where a dynamic size (``SymInt``) must be
     the target's own size there. Decided with ``statically_known_true`` only: comparing with
-    ``==`` would install a guard that specialises the dynamic size (``graph_edit.same_shape``)."""
+    ``==`` would install a guard that specialises the dynamic size (``graph.edit.same_shape``)."""
     if len(shape) > len(target):
         return False
     for have, want in zip(reversed(shape), reversed(target)):
@@ -322,7 +322,7 @@ def _rewrite(write: KVWrite) -> None:
         value = reshape_to(node, value, _indexed_shape(c, dim, i), sizes_from=[idx])
         rows = [i.numel()]
         value = view_as(node, value, list(c.shape[:dim]) + rows + list(c.shape[dim + 1 :]))
-        # The op takes int64 indices (ops.py); index_put also accepts int32.
+        # The op takes int64 indices (ops/kv_cache_update.py); index_put also accepts int32.
         idx = _wrapped(node, cast_to(node, view_as(node, idx, rows), torch.int64), size)
     elif write.form == CROSS_ATTN_UPDATE:
         value = args[0]

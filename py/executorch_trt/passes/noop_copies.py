@@ -2,7 +2,7 @@
 
 ``to_edge`` leaves copies whose result equals their operand: a ``repeat_kv``/mask
 ``expand_copy`` to the shape the tensor already has (17 of the 25 ``expand_copy`` of a decode
-step of the benchmark's Llama, issue 13), a ``clone``/``_clone_dim_order`` or a
+step of the benchmark's Llama), a ``clone``/``_clone_dim_order`` or a
 ``_to_copy``/``_to_dim_order_copy`` to the dtype and dim order it already has. Each still copies
 its whole operand on every call. Graph shape rewritten (one partition, top-level graph)::
 

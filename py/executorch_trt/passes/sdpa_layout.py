@@ -10,8 +10,8 @@ it to ``[B, T, H*D]``, which that layout allows without a copy, so the graph rec
 ExecuTorch with a *contiguous* result, and the recorded ``view`` of its transpose fails
 ("Cannot view a tensor with shape ... and strides ..."); so until this pass only SDPA calls
 with a contiguous exported result (one query row: decode) were kept, and prefill attention ran
-decomposed: a ``repeat_kv`` copy of both caches and products over the whole capacity (issue 13's
-notes, issue 14's memory at 4096 positions).
+decomposed: a ``repeat_kv`` copy of both caches and products over the whole capacity (the
+benchmark's step time, and its memory at 4096 positions).
 
 The pass rewrites each top-level SDPA whose exported result is not contiguous::
 

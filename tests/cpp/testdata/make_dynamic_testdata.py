@@ -1,4 +1,4 @@
-"""Generates the test data for the C++ dynamic-shape test (issue 15), with executorch_trt.
+"""Generates the test data for the C++ dynamic-shape test, with executorch_trt.
 
 Unlike make_kv_testdata.py (which writes its blob by hand so the C++ readers are tested
 against the format document, not the Python writer), this exports through the package: the

@@ -4,8 +4,8 @@ Writes, into the output directory:
   nested_kv.pte   the partition as a plain ExecuTorch program (the portable engine's
                   nested program), exported with alloc_graph_input=False and
                   alloc_graph_output=False; uses executorch_trt::kv_cache_update.out.
-  kv_blob.bin     a delegate blob (core/blob/FORMAT.md) with "engine": "portable" around
-                  nested_kv.pte (core/engine/PORTABLE_FORMAT.md), with the CHECKSUM
+  kv_blob.bin     a delegate blob (docs/formats/delegate_blob.md) with "engine": "portable" around
+                  nested_kv.pte (docs/formats/portable_payload.md), with the CHECKSUM
                   feature (BLAKE2b-64 over metadata, padding and payload).
   outer_kv.pte    a program whose whole forward is one "TensorRTBackend" delegate call
                   carrying kv_blob.bin.

@@ -10,7 +10,7 @@ method's cache input itself, so the update lands in the caller's storage and not
 the arena all ``cond`` branches share (ExecuTorch #21490).
 
 With ``portable_xnnpack`` (the default, ``CompileOptions``) the nested program is first lowered
-with ExecuTorch's ``XnnpackPartitioner`` (issue 13): linears, matmuls, elementwise ops and
+with ExecuTorch's ``XnnpackPartitioner``: linears, matmuls, elementwise ops and
 softmax run as XNNPACK subgraphs (4x faster than ExecuTorch's portable kernels on the
 benchmark's decoder). What writes state in place stays outside XNNPACK, on ExecuTorch's
 kernels, so caches are still updated in the caller's storage with no copy:
@@ -23,7 +23,7 @@ otherwise see each node in two partitions ("found node ... in partition tensorrt
 partition tag0").
 The nested program keeps no data of its own: its XNNPACK weights and its other constants
 (emitted as external constants, ``external_constants=True``) go to the outer program's named
-data store, stored once per program (``shared_data.py``, issue 14).
+data store, stored once per program (``shared_data.py``).
 XNNPACK packs its weights at load, per nested method (the peak RSS of a program grows by about
 the weights' size). The runtime must register ``XnnpackBackend`` (``//core/engine:
 portable_engine`` links the wheel's backend library; the Python runtime loads the same one).
@@ -121,16 +121,16 @@ def build(
     Args:
         ep: the partition program, edge dialect, no mutation outputs. Its nodes lose their
             ``delegation_tag`` metadata.
-        aliases: the alias decision for this partition (``contract.decide_aliases``). Not
+        aliases: the alias decision for this partition (``backend.aliases.decide_aliases``). Not
             needed to build: the nested program's ``kv_cache_update.out`` writes in place
             whenever the binding plan gives an output its input's storage, as the blob's
             ``aliased_io`` says.
         options: the partition's ``CompileOptions``; ``portable_xnnpack`` (default ``True``)
             lowers the nested program with XNNPACK (module docstring).
 
-    Returns the payload (``PORTABLE_FORMAT.md``) and the nested program's data, moved out of
-    it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested
-    method's input/output names or counts disagree with ``ep``'s signature.
+    Returns the payload (``docs/formats/portable_payload.md``) and the nested program's data, moved
+    out of it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested method's
+    input/output names or counts disagree with ``ep``'s signature.
     """
     del aliases  # the blob metadata carries them (module docstring)
     xnnpack = True if options is None else options.portable_xnnpack

@@ -1,4 +1,4 @@
-"""The nested program's data, moved to the outer program's named data store (issue 14).
+"""The nested program's data, moved to the outer program's named data store.
 
 A nested ``.pte`` built per method would carry its own copy of every weight it uses. Two
 kinds of data live in it:
@@ -20,9 +20,9 @@ tensors under the same path, and the same tensor under different paths.
 The outer program's named data has no tensor layouts when it is stored in the ``.pte``
 (ExecuTorch 1.5.1's ``PteDataMap::get_tensor_layout`` returns ``NotImplemented``), and the
 nested method needs one per external constant. So the payload descriptor lists each constant's
-layout (``ConstantLayout``; ``PORTABLE_FORMAT.md``, version 3) and the engine answers the
-nested method's layout queries from it, checking that each buffer has exactly the layout's
-byte size (``core/engine/constant_layouts_data_map.h``).
+layout (``ConstantLayout``; ``docs/formats/portable_payload.md``, version 3) and the engine answers
+the nested method's layout queries from it, checking that each buffer has exactly the layout's byte
+size (``core/engine/constant_layouts_data_map.h``).
 """
 
 from __future__ import annotations

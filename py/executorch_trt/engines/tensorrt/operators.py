@@ -1,6 +1,6 @@
 """The operators the TensorRT engine would implement: what Torch-TensorRT's dynamo converters
 cover of a decoder block (every group of ``op_groups``), with KV writes through TensorRT's
-KV-cache update layer (DESIGN.md "The TensorRT engine, on paper").
+KV-cache update layer (``docs/tensorrt_engine.md``, "The engine on paper").
 
 No converter path is built yet (``builder.build`` raises), so this is the list the engine
 claims for partitioning; replace it with the converter registry's when the builder exists.
