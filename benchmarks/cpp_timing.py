@@ -39,16 +39,6 @@ class BinaryNotFoundError(RuntimeError):
     """decode_step_cpp could not be located (see `binary_path`)."""
 
 
-def _runfiles_location(path: str) -> str | None:
-    try:
-        from runfiles import Runfiles  # PyPI: bazel-runfiles
-    except ImportError:
-        return None
-    r = Runfiles.Create()
-    found = r.Rlocation(path) if r is not None else None
-    return found if found and os.path.isfile(found) else None
-
-
 def binary_path() -> str:
     """Where decode_step_cpp is: `$EXECUTORCH_TRT_DECODE_STEP_CPP` (must name a file), else
     Bazel runfiles (decode_lib's data: `bazel run //benchmarks:decode`, the tests), else next
@@ -60,7 +50,9 @@ def binary_path() -> str:
         if not os.path.isfile(env):
             raise BinaryNotFoundError(f"${BINARY_ENV}={env!r} does not name a file")
         return env
-    found = _runfiles_location(RUNFILES_PATH)
+    from executorch_trt.runtime.library import runfiles_location
+
+    found = runfiles_location(RUNFILES_PATH)
     if found:
         return found
     try:

@@ -51,6 +51,11 @@ PORTABLE_WITH_XNNPACK = (
 )
 
 
+def _worker_argv(kind: str, programs: str) -> list[str]:
+    """The arguments of a ``--worker`` invocation at capacity 32 with an empty config."""
+    return ["--worker", kind, "--max-seq-len", "32", "--config-json", "{}", "--programs", programs]
+
+
 class DecodeBenchQuickTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -275,46 +280,10 @@ class DecodeBenchQuickTest(absltest.TestCase):
             (["--from-json", fieldless], "step_ms_samples"),
             (["--from-json", os.path.join(self.out, "nope.json")], "--from-json"),
             (["--max-seq-len", "256"], "--max-seq-lens"),
-            (
-                [
-                    "--worker",
-                    "time",
-                    "--max-seq-len",
-                    "32",
-                    "--config-json",
-                    "{}",
-                    "--programs",
-                    '{"eager": null}',
-                ],
-                "--config-json",
-            ),
+            (_worker_argv("time", '{"eager": null}'), "--config-json"),
             (["--programs", "{}"], "--programs"),
-            (
-                [
-                    "--worker",
-                    "profile",
-                    "--max-seq-len",
-                    "32",
-                    "--config-json",
-                    "{}",
-                    "--programs",
-                    '{"eager": "x.pte"}',
-                ],
-                "--programs",
-            ),
-            (
-                [
-                    "--worker",
-                    "time",
-                    "--max-seq-len",
-                    "32",
-                    "--config-json",
-                    "{}",
-                    "--programs",
-                    '{"nope": null}',
-                ],
-                "--programs",
-            ),
+            (_worker_argv("profile", '{"eager": "x.pte"}'), "--programs"),
+            (_worker_argv("time", '{"nope": null}'), "--programs"),
             (["--quick", "--max-seq-lens", "4"], "--max-seq-lens"),
         ):
             err = io.StringIO()

@@ -122,8 +122,9 @@ def _alias(output="k_cache_out", input_="k_cache", **extra) -> dict[str, Any]:
     return entry
 
 
-def _summary(meta: B.DelegateMetadata) -> dict[str, Any]:
-    """What a reader must reproduce from an accepted blob."""
+def blob_summary(meta: B.DelegateMetadata) -> dict[str, Any]:
+    """What a reader must reproduce from an accepted blob (the vectors' ``summary``; the Python
+    reader's test compares ``read_blob``'s metadata through this too)."""
     return {
         "engine": meta.engine,
         "inputs": [[b.name, b.dtype, list(b.shape)] for b in meta.inputs],
@@ -139,7 +140,7 @@ def blob_vectors() -> list[dict[str, Any]]:
     def add(name, data, expect="invalid"):
         entry = {"name": name, "reader": "blob", "hex": data.hex(), "expect": expect}
         if expect == "ok":
-            entry["summary"] = _summary(B.read_blob(data).metadata)
+            entry["summary"] = blob_summary(B.read_blob(data).metadata)
         v.append(entry)
 
     good = B.write_blob(B.parse_metadata(json.dumps(_meta()).encode(), 0b11), b"PAYLOAD!")

@@ -222,6 +222,10 @@ class WheelTest(unittest.TestCase):
     def test_script_exports_and_runs_from_the_venv(self):
         script = os.path.join(self.root, "user_script.py")
         shutil.copy(_runfile("tests/packaging/installed_wheel_script.py"), script)
+        shutil.copy(
+            _runfile("examples/link_into_app/export_cache_model.py"),
+            os.path.join(self.root, "export_cache_model.py"),
+        )
         result = _run([self.python, script], cwd=self.root, env=self.env)
         self.assertEqual(
             result.returncode,

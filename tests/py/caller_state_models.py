@@ -9,6 +9,7 @@ two-thread first-execute deadlock (the Python runtime's log redirect).
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 
@@ -56,6 +57,14 @@ def tiny_attention_pte(**options) -> bytes:
     with torch.no_grad():
         ep = torch.export.export(TinyAttention().eval(), example_inputs())
         return executorch_trt.export(ep, **options).buffer
+
+
+def write_tiny_attention_pte(directory: str) -> str:
+    """Writes ``tiny_attention_pte()`` to ``directory/tiny_attention.pte``; returns its path."""
+    path = os.path.join(directory, "tiny_attention.pte")
+    with open(path, "wb") as f:
+        f.write(tiny_attention_pte())
+    return path
 
 
 def eager_steps(model: TinyAttention, tokens, start: int = 0):

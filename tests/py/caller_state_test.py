@@ -26,16 +26,24 @@ def _steps(method, tokens, start=0):
     return [method.execute(csm.step_inputs(t, start + i))[0] for i, t in enumerate(tokens)]
 
 
-def _decode_vs_eager(forward, tokens):
-    """Runs ``tokens`` (positions 0, 1, ...) through ``forward`` and a fresh eager
-    ``TinyAttention``, asserting equal outputs at every step; returns the eager module (its
-    caches are what the program's should now hold)."""
-    eager = csm.TinyAttention()
+def _each_step_vs_eager(forward, eager, tokens):
+    """Runs ``tokens`` (positions 0, 1, ...) through ``forward`` and the eager ``TinyAttention``
+    ``eager``, asserting equal outputs at every step; yields each position after its step (for
+    the caller's own checks of the state)."""
     for pos, token in enumerate(tokens):
         (got,) = forward.execute(csm.step_inputs(token, pos))
         with torch.no_grad():
             want = eager(*csm.step_inputs(token, pos))
         torch.testing.assert_close(got, want, msg=f"step {pos}")
+        yield pos
+
+
+def _decode_vs_eager(forward, tokens):
+    """``_each_step_vs_eager`` against a fresh eager ``TinyAttention``; returns it (its caches
+    are what the program's should now hold)."""
+    eager = csm.TinyAttention()
+    for _ in _each_step_vs_eager(forward, eager, tokens):
+        pass
     return eager
 
 
@@ -62,11 +70,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         eager = csm.TinyAttention()
         for name in CACHES:
             self.assertEqual(prog.buffer(name).abs().sum().item(), 0, "fresh load: zeros")
-        for pos, token in enumerate(TOKENS_A):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        for pos in _each_step_vs_eager(forward, eager, TOKENS_A):
             for name in CACHES:
                 torch.testing.assert_close(
                     prog.buffer(name), getattr(eager, name), msg=f"{name} after step {pos}"
@@ -92,11 +96,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         ptrs = {name: t.data_ptr() for name, t in state.items()}
         prog.bind_state(state)
         eager = csm.TinyAttention()
-        for pos, token in enumerate(TOKENS_A):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        for pos in _each_step_vs_eager(forward, eager, TOKENS_A):
             for name in CACHES:
                 self.assertEqual(state[name].data_ptr(), ptrs[name], f"{name} moved")
                 self.assertIs(prog.buffer(name), state[name])

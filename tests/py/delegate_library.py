@@ -11,6 +11,7 @@ reason. Every test that needs the library goes through ``require`` (or ``needs_l
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import unittest
 
@@ -68,4 +69,18 @@ def subprocess_env() -> dict:
             runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
             runtime.BINDING_ENV: os.path.abspath(runtime.binding_path()),
         },
+    )
+
+
+def start_worker(script: str, *args: str) -> subprocess.Popen:
+    """Starts ``python <script> args...`` (``script``: a file of tests/py/) with
+    ``subprocess_env()``, its stdout and stderr piped as text (undecodable bytes replaced:
+    ExecuTorch's log lines may quote them)."""
+    return subprocess.Popen(
+        [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), script), *args],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
     )

@@ -205,17 +205,8 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
         )
 
     def test_unsupported_architecture(self):
-        import transformers as T
-
         opt = os.path.join(self.tmp, "opt")
-        T.OPTConfig(
-            vocab_size=64,
-            hidden_size=16,
-            num_hidden_layers=1,
-            ffn_dim=32,
-            num_attention_heads=2,
-            architectures=["OPTForCausalLM"],
-        ).save_pretrained(opt)
+        M.tiny_opt_config(architectures=["OPTForCausalLM"]).save_pretrained(opt)
         self.assert_usage_error(
             self._args(**{"--model-dir": opt}),
             "OPTForCausalLM (model_type 'opt') is not supported",

@@ -15,7 +15,6 @@ threads' Python stacks and is reported as a hang, naming the process.
 
 import os
 import subprocess
-import sys
 import time
 
 import torch
@@ -34,17 +33,13 @@ STEPS = 6
 class FirstExecuteStressTest(absltest.TestCase):
     def test_first_execute_from_two_threads_in_fresh_processes(self):
         tmp = self.create_tempdir().full_path
-        pte_path = os.path.join(tmp, "tiny_attention.pte")
-        with open(pte_path, "wb") as f:
-            f.write(csm.tiny_attention_pte())
+        pte_path = csm.write_tiny_attention_pte(tmp)
         tokens = [(3 * i + 1) % csm.VOCAB for i in range(STEPS)]
         # TinyAttention() seeds its own weights: the program's and the eager model's are equal.
         eager = csm.eager_steps(csm.TinyAttention(), tokens)
         reference = os.path.join(tmp, "reference.pt")
         torch.save({"tokens": tokens, "outputs": eager}, reference)
 
-        env = delegate_library.subprocess_env()
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_execute_worker.py")
         start = time.monotonic()
         pending = list(range(PROCESSES))
         running = []
@@ -52,13 +47,8 @@ class FirstExecuteStressTest(absltest.TestCase):
         while pending or running:
             while pending and len(running) < PARALLEL:
                 i = pending.pop(0)
-                proc = subprocess.Popen(
-                    [sys.executable, script, pte_path, reference, str(TIMEOUT_S)],
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    errors="replace",
+                proc = delegate_library.start_worker(
+                    "first_execute_worker.py", pte_path, reference, str(TIMEOUT_S)
                 )
                 running.append((i, proc, time.monotonic()))
             i, proc, started = running.pop(0)

@@ -25,6 +25,7 @@ from absl.testing import absltest, parameterized
 import delegate_library
 import executorch_trt
 import hf_models as H
+import llm_test_models as M
 from executorch_trt import runtime
 from executorch_trt.llm import (
     SUPPORTED_ARCHITECTURES,
@@ -178,15 +179,7 @@ class RefusalsTest(absltest.TestCase):
     def test_unsupported_architecture_names_it_and_the_supported_ones(self):
         import transformers as T
 
-        model = T.OPTForCausalLM(
-            T.OPTConfig(
-                vocab_size=64,
-                hidden_size=16,
-                num_hidden_layers=1,
-                ffn_dim=32,
-                num_attention_heads=2,
-            )
-        ).eval()
+        model = T.OPTForCausalLM(M.tiny_opt_config()).eval()
         with self.assertRaises(UnsupportedArchitectureError) as cm:
             export_llm(model, 16)
         message = str(cm.exception)

@@ -60,6 +60,21 @@ def tiny_llama(seed: int = 0):
     return model
 
 
+def tiny_opt_config(**fields):
+    """A tiny ``transformers.OPTConfig`` (a causal LM architecture ``executorch_trt.llm`` does
+    not support); ``fields`` are added to it."""
+    import transformers as T
+
+    return T.OPTConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        ffn_dim=32,
+        num_attention_heads=2,
+        **fields,
+    )
+
+
 def save_checkpoint(model, directory: str) -> str:
     """``model.save_pretrained(directory)`` (config.json + model.safetensors); returns it."""
     model.save_pretrained(directory)

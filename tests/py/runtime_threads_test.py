@@ -13,7 +13,6 @@
 """
 
 import io
-import os
 import subprocess
 import sys
 import threading
@@ -35,20 +34,9 @@ TIMEOUT_S = 240
 @delegate_library.needs_library
 class FirstExecuteRaceTest(absltest.TestCase):
     def test_two_threads_first_execute_never_deadlocks(self):
-        path = os.path.join(self.create_tempdir().full_path, "tiny_attention.pte")
-        with open(path, "wb") as f:
-            f.write(csm.tiny_attention_pte())
-        env = delegate_library.subprocess_env()
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_execute_race.py")
+        path = csm.write_tiny_attention_pte(self.create_tempdir().full_path)
         procs = [
-            subprocess.Popen(
-                [sys.executable, script, path, str(ROUNDS)],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-            )
+            delegate_library.start_worker("first_execute_race.py", path, str(ROUNDS))
             for _ in range(PROCESSES)
         ]
         for i, proc in enumerate(procs):

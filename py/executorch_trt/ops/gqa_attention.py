@@ -24,6 +24,8 @@ rank or size the kernel rejects.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 NAMESPACE = "executorch_trt"
@@ -84,19 +86,6 @@ def _check(
         raise ValueError(f"gqa_attention: {reason}")
 
 
-def _reference(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    is_causal: bool,
-    scale: float | None,
-) -> torch.Tensor:
-    return torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=True
-    )
-
-
 def _gqa_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -106,21 +95,14 @@ def _gqa_attention(
     scale: float | None,
 ) -> torch.Tensor:
     _check(query, key, value, attn_mask, is_causal)
-    return _reference(query, key, value, attn_mask, is_causal, scale)
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=True
+    )
 
 
-def _gqa_attention_out(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    is_causal: bool,
-    scale: float | None,
-    *,
-    out: torch.Tensor,
-) -> torch.Tensor:
-    _check(query, key, value, attn_mask, is_causal)
-    result = _reference(query, key, value, attn_mask, is_causal, scale)
+def _gqa_attention_out(*args: Any, out: torch.Tensor) -> torch.Tensor:
+    """``_gqa_attention(*args)`` (the schema's arguments, checked there) written into ``out``."""
+    result = _gqa_attention(*args)
     out.resize_(result.shape)
     out.copy_(result)
     return out
@@ -138,17 +120,9 @@ def _gqa_attention_fake(
     return query.new_empty((*query.shape[:3], value.shape[3]))
 
 
-def _gqa_attention_out_fake(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    is_causal: bool,
-    scale: float | None,
-    *,
-    out: torch.Tensor,
-) -> torch.Tensor:
-    _check(query, key, value, attn_mask, is_causal)
+def _gqa_attention_out_fake(*args: Any, out: torch.Tensor) -> torch.Tensor:
+    """The schema's arguments as ``_gqa_attention_fake`` checks them (all but ``scale``)."""
+    _check(*args[:5])
     return out
 
 

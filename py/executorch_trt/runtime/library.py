@@ -36,7 +36,9 @@ class LibraryNotFoundError(RuntimeError):
     ``binding_path``)."""
 
 
-def _runfiles_location(path: str) -> str | None:
+def runfiles_location(path: str) -> str | None:
+    """The Bazel runfiles location of ``path`` (``workspace/relative/path``) when it is an
+    existing file, else ``None`` (outside Bazel, or without the ``bazel-runfiles`` package)."""
     try:
         from runfiles import Runfiles  # PyPI: bazel-runfiles
     except ImportError:
@@ -58,7 +60,7 @@ def _from_env_package_or_runfiles(env_name: str, runfiles_path: str) -> str | No
     in_package = os.path.join(_PACKAGE_DIR, os.path.basename(runfiles_path))
     if os.path.isfile(in_package):
         return in_package
-    return _runfiles_location(runfiles_path)
+    return runfiles_location(runfiles_path)
 
 
 def library_path() -> str:
