@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Dict, Tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +60,7 @@ class BenchConfig:
     """
 
     dims: ModelDims
-    max_seq_lens: Tuple[int, ...]
+    max_seq_lens: tuple[int, ...]
     prompt_len: int
     repeats: int
     warmup: int
@@ -72,7 +71,7 @@ class BenchConfig:
         return json.dumps(dataclasses.asdict(self))
 
     @staticmethod
-    def from_json(text: str) -> "BenchConfig":
+    def from_json(text: str) -> BenchConfig:
         d = json.loads(text)
         return BenchConfig(
             dims=ModelDims(**d["dims"]),
@@ -84,25 +83,38 @@ class BenchConfig:
             lead_in_ms=d["lead_in_ms"],
         )
 
-    def replace(self, **changes) -> "BenchConfig":
+    def replace(self, **changes) -> BenchConfig:
         return dataclasses.replace(self, **changes)
 
-    def model_overrides(self) -> Dict[str, int]:
+    def model_overrides(self) -> dict[str, int]:
         """Keyword arguments for `decoder_model.build_model`."""
         return dataclasses.asdict(self.dims)
 
 
-FULL_DIMS = ModelDims(vocab_size=1024, hidden_size=256, intermediate_size=512,
-                      num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4)
+FULL_DIMS = ModelDims(
+    vocab_size=1024,
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+)
 
-QUICK_DIMS = ModelDims(vocab_size=128, hidden_size=64, intermediate_size=128,
-                       num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2)
+QUICK_DIMS = ModelDims(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 
 
 def full_config(threads: int) -> BenchConfig:
     """The README configuration: 256/1024/2048/4096 positions, 100 timed steps."""
-    return BenchConfig(FULL_DIMS, (256, 1024, 2048, 4096), prompt_len=32, repeats=100, warmup=5,
-                       threads=threads)
+    return BenchConfig(
+        FULL_DIMS, (256, 1024, 2048, 4096), prompt_len=32, repeats=100, warmup=5, threads=threads
+    )
 
 
 def quick_config(threads: int) -> BenchConfig:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable, Sequence, Tuple
+from collections.abc import Iterable, Sequence
 
 from executorch_trt.inspection.plan import (  # noqa: F401  (re-exported for callers)
     COPY_KERNELS,
@@ -51,7 +51,7 @@ class CopyAccount:
         return self.cache_bytes + self.other_bytes
 
 
-def is_cache_tensor(tensor, cache_shapes: Iterable[Tuple[int, ...]] = ()) -> bool:
+def is_cache_tensor(tensor, cache_shapes: Iterable[tuple[int, ...]] = ()) -> bool:
     """True if `tensor` is a KV cache buffer: by its recorded name, else (no name recorded) by a
     shape in `cache_shapes`."""
     name = tensor_fqn(tensor)
@@ -60,8 +60,9 @@ def is_cache_tensor(tensor, cache_shapes: Iterable[Tuple[int, ...]] = ()) -> boo
     return tuple(int(s) for s in tensor.sizes) in {tuple(s) for s in cache_shapes}
 
 
-def account_copies(program, method: str = "decode",
-                   cache_shapes: Sequence[Tuple[int, ...]] = ()) -> CopyAccount:
+def account_copies(
+    program, method: str = "decode", cache_shapes: Sequence[tuple[int, ...]] = ()
+) -> CopyAccount:
     """Bytes one call of `method` copies, from `program` (`ExecutorchProgramManager
     .executorch_program`). Counts each copy kernel's destination and each functional cache
     update's output (`plan.copies` / `functional_updates`); `KeyError` naming the

@@ -6,9 +6,10 @@ The binary loads the `.pte` with the runner's `PrefillDecodeProgram` (examples/)
 KV cache to memory it owns, fills the cache as the timing worker does (`measure.fill_cache`:
 chunks of `prompt_len` positions over the whole capacity, then the prompt; a chunk that does
 not start at 0 runs as decode steps, one per position, which writes the same keys and values
-up to float rounding), runs `warmup` decode steps, then times `repeats` decode steps of `workload.DECODE_TOKEN` at position
-`prompt_len` with `std::chrono::steady_clock`. It runs after the timing worker of the
-capacity, in a process of its own: its numbers are not paired with the Python rounds.
+up to float rounding), runs `warmup` decode steps, then times `repeats` decode steps of
+`workload.DECODE_TOKEN` at position `prompt_len` with `std::chrono::steady_clock`. It runs after the
+timing worker of the capacity, in a process of its own: its numbers are not paired with the Python
+rounds.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import math
 import os
 import subprocess
-from typing import Optional
 
 from benchmarks import workload
 from benchmarks.bench_config import BenchConfig
@@ -28,23 +28,15 @@ CPP_VARIANTS = ("delegate_inplace",)
 BINARY_ENV = "EXECUTORCH_TRT_DECODE_STEP_CPP"
 RUNFILES_PATH = "executorch_trt/benchmarks/decode_step_cpp"
 TIMEOUT_S = 900
-DESCRIPTION = ("delegate_inplace also timed in C++ (decode_step_cpp: the runner's "
-               "PrefillDecodeProgram, caller-owned caches, std::chrono::steady_clock), in a "
-               "process of its own after the timing worker")
+DESCRIPTION = (
+    "delegate_inplace also timed in C++ (decode_step_cpp: the runner's "
+    "PrefillDecodeProgram, caller-owned caches, std::chrono::steady_clock), in a "
+    "process of its own after the timing worker"
+)
 
 
 class BinaryNotFoundError(RuntimeError):
     """decode_step_cpp could not be located (see `binary_path`)."""
-
-
-def _runfiles_location(path: str) -> Optional[str]:
-    try:
-        from runfiles import Runfiles  # PyPI: bazel-runfiles
-    except ImportError:
-        return None
-    r = Runfiles.Create()
-    found = r.Rlocation(path) if r is not None else None
-    return found if found and os.path.isfile(found) else None
 
 
 def binary_path() -> str:
@@ -58,14 +50,19 @@ def binary_path() -> str:
         if not os.path.isfile(env):
             raise BinaryNotFoundError(f"${BINARY_ENV}={env!r} does not name a file")
         return env
-    found = _runfiles_location(RUNFILES_PATH)
+    from executorch_trt.runtime.library import runfiles_location
+
+    found = runfiles_location(RUNFILES_PATH)
     if found:
         return found
     try:
         from executorch_trt import runtime as trt_runtime
 
-        beside = os.path.normpath(os.path.join(os.path.dirname(trt_runtime.library_path()),
-                                               "..", "benchmarks", "decode_step_cpp"))
+        beside = os.path.normpath(
+            os.path.join(
+                os.path.dirname(trt_runtime.library_path()), "..", "benchmarks", "decode_step_cpp"
+            )
+        )
         if os.path.isfile(beside):
             return beside
     except Exception:  # noqa: BLE001 - no library either: the message below says what to do
@@ -73,26 +70,39 @@ def binary_path() -> str:
     raise BinaryNotFoundError(
         "decode_step_cpp not found: run the benchmark with `./bazelw run //benchmarks:decode`, "
         "or build it (`./bazelw build //benchmarks:decode_step_cpp`) and set "
-        f"{BINARY_ENV}=/path/to/bazel-bin/benchmarks/decode_step_cpp")
+        f"{BINARY_ENV}=/path/to/bazel-bin/benchmarks/decode_step_cpp"
+    )
 
 
-def command(config: BenchConfig, built: BuiltProgram, json_path: str,
-            binary: Optional[str] = None) -> list:
+def command(
+    config: BenchConfig, built: BuiltProgram, json_path: str, binary: str | None = None
+) -> list:
     """The decode_step_cpp command line for `built` (a program with its cache shapes) under
     `config`: the same prompt, decode token and position (prompt_len), warm-up and timed steps
     and threads as the Python timing worker; the JSON result goes to `json_path`."""
     ids, _ = workload.prefill_inputs(config)
     caches = ",".join(f"{name}={math.prod(shape)}" for name, shape in built.cache_shapes.items())
-    return [binary or binary_path(),
-            "--model", built.path,
-            "--caches", caches,
-            "--prompt", ",".join(str(int(i)) for i in ids[0].tolist()),
-            "--token", str(workload.DECODE_TOKEN),
-            "--max-seq-len", str(built.max_seq_len),
-            "--warmup", str(config.warmup),
-            "--repeats", str(config.repeats),
-            "--threads", str(config.threads),
-            "--json", json_path]
+    return [
+        binary or binary_path(),
+        "--model",
+        built.path,
+        "--caches",
+        caches,
+        "--prompt",
+        ",".join(str(int(i)) for i in ids[0].tolist()),
+        "--token",
+        str(workload.DECODE_TOKEN),
+        "--max-seq-len",
+        str(built.max_seq_len),
+        "--warmup",
+        str(config.warmup),
+        "--repeats",
+        str(config.repeats),
+        "--threads",
+        str(config.threads),
+        "--json",
+        json_path,
+    ]
 
 
 def _tail(text: str, lines: int = 12) -> str:
@@ -116,10 +126,12 @@ def time_decode_step(config: BenchConfig, built: BuiltProgram, work_dir: str) ->
         return {"error": f"decode_step_cpp timed out after {TIMEOUT_S} s"}
     if proc.returncode != 0:
         detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
-        last = [l for l in detail.splitlines() if l.startswith("decode_step_cpp:")]
-        return {"error": f"decode_step_cpp failed (exit {proc.returncode}): "
-                         f"{(last or detail.splitlines())[-1]}",
-                "stderr_tail": detail}
+        last = [line for line in detail.splitlines() if line.startswith("decode_step_cpp:")]
+        return {
+            "error": f"decode_step_cpp failed (exit {proc.returncode}): "
+            f"{(last or detail.splitlines())[-1]}",
+            "stderr_tail": detail,
+        }
     try:
         with open(json_path) as f:
             return json.load(f)

@@ -34,18 +34,32 @@ from benchmarks import cpp_timing, decode, report, workload
 from benchmarks.bench_config import QUICK_DIMS, quick_config
 from benchmarks.variants import VARIANTS, BuiltProgram
 
-FIELDS = ("variant", "max_seq_len", "step_ms_median", "step_ms_p10", "step_ms_p90",
-          "runtime_bytes_copied_per_step", "peak_rss_mb", "engine", "decode_delegates")
-PORTABLE_WITH_XNNPACK = ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
-                         "with XNNPACK, on the CPU)")
+FIELDS = (
+    "variant",
+    "max_seq_len",
+    "step_ms_median",
+    "step_ms_p10",
+    "step_ms_p90",
+    "runtime_bytes_copied_per_step",
+    "peak_rss_mb",
+    "engine",
+    "decode_delegates",
+)
+PORTABLE_WITH_XNNPACK = (
+    "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
+    "with XNNPACK, on the CPU)"
+)
+
+
+def _worker_argv(kind: str, programs: str) -> list[str]:
+    """The arguments of a ``--worker`` invocation at capacity 32 with an empty config."""
+    return ["--worker", kind, "--max-seq-len", "32", "--config-json", "{}", "--programs", programs]
 
 
 class DecodeBenchQuickTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
-        cls.out = tempfile.mkdtemp(prefix="decode_bench_test_",
-                                   dir=os.environ.get("TEST_TMPDIR"))
+        cls.out = tempfile.mkdtemp(prefix="decode_bench_test_", dir=os.environ.get("TEST_TMPDIR"))
         stdout = io.StringIO()
         with contextlib.redirect_stdout(stdout):
             cls.exit_code = decode.main(["--quick", "--out", cls.out, "--keep-programs"])
@@ -101,8 +115,9 @@ class DecodeBenchQuickTest(absltest.TestCase):
                 self.assertRegex(r["decode_delegates"], r"^\d+ XnnpackBackend delegates?$", where)
             elif variant.startswith("executorch_"):
                 self.assertEqual(r["engine"], "no delegate", where)
-                self.assertEqual(r["decode_delegates"], "no delegate (ExecuTorch's CPU kernels)",
-                                 where)
+                self.assertEqual(
+                    r["decode_delegates"], "no delegate (ExecuTorch's CPU kernels)", where
+                )
             else:
                 self.assertEqual(r["engine"], "eager PyTorch", where)
             # decode_step_cpp reads the engine off the program too.
@@ -111,11 +126,13 @@ class DecodeBenchQuickTest(absltest.TestCase):
         # The table's engine column and the header's line per variant.
         self.assertRegex(self.stdout, r"\nvariant +engine +max_seq_len ")
         self.assertRegex(self.stdout, r"\ndelegate_inplace +portable, CPU +\d+ ")
-        self.assertIn("what runs each decode step (read from each variant's program):",
-                      self.stdout)
-        self.assertIsNotNone(re.search(
-            r"\n  delegate_inplace +" + re.escape(PORTABLE_WITH_XNNPACK) + "\n", self.stdout),
-            self.stdout)
+        self.assertIn("what runs each decode step (read from each variant's program):", self.stdout)
+        self.assertIsNotNone(
+            re.search(
+                r"\n  delegate_inplace +" + re.escape(PORTABLE_WITH_XNNPACK) + "\n", self.stdout
+            ),
+            self.stdout,
+        )
 
     def test_metadata_and_plot(self):
         self.assertEqual(self.result["model"]["hidden_size"], QUICK_DIMS.hidden_size)
@@ -148,8 +165,12 @@ class DecodeBenchQuickTest(absltest.TestCase):
         with open(pte, "rb") as src, open(corrupt, "wb") as dst:
             dst.write(src.read()[:2000])
         config = quick_config(threads=1)
-        built = BuiltProgram("delegate_inplace", capacity, path=pte, cache_shapes=(
-            workload.cache_shapes(workload.eager_module(config, capacity))))
+        built = BuiltProgram(
+            "delegate_inplace",
+            capacity,
+            path=pte,
+            cache_shapes=(workload.cache_shapes(workload.eager_module(config, capacity))),
+        )
         binary, *good = cpp_timing.command(config, built, os.path.join(self.out, "cpp.json"))
         flags = dict(zip(good[::2], good[1::2]))
 
@@ -160,19 +181,20 @@ class DecodeBenchQuickTest(absltest.TestCase):
             return [x for k, v in merged.items() if v is not None for x in (k, v)]
 
         missing = os.path.join(self.out, "nope.pte")
-        for args, expect in ((argv(model=missing), missing),
-                             (argv(model=corrupt), corrupt),
-                             (argv(caches=flags["--caches"].replace("key_cache_0", "no_such")),
-                              "no_such"),
-                             (argv(max_seq_len=str(capacity * 2)), "--max-seq-len"),
-                             (argv(max_seq_len="4"), "--max-seq-len"),
-                             (argv(repeats="0"), "--repeats"),
-                             (argv(prompt="1,x"), "--prompt"),
-                             (argv(prompt="1,2"), "--prompt has 2"),
-                             (argv(token=str(QUICK_DIMS.vocab_size)), "--token"),
-                             (argv(caches=None), "--caches is required"),
-                             (argv(json=os.path.join(missing, "out.json")), "--json"),
-                             (argv() + ["--no-such-flag", "1"], "--no-such-flag")):
+        for args, expect in (
+            (argv(model=missing), missing),
+            (argv(model=corrupt), corrupt),
+            (argv(caches=flags["--caches"].replace("key_cache_0", "no_such")), "no_such"),
+            (argv(max_seq_len=str(capacity * 2)), "--max-seq-len"),
+            (argv(max_seq_len="4"), "--max-seq-len"),
+            (argv(repeats="0"), "--repeats"),
+            (argv(prompt="1,x"), "--prompt"),
+            (argv(prompt="1,2"), "--prompt has 2"),
+            (argv(token=str(QUICK_DIMS.vocab_size)), "--token"),
+            (argv(caches=None), "--caches is required"),
+            (argv(json=os.path.join(missing, "out.json")), "--json"),
+            ([*argv(), "--no-such-flag", "1"], "--no-such-flag"),
+        ):
             proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
             self.assertEqual(proc.returncode, 2, f"{args}: {proc.stderr[-2000:]}")
             self.assertIn(expect, proc.stderr, args)
@@ -191,7 +213,7 @@ class DecodeBenchQuickTest(absltest.TestCase):
             self.assertGreaterEqual(r["runtime_bytes_copied_per_step"], r["cache_nbytes"])
 
     def test_weights_stored_once_and_external_weights_leave_the_pte(self):
-        """Issue 14's sizes: the in-place .pte holds its weights once (two methods use them)
+        """The size targets: the in-place .pte holds its weights once (two methods use them)
         and the external variant's .ptd holds them once while its .pte keeps none."""
         for s in self.capacities:
             inside, outside = self.row("delegate_inplace", s), self.row("delegate_external", s)
@@ -229,39 +251,41 @@ class DecodeBenchQuickTest(absltest.TestCase):
         not_a_dir = os.path.join(self.out, report.JSON_NAME)  # an existing regular file
         fieldless = os.path.join(self.out, "row_without_samples.json")
         with open(fieldless, "w") as f:
-            rows = [{k: v for k, v in r.items() if k != "step_ms_samples"}
-                    for r in self.result["rows"]]
+            rows = [
+                {k: v for k, v in r.items() if k != "step_ms_samples"} for r in self.result["rows"]
+            ]
             json.dump({**self.result, "rows": rows}, f)
         zero_times = os.path.join(self.out, "zero_times.json")  # ratios would divide by zero
         with open(zero_times, "w") as f:
-            rows = [{**r, "step_ms_samples": [0.0] * len(r["step_ms_samples"])}
-                    for r in self.result["rows"]]
+            rows = [
+                {**r, "step_ms_samples": [0.0] * len(r["step_ms_samples"])}
+                for r in self.result["rows"]
+            ]
             json.dump({**self.result, "rows": rows}, f)
         nested = os.path.join(self.out, "nested.json")  # deeper than the JSON parser recurses
         with open(nested, "w") as f:
             f.write("[" * 200000)
-        for argv, flag in ((["--repeats", "0"], "--repeats"),
-                           (["--from-json", zero_times], "--from-json"),
-                           (["--from-json", nested], "--from-json"),
-                           (["--lead-in-ms", "-1"], "--lead-in-ms"),
-                           (["--lead-in-ms", "nan"], "--lead-in-ms"),
-                           (["--lead-in-ms", "1e308"], "--lead-in-ms"),
-                           (["--max-seq-lens", "abc"], "--max-seq-lens"),
-                           (["--variants", "nope"], "--variants"),
-                           (["--no-such-flag"], "--no-such-flag"),
-                           (["--quick", "--out", not_a_dir], "--out"),
-                           (["--from-json", self.out], "--from-json"),
-                           (["--from-json", fieldless], "step_ms_samples"),
-                           (["--from-json", os.path.join(self.out, "nope.json")], "--from-json"),
-                           (["--max-seq-len", "256"], "--max-seq-lens"),
-                           (["--worker", "time", "--max-seq-len", "32", "--config-json", "{}",
-                             "--programs", '{"eager": null}'], "--config-json"),
-                           (["--programs", "{}"], "--programs"),
-                           (["--worker", "profile", "--max-seq-len", "32", "--config-json", "{}",
-                             "--programs", '{"eager": "x.pte"}'], "--programs"),
-                           (["--worker", "time", "--max-seq-len", "32", "--config-json", "{}",
-                             "--programs", '{"nope": null}'], "--programs"),
-                           (["--quick", "--max-seq-lens", "4"], "--max-seq-lens")):
+        for argv, flag in (
+            (["--repeats", "0"], "--repeats"),
+            (["--from-json", zero_times], "--from-json"),
+            (["--from-json", nested], "--from-json"),
+            (["--lead-in-ms", "-1"], "--lead-in-ms"),
+            (["--lead-in-ms", "nan"], "--lead-in-ms"),
+            (["--lead-in-ms", "1e308"], "--lead-in-ms"),
+            (["--max-seq-lens", "abc"], "--max-seq-lens"),
+            (["--variants", "nope"], "--variants"),
+            (["--no-such-flag"], "--no-such-flag"),
+            (["--quick", "--out", not_a_dir], "--out"),
+            (["--from-json", self.out], "--from-json"),
+            (["--from-json", fieldless], "step_ms_samples"),
+            (["--from-json", os.path.join(self.out, "nope.json")], "--from-json"),
+            (["--max-seq-len", "256"], "--max-seq-lens"),
+            (_worker_argv("time", '{"eager": null}'), "--config-json"),
+            (["--programs", "{}"], "--programs"),
+            (_worker_argv("profile", '{"eager": "x.pte"}'), "--programs"),
+            (_worker_argv("time", '{"nope": null}'), "--programs"),
+            (["--quick", "--max-seq-lens", "4"], "--max-seq-lens"),
+        ):
             err = io.StringIO()
             with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
                 decode.main(argv)

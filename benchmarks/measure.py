@@ -35,7 +35,7 @@ import random
 import resource
 import statistics
 import time
-from typing import Callable, Dict, List, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -56,7 +56,7 @@ class Profile:
     threads: int
 
 
-def _status_kb(field: str) -> Optional[int]:
+def _status_kb(field: str) -> int | None:
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -81,11 +81,12 @@ def peak_rss_mb() -> float:
     return kb / 1024.0
 
 
-def summarize(step_ms: List[float]) -> dict:
+def summarize(step_ms: list[float]) -> dict:
     """Median, 10th and 90th percentile of step times (ms); percentiles linearly interpolated
     (`statistics.quantiles(method="inclusive")`, numpy's default)."""
-    deciles = (statistics.quantiles(step_ms, n=10, method="inclusive") if len(step_ms) > 1
-               else step_ms * 9)
+    deciles = (
+        statistics.quantiles(step_ms, n=10, method="inclusive") if len(step_ms) > 1 else step_ms * 9
+    )
     return {
         "step_ms_median": statistics.median(step_ms),
         "step_ms_p10": deciles[0],
@@ -109,13 +110,14 @@ def import_common_modules() -> None:
     """Imports what any variant needs (torch, transformers, executorch.exir and its runtime,
     executorch_trt's Python package, not its library), so every worker starts from the same
     baseline memory and the peak differences are the variants' own."""
-    import executorch.exir  # noqa: F401
+    import executorch.exir
     import executorch.runtime  # noqa: F401
-    import executorch_trt  # noqa: F401
     import transformers  # noqa: F401
 
+    import executorch_trt  # noqa: F401
 
-def fill_positions(config: BenchConfig, max_seq_len: int) -> List[torch.Tensor]:
+
+def fill_positions(config: BenchConfig, max_seq_len: int) -> list[torch.Tensor]:
     """`cache_position` chunks of `prompt_len` positions covering 0..max_seq_len-1 (the last
     chunk ends at max_seq_len), followed by the real prompt's 0..prompt_len-1."""
     p = config.prompt_len
@@ -123,7 +125,7 @@ def fill_positions(config: BenchConfig, max_seq_len: int) -> List[torch.Tensor]:
     if starts[-1] + p < max_seq_len:
         starts.append(max_seq_len - p)
     chunks = [torch.arange(s, s + p, dtype=torch.long) for s in starts]
-    return chunks + [torch.arange(p, dtype=torch.long)]
+    return [*chunks, torch.arange(p, dtype=torch.long)]
 
 
 def fill_cache(config: BenchConfig, max_seq_len: int, prefill: Callable) -> None:
@@ -142,16 +144,23 @@ def _eager_step(config: BenchConfig, max_seq_len: int) -> Callable[[], object]:
     def prefill(ids, positions):
         with torch.no_grad():
             module(ids, positions)
+
     fill_cache(config, max_seq_len, prefill)
 
     def step():
         with torch.no_grad():
             return module(*decode)
+
     return step
 
 
-def _program_step(config: BenchConfig, max_seq_len: int, path: str,
-                  with_delegate: bool, data: Optional[str] = None) -> Callable[[], object]:
+def _program_step(
+    config: BenchConfig,
+    max_seq_len: int,
+    path: str,
+    with_delegate: bool,
+    data: str | None = None,
+) -> Callable[[], object]:
     """Loads the program (every method first: loading a method re-initialises the shared
     cache) with its external data file `data` if any, fills the cache and prefills, and
     returns the decode step."""
@@ -179,15 +188,15 @@ def _delegate_counter():
     return lib.executorch_trt_bytes_copied
 
 
-def prepare_step(config: BenchConfig, variant: str, max_seq_len: int,
-                 path: Optional[str]) -> Callable[[], object]:
+def prepare_step(
+    config: BenchConfig, variant: str, max_seq_len: int, path: str | None
+) -> Callable[[], object]:
     """Loads `variant` at `max_seq_len` (`path`: its `.pte`, None for eager), fills its cache
     and prefills; returns its decode step. Raises whatever loading or executing raises."""
     kind = VARIANTS[variant].kind
     if kind == "eager":
         return _eager_step(config, max_seq_len)
-    return _program_step(config, max_seq_len, path, kind == "delegate",
-                         data_path(variant, path))
+    return _program_step(config, max_seq_len, path, kind == "delegate", data_path(variant, path))
 
 
 def time_step(step: Callable[[], object]) -> float:
@@ -201,8 +210,9 @@ def time_step(step: Callable[[], object]) -> float:
 ROUND_ORDER_SEED = 15
 
 
-def time_interleaved(config: BenchConfig, max_seq_len: int,
-                     programs: Dict[str, Optional[str]]) -> Dict[str, Dict[str, List[float]]]:
+def time_interleaved(
+    config: BenchConfig, max_seq_len: int, programs: dict[str, str | None]
+) -> dict[str, dict[str, list[float]]]:
     """The timing worker: {"steady": {variant: ms...}, "after_switch": {variant: ms...}}, each
     `repeats` decode-step times per variant in `programs` ({variant: .pte path, None for
     eager}), all loaded in this process. Every round runs each variant, in an order shuffled
@@ -217,8 +227,8 @@ def time_interleaved(config: BenchConfig, max_seq_len: int,
     for _ in range(config.warmup):
         for v in names:
             steps[v]()
-    steady: Dict[str, List[float]] = {v: [] for v in names}
-    after_switch: Dict[str, List[float]] = {v: [] for v in names}
+    steady: dict[str, list[float]] = {v: [] for v in names}
+    after_switch: dict[str, list[float]] = {v: [] for v in names}
 
     order = random.Random(ROUND_ORDER_SEED)
     for _ in range(config.repeats):
@@ -239,8 +249,9 @@ PROFILE_STEPS = 5  # counted decode steps per profile worker: copies/step and pe
 #                   the same every step once warm, so timing-sized runs would only cost time
 
 
-def profile_variant(config: BenchConfig, variant: str, max_seq_len: int,
-                    path: Optional[str]) -> Profile:
+def profile_variant(
+    config: BenchConfig, variant: str, max_seq_len: int, path: str | None
+) -> Profile:
     """The profile worker: `variant` alone in this process; loads it, fills and prefills, runs
     `warmup` + PROFILE_STEPS decode steps, and returns its peak memory and the delegate's
     copies per step over the last PROFILE_STEPS steps. Raises whatever loading or executing

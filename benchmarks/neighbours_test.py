@@ -14,7 +14,6 @@ from benchmarks.bench_config import quick_config
 
 
 class TimeAfterTest(absltest.TestCase):
-
     def test_each_timed_step_follows_its_before_step(self):
         calls = []
 
@@ -23,11 +22,14 @@ class TimeAfterTest(absltest.TestCase):
 
         config = quick_config(1).replace(max_seq_lens=(8, 16), repeats=7, warmup=2)
         befores = ["none", "executorch_xnnpack", "eager"]
-        with mock.patch.object(measure, "prepare_step", fake_prepare), \
-                mock.patch.object(measure, "import_common_modules"), \
-                mock.patch.object(measure, "set_threads"):
-            times = neighbours.time_after(config, "delegate_inplace", befores, "/programs",
-                                          steps_after=3)
+        with (
+            mock.patch.object(measure, "prepare_step", fake_prepare),
+            mock.patch.object(measure, "import_common_modules"),
+            mock.patch.object(measure, "set_threads"),
+        ):
+            times = neighbours.time_after(
+                config, "delegate_inplace", befores, "/programs", steps_after=3
+            )
         self.assertEqual(sorted(times), sorted((b, c) for b in befores for c in (8, 16)))
         for pair, per_step in times.items():
             self.assertLen(per_step, 3, pair)
@@ -44,7 +46,7 @@ class TimeAfterTest(absltest.TestCase):
                 self.assertEqual(prev[1], cap, f"call {i}: before step at another capacity")
                 followed[(prev[0], cap)] = followed.get((prev[0], cap), 0) + 1
                 # The three steps run back to back at the pair's capacity.
-                self.assertEqual(calls[i:i + 3], [("delegate_inplace", cap)] * 3, f"call {i}")
+                self.assertEqual(calls[i : i + 3], [("delegate_inplace", cap)] * 3, f"call {i}")
         # Each variant `before` runs right before every one of its pair's runs of steps.
         for b in ("executorch_xnnpack", "eager"):
             for cap in (8, 16):
@@ -52,10 +54,13 @@ class TimeAfterTest(absltest.TestCase):
 
     def test_table_rows_per_step(self):
         times = {("eager", 256): [[1.0, 1.0], [0.5, 0.5]], ("eager", 4096): [[2.0], [0.6]]}
-        self.assertEqual(neighbours.table("delegate_inplace", ["eager"], [256, 4096], times)
-                         .splitlines()[2:],
-                         ["eager #1                   1.000     2.000    2.00x",
-                          "eager #2                   0.500     0.600    1.20x"])
+        self.assertEqual(
+            neighbours.table("delegate_inplace", ["eager"], [256, 4096], times).splitlines()[2:],
+            [
+                "eager #1                   1.000     2.000    2.00x",
+                "eager #2                   0.500     0.600    1.20x",
+            ],
+        )
 
     def test_rounds_are_shuffled_and_complete(self):
         rounds = neighbours.schedule(["none", "eager"], [256, 4096], 20)
@@ -66,8 +71,10 @@ class TimeAfterTest(absltest.TestCase):
         self.assertEqual(rounds, neighbours.schedule(["none", "eager"], [256, 4096], 20))
 
     def test_parse_before(self):
-        self.assertEqual(neighbours.parse_before("none, eager,sweep:64,idle:25,eager"),
-                         ["none", "eager", "sweep:64", "idle:25"])
+        self.assertEqual(
+            neighbours.parse_before("none, eager,sweep:64,idle:25,eager"),
+            ["none", "eager", "sweep:64", "idle:25"],
+        )
         for bad in ("", "sweep:0", "sweep:x", "idle", "nonsense"):
             with self.assertRaises(ValueError, msg=bad):
                 neighbours.parse_before(bad)
@@ -75,10 +82,14 @@ class TimeAfterTest(absltest.TestCase):
     def test_program_path(self):
         with tempfile.TemporaryDirectory() as d:
             os.makedirs(os.path.join(d, "delegate_external_256"))
-            self.assertEqual(neighbours.program_path(d, "delegate_external", 256),
-                             os.path.join(d, "delegate_external_256", "program.pte"))
-            self.assertEqual(neighbours.program_path(d, "delegate_inplace", 256),
-                             os.path.join(d, "delegate_inplace_256.pte"))
+            self.assertEqual(
+                neighbours.program_path(d, "delegate_external", 256),
+                os.path.join(d, "delegate_external_256", "program.pte"),
+            )
+            self.assertEqual(
+                neighbours.program_path(d, "delegate_inplace", 256),
+                os.path.join(d, "delegate_inplace_256.pte"),
+            )
             self.assertIsNone(neighbours.program_path(d, "eager", 256))
 
 

@@ -30,7 +30,7 @@ import copy
 import dataclasses
 import os
 import traceback
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -47,30 +47,45 @@ class Variant:
     description: str
 
 
-VARIANTS: Dict[str, Variant] = {v.name: v for v in (
-    Variant("eager", "eager", "eager PyTorch, static cache"),
-    Variant("executorch_default", "executorch", "plain ExecuTorch, default config"),
-    Variant("executorch_reinplace", "executorch", "plain ExecuTorch, run_reinplace_pass=True"),
-    Variant("executorch_xnnpack", "executorch",
-            "plain ExecuTorch + XnnpackPartitioner, run_reinplace_pass=True"),
-    Variant("delegate_inplace", "delegate", "executorch-trt delegate, kv_cache=inplace"),
-    Variant("delegate_copy_back", "delegate", "executorch-trt delegate, kv_cache=copy_back"),
-    Variant("delegate_external", "delegate",
-            "executorch-trt delegate, kv_cache=inplace, external_weights=True"),
-)}
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("eager", "eager", "eager PyTorch, static cache"),
+        Variant("executorch_default", "executorch", "plain ExecuTorch, default config"),
+        Variant("executorch_reinplace", "executorch", "plain ExecuTorch, run_reinplace_pass=True"),
+        Variant(
+            "executorch_xnnpack",
+            "executorch",
+            "plain ExecuTorch + XnnpackPartitioner, run_reinplace_pass=True",
+        ),
+        Variant("delegate_inplace", "delegate", "executorch-trt delegate, kv_cache=inplace"),
+        Variant("delegate_copy_back", "delegate", "executorch-trt delegate, kv_cache=copy_back"),
+        Variant(
+            "delegate_external",
+            "delegate",
+            "executorch-trt delegate, kv_cache=inplace, external_weights=True",
+        ),
+    )
+}
 
-PLAIN_REINPLACE = {"executorch_default": False, "executorch_reinplace": True,
-                   "executorch_xnnpack": True}
+PLAIN_REINPLACE = {
+    "executorch_default": False,
+    "executorch_reinplace": True,
+    "executorch_xnnpack": True,
+}
 #: Plain variants lowered with ExecuTorch's XNNPACK partitioner.
 PLAIN_XNNPACK = frozenset({"executorch_xnnpack"})
-DELEGATE_KV_CACHE = {"delegate_inplace": "inplace", "delegate_copy_back": "copy_back",
-                     "delegate_external": "inplace"}
+DELEGATE_KV_CACHE = {
+    "delegate_inplace": "inplace",
+    "delegate_copy_back": "copy_back",
+    "delegate_external": "inplace",
+}
 #: Delegate variants exported with `external_weights=True` (their `.pte` is `program.pte` in a
 #: directory of its own, beside `data_path`'s `model.ptd`).
 EXTERNAL_WEIGHTS = frozenset({"delegate_external"})
 
 
-def data_path(variant: str, pte_path: Optional[str]) -> Optional[str]:
+def data_path(variant: str, pte_path: str | None) -> str | None:
     """The external data file (`.ptd`) of `variant`'s program at `pte_path`, or None when the
     variant keeps its weights in the `.pte`."""
     from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
@@ -90,14 +105,15 @@ class BuiltProgram:
 
     variant: str
     max_seq_len: int
-    path: Optional[str] = None
+    path: str | None = None
     copies: copy_accounting.CopyAccount = dataclasses.field(
-        default_factory=copy_accounting.CopyAccount)
-    cache_shapes: Dict[str, Tuple[int, ...]] = dataclasses.field(default_factory=dict)
-    weights_bytes: Optional[int] = None  # the model's parameters (shared ones once)
-    engine: Optional[str] = None
-    decode_delegates: Optional[str] = None
-    error: Optional[str] = None
+        default_factory=copy_accounting.CopyAccount
+    )
+    cache_shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    weights_bytes: int | None = None  # the model's parameters (shared ones once)
+    engine: str | None = None
+    decode_delegates: str | None = None
+    error: str | None = None
 
 
 #: What runs the eager variant's step: no program to read.
@@ -105,7 +121,7 @@ EAGER_ENGINE = "eager PyTorch"
 EAGER_DECODE = "no program: the PyTorch module itself, on the CPU"
 
 
-def decode_engine(manager) -> Tuple[str, str]:
+def decode_engine(manager) -> tuple[str, str]:
     """(short label, description) of what runs the decode method of `manager`'s program, read
     off it: the engines of its TensorRTBackend delegates ("portable, CPU"), then the ids of its
     other backends ("XnnpackBackend"), else "no delegate"; and `MethodReport.delegate_summary`
@@ -120,7 +136,7 @@ def decode_engine(manager) -> Tuple[str, str]:
     return label, decode.delegate_summary
 
 
-def parse_variants(text: str) -> List[str]:
+def parse_variants(text: str) -> list[str]:
     """Comma-separated variant names -> list without repeats, in the given order; `ValueError`
     naming an unknown one."""
     names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
@@ -164,12 +180,15 @@ def build_plain(methods, names: Sequence[str]):
             partitioner = []
             if xnnpack:
                 from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-                    XnnpackPartitioner)
+                    XnnpackPartitioner,
+                )
+
                 partitioner = [XnnpackPartitioner()]
             edge = to_edge_transform_and_lower(copy.deepcopy(methods), partitioner=partitioner)
             for name in mine:
                 out[name] = copy.deepcopy(edge).to_executorch(
-                    plain_backend_config(PLAIN_REINPLACE[name]))
+                    plain_backend_config(PLAIN_REINPLACE[name])
+                )
     return out
 
 
@@ -181,10 +200,13 @@ def build_delegate(methods, name: str):
 
     kv_cache = DELEGATE_KV_CACHE[name]
     with torch.no_grad():
-        return executorch_trt.export(dict(methods), kv_cache=kv_cache,
-                                     emit_mutable_buffer_names=True,
-                                     require_inplace=kv_cache == "inplace",
-                                     external_weights=name in EXTERNAL_WEIGHTS)
+        return executorch_trt.export(
+            dict(methods),
+            kv_cache=kv_cache,
+            emit_mutable_buffer_names=True,
+            require_inplace=kv_cache == "inplace",
+            external_weights=name in EXTERNAL_WEIGHTS,
+        )
 
 
 def _short_error(exc: BaseException) -> str:
@@ -203,13 +225,15 @@ def _save(built: BuiltProgram, manager, out_dir: str, cache_shapes) -> None:
     with open(built.path, "wb") as f:
         f.write(manager.buffer)
     built.copies = copy_accounting.account_copies(
-        manager.executorch_program, "decode", list(cache_shapes.values()))
+        manager.executorch_program, "decode", list(cache_shapes.values())
+    )
     built.cache_shapes = dict(cache_shapes)
     built.engine, built.decode_delegates = decode_engine(manager)
 
 
-def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
-                   out_dir: str, log=print) -> Dict[str, BuiltProgram]:
+def build_programs(
+    config: BenchConfig, max_seq_len: int, names: Sequence[str], out_dir: str, log=print
+) -> dict[str, BuiltProgram]:
     """Exports the model at `max_seq_len` and builds every program variant in `names` into
     `out_dir`. A variant that fails to build gets `error` set (the others still build); the
     eager variant needs no program."""
@@ -220,8 +244,10 @@ def build_programs(config: BenchConfig, max_seq_len: int, names: Sequence[str],
     for name in (n for n in names if VARIANTS[n].kind == "eager"):
         built[name].engine, built[name].decode_delegates = EAGER_ENGINE, EAGER_DECODE
     plain = [n for n in names if VARIANTS[n].kind == "executorch"]
-    for group in ([n for n in plain if n not in PLAIN_XNNPACK],
-                  [n for n in plain if n in PLAIN_XNNPACK]):
+    for group in (
+        [n for n in plain if n not in PLAIN_XNNPACK],
+        [n for n in plain if n in PLAIN_XNNPACK],
+    ):
         if not group:
             continue
         try:

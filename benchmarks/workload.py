@@ -9,13 +9,12 @@ cache, so every timed step does identical work.
 from __future__ import annotations
 
 import os
-from typing import Dict, Tuple
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-from benchmarks.bench_config import BenchConfig  # noqa: E402
+from benchmarks.bench_config import BenchConfig
 
 DECODE_TOKEN = 1
 
@@ -29,21 +28,24 @@ def eager_module(config: BenchConfig, max_seq_len: int) -> torch.nn.Module:
     return exportable_decoder(model, max_seq_len)
 
 
-def prefill_inputs(config: BenchConfig) -> Tuple[torch.Tensor, torch.Tensor]:
+def prefill_inputs(config: BenchConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids[1, prompt_len], cache_position[prompt_len]): a seeded prompt."""
     generator = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, config.dims.vocab_size, (1, config.prompt_len), generator=generator,
-                        dtype=torch.long)
+    ids = torch.randint(
+        0, config.dims.vocab_size, (1, config.prompt_len), generator=generator, dtype=torch.long
+    )
     return ids, torch.arange(config.prompt_len, dtype=torch.long)
 
 
-def decode_inputs(config: BenchConfig) -> Tuple[torch.Tensor, torch.Tensor]:
+def decode_inputs(config: BenchConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids[1, 1], cache_position[1]): one token at the fixed position `prompt_len`."""
-    return (torch.tensor([[DECODE_TOKEN]], dtype=torch.long),
-            torch.tensor([config.prompt_len], dtype=torch.long))
+    return (
+        torch.tensor([[DECODE_TOKEN]], dtype=torch.long),
+        torch.tensor([config.prompt_len], dtype=torch.long),
+    )
 
 
-def cache_shapes(module: torch.nn.Module) -> Dict[str, Tuple[int, ...]]:
+def cache_shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
     """Shape of every KV cache buffer of `module`, by name."""
     from decoder_model import cache_buffers
 

@@ -79,5 +79,9 @@ def cache_checksum(t: torch.Tensor) -> list:
     it); the last two are the scales a comparison's tolerance is relative to."""
     flat = t.detach().reshape(-1).to(torch.float64)
     w = 1.0 + (torch.arange(flat.numel(), dtype=torch.float64) % 1021)
-    return [float(flat.sum()), float((flat * w).sum()), float(flat.abs().sum()),
-            float((flat.abs() * w).sum())]
+    return [
+        float(flat.sum()),
+        float((flat * w).sum()),
+        float(flat.abs().sum()),
+        float((flat.abs() * w).sum()),
+    ]

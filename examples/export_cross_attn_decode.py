@@ -34,10 +34,10 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-import executorch_trt  # noqa: E402
-import whisper_cross_attn as W  # noqa: E402
+import executorch_trt
+import whisper_cross_attn as W
 
 FORMAT = "executorch_trt.cross_attn_decode_reference/1"
 # The seeds of the two utterances' input features.
@@ -52,22 +52,28 @@ def reference(model, features, prompt: torch.Tensor, steps: int) -> list:
     """The eager reference of each utterance (whisper_cross_attn.greedy_reference) as JSON."""
     utterances = []
     for feats, utt in zip(features, W.greedy_reference(model, features, prompt, steps)):
-        utterances.append({
-            "input_features": _tensor(feats),
-            "encoder_hidden_states": _tensor(utt["encoder_hidden_states"]),
-            "steps": [{
-                "step": s["step"],
-                "token": s["token"],
-                "logits": [float(x) for x in s["logits"]],
-                "cache_checksums": {n: W.cache_checksum(c) for n, c in s["caches"].items()},
-            } for s in utt["steps"]],
-        })
+        utterances.append(
+            {
+                "input_features": _tensor(feats),
+                "encoder_hidden_states": _tensor(utt["encoder_hidden_states"]),
+                "steps": [
+                    {
+                        "step": s["step"],
+                        "token": s["token"],
+                        "logits": [float(x) for x in s["logits"]],
+                        "cache_checksums": {n: W.cache_checksum(c) for n, c in s["caches"].items()},
+                    }
+                    for s in utt["steps"]
+                ],
+            }
+        )
     return utterances
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--pte", required=True)
     p.add_argument("--reference", required=True)
     p.add_argument("--steps", type=int, default=8)
@@ -99,17 +105,30 @@ def main(argv=None) -> int:
     with open(args.pte, "wb") as f:
         f.write(program.buffer)
     config = model.config
-    caches = [{"name": n, "shape": list(b.shape), "dtype": "float32", "kind": "self"}
-              for n, b in W.self_caches(model).items()]
-    caches += [{"name": n, "shape": list(b.shape), "dtype": "float32", "kind": "cross"}
-               for n, b in W.cross_caches(model).items()]
+    caches = [
+        {"name": n, "shape": list(b.shape), "dtype": "float32", "kind": "self"}
+        for n, b in W.self_caches(model).items()
+    ]
+    caches += [
+        {"name": n, "shape": list(b.shape), "dtype": "float32", "kind": "cross"}
+        for n, b in W.cross_caches(model).items()
+    ]
     ref = {
         "format": FORMAT,
         "model": "WhisperForConditionalGeneration (seeded random weights), decoder attention "
-                 "swapped: static self-attention caches, torch.cond cross-attention caches",
-        "config": {k: getattr(config, k) for k in (
-            "vocab_size", "d_model", "encoder_layers", "decoder_layers",
-            "decoder_attention_heads", "num_mel_bins", "max_source_positions")},
+        "swapped: static self-attention caches, torch.cond cross-attention caches",
+        "config": {
+            k: getattr(config, k)
+            for k in (
+                "vocab_size",
+                "d_model",
+                "encoder_layers",
+                "decoder_layers",
+                "decoder_attention_heads",
+                "num_mel_bins",
+                "max_source_positions",
+            )
+        },
         "max_seq_len": args.max_seq_len,
         "kv_cache": "inplace",
         "variant": args.variant,

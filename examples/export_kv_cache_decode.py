@@ -30,11 +30,11 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-import executorch_trt  # noqa: E402
-from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG  # noqa: E402
-from decoder_model import build_model, cache_buffers, cache_checksum, exportable_decoder  # noqa: E402
+import executorch_trt
+from decoder_model import build_model, cache_buffers, cache_checksum, exportable_decoder
+from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
 
 
 def reference(module, prompt: torch.Tensor, steps: int) -> dict:
@@ -46,12 +46,16 @@ def reference(module, prompt: torch.Tensor, steps: int) -> dict:
         for step in range(steps + 1):
             last = logits[0, -1]
             token = int(torch.argmax(last))
-            records.append({
-                "step": step,
-                "token": token,
-                "logits": [float(x) for x in last],
-                "cache_checksums": {k: cache_checksum(v) for k, v in cache_buffers(module).items()},
-            })
+            records.append(
+                {
+                    "step": step,
+                    "token": token,
+                    "logits": [float(x) for x in last],
+                    "cache_checksums": {
+                        k: cache_checksum(v) for k, v in cache_buffers(module).items()
+                    },
+                }
+            )
             if step == steps:
                 break
             logits = module(torch.tensor([[token]]), torch.tensor([t + step], dtype=torch.long))
@@ -61,15 +65,19 @@ def reference(module, prompt: torch.Tensor, steps: int) -> dict:
 def _lengths(text: str) -> list:
     try:
         lengths = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated prompt lengths, got {text!r}")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated prompt lengths, got {text!r}"
+        ) from exc
     if any(n < 1 for n in lengths):
         raise argparse.ArgumentTypeError(f"prompt lengths must be >= 1, got {text!r}")
     return lengths
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--pte", required=True)
     p.add_argument("--reference", required=True)
     p.add_argument("--steps", type=int, default=8)
@@ -77,20 +85,37 @@ def main(argv=None) -> int:
     p.add_argument("--prompt-len", type=int, default=6)
     p.add_argument("--kv-cache", default="inplace", choices=["inplace", "copy_back"])
     p.add_argument("--variant", default="normal", choices=["normal", "clear_cache"])
-    p.add_argument("--data", help="export with external_weights=True and write the program's "
-                   "external data file (.ptd: its XNNPACK weights) here; load the .pte with it "
-                   "(runner --data, runtime.load(pte, data=...))")
-    p.add_argument("--no-inplace-planning", action="store_true",
-                   help="finalise without the in-place memory planning (ExecuTorch's write-back "
-                        "copies the cache; the delegate reflects its update into a separate "
-                        "output): still correct, but not zero-copy")
-    p.add_argument("--static-prefill", action="store_true",
-                   help="export prefill for --prompt-len tokens only (no dynamic length)")
-    p.add_argument("--extra-prompt-lens", type=_lengths, default=[1, 3, 17],
-                   help="further prompt lengths for the reference's \"prompts\" (default "
-                        "1,3,17; empty for none)")
-    p.add_argument("--extra-prompt-steps", type=int, default=2,
-                   help="decode steps after each further prompt (default 2)")
+    p.add_argument(
+        "--data",
+        help="export with external_weights=True and write the program's "
+        "external data file (.ptd: its XNNPACK weights) here; load the .pte with it "
+        "(runner --data, runtime.load(pte, data=...))",
+    )
+    p.add_argument(
+        "--no-inplace-planning",
+        action="store_true",
+        help="finalise without the in-place memory planning (ExecuTorch's write-back "
+        "copies the cache; the delegate reflects its update into a separate "
+        "output): still correct, but not zero-copy",
+    )
+    p.add_argument(
+        "--static-prefill",
+        action="store_true",
+        help="export prefill for --prompt-len tokens only (no dynamic length)",
+    )
+    p.add_argument(
+        "--extra-prompt-lens",
+        type=_lengths,
+        default=[1, 3, 17],
+        help='further prompt lengths for the reference\'s "prompts" (default '
+        "1,3,17; empty for none)",
+    )
+    p.add_argument(
+        "--extra-prompt-steps",
+        type=int,
+        default=2,
+        help="decode steps after each further prompt (default 2)",
+    )
     args = p.parse_args(argv)
     if args.prompt_len + args.steps > args.max_seq_len:
         p.error("--prompt-len + --steps must fit in --max-seq-len")
@@ -108,20 +133,31 @@ def main(argv=None) -> int:
     for length in args.extra_prompt_lens:
         extra = torch.randint(0, model.config.vocab_size, (1, length), dtype=torch.long)
         fresh = exportable_decoder(model, args.max_seq_len)
-        prompts.append({"prompt": [int(x) for x in extra[0]],
-                        "steps": reference(fresh, extra, args.extra_prompt_steps)})
-    module = exportable_decoder(model, args.max_seq_len,
-                                clear_cache_each_call=args.variant == "clear_cache")
+        prompts.append(
+            {
+                "prompt": [int(x) for x in extra[0]],
+                "steps": reference(fresh, extra, args.extra_prompt_steps),
+            }
+        )
+    module = exportable_decoder(
+        model, args.max_seq_len, clear_cache_each_call=args.variant == "clear_cache"
+    )
     t = args.prompt_len
     # Any prompt length up to the cache's: input_ids[1, T] and cache_position[T] share T.
     length = torch.export.Dim("T", min=1, max=args.max_seq_len)
-    dynamic = None if args.static_prefill else {"input_ids": {1: length},
-                                                 "cache_position": {0: length}}
+    dynamic = (
+        None if args.static_prefill else {"input_ids": {1: length}, "cache_position": {0: length}}
+    )
     with torch.no_grad():
-        prefill = torch.export.export(module, (prompt, torch.arange(t, dtype=torch.long)),
-                                      dynamic_shapes=dynamic, strict=False)
+        prefill = torch.export.export(
+            module,
+            (prompt, torch.arange(t, dtype=torch.long)),
+            dynamic_shapes=dynamic,
+            strict=False,
+        )
         decode = torch.export.export(
-            module, (torch.tensor([[0]]), torch.tensor([t], dtype=torch.long)), strict=False)
+            module, (torch.tensor([[0]]), torch.tensor([t], dtype=torch.long)), strict=False
+        )
         program = executorch_trt.export(
             {"prefill": prefill, "decode": decode},
             kv_cache=args.kv_cache,
@@ -131,8 +167,11 @@ def main(argv=None) -> int:
             # The example promises zero copies: any state buffer that would be copied back
             # fails the export (executorch_trt.NotInPlaceError) instead of a warning. Not for
             # the deliberately broken clear_cache variant, whose cache zeroing is not in place.
-            require_inplace=(args.kv_cache == "inplace" and not args.no_inplace_planning
-                             and args.variant == "normal"),
+            require_inplace=(
+                args.kv_cache == "inplace"
+                and not args.no_inplace_planning
+                and args.variant == "normal"
+            ),
         )
 
     with open(args.pte, "wb") as f:
@@ -145,14 +184,23 @@ def main(argv=None) -> int:
     ref = {
         "format": "executorch_trt.kv_cache_decode_reference/1",
         "model": "LlamaForCausalLM (seeded random weights)",
-        "config": {k: getattr(model.config, k) for k in (
-            "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-            "num_key_value_heads")},
+        "config": {
+            k: getattr(model.config, k)
+            for k in (
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+            )
+        },
         "max_seq_len": args.max_seq_len,
         "kv_cache": args.kv_cache,
         "variant": args.variant,
         "prompt": [int(x) for x in prompt[0]],
-        "caches": [{"name": k, "shape": list(v.shape), "dtype": "float32"} for k, v in caches.items()],
+        "caches": [
+            {"name": k, "shape": list(v.shape), "dtype": "float32"} for k, v in caches.items()
+        ],
         "steps": ref_steps,
         "prompts": prompts,
     }
@@ -160,8 +208,10 @@ def main(argv=None) -> int:
         json.dump(ref, f, indent=None, separators=(",", ":"))
         f.write("\n")
     data = f", {args.data}" if args.data is not None else ""
-    print(f"wrote {args.pte} ({len(program.buffer)} bytes){data} and {args.reference}",
-          file=sys.stderr)
+    print(
+        f"wrote {args.pte} ({len(program.buffer)} bytes){data} and {args.reference}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -10,9 +10,9 @@ weights, no hub download) whose decoder attention is rewritten by a module swap
   that hides every position after the query's own;
 * ``encoder_attn`` becomes a ``CondCrossAttention``: K and V are computed from the encoder
   hidden states under ``torch.cond`` with ExecuTorch's ``executorch::alias`` /
-  ``executorch::update_cross_attn_cache`` (``../shared/seeds/torch-cond-cross-attn-cache-ops.txt``)
-  and cached in zero-initialised buffers ``key_cache`` / ``value_cache`` (float32
-  [1, H, encoder_len, D]): the first decoder call of an utterance computes them (predicate
+  ``executorch::update_cross_attn_cache`` (``docs/executorch_notes.md``, "``torch.cond`` and the
+  cross-attention cache ops") and cached in zero-initialised buffers ``key_cache`` / ``value_cache``
+  (float32 [1, H, encoder_len, D]): the first decoder call of an utterance computes them (predicate
   ``(key_cache != 0).any()`` is false), every later call reuses them.
 
 Both reuse the transformers modules' own projections (``q_proj``, ``k_proj``, ``v_proj``,
@@ -20,7 +20,8 @@ Both reuse the transformers modules' own projections (``q_proj``, ``k_proj``, ``
 layer norms, MLPs, the encoder, ``proj_out``) is transformers' own code.
 
 Three methods of one program (``export_methods``) share all caches by FQN, e.g.
-``model.decoder.layers.0.self_attn.key_cache`` and ``model.decoder.layers.0.encoder_attn.key_cache``:
+``model.decoder.layers.0.self_attn.key_cache`` and
+``model.decoder.layers.0.encoder_attn.key_cache``:
 
 * ``encode(input_features float32 [1, mel_bins, 2 * source_positions])
   -> encoder_hidden_states float32 [1, source_positions, d_model]``
@@ -43,13 +44,12 @@ cross K/V once per utterance (``set_use_cond``).
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Tuple
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-import executorch_trt.ops  # noqa: E402,F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
 
 # The tiny configuration: (mel bins, source positions, d_model, heads, layers, vocab,
 # max target positions).
@@ -115,12 +115,20 @@ class _Projections(torch.nn.Module):
     def __init__(self, attn):
         super().__init__()
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
-            attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj)
+            attn.q_proj,
+            attn.k_proj,
+            attn.v_proj,
+            attn.out_proj,
+        )
         self.num_heads, self.head_dim, self.scaling = attn.num_heads, attn.head_dim, attn.scaling
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         """[1, T, H * D] -> [1, H, T, D] (contiguous)."""
-        return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(1, 2).contiguous()
+        return (
+            x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim)
+            .transpose(1, 2)
+            .contiguous()
+        )
 
     def _query(self, hidden_states: torch.Tensor) -> torch.Tensor:
         # Whisper scales the projected query (not the scores), as transformers does.
@@ -186,7 +194,7 @@ class CondCrossAttention(_Projections):
     def _project(self, encoder_states):
         return self._heads(self.k_proj(encoder_states)), self._heads(self.v_proj(encoder_states))
 
-    def _cached_kv(self, encoder_states) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _cached_kv(self, encoder_states) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.use_cond:  # the eager reference: the same decision, in Python
             if self.variant == "recompute_every_step" or not bool((self.key_cache != 0).any()):
                 k, v = self._project(encoder_states)
@@ -199,15 +207,18 @@ class CondCrossAttention(_Projections):
 
         def recompute(k_cache, v_cache, enc):
             k, v = self._project(enc)
-            return (torch.ops.executorch.update_cross_attn_cache(k, k_cache),
-                    torch.ops.executorch.update_cross_attn_cache(v, v_cache))
+            return (
+                torch.ops.executorch.update_cross_attn_cache(k, k_cache),
+                torch.ops.executorch.update_cross_attn_cache(v, v_cache),
+            )
 
         if self.variant == "recompute_every_step":
             computed = (self.key_cache != self.key_cache).any()  # never true
         else:
             computed = (self.key_cache != 0).any()
-        k, v = torch.cond(computed, reuse, recompute,
-                          (self.key_cache, self.value_cache, encoder_states))
+        k, v = torch.cond(
+            computed, reuse, recompute, (self.key_cache, self.value_cache, encoder_states)
+        )
         return k, v
 
     def forward(self, hidden_states, key_value_states=None, **unused):
@@ -232,8 +243,9 @@ def swap_decoder_attention(model, max_len: int, cross_variant: str = "cond"):
         raise ValueError(f"max_len must be in [1, {config.max_target_positions}], got {max_len}")
     for layer in model.model.decoder.layers:
         layer.self_attn = StaticSelfAttention(layer.self_attn, max_len)
-        layer.encoder_attn = CondCrossAttention(layer.encoder_attn, encoder_len(config),
-                                                cross_variant)
+        layer.encoder_attn = CondCrossAttention(
+            layer.encoder_attn, encoder_len(config), cross_variant
+        )
     return model
 
 
@@ -243,12 +255,12 @@ def set_use_cond(model, use_cond: bool) -> None:
         layer.encoder_attn.use_cond = use_cond
 
 
-def self_caches(model) -> Dict[str, torch.Tensor]:
+def self_caches(model) -> dict[str, torch.Tensor]:
     """The self-attention cache buffers by FQN (sorted)."""
     return {n: b for n, b in sorted(model.named_buffers()) if ".self_attn." in n}
 
 
-def cross_caches(model) -> Dict[str, torch.Tensor]:
+def cross_caches(model) -> dict[str, torch.Tensor]:
     """The cross-attention cache buffers by FQN (sorted)."""
     return {n: b for n, b in sorted(model.named_buffers()) if ".encoder_attn." in n}
 
@@ -293,7 +305,7 @@ class DecoderStep(torch.nn.Module):
         return self.proj_out(hidden)
 
 
-def export_methods(model, prompt_len: int) -> Dict[str, "torch.export.ExportedProgram"]:
+def export_methods(model, prompt_len: int) -> dict[str, torch.export.ExportedProgram]:
     """``{"encode", "prefill", "decode": ExportedProgram}`` of a swapped ``model``
     (``swap_decoder_attention``), static shapes, prefill for ``prompt_len`` tokens. Call under
     ``torch.no_grad()``; the caches must be zero (fresh)."""
@@ -305,16 +317,29 @@ def export_methods(model, prompt_len: int) -> Dict[str, "torch.export.ExportedPr
     return {
         "encode": torch.export.export(Encode(model).eval(), (features,), strict=False),
         "prefill": torch.export.export(
-            step, (torch.zeros(1, prompt_len, dtype=torch.long),
-                   torch.arange(prompt_len, dtype=torch.long), states), strict=False),
+            step,
+            (
+                torch.zeros(1, prompt_len, dtype=torch.long),
+                torch.arange(prompt_len, dtype=torch.long),
+                states,
+            ),
+            strict=False,
+        ),
         "decode": torch.export.export(
-            step, (torch.zeros(1, 1, dtype=torch.long),
-                   torch.tensor([prompt_len], dtype=torch.long), states), strict=False),
+            step,
+            (
+                torch.zeros(1, 1, dtype=torch.long),
+                torch.tensor([prompt_len], dtype=torch.long),
+                states,
+            ),
+            strict=False,
+        ),
     }
 
 
-def greedy_reference(model, utterances: List[torch.Tensor], prompt: torch.Tensor, steps: int,
-                     on_step=None) -> List[dict]:
+def greedy_reference(
+    model, utterances: list[torch.Tensor], prompt: torch.Tensor, steps: int, on_step=None
+) -> list[dict]:
     """Eager greedy decoding of each utterance in turn on one swapped ``model``
     (``use_cond=False``), the way the program is driven: zero the cross caches, encode,
     prefill ``prompt`` (int64 [1, P]) at positions 0..P-1, then ``steps`` single-token decode
@@ -339,17 +364,22 @@ def greedy_reference(model, utterances: List[torch.Tensor], prompt: torch.Tensor
                     on_step(u, step, logits)
                 last = logits[0, -1]
                 token = int(torch.argmax(last))
-                records.append({
-                    "step": step,
-                    "token": token,
-                    "logits": last.clone(),
-                    "caches": {n: b.clone() for n, b in
-                               {**self_caches(model), **cross_caches(model)}.items()},
-                })
+                records.append(
+                    {
+                        "step": step,
+                        "token": token,
+                        "logits": last.clone(),
+                        "caches": {
+                            n: b.clone()
+                            for n, b in {**self_caches(model), **cross_caches(model)}.items()
+                        },
+                    }
+                )
                 if step == steps:
                     break
-                logits = decoder(torch.tensor([[token]]),
-                                 torch.tensor([p + step], dtype=torch.long), states)
+                logits = decoder(
+                    torch.tensor([[token]]), torch.tensor([p + step], dtype=torch.long), states
+                )
             out.append({"encoder_hidden_states": states, "steps": records})
     return out
 
@@ -358,4 +388,5 @@ def cache_checksum(t: torch.Tensor) -> list:
     """[sum(x), sum(x * w), sum(|x|), sum(|x| * w)] in float64 with w = 1 + (flat index mod
     1021): the checksum of ``examples/decoder_model.py`` (and ``examples/reference.h``)."""
     from decoder_model import cache_checksum as checksum
+
     return checksum(t)

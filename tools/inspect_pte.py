@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import NoReturn
 
 USAGE_HINT = "run with --help for usage"
 
@@ -23,7 +23,7 @@ USAGE_HINT = "run with --help for usage"
 class _Parser(argparse.ArgumentParser):
     """argparse, with a pointer to --help in every usage error (still exit 2)."""
 
-    def error(self, message: str) -> "NoReturn":  # noqa: F821
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}; {USAGE_HINT}\n")
 
@@ -32,16 +32,22 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="inspect_pte",
         description="Per method of an ExecuTorch program (.pte): delegate calls by backend "
-                    "and the engine each TensorRTBackend delegate runs on (portable: the CPU; "
-                    "tensorrt: the GPU; the first line names the program's), "
-                    "operators run outside delegates, and every mutable buffer with how it is "
-                    "updated each call (in_place_delegate, written_back with bytes copied, "
-                    "in_place_kernel, read_only), plus the state bytes copied per call.")
-    p.add_argument("program", metavar="PROGRAM.pte",
-                   help="the program file; relative paths resolve from the directory "
-                        "bazel run was invoked in")
-    p.add_argument("--json", action="store_true",
-                   help="print the report as JSON (format executorch_trt.inspect/1)")
+        "and the engine each TensorRTBackend delegate runs on (portable: the CPU; "
+        "tensorrt: the GPU; the first line names the program's), "
+        "operators run outside delegates, and every mutable buffer with how it is "
+        "updated each call (in_place_delegate, written_back with bytes copied, "
+        "in_place_kernel, read_only), plus the state bytes copied per call.",
+    )
+    p.add_argument(
+        "program",
+        metavar="PROGRAM.pte",
+        help="the program file; relative paths resolve from the directory bazel run was invoked in",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (format executorch_trt.inspect/1)",
+    )
     return p
 
 
@@ -54,12 +60,12 @@ def resolve(path: str) -> str:
 
 def _quiet_import_noise() -> None:
     """torchao logs a warning per CUDA extension it cannot load and torch one about a pytree
-    registration when executorch is imported; both are harmless (README, Troubleshooting)."""
+    registration when executorch is imported; both are harmless (docs/guide/troubleshooting.md)."""
     logging.getLogger("torchao").setLevel(logging.ERROR)
     logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Runs the tool on `argv` (default `sys.argv[1:]`); returns the exit status (usage errors
     exit 2 through argparse's `SystemExit`)."""
     args = _parser().parse_args(argv)

@@ -9,11 +9,14 @@ usage or a missing script; otherwise the script's own exit status.
 import os
 import runpy
 import sys
+from typing import NoReturn
 
 
-def _usage(message: str) -> "NoReturn":  # noqa: F821
-    print(f"//:python: {message}\nusage: ./bazelw run //:python -- path/to/script.py [args...]",
-          file=sys.stderr)
+def _usage(message: str) -> NoReturn:
+    print(
+        f"//:python: {message}\nusage: ./bazelw run //:python -- path/to/script.py [args...]",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 
@@ -42,7 +45,7 @@ def main() -> None:
     script = os.path.abspath(sys.argv[1])
     if not os.path.isfile(script):
         _usage(f"script not found: {sys.argv[1]} (relative to {os.getcwd()})")
-    sys.argv = [script] + sys.argv[2:]
+    sys.argv = [script, *sys.argv[2:]]
     sys.path.insert(0, os.path.dirname(script))
     runpy.run_path(script, run_name="__main__")
 

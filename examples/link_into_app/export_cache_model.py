@@ -23,6 +23,8 @@ WIDTH = 8
 
 
 class CacheModel(torch.nn.Module):
+    """``forward(x float32 [1, 8], pos int64 [1]) -> float32 [1, 8]``: writes ``proj(x)`` into
+    row ``pos`` of the ``[4, 8]`` buffer ``cache`` and returns the sum of the cache's rows."""
 
     def __init__(self):
         super().__init__()

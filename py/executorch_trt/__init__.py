@@ -25,7 +25,7 @@ Quiet by default: importing, exporting and running print only what needs attenti
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any
 
 from executorch_trt import quiet
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from executorch_trt.lowering.partitioner import TensorRTPartitioner
 
 #: Public name -> the module that defines it (imported on first use).
-_LAZY: Dict[str, str] = {
+_LAZY: dict[str, str] = {
     "export": "executorch_trt.lowering.export",
     "transform_passes": "executorch_trt.lowering.export",
     "backend_config": "executorch_trt.lowering.export",
@@ -59,9 +59,20 @@ _LAZY: Dict[str, str] = {
 #: Subpackages reachable as attributes (``executorch_trt.runtime.load(...)``) without an import.
 _SUBPACKAGES = ("runtime", "llm")
 
-__all__ = ["export", "backend_config", "transform_passes", "TensorRTPartitioner", "TensorRTBackend",
-           "NotInPlaceWarning", "NotInPlaceError", "inspect", "runtime", "llm", "register",
-           "Registration"]
+__all__ = [
+    "export",
+    "backend_config",
+    "transform_passes",
+    "TensorRTPartitioner",
+    "TensorRTBackend",
+    "NotInPlaceWarning",
+    "NotInPlaceError",
+    "inspect",
+    "runtime",
+    "llm",
+    "register",
+    "Registration",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -75,7 +86,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def __dir__() -> List[str]:
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 

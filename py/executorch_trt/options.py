@@ -17,7 +17,7 @@ Compile spec keys are UTF-8 strings, values UTF-8 bytes:
   (no alias; the new cache is an ordinary output that ExecuTorch copies back).
 * ``require_inplace`` (JSON bool): ``preprocess`` raises ``NotInPlaceError`` instead of warning
   when an in-place update still copies part of its buffer inside the engine (a write into a view
-  of the cache; ``contract.AliasDecision.view_copies``).
+  of the cache; ``backend.aliases.AliasDecision.view_copies``).
 * ``shared_inputs`` (JSON list of names): set by the partitioner per partition: names of
   partition inputs that are also read outside the partition. The engine must not update those in
   place (another reader would see the new value), so they are never aliased.
@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
@@ -86,14 +87,14 @@ class ExportOptions:
       ``NotInPlaceError`` (naming the method, the buffer, the bytes and why) instead of a
       ``NotInPlaceWarning``. Needs ``kv_cache="inplace"`` and ``inplace=True``.
     * ``portable_xnnpack``: the portable engine runs what XNNPACK takes of each partition as
-      nested XNNPACK delegates (issue 13; on by default; ``engines/portable/builder.py``).
+      nested XNNPACK delegates (on by default; ``engines/portable/builder.py``).
       State writes stay on ExecuTorch's kernels, in place. ``False`` runs the whole partition
       on ExecuTorch's CPU kernels (for comparison, or for a runtime without
       ``XnnpackBackend``). Ignored by ``engine="tensorrt"``.
     * ``external_weights``: the weights the program keeps in ExecuTorch's named data (all of
       the portable engine's: its nested XNNPACK weights and its nested programs' constants,
-      each stored once per program) go to an external data file instead of the ``.pte``
-      (issue 14): ``ExecutorchProgramManager.write_tensor_data_to_file(dir)`` writes it as
+      each stored once per program) go to an external data file instead of the ``.pte``:
+      ``ExecutorchProgramManager.write_tensor_data_to_file(dir)`` writes it as
       ``dir/model.ptd`` (``wire.EXTERNAL_WEIGHTS_TAG``); load with ``runtime.load(pte,
       data=ptd)`` or a runner's ``--data``.
 
@@ -104,10 +105,10 @@ class ExportOptions:
 
     engine: str = "portable"
     kv_cache: str = KV_CACHE_INPLACE
-    share_mutable_buffers: Optional[bool] = None
+    share_mutable_buffers: bool | None = None
     alloc_mutable_buffers: bool = True
     emit_mutable_buffer_names: bool = True
-    init_mutable_buffers: Optional[bool] = None
+    init_mutable_buffers: bool | None = None
     inplace: bool = True
     require_inplace: bool = False
     portable_xnnpack: bool = True
@@ -127,14 +128,15 @@ class ExportOptions:
         if self.require_inplace and (self.kv_cache != KV_CACHE_INPLACE or not self.inplace):
             raise ValueError(
                 "require_inplace=True contradicts "
-                + ("kv_cache='copy_back'" if self.kv_cache != KV_CACHE_INPLACE
-                   else "inplace=False")
-                + ", which asks ExecuTorch to copy the caches back; drop one of the two")
+                + ("kv_cache='copy_back'" if self.kv_cache != KV_CACHE_INPLACE else "inplace=False")
+                + ", which asks ExecuTorch to copy the caches back; drop one of the two"
+            )
         if self.init_mutable_buffers and not self.alloc_mutable_buffers:
             raise ValueError(
                 "init_mutable_buffers=True needs alloc_mutable_buffers=True: an unplanned "
                 "buffer's memory comes from the application, which sets its initial value "
-                "(ExecuTorch would point it at read-only program data instead)")
+                "(ExecuTorch would point it at read-only program data instead)"
+            )
         if not self.alloc_mutable_buffers and not self.emit_mutable_buffer_names:
             raise ValueError(
                 "alloc_mutable_buffers=False needs emit_mutable_buffer_names=True (the "
@@ -154,7 +156,7 @@ class ExportOptions:
         return self.share_mutable_buffers
 
     @staticmethod
-    def from_kwargs(**options) -> "ExportOptions":
+    def from_kwargs(**options: Any) -> ExportOptions:
         """Builds options; unknown names raise ``TypeError`` listing them."""
         known = {f.name for f in dataclasses.fields(ExportOptions)}
         unknown = sorted(set(options) - known)
@@ -165,15 +167,23 @@ class ExportOptions:
             )
         return ExportOptions(**options)
 
-    def compile_options(self, shared_inputs: Sequence[str] = (),
-                        buffer_updates: Sequence[Tuple[str, str]] = (),
-                        symbol_ranges: Sequence[Tuple[str, int, int]] = ()
-                        ) -> "CompileOptions":
+    def compile_options(
+        self,
+        shared_inputs: Sequence[str] = (),
+        buffer_updates: Sequence[tuple[str, str]] = (),
+        symbol_ranges: Sequence[tuple[str, int, int]] = (),
+    ) -> CompileOptions:
         """The ``CompileOptions`` of one partition (the partitioner's findings)."""
-        return CompileOptions(self.engine, self.kv_cache, self.require_inplace,
-                              tuple(shared_inputs), tuple(buffer_updates),
-                              self.portable_xnnpack, self.external_weights,
-                              tuple(symbol_ranges))
+        return CompileOptions(
+            self.engine,
+            self.kv_cache,
+            self.require_inplace,
+            tuple(shared_inputs),
+            tuple(buffer_updates),
+            self.portable_xnnpack,
+            self.external_weights,
+            tuple(symbol_ranges),
+        )
 
 
 _STRING_OPTIONS = frozenset({"engine", "kv_cache"})
@@ -181,21 +191,24 @@ _OPTIONAL_BOOL_OPTIONS = frozenset({"share_mutable_buffers", "init_mutable_buffe
 # Every other ExportOptions field is a plain bool.
 
 
-def _check_type(name: str, value) -> None:
+def _check_type(name: str, value: object) -> None:
     """``TypeError`` unless option ``name`` has the type ``ExportOptions`` documents."""
     if name in _STRING_OPTIONS:
         if not isinstance(value, str):
-            raise TypeError(f"executorch_trt: option {name} must be a str, got "
-                            f"{type(value).__name__} {value!r}")
+            raise TypeError(
+                f"executorch_trt: option {name} must be a str, got {type(value).__name__} {value!r}"
+            )
     elif name in _OPTIONAL_BOOL_OPTIONS:
         if value is not None and not isinstance(value, bool):
-            raise TypeError(f"executorch_trt: option {name} must be True, False or None, got "
-                            f"{type(value).__name__} {value!r}")
+            raise TypeError(
+                f"executorch_trt: option {name} must be True, False or None, got "
+                f"{type(value).__name__} {value!r}"
+            )
     else:
         check_bool(f"executorch_trt: option {name}", value)
 
 
-def check_bool(what: str, value) -> None:
+def check_bool(what: str, value: object) -> None:
     """``TypeError`` naming ``what`` unless ``value`` is ``True`` or ``False``."""
     if not isinstance(value, bool):
         raise TypeError(f"{what} must be True or False, got {type(value).__name__} {value!r}")
@@ -210,32 +223,34 @@ class CompileOptions:
     engine: str = "portable"
     kv_cache: str = KV_CACHE_INPLACE
     require_inplace: bool = False
-    shared_inputs: Tuple[str, ...] = ()
-    buffer_updates: Tuple[Tuple[str, str], ...] = ()
+    shared_inputs: tuple[str, ...] = ()
+    buffer_updates: tuple[tuple[str, str], ...] = ()
     portable_xnnpack: bool = True
     external_weights: bool = False
     #: ``(symbol, min, max)`` per dynamic size of the method (module docstring).
-    symbol_ranges: Tuple[Tuple[str, int, int], ...] = ()
+    symbol_ranges: tuple[tuple[str, int, int], ...] = ()
 
-    def to_compile_specs(self) -> List[CompileSpec]:
+    def to_compile_specs(self) -> list[CompileSpec]:
         return [
             CompileSpec("engine", self.engine.encode()),
             CompileSpec("kv_cache", self.kv_cache.encode()),
             CompileSpec("require_inplace", json.dumps(self.require_inplace).encode()),
             CompileSpec("shared_inputs", json.dumps(list(self.shared_inputs)).encode()),
-            CompileSpec("buffer_updates",
-                        json.dumps([list(p) for p in self.buffer_updates]).encode()),
+            CompileSpec(
+                "buffer_updates", json.dumps([list(p) for p in self.buffer_updates]).encode()
+            ),
             CompileSpec("portable_xnnpack", json.dumps(self.portable_xnnpack).encode()),
             CompileSpec("external_weights", json.dumps(self.external_weights).encode()),
-            CompileSpec("symbol_ranges",
-                        json.dumps([list(r) for r in self.symbol_ranges]).encode()),
+            CompileSpec(
+                "symbol_ranges", json.dumps([list(r) for r in self.symbol_ranges]).encode()
+            ),
         ]
 
     @staticmethod
-    def from_compile_specs(specs: Sequence[CompileSpec]) -> "CompileOptions":
+    def from_compile_specs(specs: Sequence[CompileSpec]) -> CompileOptions:
         """Decodes specs written by ``to_compile_specs``. Checks the format only (known keys,
         values of the types above); raises ``ValueError`` naming the spec otherwise."""
-        values = {}
+        values: dict[str, Any] = {}
         for spec in specs:
             decode = _SPEC_DECODERS.get(spec.key)
             if decode is None:
@@ -244,8 +259,9 @@ class CompileOptions:
             try:
                 values[spec.key] = decode(text)
             except ValueError:  # json.JSONDecodeError too
-                raise ValueError(f"TensorRTBackend: compile spec {spec.key!r} has a malformed "
-                                 f"value {text!r}") from None
+                raise ValueError(
+                    f"TensorRTBackend: compile spec {spec.key!r} has a malformed value {text!r}"
+                ) from None
         return CompileOptions(**values)
 
 
@@ -256,33 +272,42 @@ def _flag(text: str) -> bool:
     return value
 
 
-def _names(text: str) -> Tuple[str, ...]:
+def _names(text: str) -> tuple[str, ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(text)
     return tuple(value)
 
 
-def _name_pairs(text: str) -> Tuple[Tuple[str, str], ...]:
+def _name_pairs(text: str) -> tuple[tuple[str, str], ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p)
-            for p in value):
+        isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in value
+    ):
         raise ValueError(text)
     return tuple((out, inp) for out, inp in value)
 
 
-def _ranges(text: str) -> Tuple[Tuple[str, int, int], ...]:
+def _ranges(text: str) -> tuple[tuple[str, int, int], ...]:
     value = json.loads(text)
     if not isinstance(value, list) or not all(
-            isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in r[1:])
-            for r in value):
+        isinstance(r, list)
+        and len(r) == 3
+        and isinstance(r[0], str)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in r[1:])
+        for r in value
+    ):
         raise ValueError(text)
     return tuple((name, lo, hi) for name, lo, hi in value)
 
 
-_SPEC_DECODERS = {"engine": str, "kv_cache": str, "require_inplace": _flag,
-                  "shared_inputs": _names, "buffer_updates": _name_pairs,
-                  "portable_xnnpack": _flag, "external_weights": _flag,
-                  "symbol_ranges": _ranges}
+_SPEC_DECODERS: dict[str, Callable[[str], Any]] = {
+    "engine": str,
+    "kv_cache": str,
+    "require_inplace": _flag,
+    "shared_inputs": _names,
+    "buffer_updates": _name_pairs,
+    "portable_xnnpack": _flag,
+    "external_weights": _flag,
+    "symbol_ranges": _ranges,
+}

@@ -35,20 +35,25 @@ import logging
 import os
 import re
 import warnings
-from typing import Iterator, Tuple
+from collections.abc import Iterator
 
 VERBOSE_ENV = "EXECUTORCH_TRT_VERBOSE"
 logger = logging.getLogger("executorch_trt")
 
 # (logger name, message pattern) of the import-time records ``drop_import_noise`` drops.
-_IMPORT_RECORDS: Tuple[Tuple[str, str], ...] = (
+_IMPORT_RECORDS: tuple[tuple[str, str], ...] = (
     ("torchao", r"Failed to load .*torchao/_C\w*[.\w-]*\.so"),
-    ("torch.utils._pytree", r"is an Enum subclass and is now natively supported by "
-                            r"torch\.compile"),
+    (
+        "torch.utils._pytree",
+        (
+            r"is an Enum subclass and is now natively supported by "
+            r"torch\.compile"
+        ),
+    ),
 )
 # Message patterns (re.match, as ``warnings.filterwarnings`` takes them) of the warnings dropped
 # by ``lowering()``.
-_LOWERING_WARNINGS: Tuple[Tuple[str, type], ...] = (
+_LOWERING_WARNINGS: tuple[tuple[str, type], ...] = (
     (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
 )
 

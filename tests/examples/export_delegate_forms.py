@@ -33,8 +33,9 @@ class LinearRelu(torch.nn.Module):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     for flag in ("--inline", "--no-xnnpack", "--xnnpack", "--plain"):
         p.add_argument(flag, required=True)
     args = p.parse_args(argv)
@@ -44,14 +45,16 @@ def main(argv=None) -> int:
         config.extract_delegate_segments = False
         programs = {
             args.inline: to_edge_transform_and_lower(
-                ep, partitioner=[executorch_trt.TensorRTPartitioner()]).to_executorch(config),
+                ep, partitioner=[executorch_trt.TensorRTPartitioner()]
+            ).to_executorch(config),
             args.no_xnnpack: executorch_trt.export(ep, portable_xnnpack=False),
             args.plain: to_edge(ep).to_executorch(),
         }
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-            XnnpackPartitioner)
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
         programs[args.xnnpack] = to_edge_transform_and_lower(
-            ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+            ep, partitioner=[XnnpackPartitioner()]
+        ).to_executorch()
     for path, program in programs.items():
         with open(path, "wb") as f:
             f.write(program.buffer)

@@ -29,7 +29,9 @@ class MapThenAccumulate(torch.nn.Module):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--pte", required=True)
     args = p.parse_args(argv)
     with torch.no_grad():

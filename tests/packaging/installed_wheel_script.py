@@ -14,27 +14,16 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import NoReturn
 
 import torch
+from executorch.runtime import Runtime
 
-CACHE_LEN = 4
-WIDTH = 8
+# The link_into_app example's model (examples/link_into_app/export_cache_model.py, copied
+# beside this script by wheel_test); it imports executorch_trt.
+from export_cache_model import CACHE_LEN, WIDTH, CacheModel
+
 TOLERANCE = 1e-5
-
-
-class CacheModel(torch.nn.Module):
-    """``forward(x float32 [1, 8], pos int64 [1]) -> float32 [1, 8]``: writes ``proj(x)`` into
-    row ``pos`` of the ``[4, 8]`` buffer ``cache`` and returns the sum of the cache's rows."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.proj = torch.nn.Linear(WIDTH, WIDTH)
-        self.register_buffer("cache", torch.zeros(CACHE_LEN, WIDTH))
-
-    def forward(self, x, pos):
-        self.cache.index_copy_(0, pos, self.proj(x))
-        return self.cache.sum(0, keepdim=True)
 
 
 def _steps():
@@ -42,7 +31,7 @@ def _steps():
     return [(torch.randn(1, WIDTH), torch.tensor([pos])) for pos in range(CACHE_LEN)]
 
 
-def _fail(message: str) -> "NoReturn":  # noqa: F821
+def _fail(message: str) -> NoReturn:
     print(f"installed_wheel_script: {message}", file=sys.stderr)
     sys.exit(1)
 
@@ -51,9 +40,18 @@ def _max_diff(got, want) -> float:
     return float((got - want).abs().max())
 
 
-def main() -> None:
-    from executorch.runtime import Runtime
+def _check_steps(name: str, method, want, diffs: dict[str, float]) -> None:
+    """Runs the steps through ``method`` (``execute([x, pos])``), failing on an output that
+    differs from eager's ``want`` by more than ``TOLERANCE``; ``diffs[name]``: the largest."""
+    for step, (x, pos) in enumerate(_steps()):
+        got = method.execute([x, pos])[0]
+        diff = _max_diff(got, want[step])
+        if diff > TOLERANCE:
+            _fail(f"{name} step {step}: output differs from eager by {diff}")
+        diffs[name] = max(diffs[name], diff)
 
+
+def main() -> None:
     import executorch_trt
 
     stock = Runtime.get()
@@ -71,20 +69,17 @@ def main() -> None:
 
     report = executorch_trt.inspect(program.buffer).method("forward")
     if report.delegate_calls.get("TensorRTBackend", 0) < 1 or report.operators:
-        _fail(f"forward is not one TensorRTBackend delegate: {report.delegate_summary}, "
-              f"operators outside it: {report.operators}")
+        _fail(
+            f"forward is not one TensorRTBackend delegate: {report.delegate_summary}, "
+            f"operators outside it: {report.operators}"
+        )
 
     # executorch_trt.runtime: the package's own binding and the delegate library, found inside
     # the installed package.
     loaded = runtime.load(program.buffer)
     forward = loaded.load_method("forward")
     diffs = {"executorch_trt.runtime": 0.0, "executorch.runtime": 0.0}
-    for step, (x, pos) in enumerate(_steps()):
-        got = forward.execute([x, pos])[0]
-        diff = _max_diff(got, want[step])
-        if diff > TOLERANCE:
-            _fail(f"executorch_trt.runtime step {step}: output differs from eager by {diff}")
-        diffs["executorch_trt.runtime"] = max(diffs["executorch_trt.runtime"], diff)
+    _check_steps("executorch_trt.runtime", forward, want, diffs)
     cache_diff = _max_diff(loaded.buffer("cache"), eager.cache)
     if cache_diff > TOLERANCE:
         _fail(f"executorch_trt.runtime: the cache differs from eager's by {cache_diff}")
@@ -97,21 +92,20 @@ def main() -> None:
     if not registered_on_import:
         runtime.load_library()
     method = stock.load_program(program.buffer).load_method("forward")
-    for step, (x, pos) in enumerate(_steps()):
-        got = method.execute([x, pos])[0]
-        diff = _max_diff(got, want[step])
-        if diff > TOLERANCE:
-            _fail(f"executorch.runtime step {step}: output differs from eager by {diff}")
-        diffs["executorch.runtime"] = max(diffs["executorch.runtime"], diff)
+    _check_steps("executorch.runtime", method, want, diffs)
 
-    print(json.dumps({
-        "package": executorch_trt.__file__,
-        "library": runtime.library_path(),
-        "binding": runtime.binding_path(),
-        "registered_on_import": registered_on_import,
-        "max_diff": diffs,
-        "delegates": report.delegate_summary,
-    }))
+    print(
+        json.dumps(
+            {
+                "package": executorch_trt.__file__,
+                "library": runtime.library_path(),
+                "binding": runtime.binding_path(),
+                "registered_on_import": registered_on_import,
+                "max_diff": diffs,
+                "delegates": report.delegate_summary,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

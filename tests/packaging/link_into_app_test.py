@@ -18,8 +18,10 @@ TOLERANCE = 1e-5
 
 def _steps(text: str) -> dict:
     """`step K: v0 v1 ...` lines -> {K: [floats]}."""
-    return {int(m.group(1)): [float(v) for v in m.group(2).split()]
-            for m in re.finditer(r"^step (\d+):((?: \S+)+)$", text, re.M)}
+    return {
+        int(m.group(1)): [float(v) for v in m.group(2).split()]
+        for m in re.finditer(r"^step (\d+):((?: \S+)+)$", text, re.M)
+    }
 
 
 class LinkIntoAppTest(unittest.TestCase):
@@ -52,6 +54,10 @@ class LinkIntoAppTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    (LinkIntoAppTest.app, LinkIntoAppTest.without_delegate, LinkIntoAppTest.model,
-     LinkIntoAppTest.expected) = sys.argv[1:5]
+    (
+        LinkIntoAppTest.app,
+        LinkIntoAppTest.without_delegate,
+        LinkIntoAppTest.model,
+        LinkIntoAppTest.expected,
+    ) = sys.argv[1:5]
     unittest.main(argv=sys.argv[:1])

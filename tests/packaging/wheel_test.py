@@ -35,8 +35,10 @@ _LIBRARIES = ("libexecutorch_trt.so", "_runtime_binding.so")
 # Distributions of the pinned environment not linked into the fresh venv: it has its own pip.
 _NOT_LINKED = re.compile(r"^(pip|pip-.*\.dist-info|__pycache__)$")
 # Variables that would let the package find the checkout's files instead of its own.
-_SCRUBBED = re.compile(r"^(PYTHON.*|EXECUTORCH_TRT_.*|RUNFILES_.*|TEST_.*|LD_LIBRARY_PATH|"
-                       r"BUILD_WORKSPACE_DIRECTORY|BUILD_WORKING_DIRECTORY|JAVA_RUNFILES)$")
+_SCRUBBED = re.compile(
+    r"^(PYTHON.*|EXECUTORCH_TRT_.*|RUNFILES_.*|TEST_.*|LD_LIBRARY_PATH|"
+    r"BUILD_WORKSPACE_DIRECTORY|BUILD_WORKING_DIRECTORY|JAVA_RUNFILES)$"
+)
 
 # Run in the fresh venv: every Requires-Dist of the installed executorch_trt is satisfied by an
 # installed distribution (prints each name; exit 1 naming the first that is not).
@@ -81,7 +83,7 @@ def _module_version() -> str:
     with open(_runfile("MODULE.bazel")) as f:
         match = re.search(r'module\(\s*name = "executorch_trt",\s*version = "([^"]+)"', f.read())
     if not match:
-        raise AssertionError("MODULE.bazel has no module(name = \"executorch_trt\", version = ...)")
+        raise AssertionError('MODULE.bazel has no module(name = "executorch_trt", version = ...)')
     return match.group(1)
 
 
@@ -91,13 +93,17 @@ def _run(args, **kwargs) -> subprocess.CompletedProcess:
 
 def _check(result: subprocess.CompletedProcess, what: str) -> None:
     if result.returncode != 0:
-        raise AssertionError(f"{what} failed (exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{what} failed (exit {result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
 
 
 def _steps(text: str) -> dict:
     """link_into_app's `step K: v0 v1 ...` lines -> {K: [floats]}."""
-    return {int(m.group(1)): [float(v) for v in m.group(2).split()]
-            for m in re.finditer(r"^step (\d+):((?: \S+)+)$", text, re.M)}
+    return {
+        int(m.group(1)): [float(v) for v in m.group(2).split()]
+        for m in re.finditer(r"^step (\d+):((?: \S+)+)$", text, re.M)
+    }
 
 
 def _clean_env(home: str) -> dict:
@@ -107,7 +113,6 @@ def _clean_env(home: str) -> dict:
 
 
 class WheelTest(unittest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.wheel = _wheel()
@@ -126,12 +131,17 @@ class WheelTest(unittest.TestCase):
     def _install(cls):
         # The fresh venv is made from the interpreter the pinned environment was made from.
         _check(_run([sys.executable, "-m", "venv", cls.venv]), "python -m venv")
-        result = _run([cls.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                      env=cls.env)
+        result = _run(
+            [cls.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            env=cls.env,
+        )
         _check(result, "finding the fresh venv's site-packages")
         cls.site_packages = result.stdout.strip()
-        pinned = next(p for p in sys.path if p.endswith("site-packages")
-                      and os.path.isdir(os.path.join(p, "executorch")))
+        pinned = next(
+            p
+            for p in sys.path
+            if p.endswith("site-packages") and os.path.isdir(os.path.join(p, "executorch"))
+        )
         for entry in os.listdir(pinned):
             target = os.path.join(cls.site_packages, entry)
             if not _NOT_LINKED.match(entry) and not os.path.exists(target):
@@ -139,27 +149,49 @@ class WheelTest(unittest.TestCase):
         # --no-deps: the pinned environment does not satisfy all of torch's own requirements
         # (`pip check`: its setuptools is older than torch asks for), which pip would then try
         # to download. The wheel's own requirements are checked against what is installed.
-        _check(_run([cls.python, "-m", "pip", "install", "--no-index", "--no-deps",
-                     "--disable-pip-version-check", "--no-input", cls.wheel],
-                    cwd=cls.root, env=cls.env), "pip install of the wheel")
+        _check(
+            _run(
+                [
+                    cls.python,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-index",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                    cls.wheel,
+                ],
+                cwd=cls.root,
+                env=cls.env,
+            ),
+            "pip install of the wheel",
+        )
 
     def test_wheel_contents_and_metadata(self):
         cpython = f"cp{sys.version_info.major}{sys.version_info.minor}"
-        self.assertEqual(os.path.basename(self.wheel),
-                         f"executorch_trt-{_module_version()}-{cpython}-{cpython}-linux_x86_64.whl")
+        self.assertEqual(
+            os.path.basename(self.wheel),
+            f"executorch_trt-{_module_version()}-{cpython}-{cpython}-linux_x86_64.whl",
+        )
         with zipfile.ZipFile(self.wheel) as wheel:
             names = set(wheel.namelist())
             dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
-            metadata = email.parser.Parser().parsestr(
-                wheel.read(f"{dist_info}/METADATA").decode())
+            metadata = email.parser.Parser().parsestr(wheel.read(f"{dist_info}/METADATA").decode())
         missing = [lib for lib in _LIBRARIES if f"executorch_trt/{lib}" not in names]
         self.assertEqual(missing, [], "libraries missing from the wheel's executorch_trt/")
         # Every Python file of //py:executorch_trt, at its package path.
         package_dir = os.path.dirname(_runfile("py/executorch_trt/__init__.py"))
-        sources = {os.path.relpath(os.path.join(d, f), os.path.dirname(package_dir))
-                   for d, _, files in os.walk(package_dir) for f in files if f.endswith(".py")}
+        sources = {
+            os.path.relpath(os.path.join(d, f), os.path.dirname(package_dir))
+            for d, _, files in os.walk(package_dir)
+            for f in files
+            if f.endswith(".py")
+        }
         self.assertIn("executorch_trt/engines/__init__.py", sources)
-        self.assertEqual(sources - names, set(), "Python files of the package missing from the wheel")
+        self.assertEqual(
+            sources - names, set(), "Python files of the package missing from the wheel"
+        )
         self.assertEqual(metadata["Version"], _module_version())
         pins = _pins()
         self.assertEqual(len(pins), 2, pins)
@@ -181,15 +213,25 @@ class WheelTest(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertNotIn("not found", result.stdout, f"{library}:\n{result.stdout}")
             resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", result.stdout, re.M))
-            self.assertEqual(os.path.normpath(os.path.dirname(resolved["libexecutorch.so"])),
-                             executorch_lib, f"{library}:\n{result.stdout}")
+            self.assertEqual(
+                os.path.normpath(os.path.dirname(resolved["libexecutorch.so"])),
+                executorch_lib,
+                f"{library}:\n{result.stdout}",
+            )
 
     def test_script_exports_and_runs_from_the_venv(self):
         script = os.path.join(self.root, "user_script.py")
         shutil.copy(_runfile("tests/packaging/installed_wheel_script.py"), script)
+        shutil.copy(
+            _runfile("examples/link_into_app/export_cache_model.py"),
+            os.path.join(self.root, "export_cache_model.py"),
+        )
         result = _run([self.python, script], cwd=self.root, env=self.env)
-        self.assertEqual(result.returncode, 0,
-                         f"the installed package's script failed:\n{result.stdout}\n{result.stderr}")
+        self.assertEqual(
+            result.returncode,
+            0,
+            f"the installed package's script failed:\n{result.stdout}\n{result.stderr}",
+        )
         report = json.loads(result.stdout.strip().splitlines()[-1])
         print(json.dumps(report, indent=2))
         self.assertEqual(report["package"], os.path.join(self.installed, "__init__.py"))
@@ -207,9 +249,21 @@ class WheelTest(unittest.TestCase):
         for name in ("CMakeLists.txt", "link_into_app.cpp"):
             shutil.copy(_runfile(f"examples/link_into_app/{name}"), source)
         build = os.path.join(self.root, "link_into_app_build")
-        _check(_run(["cmake", "-S", source, "-B", build,
-                     f"-DCMAKE_PREFIX_PATH={os.path.join(self.site_packages, 'executorch')}",
-                     f"-DEXECUTORCH_TRT_DIR={self.installed}"], env=self.env), "cmake configure")
+        _check(
+            _run(
+                [
+                    "cmake",
+                    "-S",
+                    source,
+                    "-B",
+                    build,
+                    f"-DCMAKE_PREFIX_PATH={os.path.join(self.site_packages, 'executorch')}",
+                    f"-DEXECUTORCH_TRT_DIR={self.installed}",
+                ],
+                env=self.env,
+            ),
+            "cmake configure",
+        )
         _check(_run(["cmake", "--build", build], env=self.env), "cmake --build")
         app = os.path.join(build, "link_into_app")
         needed = _run(["ldd", app], env=self.env).stdout

@@ -8,15 +8,14 @@ from absl.testing import absltest
 from executorch.exir import to_edge
 
 import decoder_models as dm
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import TensorRTPartitioner
 from executorch_trt.backend.bindings import binding_contract
 from executorch_trt.ops.kv_cache_update import kv_cache_update, kv_cache_update_out
 
 
 class OptionsTest(absltest.TestCase):
-
     def test_unknown_options_type_error(self):
         ep = dm.export_reordered_kv()
         with self.assertRaisesRegex(TypeError, "unknown option.*bogus.*colour"):
@@ -35,29 +34,36 @@ class OptionsTest(absltest.TestCase):
 
     def test_inconsistent_buffer_options(self):
         with self.assertRaisesRegex(ValueError, "needs emit_mutable_buffer_names"):
-            executorch_trt.backend_config(alloc_mutable_buffers=False,
-                                          emit_mutable_buffer_names=False)
+            executorch_trt.backend_config(
+                alloc_mutable_buffers=False, emit_mutable_buffer_names=False
+            )
         with self.assertRaisesRegex(ValueError, "needs alloc_mutable_buffers"):
-            executorch_trt.backend_config(alloc_mutable_buffers=False, share_mutable_buffers=True,
-                                          emit_mutable_buffer_names=True)
+            executorch_trt.backend_config(
+                alloc_mutable_buffers=False,
+                share_mutable_buffers=True,
+                emit_mutable_buffer_names=True,
+            )
 
     def test_buffer_names_are_emitted_by_default(self):
         self.assertTrue(executorch_trt.backend_config().emit_mutable_buffer_names)
-        self.assertFalse(executorch_trt.backend_config(
-            emit_mutable_buffer_names=False).emit_mutable_buffer_names)
+        self.assertFalse(
+            executorch_trt.backend_config(emit_mutable_buffer_names=False).emit_mutable_buffer_names
+        )
 
     def test_backend_config_fields(self):
         cfg = executorch_trt.backend_config(emit_mutable_buffer_names=True)
         self.assertTrue(cfg.emit_mutable_buffer_names)
         self.assertTrue(cfg.memory_planning_pass.share_mutable_buffers)
         self.assertTrue(cfg.memory_planning_pass.alloc_mutable_buffers)
-        cfg = executorch_trt.backend_config(alloc_mutable_buffers=False,
-                                            emit_mutable_buffer_names=True)
+        cfg = executorch_trt.backend_config(
+            alloc_mutable_buffers=False, emit_mutable_buffer_names=True
+        )
         self.assertFalse(cfg.memory_planning_pass.share_mutable_buffers)
 
     def test_unplanned_buffers_export(self):
-        et = executorch_trt.export(dm.export_reordered_kv(), alloc_mutable_buffers=False,
-                                   emit_mutable_buffer_names=True)
+        et = executorch_trt.export(
+            dm.export_reordered_kv(), alloc_mutable_buffers=False, emit_mutable_buffer_names=True
+        )
         plan = lu.execution_plan(et)
         (cache,) = lu.tensor_values_of_shape(plan, [1, 6, 4])
         info = plan.values[cache].val
@@ -80,51 +86,65 @@ class ArgumentErrorsTest(absltest.TestCase):
 
     def test_module_instead_of_exported_program(self):
         with self.assertRaisesRegex(
-            TypeError, r"got torch\.nn\.modules\.module\.Module; expected a "
-                       r"torch\.export\.ExportedProgram or a dict of method name -> "
-                       r"ExportedProgram.*torch\.export\.export\(module, example_inputs\)"):
+            TypeError,
+            r"got torch\.nn\.modules\.module\.Module; expected a "
+            r"torch\.export\.ExportedProgram or a dict of method name -> "
+            r"ExportedProgram.*torch\.export\.export\(module, example_inputs\)",
+        ):
             executorch_trt.export(torch.nn.Module())
 
     def test_list_and_none(self):
         ep = dm.export_reordered_kv()
         with self.assertRaisesRegex(TypeError, r"got list; expected .*pass a dict"):
             executorch_trt.export([ep])
-        with self.assertRaisesRegex(TypeError, r"got None; expected a torch\.export\.ExportedProgram"):
+        with self.assertRaisesRegex(
+            TypeError, r"got None; expected a torch\.export\.ExportedProgram"
+        ):
             executorch_trt.export(None)
 
     def test_bad_dict_entries(self):
         ep = dm.export_reordered_kv()
         with self.assertRaisesRegex(ValueError, "empty dict, so there are no methods"):
             executorch_trt.export({})
-        with self.assertRaisesRegex(TypeError, "method 'decode' is a .*Linear, not an "
-                                               "ExportedProgram.*torch.export.export"):
+        with self.assertRaisesRegex(
+            TypeError, "method 'decode' is a .*Linear, not an ExportedProgram.*torch.export.export"
+        ):
             executorch_trt.export({"forward": ep, "decode": torch.nn.Linear(2, 2)})
         with self.assertRaisesRegex(TypeError, "method names must be non-empty str, got int 0"):
             executorch_trt.export({0: ep})
 
     def test_boolean_options_accept_only_bools(self):
         ep = dm.export_reordered_kv()
-        for name in ("inplace", "alloc_mutable_buffers", "emit_mutable_buffer_names",
-                     "require_inplace", "portable_xnnpack"):
+        for name in (
+            "inplace",
+            "alloc_mutable_buffers",
+            "emit_mutable_buffer_names",
+            "require_inplace",
+            "portable_xnnpack",
+        ):
             for value in ("no", 0, 1, None):
                 with self.subTest(option=name, value=value):
                     with self.assertRaisesRegex(
-                            TypeError, f"option {name} must be True or False, got "
-                                       f"{type(value).__name__} {value!r}"):
+                        TypeError,
+                        f"option {name} must be True or False, got "
+                        f"{type(value).__name__} {value!r}",
+                    ):
                         executorch_trt.export(ep, **{name: value})
                     with self.assertRaisesRegex(TypeError, f"option {name} must be True or False"):
                         executorch_trt.backend_config(**{name: value})
         for name in ("share_mutable_buffers", "init_mutable_buffers"):
-            with self.assertRaisesRegex(TypeError, f"{name} must be True, False or None, "
-                                                   "got str 'yes'"):
+            with self.assertRaisesRegex(
+                TypeError, f"{name} must be True, False or None, got str 'yes'"
+            ):
                 executorch_trt.export(ep, **{name: "yes"})
         with self.assertRaisesRegex(TypeError, "freeze_buffers must be True or False"):
             TensorRTPartitioner(freeze_buffers="no")
         with self.assertRaisesRegex(TypeError, "option portable_xnnpack must be True or False"):
             TensorRTPartitioner(portable_xnnpack="no")
         # Real bools and None (where allowed) are still accepted.
-        executorch_trt.backend_config(inplace=False, share_mutable_buffers=None,
-                                      init_mutable_buffers=None)
+        executorch_trt.backend_config(
+            inplace=False, share_mutable_buffers=None, init_mutable_buffers=None
+        )
 
     def test_string_options_accept_only_str(self):
         ep = dm.export_reordered_kv()
@@ -140,11 +160,15 @@ class ArgumentErrorsTest(absltest.TestCase):
             def forward(self, x):
                 return x * 2 + 1
 
-        ep = torch.export.export(Affine(), (torch.randn(4, 8),),
-                                 dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
-        with self.assertRaisesRegex(ValueError, r"method 'forward': input 'x' dimension 0 .* "
-                                                r"without a finite upper bound.*Dim with a finite "
-                                                r"max \(e\.g\. Dim\('T', min=1, max=128\)\)"):
+        ep = torch.export.export(
+            Affine(), (torch.randn(4, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}}
+        )
+        with self.assertRaisesRegex(
+            ValueError,
+            r"method 'forward': input 'x' dimension 0 .* "
+            r"without a finite upper bound.*Dim with a finite "
+            r"max \(e\.g\. Dim\('T', min=1, max=128\)\)",
+        ):
             executorch_trt.export(ep)
 
 
@@ -153,21 +177,24 @@ class RuntimeLoadArgumentsTest(absltest.TestCase):
 
     def test_missing_path(self):
         import pathlib
+
         for path in ("nope.pte", pathlib.Path("/nonexistent/dir/model.pte")):
-            with self.subTest(path=path):
-                with self.assertRaisesRegex(FileNotFoundError, f"no such .pte file: '{path}'"):
-                    executorch_trt.runtime.load(path)
+            with (
+                self.subTest(path=path),
+                self.assertRaisesRegex(FileNotFoundError, f"no such .pte file: '{path}'"),
+            ):
+                executorch_trt.runtime.load(path)
 
     def test_directory_and_wrong_type(self):
         with self.assertRaisesRegex(IsADirectoryError, "expected a .pte file, got a directory"):
             executorch_trt.runtime.load(self.create_tempdir().full_path)
-        with self.assertRaisesRegex(TypeError, "expected a path .*, the bytes of a .pte or a binary "
-                                               "file object, got int"):
+        with self.assertRaisesRegex(
+            TypeError, "expected a path .*, the bytes of a .pte or a binary file object, got int"
+        ):
             executorch_trt.runtime.load(3)
 
 
 class KVCacheUpdateOpTest(absltest.TestCase):
-
     def test_index_copy_semantics(self):
         cache = torch.arange(24, dtype=torch.float32).view(2, 3, 4)
         value = -torch.ones(2, 2, 4)
@@ -184,7 +211,9 @@ class KVCacheUpdateOpTest(absltest.TestCase):
 
     def test_bad_arguments(self):
         with self.assertRaisesRegex(ValueError, "indices must be 1-D int64"):
-            kv_cache_update(torch.zeros(4, 2), torch.zeros(1, 2), torch.tensor([1], dtype=torch.int32), 0)
+            kv_cache_update(
+                torch.zeros(4, 2), torch.zeros(1, 2), torch.tensor([1], dtype=torch.int32), 0
+            )
         with self.assertRaisesRegex(ValueError, "len\\(indices\\)=2"):
             kv_cache_update(torch.zeros(4, 2), torch.zeros(1, 2), torch.tensor([1, 2]), 0)
         with self.assertRaisesRegex(ValueError, "does not match cache size"):
@@ -199,7 +228,6 @@ class _DecomposingPartitioner(TensorRTPartitioner):
 
 
 class KVPassTest(absltest.TestCase):
-
     def test_index_put_form_is_aliased_too(self):
         gm, call = lu.lower_single_delegate(dm.export_reordered_kv(), _DecomposingPartitioner())
         lowered = lu.lowered_module(gm, call)
@@ -223,7 +251,6 @@ class KVPassTest(absltest.TestCase):
 
 
 class SharedInputTest(absltest.TestCase):
-
     def test_cache_read_outside_partition_not_aliased(self):
         gm, call = lu.lower_single_delegate(dm.export_cache_read_outside())
         specs = {s.key: bytes(s.value) for s in lu.lowered_module(gm, call).compile_specs}
@@ -232,7 +259,6 @@ class SharedInputTest(absltest.TestCase):
 
 
 class BindingOrderAssertionTest(absltest.TestCase):
-
     def test_mutation_output_raises(self):
         # A program whose buffer mutation is an output of the partition itself: its outputs
         # would be reordered by arrange_graph_outputs, so preprocess refuses it.
@@ -247,7 +273,9 @@ class BindingOrderAssertionTest(absltest.TestCase):
                 return a * 2 + b
 
         with torch.no_grad():
-            ep = to_edge(torch.export.export(TwoInputs(), (torch.ones(2), torch.ones(2)))).exported_program()
+            ep = to_edge(
+                torch.export.export(TwoInputs(), (torch.ones(2), torch.ones(2)))
+            ).exported_program()
         self.assertEqual([b.name for b in binding_contract(ep).inputs], ["a", "b"])
         bad = copy.deepcopy(ep)
         specs = bad.graph_signature.input_specs

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Dict, List, Set
 
 from absl.testing import absltest
 from runfiles import Runfiles
@@ -25,7 +24,7 @@ PACKAGE = "executorch_trt"
 
 #: Layer -> the layers it may import (besides itself), lowest first. The root package
 #: (``executorch_trt/__init__.py``, the public API) may import every layer.
-LAYERS: Dict[str, Set[str]] = {
+LAYERS: dict[str, set[str]] = {
     "quiet": set(),
     "format": set(),
     "options": {"format"},
@@ -37,18 +36,29 @@ LAYERS: Dict[str, Set[str]] = {
     "lowering": {"backend", "engines", "passes", "graph", "ops", "format", "options", "quiet"},
     "runtime": {"format", "quiet"},
     "inspection": {"format"},
-    "llm": {"lowering", "backend", "engines", "passes", "graph", "ops", "format", "options",
-            "quiet", "inspection", "runtime"},
+    "llm": {
+        "lowering",
+        "backend",
+        "engines",
+        "passes",
+        "graph",
+        "ops",
+        "format",
+        "options",
+        "quiet",
+        "inspection",
+        "runtime",
+    },
 }
 
 
 def _package_dir() -> str:
     spec = importlib.util.find_spec(PACKAGE)
     assert spec is not None and spec.submodule_search_locations
-    return list(spec.submodule_search_locations)[0]
+    return next(iter(spec.submodule_search_locations))
 
 
-def _modules() -> Dict[str, str]:
+def _modules() -> dict[str, str]:
     """``{dotted module name: path}`` of every module of the package."""
     root = _package_dir()
     found = {}
@@ -58,11 +68,12 @@ def _modules() -> Dict[str, str]:
                 rel = os.path.relpath(os.path.join(directory, f), os.path.dirname(root))
                 name = rel[:-3].replace(os.sep, ".")
                 found[name[: -len(".__init__")] if name.endswith(".__init__") else name] = (
-                    os.path.join(directory, f))
+                    os.path.join(directory, f)
+                )
     return found
 
 
-def _type_checking_only(node: ast.AST, parents: Dict[ast.AST, ast.AST]) -> bool:
+def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     while node in parents:
         node = parents[node]
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -70,14 +81,15 @@ def _type_checking_only(node: ast.AST, parents: Dict[ast.AST, ast.AST]) -> bool:
     return False
 
 
-def _imports(name: str, path: str, modules: Dict[str, str]) -> Set[str]:
+def _imports(name: str, path: str, modules: dict[str, str]) -> set[str]:
     """The package modules ``name`` imports (at any depth of its code, not under
     ``if TYPE_CHECKING:``), each with the package ``__init__`` modules importing it runs
     (except the root package's and those containing ``name``, which are initialising already)."""
-    tree = ast.parse(open(path).read(), path)
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     is_package = path.endswith("__init__.py")
-    targets: Set[str] = set()
+    targets: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Import, ast.ImportFrom)) or _type_checking_only(node, parents):
             continue
@@ -111,18 +123,18 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else PACKAGE
 
 
-def _graph() -> Dict[str, Set[str]]:
+def _graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _imports(name, path, modules) for name, path in modules.items()}
 
 
-def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan), and self-loops."""
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    stack: List[str] = []
-    on_stack: Set[str] = set()
-    found: List[List[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -153,12 +165,14 @@ def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 
 
 class ArchitectureTest(absltest.TestCase):
-
     def test_every_module_belongs_to_a_layer(self):
         layers = {_layer(m) for m in _modules()}
-        self.assertEqual(sorted(layers - set(LAYERS) - {PACKAGE}), [],
-                         "a new top-level module or package: add it to LAYERS (and "
-                         "docs/architecture.md, py/BUILD)")
+        self.assertEqual(
+            sorted(layers - set(LAYERS) - {PACKAGE}),
+            [],
+            "a new top-level module or package: add it to LAYERS (and "
+            "docs/architecture.md, py/BUILD)",
+        )
 
     def test_layers_import_only_lower_layers(self):
         wrong = []
@@ -167,8 +181,11 @@ class ArchitectureTest(absltest.TestCase):
             if layer == PACKAGE:
                 continue
             allowed = LAYERS[layer] | {layer}
-            wrong += [f"{module} imports {target} (layer {_layer(target)!r})"
-                      for target in sorted(imported) if _layer(target) not in allowed]
+            wrong += [
+                f"{module} imports {target} (layer {_layer(target)!r})"
+                for target in sorted(imported)
+                if _layer(target) not in allowed
+            ]
         self.assertEqual(wrong, [])
 
     def test_no_import_cycles(self):
@@ -176,8 +193,11 @@ class ArchitectureTest(absltest.TestCase):
 
     def test_the_cycle_check_sees_a_cycle(self):
         # The check itself: a lazy import back into a module that imports it is a cycle.
-        graph = {"executorch_trt.a": {"executorch_trt.b"}, "executorch_trt.b": {"executorch_trt.a"},
-                 "executorch_trt.c": set()}
+        graph = {
+            "executorch_trt.a": {"executorch_trt.b"},
+            "executorch_trt.b": {"executorch_trt.a"},
+            "executorch_trt.c": set(),
+        }
         self.assertEqual(_cycles(graph), [["executorch_trt.a", "executorch_trt.b"]])
 
     def test_function_level_imports_count(self):
@@ -191,10 +211,16 @@ class ArchitectureTest(absltest.TestCase):
         path = os.path.join(self.create_tempdir().full_path, "m.py")
         with open(path, "w") as f:
             f.write(source)
-        modules = {"executorch_trt.backend": "", "executorch_trt.backend.preprocess": "",
-                   "executorch_trt.lowering": "", "executorch_trt.lowering.export": ""}
-        self.assertEqual(_imports("executorch_trt.format.m", path, modules),
-                         {"executorch_trt.backend", "executorch_trt.backend.preprocess"})
+        modules = {
+            "executorch_trt.backend": "",
+            "executorch_trt.backend.preprocess": "",
+            "executorch_trt.lowering": "",
+            "executorch_trt.lowering.export": "",
+        }
+        self.assertEqual(
+            _imports("executorch_trt.format.m", path, modules),
+            {"executorch_trt.backend", "executorch_trt.backend.preprocess"},
+        )
 
     def test_options_is_a_leaf(self):
         imported = _graph()["executorch_trt.options"]
@@ -213,17 +239,30 @@ class ArchitectureTest(absltest.TestCase):
             exir = sorted(m for m in sys.modules if m.startswith("executorch.exir"))
             print("\\n".join(exir))
         """)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(done.stdout.strip(), "", "executorch.exir modules were imported")
 
     def test_the_exporter_import_is_seen(self):
         # The check itself: importing the exporter does load executorch.exir.
         done = subprocess.run(
-            [sys.executable, "-c", "import sys, executorch_trt; executorch_trt.export; "
-             "print(any(m.startswith('executorch.exir') for m in sys.modules))"],
-            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import sys, executorch_trt; executorch_trt.export; "
+                    "print(any(m.startswith('executorch.exir') for m in sys.modules))"
+                ),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        )
         self.assertEqual(done.stdout.strip(), "True", done.stderr)
 
 

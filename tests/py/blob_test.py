@@ -6,8 +6,8 @@ import struct
 from absl.testing import absltest
 
 from executorch_trt.format import blob as B
-from executorch_trt.format import wire as W
 from executorch_trt.format import portable_payload as P
+from executorch_trt.format import wire as W
 
 
 def _metadata(**overrides):
@@ -21,15 +21,34 @@ def _metadata(**overrides):
     return B.DelegateMetadata(**fields)
 
 
-def _raw_blob(meta_obj, payload=b"PAYLOAD", *, features=3, version=1, magic=b"ETRT",
-              header_size=64, reserved=0):
+def _raw_blob(
+    meta_obj,
+    payload=b"PAYLOAD",
+    *,
+    features=3,
+    version=1,
+    magic=b"ETRT",
+    header_size=64,
+    reserved=0,
+):
     """A blob as an older writer wrote it (no CHECKSUM unless ``features`` has the bit)."""
     meta = meta_obj if isinstance(meta_obj, bytes) else json.dumps(meta_obj).encode()
     p_off = (64 + len(meta) + 15) // 16 * 16
     body = meta + b"\0" * (p_off - 64 - len(meta)) + payload
     checksum = B.checksum(body) if features & W.Feature.CHECKSUM else 0
-    header = struct.pack("<4sIIIQQQQQQ", magic, header_size, version, reserved, features, 64,
-                         len(meta), p_off, len(payload), checksum)
+    header = struct.pack(
+        "<4sIIIQQQQQQ",
+        magic,
+        header_size,
+        version,
+        reserved,
+        features,
+        64,
+        len(meta),
+        p_off,
+        len(payload),
+        checksum,
+    )
     return header + body
 
 
@@ -42,7 +61,6 @@ def _reseal(data):
 
 
 class BlobRoundTripTest(absltest.TestCase):
-
     def test_round_trip(self):
         meta = _metadata()
         data = B.write_blob(meta, b"\x01\x02payload")
@@ -74,7 +92,6 @@ class BlobRoundTripTest(absltest.TestCase):
 
 
 class BlobFailClosedTest(absltest.TestCase):
-
     def assertRejected(self, data, message):
         with self.assertRaisesRegex(ValueError, message):
             B.read_blob(data)
@@ -110,8 +127,10 @@ class BlobFailClosedTest(absltest.TestCase):
         self.assertRejected(_reseal(data), "not UTF-8 JSON")
 
     def test_nonzero_reserved_field(self):
-        self.assertRejected(_raw_blob(_metadata().to_json(), reserved=1),
-                            "reserved field at offset 12 is 0x00000001")
+        self.assertRejected(
+            _raw_blob(_metadata().to_json(), reserved=1),
+            "reserved field at offset 12 is 0x00000001",
+        )
 
     def test_missing_inputs(self):
         obj = _metadata().to_json()
@@ -161,15 +180,18 @@ class BlobFailClosedTest(absltest.TestCase):
 
     def test_section_overlapping_the_header(self):
         # C++ SectionFits: sections start at or after header_size.
-        self.assertRejected(_raw_blob(_metadata().to_json(), header_size=80),
-                            "metadata_offset 64 overlaps the 80-byte header")
+        self.assertRejected(
+            _raw_blob(_metadata().to_json(), header_size=80),
+            "metadata_offset 64 overlaps the 80-byte header",
+        )
         data = bytearray(B.write_blob(_metadata(), b"payload"))
         struct.pack_into("<Q", data, 40, 48)
         self.assertRejected(bytes(data), "payload_offset 48 overlaps the 64-byte header")
 
     def test_header_size_past_the_end(self):
-        self.assertRejected(_raw_blob(_metadata().to_json(), header_size=1 << 20),
-                            "header_size 1048576 is not in")
+        self.assertRejected(
+            _raw_blob(_metadata().to_json(), header_size=1 << 20), "header_size 1048576 is not in"
+        )
 
     def test_dimension_cap(self):
         # C++ DelegateMetadata::Parse: dimensions are integers in [0, 2^31).
@@ -190,8 +212,9 @@ class BlobFailClosedTest(absltest.TestCase):
     def test_one_input_aliased_by_two_outputs(self):
         obj = _metadata().to_json()
         obj["outputs"][1] = {"name": "y", "dtype": "float32", "shape": [1, 8, 4]}
-        obj["aliased_io"].append({"output": "y", "input": "k_cache", "kind": "user",
-                                  "ownership": "caller"})
+        obj["aliased_io"].append(
+            {"output": "y", "input": "k_cache", "kind": "user", "ownership": "caller"}
+        )
         self.assertRejected(_raw_blob(obj), "input 'k_cache' is aliased by two outputs")
 
     def test_json_as_the_runtime_parses_it(self):
@@ -218,13 +241,13 @@ class BlobFailClosedTest(absltest.TestCase):
 
 
 class BlobChecksumTest(absltest.TestCase):
-
     def assertCorrupted(self, data):
         with self.assertRaisesRegex(ValueError, "the blob is corrupted; re-export"):
             B.read_blob(bytes(data))
 
     def test_test_vectors(self):
-        # FORMAT.md "Integrity"; the same values are checked in C++ (blob_header_test).
+        # docs/formats/delegate_blob.md "Integrity"; the same values are checked in C++
+        # (blob_header_test).
         self.assertEqual(B.checksum(b""), 0xB4B2797457A0A6E4)
         self.assertEqual(B.checksum(b"abc"), 0x5995D533D814BBD8)
         self.assertEqual(B.checksum(bytes(range(256)) * 3 + b"x"), 0x92D9FB6CB9808899)
@@ -232,8 +255,11 @@ class BlobChecksumTest(absltest.TestCase):
     def test_flipped_payload_byte(self):
         data = bytearray(B.write_blob(_metadata(), b"0123456789" * 10))
         data[-5] ^= 0x01
-        with self.assertRaisesRegex(ValueError, r"checksum mismatch .*expected 0x[0-9a-f]{16} "
-                                                r"\(stored in the header\), actual 0x[0-9a-f]{16}"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"checksum mismatch .*expected 0x[0-9a-f]{16} "
+            r"\(stored in the header\), actual 0x[0-9a-f]{16}",
+        ):
             B.read_blob(bytes(data))
 
     def test_flipped_metadata_byte(self):
@@ -282,7 +308,6 @@ class BlobChecksumTest(absltest.TestCase):
 
 
 class PortablePayloadTest(absltest.TestCase):
-
     def _descriptor(self):
         return P.PortableDescriptor(("x", "k_cache"), ("k_cache_out", "y"))
 

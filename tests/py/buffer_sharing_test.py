@@ -1,4 +1,4 @@
-"""Sharing mutable buffers across methods (issue 9, item 6; ``executorch_trt.lowering.buffer_sharing``).
+"""Sharing mutable buffers across methods (``executorch_trt.lowering.buffer_sharing``).
 
 A buffer FQN mutated in one method and present in another is shared by ExecuTorch
 (``share_mutable_buffers``). ``executorch_trt.export`` allows that only for one model's state:
@@ -108,17 +108,17 @@ def _export(module, args=None):
 
 
 class SharingRuleTest(absltest.TestCase):
-
     def test_two_modules_with_the_same_buffer_name_raise(self):
         # The issue's example: two different modules, zero [1, 4, 4] caches, index_copy_.
         programs = {"a": _export(RowWriter()), "b": _export(RowWriter())}
         with self.assertRaisesRegex(
-                ValueError,
-                r"buffer 'cache' would be shared by methods 'a' \(which writes it\) and 'b' "
-                r"\(which writes it\).*same shape \[1, 4, 4\], dtype torch\.float32 and initial "
-                r"value but are different tensors \(exported from different module instances\)"
-                r".*export both methods from one module instance.*share_mutable_buffers=True.*"
-                r"rename the buffer in one of the modules.*separate programs"):
+            ValueError,
+            r"buffer 'cache' would be shared by methods 'a' \(which writes it\) and 'b' "
+            r"\(which writes it\).*same shape \[1, 4, 4\], dtype torch\.float32 and initial "
+            r"value but are different tensors \(exported from different module instances\)"
+            r".*export both methods from one module instance.*share_mutable_buffers=True.*"
+            r"rename the buffer in one of the modules.*separate programs",
+        ):
             executorch_trt.export(programs)
 
     def test_every_lowering_path_raises(self):
@@ -130,48 +130,69 @@ class SharingRuleTest(absltest.TestCase):
 
         lowerings = {
             "one partitioner per method": lambda programs: to_edge_transform_and_lower(
-                programs, partitioner={m: [TensorRTPartitioner()] for m in programs}),
+                programs, partitioner={m: [TensorRTPartitioner()] for m in programs}
+            ),
             "to_edge + to_backend": lambda programs: to_edge(programs).to_backend(
-                TensorRTPartitioner()),
+                TensorRTPartitioner()
+            ),
         }
         for name, lower in lowerings.items():
             with self.subTest(path=name):
                 edge = lower({"a": _export(RowWriter()), "b": _export(RowWriter())})
-                with self.assertRaisesRegex(ValueError, r"buffer 'cache' would be shared by "
-                                                        r"methods 'a' .* and 'b'"):
+                with self.assertRaisesRegex(
+                    ValueError,
+                    r"buffer 'cache' would be shared by "
+                    r"methods 'a' .* and 'b'",
+                ):
                     edge.to_executorch(executorch_trt.backend_config())
         # One instance: shared as it should be.
         module = RowWriter()
-        edge = lowerings["one partitioner per method"](
-            {"a": _export(module), "b": _export(module)})
+        edge = lowerings["one partitioner per method"]({"a": _export(module), "b": _export(module)})
         edge.to_executorch(executorch_trt.backend_config())
 
     def test_shapes_differ_raise_even_when_sharing_is_explicit(self):
         programs = {"a": _export(RowWriter()), "c": _export(RowWriter(shape=(1, 8, 4)))}
-        with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'c'.*differ \(shapes "
-                                                r"\[1, 4, 4\] vs \[1, 8, 4\]\).*rename") as cm:
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'cache'.*'a'.*'c'.*differ \(shapes "
+            r"\[1, 4, 4\] vs \[1, 8, 4\]\).*rename",
+        ) as cm:
             executorch_trt.export(programs, share_mutable_buffers=True)
-        self.assertNotIn("share_mutable_buffers=True", str(cm.exception),
-                         "sharing differently shaped buffers must not be offered")
+        self.assertNotIn(
+            "share_mutable_buffers=True",
+            str(cm.exception),
+            "sharing differently shaped buffers must not be offered",
+        )
 
     def test_dtypes_differ_raise(self):
-        programs = {"a": _export(RowWriter()),
-                    "h": _export(RowWriter(dtype=torch.float16), _args(torch.float16))}
-        with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'h'.*dtypes "
-                                                r"torch\.float32 vs torch\.float16"):
+        programs = {
+            "a": _export(RowWriter()),
+            "h": _export(RowWriter(dtype=torch.float16), _args(torch.float16)),
+        }
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'cache'.*'a'.*'h'.*dtypes "
+            r"torch\.float32 vs torch\.float16",
+        ):
             executorch_trt.export(programs, share_mutable_buffers=True)
 
     def test_initial_values_differ_raise_even_when_sharing_is_explicit(self):
         programs = {"a": _export(RowWriter()), "d": _export(RowWriter(fill=1.0))}
-        with self.assertRaisesRegex(ValueError, r"buffer 'cache'.*'a'.*'d'.*initial values "
-                                                r"differ at index \[0, 0, 0\]: 0\.0 vs 1\.0"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'cache'.*'a'.*'d'.*initial values "
+            r"differ at index \[0, 0, 0\]: 0\.0 vs 1\.0",
+        ):
             executorch_trt.export(programs, share_mutable_buffers=True)
 
     def test_reader_from_another_module_raises(self):
         programs = {"write": _export(RowWriter()), "read": _export(CacheReader())}
-        with self.assertRaisesRegex(ValueError, r"buffer 'cache' would be shared by methods "
-                                                r"'write' \(which writes it\) and 'read' \(which "
-                                                r"reads it\)"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'cache' would be shared by methods "
+            r"'write' \(which writes it\) and 'read' \(which "
+            r"reads it\)",
+        ):
             executorch_trt.export(programs)
 
     def test_write_through_a_view_counts(self):
@@ -183,8 +204,10 @@ class SharingRuleTest(absltest.TestCase):
             check_buffer_sharing(programs)
 
     def test_buffers_no_method_writes_are_not_shared_state(self):
-        programs = {"one": _export(TableReader(1.0), (torch.ones(1, 4),)),
-                    "two": _export(TableReader(2.0), (torch.ones(1, 4),))}
+        programs = {
+            "one": _export(TableReader(1.0), (torch.ones(1, 4),)),
+            "two": _export(TableReader(2.0), (torch.ones(1, 4),)),
+        }
         self.assertEqual(check_buffer_sharing(programs), [])
         executorch_trt.export(programs)
 
@@ -192,8 +215,10 @@ class SharingRuleTest(absltest.TestCase):
         model = RowWriter()
         programs = {"prefill": _export(model), "decode": _export(model)}
         (shared,) = check_buffer_sharing(programs)
-        self.assertEqual((shared.fqn, shared.methods, shared.writers),
-                         ("cache", ("prefill", "decode"), ("prefill", "decode")))
+        self.assertEqual(
+            (shared.fqn, shared.methods, shared.writers),
+            ("cache", ("prefill", "decode"), ("prefill", "decode")),
+        )
 
     def test_deep_copied_module_is_another_instance(self):
         model = RowWriter()
@@ -206,13 +231,17 @@ class SharingRuleTest(absltest.TestCase):
         # Prefill's wrapper holds the model as self.model, decode's as self.m: one cache tensor
         # under FQNs 'model.cache' and 'm.cache', which ExecuTorch would keep as two buffers.
         model = RowWriter()
-        programs = {"prefill": _export(Wrapper(model, "model")),
-                    "decode": _export(Wrapper(model, "m"))}
-        pattern = (r"methods 'prefill' and 'decode' hold the same tensor under different names: "
-                   r"buffer 'model\.cache' in 'prefill' \(which writes it\) and 'm\.cache' in "
-                   r"'decode' \(which writes it\).*by name only.*two separate buffers.*same "
-                   r"attribute name for the model \(e\.g\. both `self\.model`\).*'model' and "
-                   r"'m'")
+        programs = {
+            "prefill": _export(Wrapper(model, "model")),
+            "decode": _export(Wrapper(model, "m")),
+        }
+        pattern = (
+            r"methods 'prefill' and 'decode' hold the same tensor under different names: "
+            r"buffer 'model\.cache' in 'prefill' \(which writes it\) and 'm\.cache' in "
+            r"'decode' \(which writes it\).*by name only.*two separate buffers.*same "
+            r"attribute name for the model \(e\.g\. both `self\.model`\).*'model' and "
+            r"'m'"
+        )
         with self.assertRaisesRegex(ValueError, pattern):
             check_buffer_sharing(programs)
         for explicit in (None, True):  # sharing by name cannot join two names
@@ -221,17 +250,24 @@ class SharingRuleTest(absltest.TestCase):
 
     def test_one_model_under_two_names_read_by_one_method_raises(self):
         model = RowWriter()
-        programs = {"write": _export(Wrapper(model, "model")),
-                    "read": _export(CacheWrapperReader(model, "reader"))}
-        with self.assertRaisesRegex(ValueError, r"buffer 'model\.cache' in 'write' \(which "
-                                                r"writes it\) and 'reader\.cache' in "
-                                                r"'read' \(which reads it\)"):
+        programs = {
+            "write": _export(Wrapper(model, "model")),
+            "read": _export(CacheWrapperReader(model, "reader")),
+        }
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'model\.cache' in 'write' \(which "
+            r"writes it\) and 'reader\.cache' in "
+            r"'read' \(which reads it\)",
+        ):
             check_buffer_sharing(programs)
 
     def test_one_model_under_two_names_never_written_is_constant(self):
         model = TableReader(3.0)
-        programs = {"one": _export(Wrapper(model, "model"), (torch.ones(1, 4),)),
-                    "two": _export(Wrapper(model, "m"), (torch.ones(1, 4),))}
+        programs = {
+            "one": _export(Wrapper(model, "model"), (torch.ones(1, 4),)),
+            "two": _export(Wrapper(model, "m"), (torch.ones(1, 4),)),
+        }
         self.assertEqual(check_buffer_sharing(programs), [])
 
     def test_disjoint_views_of_one_storage_are_separate_buffers(self):
@@ -258,8 +294,14 @@ class TransformersWrapperSharingTest(absltest.TestCase):
 
         torch.manual_seed(0)
         config = transformers.LlamaConfig(
-            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=32,
+        )
         model = transformers.LlamaForCausalLM(config).eval()
         model.generation_config.use_cache = True
         model.generation_config.cache_implementation = "static"
@@ -269,12 +311,15 @@ class TransformersWrapperSharingTest(absltest.TestCase):
 
         one = wrapper()
         with torch.no_grad():
-            cls.prefill = one.export(input_ids=torch.zeros(1, 3, dtype=torch.long),
-                                     cache_position=torch.arange(3))
-            cls.decode = one.export(input_ids=torch.zeros(1, 1, dtype=torch.long),
-                                    cache_position=torch.tensor([3]))
-            cls.other_decode = wrapper().export(input_ids=torch.zeros(1, 1, dtype=torch.long),
-                                                cache_position=torch.tensor([3]))
+            cls.prefill = one.export(
+                input_ids=torch.zeros(1, 3, dtype=torch.long), cache_position=torch.arange(3)
+            )
+            cls.decode = one.export(
+                input_ids=torch.zeros(1, 1, dtype=torch.long), cache_position=torch.tensor([3])
+            )
+            cls.other_decode = wrapper().export(
+                input_ids=torch.zeros(1, 1, dtype=torch.long), cache_position=torch.tensor([3])
+            )
 
     def test_one_wrapper_exported_twice_shares_its_caches(self):
         self.assertIn("key_cache_0", self.decode.constants)
@@ -282,9 +327,12 @@ class TransformersWrapperSharingTest(absltest.TestCase):
         self.assertContainsSubset({"key_cache_0", "value_cache_0"}, {s.fqn for s in shared})
 
     def test_two_wrappers_are_two_instances(self):
-        with self.assertRaisesRegex(ValueError, r"buffer '\w+' would be shared by methods "
-                                                r"'prefill'.*'decode'.*different module "
-                                                r"instances"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer '\w+' would be shared by methods "
+            r"'prefill'.*'decode'.*different module "
+            r"instances",
+        ):
             check_buffer_sharing({"prefill": self.prefill, "decode": self.other_decode})
 
 
@@ -300,8 +348,11 @@ def _run(program_bytes, calls):
     return outputs
 
 
-_A_B_A = [("a", torch.full((1, 1, 4), 1.0), 0), ("b", torch.full((1, 1, 4), 2.0), 1),
-          ("a", torch.full((1, 1, 4), 3.0), 2)]
+_A_B_A = [
+    ("a", torch.full((1, 1, 4), 1.0), 0),
+    ("b", torch.full((1, 1, 4), 2.0), 1),
+    ("a", torch.full((1, 1, 4), 3.0), 2),
+]
 
 
 @delegate_library.needs_library
@@ -347,8 +398,10 @@ class SharingRuntimeTest(absltest.TestCase):
         self._assert_rows(third, {0: 1.0, 2: 3.0})
 
     def test_unshared_read_only_buffers_keep_their_own_values(self):
-        programs = {"one": _export(TableReader(1.0), (torch.ones(1, 4),)),
-                    "two": _export(TableReader(2.0), (torch.ones(1, 4),))}
+        programs = {
+            "one": _export(TableReader(1.0), (torch.ones(1, 4),)),
+            "two": _export(TableReader(2.0), (torch.ones(1, 4),)),
+        }
         program = runtime.load(executorch_trt.export(programs).buffer)
         (one,) = program.load_method("one").execute([torch.ones(1, 4)])
         (two,) = program.load_method("two").execute([torch.ones(1, 4)])

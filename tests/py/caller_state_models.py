@@ -3,12 +3,13 @@
 ``TinyAttention``: an embedding, three ``Linear(8, 8)`` (q, k, v), two ``[1, 32, 8]`` caches
 ``k_cache``/``v_cache`` written by ``index_copy_`` and a masked SDPA over them:
 ``forward(tokens int64 [1, 1], pos int64 [1]) -> float32 [1, 1, 8]``. The model of the
-two-thread first-execute deadlock (issue 12).
+two-thread first-execute deadlock (the Python runtime's log redirect).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 
@@ -20,7 +21,6 @@ VOCAB = 16
 
 
 class TinyAttention(torch.nn.Module):
-
     def __init__(self, seed: int = 0):
         super().__init__()
         torch.manual_seed(seed)
@@ -32,12 +32,13 @@ class TinyAttention(torch.nn.Module):
         self.register_buffer("v_cache", torch.zeros(1, CACHE_LEN, WIDTH))
 
     def forward(self, tokens, pos):
-        x = self.embed(tokens)                                    # [1, 1, 8]
+        x = self.embed(tokens)  # [1, 1, 8]
         self.k_cache.index_copy_(1, pos, self.k(x))
         self.v_cache.index_copy_(1, pos, self.v(x))
         mask = (torch.arange(CACHE_LEN) <= pos).view(1, 1, CACHE_LEN)
         return torch.nn.functional.scaled_dot_product_attention(
-            self.q(x), self.k_cache, self.v_cache, attn_mask=mask)
+            self.q(x), self.k_cache, self.v_cache, attn_mask=mask
+        )
 
 
 def example_inputs():
@@ -48,7 +49,7 @@ def step_inputs(token: int, pos: int):
     return [torch.tensor([[token]]), torch.tensor([pos])]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_attention_pte(**options) -> bytes:
     """The ``.pte`` of ``TinyAttention(seed=0)`` through ``executorch_trt.export(**options)``
     with buffer names unless ``options`` say otherwise (cached per options)."""
@@ -56,6 +57,14 @@ def tiny_attention_pte(**options) -> bytes:
     with torch.no_grad():
         ep = torch.export.export(TinyAttention().eval(), example_inputs())
         return executorch_trt.export(ep, **options).buffer
+
+
+def write_tiny_attention_pte(directory: str) -> str:
+    """Writes ``tiny_attention_pte()`` to ``directory/tiny_attention.pte``; returns its path."""
+    path = os.path.join(directory, "tiny_attention.pte")
+    with open(path, "wb") as f:
+        f.write(tiny_attention_pte())
+    return path
 
 
 def eager_steps(model: TinyAttention, tokens, start: int = 0):

@@ -1,9 +1,9 @@
-"""Caller-owned state from Python (issue 12): ``Program.buffer_names``, ``buffer``,
+"""Caller-owned state from Python: ``Program.buffer_names``, ``buffer``,
 ``bind_buffer``, ``new_state``, ``bind_state``, against eager PyTorch.
 
 The small model is ``caller_state_models.TinyAttention`` (two ``[1, 32, 8]`` caches); the
 prefill/decode test runs the Llama example (``examples/decoder_model.py``). Programs are
-exported with ``emit_mutable_buffer_names=True`` (not yet the default: see README).
+exported with ``emit_mutable_buffer_names=True`` (the default).
 """
 
 import copy
@@ -26,22 +26,29 @@ def _steps(method, tokens, start=0):
     return [method.execute(csm.step_inputs(t, start + i))[0] for i, t in enumerate(tokens)]
 
 
-def _decode_vs_eager(forward, tokens):
-    """Runs ``tokens`` (positions 0, 1, ...) through ``forward`` and a fresh eager
-    ``TinyAttention``, asserting equal outputs at every step; returns the eager module (its
-    caches are what the program's should now hold)."""
-    eager = csm.TinyAttention()
+def _each_step_vs_eager(forward, eager, tokens):
+    """Runs ``tokens`` (positions 0, 1, ...) through ``forward`` and the eager ``TinyAttention``
+    ``eager``, asserting equal outputs at every step; yields each position after its step (for
+    the caller's own checks of the state)."""
     for pos, token in enumerate(tokens):
         (got,) = forward.execute(csm.step_inputs(token, pos))
         with torch.no_grad():
             want = eager(*csm.step_inputs(token, pos))
         torch.testing.assert_close(got, want, msg=f"step {pos}")
+        yield pos
+
+
+def _decode_vs_eager(forward, tokens):
+    """``_each_step_vs_eager`` against a fresh eager ``TinyAttention``; returns it (its caches
+    are what the program's should now hold)."""
+    eager = csm.TinyAttention()
+    for _ in _each_step_vs_eager(forward, eager, tokens):
+        pass
     return eager
 
 
 @delegate_library.needs_library
 class TinyAttentionStateTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.pte = csm.tiny_attention_pte()
@@ -53,22 +60,21 @@ class TinyAttentionStateTest(absltest.TestCase):
     def test_buffer_names(self):
         prog, _ = self._load()
         self.assertEqual(prog.buffer_names, CACHES)
-        self.assertEqual(prog.buffer_spec("k_cache"),
-                         runtime.TensorSpec(torch.float32, (1, csm.CACHE_LEN, csm.WIDTH)))
+        self.assertEqual(
+            prog.buffer_spec("k_cache"),
+            runtime.TensorSpec(torch.float32, (1, csm.CACHE_LEN, csm.WIDTH)),
+        )
 
     def test_buffer_equals_eager_cache_after_every_step(self):
         prog, forward = self._load()
         eager = csm.TinyAttention()
         for name in CACHES:
             self.assertEqual(prog.buffer(name).abs().sum().item(), 0, "fresh load: zeros")
-        for pos, token in enumerate(TOKENS_A):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        for pos in _each_step_vs_eager(forward, eager, TOKENS_A):
             for name in CACHES:
-                torch.testing.assert_close(prog.buffer(name), getattr(eager, name),
-                                           msg=f"{name} after step {pos}")
+                torch.testing.assert_close(
+                    prog.buffer(name), getattr(eager, name), msg=f"{name} after step {pos}"
+                )
 
     def test_writes_through_buffer_are_seen_by_the_next_execute(self):
         prog, forward = self._load()
@@ -90,16 +96,13 @@ class TinyAttentionStateTest(absltest.TestCase):
         ptrs = {name: t.data_ptr() for name, t in state.items()}
         prog.bind_state(state)
         eager = csm.TinyAttention()
-        for pos, token in enumerate(TOKENS_A):
-            (got,) = forward.execute(csm.step_inputs(token, pos))
-            with torch.no_grad():
-                want = eager(*csm.step_inputs(token, pos))
-            torch.testing.assert_close(got, want, msg=f"step {pos}")
+        for pos in _each_step_vs_eager(forward, eager, TOKENS_A):
             for name in CACHES:
                 self.assertEqual(state[name].data_ptr(), ptrs[name], f"{name} moved")
                 self.assertIs(prog.buffer(name), state[name])
-                torch.testing.assert_close(state[name], getattr(eager, name),
-                                           msg=f"{name} after step {pos}")
+                torch.testing.assert_close(
+                    state[name], getattr(eager, name), msg=f"{name} after step {pos}"
+                )
 
     def test_two_interleaved_states_equal_each_alone(self):
         alone = {}
@@ -120,8 +123,9 @@ class TinyAttentionStateTest(absltest.TestCase):
             for pos, (got, want) in enumerate(zip(outs[key], want_outs)):
                 self.assertTrue(torch.equal(got, want), f"session {key} step {pos}")
             for name in CACHES:
-                self.assertTrue(torch.equal(states[key][name], want_state[name]),
-                                f"session {key} {name}")
+                self.assertTrue(
+                    torch.equal(states[key][name], want_state[name]), f"session {key} {name}"
+                )
         self.assertFalse(torch.equal(outs["a"][-1], outs["b"][-1]), "the sessions differ")
 
     def test_reset_gives_a_fresh_conversation(self):
@@ -176,21 +180,31 @@ class TinyAttentionStateTest(absltest.TestCase):
     def test_bind_errors(self):
         prog, _ = self._load()
         good = torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)
-        with self.assertRaisesRegex(KeyError, r"no mutable buffer named 'nope'.*\['k_cache', "
-                                              r"'v_cache'\]"):
+        with self.assertRaisesRegex(
+            KeyError,
+            r"no mutable buffer named 'nope'.*\['k_cache', "
+            r"'v_cache'\]",
+        ):
             prog.bind_buffer("nope", good)
         with self.assertRaisesRegex(KeyError, "no mutable buffer named 'nope'"):
             prog.buffer("nope")
-        with self.assertRaisesRegex(ValueError, r"buffer 'k_cache': it is float32 \[1, 32, 8\].*"
-                                                r"it is float16 \[1, 32, 8\]"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'k_cache': it is float32 \[1, 32, 8\].*"
+            r"it is float16 \[1, 32, 8\]",
+        ):
             prog.bind_buffer("k_cache", good.half())
-        with self.assertRaisesRegex(ValueError, r"buffer 'k_cache': it is float32 \[1, 32, 8\].*"
-                                                r"it is float32 \[1, 16, 8\]"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'k_cache': it is float32 \[1, 32, 8\].*"
+            r"it is float32 \[1, 16, 8\]",
+        ):
             prog.bind_buffer("k_cache", torch.zeros(1, 16, 8))
         with self.assertRaisesRegex(ValueError, "buffer 'v_cache'.*not contiguous"):
             prog.bind_buffer("v_cache", torch.zeros(1, csm.WIDTH, csm.CACHE_LEN).transpose(1, 2))
-        with self.assertRaisesRegex(TypeError, "bind_buffer\\('k_cache'\\): expected a "
-                                               "torch.Tensor"):
+        with self.assertRaisesRegex(
+            TypeError, "bind_buffer\\('k_cache'\\): expected a torch.Tensor"
+        ):
             prog.bind_buffer("k_cache", [0.0])
         # One bad entry: nothing of the state is bound.
         before = prog.buffer("k_cache")
@@ -207,8 +221,11 @@ class TinyAttentionStateTest(absltest.TestCase):
         _steps(forward, TOKENS_A[:2])
         k = state["k_cache"]
         k.set_(torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
-        with self.assertRaisesRegex(RuntimeError, r"buffer 'k_cache': the tensor bound to it no "
-                                                  r"longer views the memory.*bind_buffer"):
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"buffer 'k_cache': the tensor bound to it no "
+            r"longer views the memory.*bind_buffer",
+        ):
             forward.execute(csm.step_inputs(1, 2))
         with self.assertRaisesRegex(RuntimeError, "buffer 'k_cache'.*no longer views"):
             prog.buffer("k_cache")
@@ -238,8 +255,9 @@ class TinyAttentionStateTest(absltest.TestCase):
             prog.bind_state({"k_cache": big[:, :-1], "v_cache": big[:, 1:]})
         # Against what is bound already, or the program's own storage of another buffer.
         prog.bind_buffer("k_cache", one)
-        with self.assertRaisesRegex(ValueError, "'v_cache'.*overlaps buffer 'k_cache' \(its "
-                                                "current storage\)"):
+        with self.assertRaisesRegex(
+            ValueError, r"'v_cache'.*overlaps buffer 'k_cache' \(its current storage\)"
+        ):
             prog.bind_buffer("v_cache", one)
         fresh, _ = self._load()
         with self.assertRaisesRegex(ValueError, "'v_cache'.*overlaps buffer 'k_cache'"):
@@ -249,7 +267,7 @@ class TinyAttentionStateTest(absltest.TestCase):
         prog.bind_state(state)
         prog.bind_state(state)
         prog.bind_state({"k_cache": state["v_cache"], "v_cache": state["k_cache"]})
-        slab = torch.full((3,) + shape, 7.0)
+        slab = torch.full((3, *shape), 7.0)
         prog.bind_state({"k_cache": slab[0].zero_(), "v_cache": slab[2].zero_()})
         eager = _decode_vs_eager(forward, TOKENS_A)
         torch.testing.assert_close(slab[0], eager.k_cache)
@@ -259,11 +277,11 @@ class TinyAttentionStateTest(absltest.TestCase):
     def test_bind_rejects_sparse_and_lazy_negative_tensors(self):
         prog, _ = self._load()
         zeros = torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)
-        with self.assertRaisesRegex(ValueError, "buffer 'k_cache'.*not dense: its layout is "
-                                                "torch.sparse_coo"):
+        with self.assertRaisesRegex(
+            ValueError, "buffer 'k_cache'.*not dense: its layout is torch.sparse_coo"
+        ):
             prog.bind_buffer("k_cache", zeros.to_sparse())
-        with self.assertRaisesRegex(ValueError, "buffer 'k_cache'.*negative bit set.*"
-                                                "resolve_neg"):
+        with self.assertRaisesRegex(ValueError, "buffer 'k_cache'.*negative bit set.*resolve_neg"):
             prog.bind_buffer("k_cache", torch._neg_view(zeros))
 
     def test_execute_resolves_a_lazy_negative_input(self):
@@ -278,11 +296,12 @@ class TinyAttentionStateTest(absltest.TestCase):
 
     def test_out_of_range_int_input_is_a_value_error(self):
         _, forward = self._load()
-        with self.assertRaisesRegex(ValueError, "input 0: the int 1180591620717411303424 does "
-                                                "not fit in int64"):
+        with self.assertRaisesRegex(
+            ValueError, "input 0: the int 1180591620717411303424 does not fit in int64"
+        ):
             forward.execute([2**70, torch.tensor([0])])
         with self.assertRaisesRegex(ValueError, "input 1: the int .* does not fit in int64"):
-            forward.execute([torch.tensor([[1]]), -2**63 - 1])
+            forward.execute([torch.tensor([[1]]), -(2**63) - 1])
 
     def test_execute_failure_hints_only_what_applies(self):
         _, forward = self._load()
@@ -290,15 +309,19 @@ class TinyAttentionStateTest(absltest.TestCase):
             forward.execute(csm.step_inputs(1, csm.CACHE_LEN))  # position out of the cache
         self.assertNotIn("alloc_mutable_buffers", str(e.exception))
         # The reason the kernel logged is in the exception, not only on stderr.
-        self.assertRegex(str(e.exception),
-                         r"execute failed \(error 18: InvalidArgument\); ExecuTorch logged:\n"
-                         r"  kv_cache_update: indices\[0\] = 32 is outside \[0, 32\)")
+        self.assertRegex(
+            str(e.exception),
+            r"execute failed \(error 18: InvalidArgument\); ExecuTorch logged:\n"
+            r"  kv_cache_update: indices\[0\] = 32 is outside \[0, 32\)",
+        )
 
     def test_load_from_a_text_mode_file_says_binary(self):
         path = self.create_tempfile(content=self.pte, mode="wb").full_path
-        with open(path, "r", errors="ignore") as f:
-            with self.assertRaisesRegex(TypeError, "text mode.*open the file in binary mode") as e:
-                runtime.load(f)
+        with (
+            open(path, errors="ignore") as f,
+            self.assertRaisesRegex(TypeError, "text mode.*open the file in binary mode") as e,
+        ):
+            runtime.load(f)
         self.assertLess(len(str(e.exception)), 400, "no dump of the file's contents")
         with open(path, "rb") as f:
             self.assertEqual(runtime.load(f).buffer_names, CACHES)
@@ -316,9 +339,11 @@ class TinyAttentionStateTest(absltest.TestCase):
         # the program's one cache. new_state, bind_state and execute(state=...) refuse.
         prog = runtime.load(csm.tiny_attention_pte(emit_mutable_buffer_names=False))
         forward = prog.load_method("forward")
-        option = (r"this program has no named mutable buffers.*"
-                  r"emit_mutable_buffer_names=True \(the default of executorch_trt.export.*"
-                  r"a program with no state needs no session")
+        option = (
+            r"this program has no named mutable buffers.*"
+            r"emit_mutable_buffer_names=True \(the default of executorch_trt.export.*"
+            r"a program with no state needs no session"
+        )
         with self.assertRaisesRegex(RuntimeError, r"new_state\(\): " + option):
             prog.new_state()
         for partial in (False, True):
@@ -337,13 +362,19 @@ class TinyAttentionStateTest(absltest.TestCase):
         alice, bob = prog.new_state(), prog.new_state()
         prog.bind_state(alice)
         _steps(forward, TOKENS_A[:3])
-        with self.assertRaisesRegex(ValueError, r"bind_state\(\): the state has no tensor for "
-                                                r"buffer\(s\) \['v_cache'\].*partial=True"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"bind_state\(\): the state has no tensor for "
+            r"buffer\(s\) \['v_cache'\].*partial=True",
+        ):
             prog.bind_state({"k_cache": bob["k_cache"]})
         with self.assertRaisesRegex(ValueError, r"no tensor for buffer\(s\) \['k_cache'\]"):
             forward.execute(csm.step_inputs(TOKENS_B[0], 0), state={"v_cache": bob["v_cache"]})
-        with self.assertRaisesRegex(ValueError, r"no tensor for buffer\(s\) "
-                                                r"\['k_cache', 'v_cache'\]"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"no tensor for buffer\(s\) "
+            r"\['k_cache', 'v_cache'\]",
+        ):
             prog.bind_state({})
         for name in CACHES:
             self.assertIs(prog.buffer(name), alice[name], name)
@@ -379,8 +410,9 @@ class TinyAttentionStateTest(absltest.TestCase):
         # execute(state=..., partial=True) the same way, in one call.
         fresh_k = torch.zeros(1, csm.CACHE_LEN, csm.WIDTH)
         eager.k_cache.zero_()
-        (got,) = forward.execute(csm.step_inputs(TOKENS_A[4], 4), state={"k_cache": fresh_k},
-                                 partial=True)
+        (got,) = forward.execute(
+            csm.step_inputs(TOKENS_A[4], 4), state={"k_cache": fresh_k}, partial=True
+        )
         with torch.no_grad():
             want = eager(*csm.step_inputs(TOKENS_A[4], 4))
         torch.testing.assert_close(got, want)
@@ -392,8 +424,11 @@ class TinyAttentionStateTest(absltest.TestCase):
         _, forward = self._load()
         with self.assertRaisesRegex(ValueError, "method 'forward' takes 2 inputs, got 1"):
             forward.execute([torch.tensor([[1]])])
-        with self.assertRaisesRegex(ValueError, r"input 1 is tensor Float \[1\], expected tensor "
-                                                r"Long \[1\]"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"input 1 is tensor Float \[1\], expected tensor "
+            r"Long \[1\]",
+        ):
             forward.execute([torch.tensor([[1]]), torch.tensor([0.0])])
         with self.assertRaisesRegex(TypeError, "input 0: expected a torch.Tensor.*got str"):
             forward.execute(["x", torch.tensor([0])])
@@ -408,8 +443,10 @@ class UnplannedStateTest(absltest.TestCase):
         forward = prog.load_method("forward")
         with self.assertRaisesRegex(RuntimeError, "'k_cache' has no storage.*bind_buffer"):
             prog.buffer("k_cache")
-        with self.assertRaisesRegex(RuntimeError, "method 'forward': buffer 'k_cache' has no "
-                                                  "storage.*alloc_mutable_buffers=False.*bind"):
+        with self.assertRaisesRegex(
+            RuntimeError,
+            "method 'forward': buffer 'k_cache' has no storage.*alloc_mutable_buffers=False.*bind",
+        ):
             forward.execute(csm.step_inputs(1, 0))
         prog.bind_buffer("k_cache", torch.zeros(1, csm.CACHE_LEN, csm.WIDTH))
         with self.assertRaisesRegex(RuntimeError, "buffer 'v_cache' has no storage"):
@@ -435,12 +472,12 @@ class InitialValue(torch.nn.Module):
 
 @delegate_library.needs_library
 class InitialValueTest(absltest.TestCase):
-
     def test_new_state_holds_the_exported_value(self):
         x, pos = torch.ones(1, 1, 4), torch.tensor([1])
         with torch.no_grad():
-            pte = executorch_trt.export(torch.export.export(InitialValue(), (x, pos)),
-                                        emit_mutable_buffer_names=True).buffer
+            pte = executorch_trt.export(
+                torch.export.export(InitialValue(), (x, pos)), emit_mutable_buffer_names=True
+            ).buffer
         prog = runtime.load(pte)
         want = torch.arange(12.0).view(1, 3, 4)
         self.assertTrue(torch.equal(prog.buffer("rows"), want))
@@ -470,19 +507,25 @@ class LlamaPrefillDecodeStateTest(absltest.TestCase):
         cls.prompt = torch.randint(0, cls.model.config.vocab_size, (1, cls.PROMPT_LEN))
         decoder = exportable_decoder(cls.model, cls.MAX_SEQ_LEN)
         with torch.no_grad():
-            cls.pte = executorch_trt.export({
-                "prefill": torch.export.export(
-                    decoder, (cls.prompt, torch.arange(cls.PROMPT_LEN)), strict=False),
-                "decode": torch.export.export(
-                    decoder, (torch.tensor([[0]]), torch.tensor([cls.PROMPT_LEN])), strict=False),
-            }, emit_mutable_buffer_names=True).buffer
+            cls.pte = executorch_trt.export(
+                {
+                    "prefill": torch.export.export(
+                        decoder, (cls.prompt, torch.arange(cls.PROMPT_LEN)), strict=False
+                    ),
+                    "decode": torch.export.export(
+                        decoder, (torch.tensor([[0]]), torch.tensor([cls.PROMPT_LEN])), strict=False
+                    ),
+                },
+                emit_mutable_buffer_names=True,
+            ).buffer
 
     def _decode(self, prog, first_token, steps):
         decode = prog.load_method("decode")
         token, logits = first_token, []
         for step in range(steps):
-            (out,) = decode.execute([torch.tensor([[token]]),
-                                     torch.tensor([self.PROMPT_LEN + step])])
+            (out,) = decode.execute(
+                [torch.tensor([[token]]), torch.tensor([self.PROMPT_LEN + step])]
+            )
             logits.append(out)
             token = int(out[0, -1].argmax())
         return logits
@@ -501,15 +544,17 @@ class LlamaPrefillDecodeStateTest(absltest.TestCase):
         for step in range(self.DECODE_STEPS + 1):
             where = f"step {step}"
             scale = max(1.0, want.abs().max().item())
-            torch.testing.assert_close(got[:, -1], want[:, -1], atol=1e-4 * scale, rtol=0,
-                                       msg=where)
+            torch.testing.assert_close(
+                got[:, -1], want[:, -1], atol=1e-4 * scale, rtol=0, msg=where
+            )
             token = int(want[0, -1].argmax())
             self.assertEqual(int(got[0, -1].argmax()), token, where)
             for name in names:
                 self.assertEqual(state[name].data_ptr(), ptrs[name], f"{where}: {name} moved")
                 self.assertGreater(state[name].abs().sum().item(), 0, f"{where}: {name} unwritten")
-                torch.testing.assert_close(state[name], getattr(eager, name), atol=1e-5,
-                                           rtol=1e-5, msg=f"{where}: {name}")
+                torch.testing.assert_close(
+                    state[name], getattr(eager, name), atol=1e-5, rtol=1e-5, msg=f"{where}: {name}"
+                )
             if step == self.DECODE_STEPS:
                 break
             pos = torch.tensor([self.PROMPT_LEN + step])
@@ -521,8 +566,9 @@ class LlamaPrefillDecodeStateTest(absltest.TestCase):
         prog = runtime.load(self.pte)
         state = prog.new_state()
         prog.bind_state(state)
-        (logits,) = prog.load_method("prefill").execute([self.prompt,
-                                                         torch.arange(self.PROMPT_LEN)])
+        (logits,) = prog.load_method("prefill").execute(
+            [self.prompt, torch.arange(self.PROMPT_LEN)]
+        )
         first_token = int(logits[0, -1].argmax())
         prefix = {name: t.clone() for name, t in state.items()}
         first = self._decode(prog, first_token, self.DECODE_STEPS)

@@ -40,12 +40,17 @@ def _export(module, *args, **kwargs):
 
 def _decoder(export_methods, prompt):
     decoder = dm.TinyDecoder()
-    eager = {"prefill": dm.Step(decoder), "decode": dm.Step(decoder),
-             "read_state": dm.ReadState(decoder)}
-    calls = [("prefill", (torch.tensor([list(range(1, prompt + 1))]), torch.arange(prompt))),
-             ("decode", (torch.tensor([[9]]), torch.tensor([prompt]))),
-             ("decode", (torch.tensor([[11]]), torch.tensor([prompt + 1]))),
-             ("read_state", (torch.ones(1),))]
+    eager = {
+        "prefill": dm.Step(decoder),
+        "decode": dm.Step(decoder),
+        "read_state": dm.ReadState(decoder),
+    }
+    calls = [
+        ("prefill", (torch.tensor([list(range(1, prompt + 1))]), torch.arange(prompt))),
+        ("decode", (torch.tensor([[9]]), torch.tensor([prompt]))),
+        ("decode", (torch.tensor([[11]]), torch.tensor([prompt + 1]))),
+        ("read_state", (torch.ones(1),)),
+    ]
     return export_methods(decoder), calls, eager
 
 
@@ -53,19 +58,23 @@ def _llama_single_forward():
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
     model = H.FAMILIES["llama"].model()
-    wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1,
-                                                    max_cache_len=H.MAX_CACHE_LEN)
+    wrapper = TorchExportableModuleForDecoderOnlyLM(
+        model, batch_size=1, max_cache_len=H.MAX_CACHE_LEN
+    )
     length = torch.export.Dim("T", min=1, max=H.MAX_CACHE_LEN - 1)
     with torch.no_grad():
         ep = wrapper.export(
             input_ids=torch.ones(1, H.PROMPT_LEN, dtype=torch.long),
             cache_position=torch.arange(H.PROMPT_LEN),
             dynamic_shapes={"input_ids": {1: length}, "cache_position": {0: length}},
-            strict=True)
+            strict=True,
+        )
     steps = H.DecoderOnlyEager(model)
-    calls = [("forward", (torch.tensor([[5, 6, 7]]), torch.arange(3))),
-             ("forward", (torch.tensor([[8]]), torch.tensor([3]))),
-             ("forward", (torch.tensor([[9]]), torch.tensor([4])))]
+    calls = [
+        ("forward", (torch.tensor([[5, 6, 7]]), torch.arange(3))),
+        ("forward", (torch.tensor([[8]]), torch.tensor([3]))),
+        ("forward", (torch.tensor([[9]]), torch.tensor([4]))),
+    ]
     return ep, calls, {"forward": lambda ids, pos: steps.step("forward", ids, pos)}
 
 
@@ -73,8 +82,11 @@ def _cross_attn():
     # Eager cannot run executorch::alias (it returns its input); the test's reference can.
     model, xs = cross_attn.TwoLayers(), cross_attn._inputs()
     want = iter(cross_attn.reference(model, xs))
-    return (_export(model, xs[0]), [("forward", (x,)) for x in xs],
-            {"forward": lambda x: tuple(next(want))})
+    return (
+        _export(model, xs[0]),
+        [("forward", (x,)) for x in xs],
+        {"forward": lambda x: tuple(next(want))},
+    )
 
 
 def _single(module, calls):
@@ -90,21 +102,28 @@ MODELS = {
     "cross_attn_cond": lambda: _cross_attn(),
     "gqa_attention": lambda: _single(
         gqa.CachedAttention(8),
-        [("forward", (torch.full((1, 1, 4 * gqa.HEAD_DIM), 0.1 * (k + 1)), torch.tensor([k])))
-         for k in range(3)]),
+        [
+            ("forward", (torch.full((1, 1, 4 * gqa.HEAD_DIM), 0.1 * (k + 1)), torch.tensor([k])))
+            for k in range(3)
+        ],
+    ),
     "sibling_conds": lambda: _single(
         sibling.InsideTheDelegate(),
-        [("forward", sibling._inputs(t)) for t in sibling.PREDICATES.values()]),
+        [("forward", sibling._inputs(t)) for t in sibling.PREDICATES.values()],
+    ),
     "buffer_assigned_a_buffer": lambda: _single(
-        write_forms.Reset(), [("forward", (torch.full((4,), float(k)),)) for k in range(3)]),
+        write_forms.Reset(), [("forward", (torch.full((4,), float(k)),)) for k in range(3)]
+    ),
 }
 
 
 def _composable(programs, **options):
     partitioner = TensorRTPartitioner(**options)
     edge = to_edge_transform_and_lower(
-        programs, transform_passes=executorch_trt.transform_passes(**options),
-        partitioner=[partitioner])
+        programs,
+        transform_passes=executorch_trt.transform_passes(**options),
+        partitioner=[partitioner],
+    )
     return edge.to_executorch(executorch_trt.backend_config(**options))
 
 
@@ -120,7 +139,6 @@ def _outputs(pte: bytes, calls):
 
 @delegate_library.needs_library
 class ComposablePathTest(parameterized.TestCase):
-
     @parameterized.named_parameters((name, name) for name in MODELS)
     def test_same_program_as_export(self, name):
         programs, calls, eager = MODELS[name]()
@@ -136,29 +154,34 @@ class ComposablePathTest(parameterized.TestCase):
             want = list(want) if isinstance(want, (tuple, list)) else [want]
             self.assertEqual(len(outs), len(want), f"{name}: call {k} ({method})")
             for j, (g, w) in enumerate(zip(outs, want)):
-                torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4,
-                                           msg=f"{name}: call {k} ({method}) output {j}")
+                torch.testing.assert_close(
+                    g, w, atol=1e-4, rtol=1e-4, msg=f"{name}: call {k} ({method}) output {j}"
+                )
 
 
 @delegate_library.needs_library
 class WithoutTransformPassesTest(absltest.TestCase):
-
     def test_a_buffer_assigned_a_buffer_is_refused(self):
         ep = _export(write_forms.Reset(), torch.ones(4))
         edge = to_edge_transform_and_lower(ep, partitioner=[TensorRTPartitioner()])
-        with self.assertRaisesRegex(ValueError, r"buffers involved: .*'init'.*"
-                                                r"transform_passes=executorch_trt\.transform_passes"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffers involved: .*'init'.*"
+            r"transform_passes=executorch_trt\.transform_passes",
+        ):
             edge.to_executorch(executorch_trt.backend_config())
 
     def test_zero_caches_are_serialised_but_numbers_are_the_same(self):
         programs, calls, _ = MODELS["gqa_attention"]()
         with_passes = _composable(copy.deepcopy(programs)).buffer
-        edge = to_edge_transform_and_lower(copy.deepcopy(programs),
-                                           partitioner=[TensorRTPartitioner()])
+        edge = to_edge_transform_and_lower(
+            copy.deepcopy(programs), partitioner=[TensorRTPartitioner()]
+        )
         without = edge.to_executorch(executorch_trt.backend_config()).buffer
         # The emitter stores equal initial values once: at least one cache's bytes.
-        cache_bytes = max(t.numel() * t.element_size()
-                          for fqn, t in programs.state_dict.items() if "cache" in fqn)
+        cache_bytes = max(
+            t.numel() * t.element_size() for fqn, t in programs.state_dict.items() if "cache" in fqn
+        )
         self.assertGreaterEqual(len(without) - len(with_passes), cache_bytes)
         for a, b in zip(_outputs(with_passes, calls), _outputs(without, calls)):
             for x, y in zip(a, b):

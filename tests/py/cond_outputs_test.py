@@ -14,7 +14,7 @@ from absl.testing import absltest
 
 import delegate_library
 import executorch_trt
-import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # defines executorch::alias / update_cross_attn_cache
 
 SHAPE = (1, 2, 4, 3)
 
@@ -49,7 +49,6 @@ def _export(model, example):
 
 @delegate_library.needs_library
 class CondOutputsTest(absltest.TestCase):
-
     def test_each_branch_is_right_on_its_first_run(self):
         from executorch_trt import runtime
 
@@ -60,8 +59,9 @@ class CondOutputsTest(absltest.TestCase):
         self.assertEqual(executorch_trt.inspect(program.buffer).method("forward").operators, {})
         for step, x in enumerate(xs):
             want = x + x if x.sum() > 30 else x + x + x
-            torch.testing.assert_close(method.execute([x])[0], want, rtol=0, atol=0,
-                                       msg=f"step {step}")
+            torch.testing.assert_close(
+                method.execute([x])[0], want, rtol=0, atol=0, msg=f"step {step}"
+            )
 
     def test_a_computed_output_next_to_a_cache(self):
         from executorch_trt import runtime
@@ -76,8 +76,7 @@ class CondOutputsTest(absltest.TestCase):
             got_k, got_extra = method.execute([x])
             torch.testing.assert_close(got_k, k.sum(dim=2), msg=f"step {step}")
             want_extra = x + x + x if step == 0 else x + x
-            torch.testing.assert_close(got_extra, want_extra, rtol=0, atol=0,
-                                       msg=f"step {step}")
+            torch.testing.assert_close(got_extra, want_extra, rtol=0, atol=0, msg=f"step {step}")
 
 
 if __name__ == "__main__":

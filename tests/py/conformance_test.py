@@ -12,6 +12,7 @@ import os
 
 from absl.testing import absltest
 
+import make_vectors
 from executorch_trt.format import blob as B
 from executorch_trt.format import portable_payload as P
 
@@ -29,21 +30,13 @@ def _load():
 
 
 def _summary(reader, data):
+    """The summary the vectors record (make_vectors.py), of what the Python reader parsed."""
     if reader == "blob":
-        meta = B.read_blob(data).metadata
-        return {
-            "engine": meta.engine,
-            "inputs": [[b.name, b.dtype, list(b.shape)] for b in meta.inputs],
-            "outputs": [[b.name, b.dtype, list(b.shape)] for b in meta.outputs],
-            "aliased_io": [[a.output, a.input, a.kind, a.ownership] for a in meta.aliased_io],
-            "symbols": [[s.name, s.min, s.max, s.opt] for s in meta.symbols],
-        }
-    parsed = P.read_portable_payload(data)
-    return {**parsed.descriptor.to_json(), "program_size": len(parsed.program)}
+        return make_vectors.blob_summary(B.read_blob(data).metadata)
+    return make_vectors.payload_summary(P.read_portable_payload(data))
 
 
 class ConformanceTest(absltest.TestCase):
-
     def test_vectors_cover_both_readers_and_outcomes(self):
         vectors = _load()
         kinds = {(v["reader"], v["expect"]) for v in vectors}

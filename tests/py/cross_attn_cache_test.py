@@ -1,17 +1,17 @@
-"""Cross-attention caches under ``torch.cond`` (issue 11, item 2): written once, in place.
+"""Cross-attention caches under ``torch.cond``: written once, in place.
 
 A two-layer toy model whose layers each hold a zero ``k_cache`` buffer [1, 2, 4, 3] and
 compute ``torch.cond((k_cache != 0).any(), alias, update_cross_attn_cache(k(x)))``. Step 0
 recomputes each layer's K from x; later steps (other x) must reuse it. Checked against a
 reference written without ``cond`` (eager ``executorch::alias`` trips PyTorch's aliasing
-check), through ``executorch_trt.export`` (the whole cond inside the delegate, issue 11 item
-3), through the composable path (no explicit expose call:
-``to_edge_transform_and_lower`` with ``TensorRTPartitioner`` records the writes) and through plain ``to_edge`` +
-``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file: outputs
-equal at every step, the caches are mutable buffers (no constant, no copy per call), the two
-layers do not see each other's K (ExecuTorch #21490's shared branch arena), the recompute
-branch runs only while a cache is zero (``runtime.cross_attn_cache_updates``), and zeroing is
-what starts a new utterance (a fresh load recomputes).
+check), through ``executorch_trt.export`` (the whole cond inside the delegate), through the
+composable path (no explicit expose call: ``to_edge_transform_and_lower`` with
+``TensorRTPartitioner`` records the writes) and through plain ``to_edge`` +
+``executorch_trt.backend_config()`` (no delegate), loading from bytes and from a file: outputs equal
+at every step, the caches are mutable buffers (no constant, no copy per call), the two layers do not
+see each other's K (ExecuTorch #21490's shared branch arena), the recompute branch runs only while a
+cache is zero (``runtime.cross_attn_cache_updates``), and zeroing is what starts a new utterance (a
+fresh load recomputes).
 """
 
 import os
@@ -23,7 +23,7 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
-import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # defines executorch::alias / update_cross_attn_cache
 from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 
@@ -78,7 +78,6 @@ def _inputs():
 
 @delegate_library.needs_library
 class CrossAttnCacheTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.model = TwoLayers().eval()
@@ -90,12 +89,13 @@ class CrossAttnCacheTest(absltest.TestCase):
             plain = torch.export.export(cls.model, (cls.xs[0],))
             cls.exposed = expose_cross_attn_cache_writes(plain)
             cls.plain = to_edge(plain).to_executorch(
-                executorch_trt.backend_config(emit_mutable_buffer_names=True))
+                executorch_trt.backend_config(emit_mutable_buffer_names=True)
+            )
             # The composable path needs no expose call: the partitioner makes it.
             composable = torch.export.export(cls.model, (cls.xs[0],))
             cls.composable = to_edge_transform_and_lower(
-                composable, partitioner=[TensorRTPartitioner()]).to_executorch(
-                    executorch_trt.backend_config(emit_mutable_buffer_names=True))
+                composable, partitioner=[TensorRTPartitioner()]
+            ).to_executorch(executorch_trt.backend_config(emit_mutable_buffer_names=True))
 
     PROGRAMS = ("delegated", "composable", "plain")
 
@@ -131,8 +131,9 @@ class CrossAttnCacheTest(absltest.TestCase):
                     got = self._run(getattr(self, name), loader)
                     for step, (g, w) in enumerate(zip(got, self.want)):
                         for layer in range(2):
-                            torch.testing.assert_close(g[layer], w[layer], rtol=1e-6,
-                                                       atol=1e-6, msg=f"step {step} {layer}")
+                            torch.testing.assert_close(
+                                g[layer], w[layer], rtol=1e-6, atol=1e-6, msg=f"step {step} {layer}"
+                            )
                     # Step 0 runs both layers' recompute branch; later steps run neither.
                     self.assertEqual(self.recomputes, [2, 0, 0])
 
@@ -152,8 +153,9 @@ class CrossAttnCacheTest(absltest.TestCase):
         for name in self.PROGRAMS:
             with self.subTest(program=name):
                 method = executorch_trt.inspect(getattr(self, name).buffer).method("forward")
-                self.assertEqual(sorted(s.name for s in method.state),
-                                 ["layers.0.k_cache", "layers.1.k_cache"])
+                self.assertEqual(
+                    sorted(s.name for s in method.state), ["layers.0.k_cache", "layers.1.k_cache"]
+                )
                 self.assertEqual(method.state_bytes_copied_per_call, 0)
                 # The reuse branch no longer copies the cache (alias.out is gone) and nothing
                 # writes a cache back.
@@ -167,8 +169,9 @@ class CrossAttnCacheTest(absltest.TestCase):
         first = method.execute([self.xs[1]])  # a fresh load: zero caches, so x1 is used
         model = self.model
         for layer in range(2):
-            torch.testing.assert_close(first[layer], model.layers[layer].k(self.xs[1]).sum(dim=2),
-                                       rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(
+                first[layer], model.layers[layer].k(self.xs[1]).sum(dim=2), rtol=1e-6, atol=1e-6
+            )
 
 
 class _ClonesInsteadOfAlias(Layer):
@@ -225,7 +228,6 @@ class _BranchWithAnOpTheEngineLacks(Layer):
 
 
 class PartitionTest(absltest.TestCase):
-
     def test_a_cond_left_outside_the_delegate_still_runs_its_linear(self):
         # The partitioner keeps aten.linear whole only at the top level; a branch linear kept
         # whole would fail lowering when the cond is not delegated ("was not decomposed or
@@ -266,8 +268,11 @@ class PartitionTest(absltest.TestCase):
     def test_a_cache_also_read_outside_the_delegate_is_rejected(self):
         with torch.no_grad():
             ep = _edge(_CacheAlsoReadOutside(0))
-        with self.assertRaisesRegex(ValueError, r"cache 'b_k_cache'.*also read by "
-                                    r"aten::flip.*Read the cache only through the cond"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"cache 'b_k_cache'.*also read by "
+            r"aten::flip.*Read the cache only through the cond",
+        ):
             TensorRTPartitioner().partition(ep)
 
 
@@ -277,7 +282,9 @@ class _SlicedCache(Layer):
             return torch.ops.executorch.alias(cache, x)[0]
 
         def recompute(cache, x):
-            return torch.ops.executorch.update_cross_attn_cache(self.k(x)[:, :, :2].contiguous(), cache)
+            return torch.ops.executorch.update_cross_attn_cache(
+                self.k(x)[:, :, :2].contiguous(), cache
+            )
 
         cache = self.k_cache[:, :, :2]
         return torch.cond((cache != 0).any(), reuse, recompute, (cache, x))
@@ -311,7 +318,6 @@ class _NestedCond(Layer):
 
 
 class MisuseTest(absltest.TestCase):
-
     def _export_error(self, model, pattern):
         with torch.no_grad():
             ep = torch.export.export(model, (torch.randn(SHAPE),))
@@ -319,13 +325,19 @@ class MisuseTest(absltest.TestCase):
                 executorch_trt.export(ep)
 
     def test_a_cache_that_is_not_a_buffer_is_rejected(self):
-        self._export_error(_SlicedCache(0), r"'slice_1' is a computed tensor \(aten::slice.*"
-                           r"not a buffer.*register_buffer")
+        self._export_error(
+            _SlicedCache(0),
+            r"'slice_1' is a computed tensor \(aten::slice.*"
+            r"not a buffer.*register_buffer",
+        )
         self._export_error(_ParameterCache(), r"'p_k_cache' is a parameter, not a buffer")
 
     def test_an_update_in_a_nested_cond_is_rejected(self):
-        self._export_error(_NestedCond(0), r"a torch.cond inside a branch of torch.cond "
-                           r"'cond' updates a cross-attention cache")
+        self._export_error(
+            _NestedCond(0),
+            r"a torch.cond inside a branch of torch.cond "
+            r"'cond' updates a cross-attention cache",
+        )
 
     def test_the_paths_that_skip_the_expose_step_are_rejected(self):
         # to_edge + to_backend never calls the partitioner's pre-decomposition step, which
@@ -333,30 +345,40 @@ class MisuseTest(absltest.TestCase):
         # layers). Both the partitioner and the planner say what to do.
         with torch.no_grad():
             ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
-        with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: update_cross_attn_cache updates "
-                                    r"cross-attention cache\(s\) 'layers.0.k_cache', "
-                                    r"'layers.1.k_cache'.*to_edge_transform_and_lower.*"
-                                    r"expose_cross_attn_cache_writes"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"TensorRTPartitioner: update_cross_attn_cache updates "
+            r"cross-attention cache\(s\) 'layers.0.k_cache', "
+            r"'layers.1.k_cache'.*to_edge_transform_and_lower.*"
+            r"expose_cross_attn_cache_writes",
+        ):
             to_edge(ep).to_backend(TensorRTPartitioner())
         with torch.no_grad():
             ep = torch.export.export(TwoLayers(), (torch.randn(SHAPE),))
-        with self.assertRaisesRegex(ValueError, r"method #0: update_cross_attn_cache updates .*"
-                                    r"expose_cross_attn_cache_writes"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"method #0: update_cross_attn_cache updates .*"
+            r"expose_cross_attn_cache_writes",
+        ):
             to_edge(ep).to_executorch(executorch_trt.backend_config())
 
     def test_a_cache_passed_as_method_input_is_rejected(self):
         with torch.no_grad():
             ep = torch.export.export(_CacheAsInput(), (torch.zeros(SHAPE), torch.randn(SHAPE)))
-            with self.assertRaisesRegex(ValueError,
-                                        r"updates method input 'cache'.*register_buffer"):
+            with self.assertRaisesRegex(
+                ValueError, r"updates method input 'cache'.*register_buffer"
+            ):
                 executorch_trt.export(ep)
 
     def test_a_reuse_branch_that_copies_is_rejected_with_how_to_fix_it(self):
         with torch.no_grad():
             ep = torch.export.export(_ClonesInsteadOfAlias(0), (torch.randn(SHAPE),))
-            with self.assertRaisesRegex(ValueError, r"output 0 is a tensor computed by "
-                                        r"aten::clone in the true branch and buffer "
-                                        r"'k_cache' in the false branch.*alias"):
+            with self.assertRaisesRegex(
+                ValueError,
+                r"output 0 is a tensor computed by "
+                r"aten::clone in the true branch and buffer "
+                r"'k_cache' in the false branch.*alias",
+            ):
                 executorch_trt.export(ep)
 
 

@@ -1,4 +1,4 @@
-"""ExecuTorch's torch.cond cache ops with executorch_trt's ``.out`` overloads (issue 11, item 1).
+"""ExecuTorch's torch.cond cache ops with executorch_trt's ``.out`` overloads.
 
 Eager ``.out`` semantics against the functional ops' definitions, errors for bad input, and a
 plain ExecuTorch program (no delegate) that uses both ops: ``to_executorch`` finds the out
@@ -20,7 +20,6 @@ def _value_cache():
 
 
 class EagerOutTest(absltest.TestCase):
-
     def test_update_out_in_place_writes_the_first_rows(self):
         value, cache = _value_cache()
         expected = cache.clone()
@@ -46,9 +45,12 @@ class EagerOutTest(absltest.TestCase):
 
     def test_bad_input_raises_naming_it(self):
         value, cache = _value_cache()
-        for bad_value, message in ((value[0], "4-D"), (value.double(), "dtype"),
-                                   (torch.randn(1, 2, 6, 4), "exceeds"),
-                                   (torch.randn(1, 3, 3, 4), "heads")):
+        for bad_value, message in (
+            (value[0], "4-D"),
+            (value.double(), "dtype"),
+            (torch.randn(1, 2, 6, 4), "exceeds"),
+            (torch.randn(1, 3, 3, 4), "heads"),
+        ):
             with self.subTest(message=message), self.assertRaisesRegex(ValueError, message):
                 X.update_cross_attn_cache_out(bad_value, cache, out=cache)
         with self.assertRaisesRegex(ValueError, "out0 has dtype"):
@@ -77,8 +79,9 @@ class PlainProgramTest(absltest.TestCase):
         cls.method = runtime.load(cls.et.buffer).load_method("forward")
 
     def test_out_variants_are_in_the_plan(self):
-        ops = {(op.name, op.overload) for op in self.et.executorch_program.execution_plan[0]
-               .operators}
+        ops = {
+            (op.name, op.overload) for op in self.et.executorch_program.execution_plan[0].operators
+        }
         self.assertIn(("executorch::update_cross_attn_cache", "out"), ops)
         self.assertIn(("executorch::alias", "out"), ops)
 

@@ -29,7 +29,7 @@ from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import delegate_library
 import executorch_trt
-import executorch_trt.ops  # noqa: F401  (defines executorch::alias / update_cross_attn_cache)
+import executorch_trt.ops  # defines executorch::alias / update_cross_attn_cache
 from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 
@@ -38,8 +38,7 @@ alias = torch.ops.executorch.alias
 
 #: (B, H, S_max, S, D): upstream's test_update_cross_attn_cache, _different_shapes and
 #: _full_sequence cases.
-SHAPES = [(2, 1, 4, 2, 4), (1, 2, 10, 5, 8), (4, 4, 8, 3, 16), (2, 1, 16, 10, 32),
-          (2, 1, 4, 4, 4)]
+SHAPES = [(2, 1, 4, 2, 4), (1, 2, 10, 5, 8), (4, 4, 8, 3, 16), (2, 1, 16, 10, 32), (2, 1, 4, 4, 4)]
 
 
 class UpdateAlone(torch.nn.Module):
@@ -165,7 +164,6 @@ def _export(model, args, **kwargs):
 
 @delegate_library.needs_library
 class UpdateAloneTest(absltest.TestCase):
-
     def test_the_update_lands_in_the_callers_cache_at_every_shape(self):
         from executorch_trt import runtime
 
@@ -197,8 +195,11 @@ class UpdateAloneTest(absltest.TestCase):
         from executorch_trt import runtime
 
         s = torch.export.Dim("S", min=1, max=8)
-        program = runtime.load(_export(UpdateAlone(1, 2, 8, 3), (torch.randn(1, 2, 5, 3),),
-                                       dynamic_shapes=({2: s},)).buffer)
+        program = runtime.load(
+            _export(
+                UpdateAlone(1, 2, 8, 3), (torch.randn(1, 2, 5, 3),), dynamic_shapes=({2: s},)
+            ).buffer
+        )
         method = program.load_method("forward")
         eager = UpdateAlone(1, 2, 8, 3)
         torch.manual_seed(1)
@@ -216,8 +217,11 @@ class UpdateAloneTest(absltest.TestCase):
         value = torch.randn(1, 2, 3, 4)
         eager = UpdateThenRead(1, 2, 6, 4)
         want = eager(value)
-        (got,) = runtime.load(_export(UpdateThenRead(1, 2, 6, 4), (value,)).buffer) \
-            .load_method("forward").execute([value])
+        (got,) = (
+            runtime.load(_export(UpdateThenRead(1, 2, 6, 4), (value,)).buffer)
+            .load_method("forward")
+            .execute([value])
+        )
         torch.testing.assert_close(got, want)
 
     def test_two_updates_of_one_cache_keep_the_first_result(self):
@@ -226,13 +230,13 @@ class UpdateAloneTest(absltest.TestCase):
         v1 = torch.arange(1.0, 7.0).reshape(1, 1, 3, 2)
         v2 = torch.full((1, 1, 1, 2), -100.0)
         eager = TwoUpdates(1, 1, 4, 2)
-        method = runtime.load(_export(TwoUpdates(1, 1, 4, 2), (v1, v2)).buffer) \
-            .load_method("forward")
+        method = runtime.load(_export(TwoUpdates(1, 1, 4, 2), (v1, v2)).buffer).load_method(
+            "forward"
+        )
         for step in range(2):
             want = eager(v1, v2)
             got = method.execute([v1, v2])
-            for name, g, w in zip(("between", "cache", "first result", "second result"),
-                                  got, want):
+            for name, g, w in zip(("between", "cache", "first result", "second result"), got, want):
                 torch.testing.assert_close(g, w, rtol=0, atol=0, msg=f"step {step}: {name}")
 
     def test_a_result_read_after_the_next_update_is_a_copy(self):
@@ -252,8 +256,11 @@ class UpdateAloneTest(absltest.TestCase):
         from executorch_trt import runtime
 
         value = torch.ones(1, 1, 3, 2)
-        (got,) = runtime.load(_export(ResultUnused(1, 1, 4, 2), (value,)).buffer) \
-            .load_method("forward").execute([value])
+        (got,) = (
+            runtime.load(_export(ResultUnused(1, 1, 4, 2), (value,)).buffer)
+            .load_method("forward")
+            .execute([value])
+        )
         torch.testing.assert_close(got, ResultUnused(1, 1, 4, 2)(value))
 
     def test_the_update_persists_into_another_method(self):
@@ -265,8 +272,10 @@ class UpdateAloneTest(absltest.TestCase):
         model = PrefillDecode().eval()
         x, y = torch.randn(1, 2, 2, 3), torch.randn(1, 2, 4, 3)
         with torch.no_grad():
-            eps = {name: torch.export.export(_Method(model, name), (a,))
-                   for name, a in (("prefill", x), ("decode", y))}
+            eps = {
+                name: torch.export.export(_Method(model, name), (a,))
+                for name, a in (("prefill", x), ("decode", y))
+            }
             program = runtime.load(executorch_trt.export(eps).buffer)
             want_prefill = model.prefill(x)
             want_decode = model.decode(y)
@@ -286,8 +295,8 @@ class UpdateAloneTest(absltest.TestCase):
             # No expose call: the partitioner records the write before decomposition.
             ep = torch.export.export(UpdateAlone(2, 1, 4, 4), (value,))
             composable = to_edge_transform_and_lower(
-                ep, partitioner=[TensorRTPartitioner()]).to_executorch(
-                    executorch_trt.backend_config())
+                ep, partitioner=[TensorRTPartitioner()]
+            ).to_executorch(executorch_trt.backend_config())
             ep = torch.export.export(UpdateAlone(2, 1, 4, 4), (value,))
             expose_cross_attn_cache_writes(ep)
             plain = to_edge(ep).to_executorch(executorch_trt.backend_config())
@@ -304,19 +313,24 @@ class UpdateAloneTest(absltest.TestCase):
             with self.subTest(model=type(model).__name__):
                 with torch.no_grad():
                     ep = torch.export.export(model, (torch.randn(2, 1, 2, 4),))
-                with self.assertRaisesRegex(ValueError, r"TensorRTPartitioner: "
-                                            r"update_cross_attn_cache updates cross-attention "
-                                            r"cache\(s\) 'cache'"):
+                with self.assertRaisesRegex(
+                    ValueError,
+                    r"TensorRTPartitioner: "
+                    r"update_cross_attn_cache updates cross-attention "
+                    r"cache\(s\) 'cache'",
+                ):
                     to_edge(ep).to_backend(TensorRTPartitioner())
                 with torch.no_grad():
                     ep = torch.export.export(model, (torch.randn(2, 1, 2, 4),))
-                with self.assertRaisesRegex(ValueError, r"method #0: update_cross_attn_cache "
-                                            r"updates cross-attention cache\(s\) 'cache'"):
+                with self.assertRaisesRegex(
+                    ValueError,
+                    r"method #0: update_cross_attn_cache "
+                    r"updates cross-attention cache\(s\) 'cache'",
+                ):
                     to_edge(ep).to_executorch(executorch_trt.backend_config())
 
 
 class UnusedResultTest(absltest.TestCase):
-
     def test_an_unused_update_is_refused_in_a_fresh_process(self):
         # to_edge drops an op whose result is unused as dead code, unless the op is known to
         # have a side effect (cross_attn_ops registers it). In a process that has exported
@@ -341,17 +355,20 @@ class UnusedResultTest(absltest.TestCase):
                     print(path, "refused:", str(e).splitlines()[0][:160])
             """)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                             text=True, timeout=600)
+        run = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+        )
         self.assertEqual(run.returncode, 0, run.stderr[-2000:])
         for path in ("to_backend", "plain"):
-            self.assertRegex(run.stdout, rf"{path} refused:.*update_cross_attn_cache updates "
-                                         r"cross-attention cache\(s\) 'cache'")
+            self.assertRegex(
+                run.stdout,
+                rf"{path} refused:.*update_cross_attn_cache updates "
+                r"cross-attention cache\(s\) 'cache'",
+            )
 
 
 @delegate_library.needs_library
 class UpdateInCondTest(absltest.TestCase):
-
     def test_each_branch_writes_its_value(self):
         from executorch_trt import runtime
 
@@ -368,30 +385,39 @@ class UpdateInCondTest(absltest.TestCase):
 
 
 class RefusedFormsTest(absltest.TestCase):
-
     def _refused(self, model, args, pattern):
         with torch.no_grad():
             ep = torch.export.export(model, args)
-        with self.assertRaisesRegex(ValueError, pattern):
-            with torch.no_grad():
-                executorch_trt.export(ep)
+        with self.assertRaisesRegex(ValueError, pattern), torch.no_grad():
+            executorch_trt.export(ep)
 
     def test_a_cache_passed_as_a_method_input(self):
         v, c = torch.randn(2, 1, 2, 4), torch.zeros(2, 1, 4, 4)
-        self._refused(UpdateOfAnInput(), (v, c),
-                      r"outside a torch.cond\) updates method input 'c'.*register_buffer")
-        self._refused(UpdateOfAnInputInCond(), (torch.tensor(True), v, v, c),
-                      r"torch.cond 'cond' updates method input 'c'.*register_buffer")
+        self._refused(
+            UpdateOfAnInput(),
+            (v, c),
+            r"outside a torch.cond\) updates method input 'c'.*register_buffer",
+        )
+        self._refused(
+            UpdateOfAnInputInCond(),
+            (torch.tensor(True), v, v, c),
+            r"torch.cond 'cond' updates method input 'c'.*register_buffer",
+        )
 
     def test_a_view_of_a_buffer(self):
-        self._refused(UpdateOfAView(2, 1, 4, 4), (torch.randn(1, 1, 2, 4),),
-                      r"writes 'slice_1', a view \(aten::slice\) of another tensor")
+        self._refused(
+            UpdateOfAView(2, 1, 4, 4),
+            (torch.randn(1, 1, 2, 4),),
+            r"writes 'slice_1', a view \(aten::slice\) of another tensor",
+        )
 
     def test_a_reuse_branch_that_computes_from_the_alias_names_the_buffer(self):
-        self._refused(AliasPlusExtra(),
-                      (torch.tensor(True), torch.randn(2, 1, 2, 4), torch.randn(2, 1, 4, 4)),
-                      r"output 0 is a tensor computed by aten::add in the true branch and "
-                      r"buffer 'cache' in the false branch.*k = torch.cond")
+        self._refused(
+            AliasPlusExtra(),
+            (torch.tensor(True), torch.randn(2, 1, 2, 4), torch.randn(2, 1, 4, 4)),
+            r"output 0 is a tensor computed by aten::add in the true branch and "
+            r"buffer 'cache' in the false branch.*k = torch.cond",
+        )
 
 
 if __name__ == "__main__":

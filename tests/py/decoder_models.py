@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
-
 import torch
 import torch.nn.functional as F
 
@@ -23,7 +21,7 @@ class CacheModule(torch.nn.Module):
     """A test module with one mutable buffer ``cache``: ``initial()`` (zeros of ``SHAPE``
     unless a subclass says otherwise). Subclasses write ``forward``."""
 
-    SHAPE: Tuple[int, ...] = (8, 4)
+    SHAPE: tuple[int, ...] = (8, 4)
 
     def initial(self) -> torch.Tensor:
         return torch.zeros(self.SHAPE)
@@ -90,13 +88,23 @@ class TinyDecoder(torch.nn.Module):
     0.25, ``state = 0.5 * state + mean(h)``).
     """
 
-    def __init__(self, vocab: int = 64, dim: int = 32, heads: int = 4, kv_heads: int = 2,
-                 layers: int = 2, max_seq: int = 16, seed: int = 0) -> None:
+    def __init__(
+        self,
+        vocab: int = 64,
+        dim: int = 32,
+        heads: int = 4,
+        kv_heads: int = 2,
+        layers: int = 2,
+        max_seq: int = 16,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         torch.manual_seed(seed)
         self.max_seq, self.head_dim = max_seq, dim // heads
         self.embed = torch.nn.Embedding(vocab, dim)
-        self.layers = torch.nn.ModuleList(Block(dim, heads, kv_heads, max_seq) for _ in range(layers))
+        self.layers = torch.nn.ModuleList(
+            Block(dim, heads, kv_heads, max_seq) for _ in range(layers)
+        )
         self.norm = RMSNorm(dim)
         self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
         inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
@@ -116,7 +124,7 @@ class TinyDecoder(torch.nn.Module):
         self.state.copy_(0.5 * self.state + h.mean(1))
         return self.lm_head(self.norm(h))
 
-    def state_tensors(self) -> Dict[str, torch.Tensor]:
+    def state_tensors(self) -> dict[str, torch.Tensor]:
         """All mutable state by FQN, in ``ReadState`` output order."""
         out = {}
         for i, layer in enumerate(self.layers):
@@ -150,21 +158,26 @@ class ReadState(torch.nn.Module):
         return tuple(t * scale.to(t.dtype) for t in self.m.state_tensors().values())
 
 
-def export_methods(decoder: TinyDecoder, prompt_len: int = 4) -> Dict[str, torch.export.ExportedProgram]:
+def export_methods(
+    decoder: TinyDecoder, prompt_len: int = 4
+) -> dict[str, torch.export.ExportedProgram]:
     """``{"prefill", "decode", "read_state"}`` exported from one decoder (shared FQNs)."""
     with torch.no_grad():
         return {
             "prefill": torch.export.export(
-                Step(decoder), (torch.zeros(1, prompt_len, dtype=torch.long),
-                                torch.arange(prompt_len))),
+                Step(decoder),
+                (torch.zeros(1, prompt_len, dtype=torch.long), torch.arange(prompt_len)),
+            ),
             "decode": torch.export.export(
-                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([prompt_len]))),
+                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([prompt_len]))
+            ),
             "read_state": torch.export.export(ReadState(decoder), (torch.ones(1),)),
         }
 
 
-def export_dynamic_prefill(decoder: TinyDecoder, example_len: int = 3
-                           ) -> Dict[str, torch.export.ExportedProgram]:
+def export_dynamic_prefill(
+    decoder: TinyDecoder, example_len: int = 3
+) -> dict[str, torch.export.ExportedProgram]:
     """``{"prefill", "decode", "read_state"}`` like ``export_methods``, but ``prefill`` takes
     any prompt length ``T`` in ``[1, decoder.max_seq]`` (``torch.export.Dim``; ``tokens[1, T]``
     and ``pos[T]`` share it), exported at ``example_len``."""
@@ -172,11 +185,13 @@ def export_dynamic_prefill(decoder: TinyDecoder, example_len: int = 3
     with torch.no_grad():
         return {
             "prefill": torch.export.export(
-                Step(decoder), (torch.zeros(1, example_len, dtype=torch.long),
-                                torch.arange(example_len)),
-                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}}),
+                Step(decoder),
+                (torch.zeros(1, example_len, dtype=torch.long), torch.arange(example_len)),
+                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}},
+            ),
             "decode": torch.export.export(
-                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([example_len]))),
+                Step(decoder), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([example_len]))
+            ),
             "read_state": torch.export.export(ReadState(decoder), (torch.ones(1),)),
         }
 
@@ -199,7 +214,7 @@ class ReorderedKV(torch.nn.Module):
         return (self.k_cache * 2).sum(-1)
 
     @staticmethod
-    def example_inputs() -> Tuple[torch.Tensor, torch.Tensor]:
+    def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
         return torch.tensor([2]), torch.randn(1, 1, 4)
 
 

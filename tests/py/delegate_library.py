@@ -11,6 +11,7 @@ reason. Every test that needs the library goes through ``require`` (or ``needs_l
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import unittest
 
@@ -38,7 +39,8 @@ def require() -> None:
     if under_bazel():
         raise AssertionError(
             "delegate library not found under Bazel, where it is a declared data dependency of "
-            f"this test (add //core:libexecutorch_trt.so to its data): {reason}")
+            f"this test (add //core:libexecutorch_trt.so to its data): {reason}"
+        )
     raise unittest.SkipTest(f"delegate library unavailable: {reason}")
 
 
@@ -47,7 +49,7 @@ def needs_library(cls):
     skips or fails every test of the class, and the class's setup does not run)."""
     setup = cls.setUpClass.__func__
 
-    def setUpClass(klass):  # noqa: N802 (unittest's name)
+    def setUpClass(klass):  # unittest's name
         require()
         setup(klass)
 
@@ -60,6 +62,25 @@ def subprocess_env() -> dict:
     ``sys.path`` as ``PYTHONPATH`` and the delegate library and binding this process found
     (``runtime.LIBRARY_ENV``, ``runtime.BINDING_ENV``, absolute). Call after ``require()``:
     raises what ``runtime.library_path()`` raises when there is no library."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                **{runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
-                   runtime.BINDING_ENV: os.path.abspath(runtime.binding_path())})
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+        **{
+            runtime.LIBRARY_ENV: os.path.abspath(runtime.library_path()),
+            runtime.BINDING_ENV: os.path.abspath(runtime.binding_path()),
+        },
+    )
+
+
+def start_worker(script: str, *args: str) -> subprocess.Popen:
+    """Starts ``python <script> args...`` (``script``: a file of tests/py/) with
+    ``subprocess_env()``, its stdout and stderr piped as text (undecodable bytes replaced:
+    ExecuTorch's log lines may quote them)."""
+    return subprocess.Popen(
+        [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), script), *args],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+    )

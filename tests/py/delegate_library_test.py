@@ -20,13 +20,13 @@ def _outside_bazel():
 
 
 class DelegateLibraryTest(absltest.TestCase):
-
     def test_missing_library_fails_under_bazel(self):
         with mock.patch.dict(os.environ, dict(_MISSING, TEST_SRCDIR="/srcdir")):
             self.assertTrue(delegate_library.under_bazel())
             self.assertFalse(delegate_library.available())
-            with self.assertRaisesRegex(AssertionError, "not found under Bazel.*does not name a "
-                                                        "file"):
+            with self.assertRaisesRegex(
+                AssertionError, "not found under Bazel.*does not name a file"
+            ):
                 delegate_library.require()
 
     def test_missing_library_skips_outside_bazel(self):

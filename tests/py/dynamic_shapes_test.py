@@ -1,4 +1,4 @@
-"""Dynamic shapes (issue 15): one ``prefill`` exported with ``Dim("T", min=1, max=16)`` takes
+"""Dynamic shapes: one ``prefill`` exported with ``Dim("T", min=1, max=16)`` takes
 every prompt length in the range on one loaded program, through the real delegate library.
 
 Each case runs the same calls on an eager copy of the decoder and compares the logits and every
@@ -14,8 +14,8 @@ from absl.testing import absltest, parameterized
 
 import decoder_models as dm
 import delegate_library
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import runtime
 
 MAX_SEQ = 16
@@ -28,7 +28,6 @@ def _blobs(et, method):
 
 @delegate_library.needs_library
 class DynamicPrefillTest(parameterized.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.decoder = dm.TinyDecoder(max_seq=MAX_SEQ)
@@ -46,7 +45,7 @@ class DynamicPrefillTest(parameterized.TestCase):
     def _step(self, method, start, length, context):
         """Runs ``method`` on tokens ``start .. start+length-1`` at those positions, in the
         program and in eager, and compares logits and state."""
-        tokens = self.tokens[:, start:start + length]
+        tokens = self.tokens[:, start : start + length]
         pos = torch.arange(start, start + length)
         copied = runtime.bytes_copied()
         (got,) = self.program.load_method(method).execute([tokens, pos])
@@ -58,8 +57,7 @@ class DynamicPrefillTest(parameterized.TestCase):
         for name, tensor in self.eager.state_tensors().items():
             mine = self.state[f"m.{name}"]
             self.assertEqual(mine.data_ptr(), self.pointers[f"m.{name}"], f"{context}: {name}")
-            torch.testing.assert_close(mine, tensor, atol=1e-5, rtol=1e-5,
-                                       msg=f"{context}: {name}")
+            torch.testing.assert_close(mine, tensor, atol=1e-5, rtol=1e-5, msg=f"{context}: {name}")
 
     def test_blob_records_the_range_and_static_methods_stay_version_1(self):
         (prefill,) = _blobs(self.et, "prefill")
@@ -71,8 +69,9 @@ class DynamicPrefillTest(parameterized.TestCase):
         self.assertEqual(shapes["tokens"], (1, symbol.name))
         self.assertEqual(shapes["pos"], (symbol.name,))
         # The caches are static and still updated in place.
-        self.assertTrue(all(b.is_static for b in prefill.metadata.inputs
-                            if b.name not in ("tokens", "pos")))
+        self.assertTrue(
+            all(b.is_static for b in prefill.metadata.inputs if b.name not in ("tokens", "pos"))
+        )
         self.assertLen(prefill.metadata.aliased_io, 4)
         for method in ("decode", "read_state"):
             for blob in _blobs(self.et, method):
@@ -80,8 +79,9 @@ class DynamicPrefillTest(parameterized.TestCase):
                 self.assertEqual(blob.metadata.symbols, (), method)
         # executorch_trt.inspect (and //tools:inspect_pte) says so.
         report = executorch_trt.inspect(self.et.buffer)
-        self.assertEqual(report.method("prefill").delegates[0].dynamic,
-                         (f"{symbol.name} in [1, {MAX_SEQ}]",))
+        self.assertEqual(
+            report.method("prefill").delegates[0].dynamic, (f"{symbol.name} in [1, {MAX_SEQ}]",)
+        )
         self.assertEqual(report.method("decode").delegates[0].dynamic, ())
         self.assertIn(f"dynamic {symbol.name} in [1, {MAX_SEQ}]", str(report))
 
@@ -105,26 +105,33 @@ class DynamicPrefillTest(parameterized.TestCase):
         # Each exception says why: the delegate's own check (logged by it, carried by the
         # exception) names the Dim as exported ('T'), or ExecuTorch's set_input refuses a size
         # above the upper bound it planned, which the message calls a bound.
-        delegate = (r"method 'prefill': execute failed \(error 18: InvalidArgument\); "
-                    r"ExecuTorch logged:\n  ")
+        delegate = (
+            r"method 'prefill': execute failed \(error 18: InvalidArgument\); "
+            r"ExecuTorch logged:\n  "
+        )
         cases = {
             "empty prompt (below min)": (
                 (torch.zeros(1, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long)),
                 RuntimeError,
                 delegate + r"executorch_trt: delegate argument \d \(input '(pos|tokens)'\) "
-                rf"dimension \d is 0, outside the range \[1, {MAX_SEQ}\] of its dynamic size 'T'"),
+                rf"dimension \d is 0, outside the range \[1, {MAX_SEQ}\] of its dynamic size 'T'",
+            ),
             "17 tokens (above max)": (
                 (torch.zeros(1, MAX_SEQ + 1, dtype=torch.long), torch.arange(MAX_SEQ + 1)),
                 ValueError,
-                rf"method 'prefill': input 0 is tensor Long \[1, {MAX_SEQ + 1}\], expected "
-                rf"tensor Long with shape at most \[1, {MAX_SEQ}\], a dynamic shape whose "
-                rf"dimension 1 is {MAX_SEQ + 1} > {MAX_SEQ} \(set_input error"),
+                (
+                    rf"method 'prefill': input 0 is tensor Long \[1, {MAX_SEQ + 1}\], expected "
+                    rf"tensor Long with shape at most \[1, {MAX_SEQ}\], a dynamic shape whose "
+                    rf"dimension 1 is {MAX_SEQ + 1} > {MAX_SEQ} \(set_input error"
+                ),
+            ),
             "3 tokens, 2 positions": (
                 (torch.zeros(1, 3, dtype=torch.long), torch.arange(2)),
                 RuntimeError,
                 delegate + r"executorch_trt: delegate argument \d \(input '(pos|tokens)'\) "
                 r"dimension \d is [23] but an earlier input gave dynamic size 'T' the value [23]; "
-                r"every dimension exported as 'T' must have one size per call"),
+                r"every dimension exported as 'T' must have one size per call",
+            ),
         }
         for context, (inputs, error, message) in cases.items():
             with self.subTest(context):
@@ -150,20 +157,30 @@ class DimNamesTest(absltest.TestCase):
     or when its name would repeat in the blob."""
 
     def _names(self, dim_x, dim_y):
-        ep = torch.export.export(TwoSizes(), (torch.randn(3, 4), torch.randn(5, 4)),
-                                 dynamic_shapes={"x": {0: dim_x}, "y": {0: dim_y}})
+        ep = torch.export.export(
+            TwoSizes(),
+            (torch.randn(3, 4), torch.randn(5, 4)),
+            dynamic_shapes={"x": {0: dim_x}, "y": {0: dim_y}},
+        )
         (blob,) = _blobs(executorch_trt.export(ep), "forward")
         names = {b.name: b.shape[0] for b in blob.metadata.inputs}
-        self.assertEqual(sorted(s.name for s in blob.metadata.symbols),
-                         sorted({names["x"], names["y"]}), "the shapes name the symbols")
-        self.assertEqual({s.name: s.max for s in blob.metadata.symbols},
-                         {names["x"]: 8, names["y"]: 8}, "the ranges are still found")
+        self.assertEqual(
+            sorted(s.name for s in blob.metadata.symbols),
+            sorted({names["x"], names["y"]}),
+            "the shapes name the symbols",
+        )
+        self.assertEqual(
+            {s.name: s.max for s in blob.metadata.symbols},
+            {names["x"]: 8, names["y"]: 8},
+            "the ranges are still found",
+        )
         return names["x"], names["y"]
 
     def test_each_dim_names_its_symbol(self):
         Dim = torch.export.Dim
-        self.assertEqual(self._names(Dim("rows", min=1, max=8), Dim("n", min=1, max=8)),
-                         ("rows", "n"))
+        self.assertEqual(
+            self._names(Dim("rows", min=1, max=8), Dim("n", min=1, max=8)), ("rows", "n")
+        )
 
     def test_an_unnamed_size_keeps_its_name_and_a_repeated_name_falls_back(self):
         Dim = torch.export.Dim
@@ -194,8 +211,11 @@ class SharedSizeTest(parameterized.TestCase):
     """passes/size_copies.py: the delegate computes its own copy of a size read outside too."""
 
     def _export(self):
-        return torch.export.export(SharedSize(), (torch.randn(6, 8),),
-                                   dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=16)}})
+        return torch.export.export(
+            SharedSize(),
+            (torch.randn(6, 8),),
+            dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=16)}},
+        )
 
     def test_runs_at_every_size_and_matches_eager(self):
         et = executorch_trt.export(self._export())
@@ -208,9 +228,11 @@ class SharedSizeTest(parameterized.TestCase):
 
     def test_without_the_copy_the_size_would_cross_the_boundary(self):
         from executorch.exir import to_edge_transform_and_lower
+
         with self.assertRaisesRegex(ValueError, r"delegate input 'sym_size\w*' is a symbolic int"):
-            to_edge_transform_and_lower(self._export(),
-                                        partitioner=[executorch_trt.TensorRTPartitioner()])
+            to_edge_transform_and_lower(
+                self._export(), partitioner=[executorch_trt.TensorRTPartitioner()]
+            )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,6 @@ def _export(through_delegate):
 
 @delegate_library.needs_library
 class NamedMutableBufferInitTest(absltest.TestCase):
-
     def _check(self, program):
         from executorch_trt import runtime
 
@@ -70,8 +69,7 @@ class NamedMutableBufferInitTest(absltest.TestCase):
                 self.assertEqual(set(initial), {"state", "b"})
                 for name, value in Counters().named_buffers():
                     if name in initial:
-                        torch.testing.assert_close(initial[name], value, rtol=0, atol=0,
-                                                   msg=name)
+                        torch.testing.assert_close(initial[name], value, rtol=0, atol=0, msg=name)
                 for step, (got, w) in enumerate(zip(outputs, want)):
                     torch.testing.assert_close(got, w, rtol=0, atol=0, msg=f"step {step}")
 

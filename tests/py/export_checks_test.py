@@ -1,4 +1,4 @@
-"""Rejections at export (issue 9, items 6 and 7): dynamic shapes and caches passed as method
+"""Rejections at export: dynamic shapes and caches passed as method
 inputs, on ``executorch_trt.export`` (method named, before lowering) and on the composable
 ``to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()])`` path; and the graph
 scan that finds what a non-functional ``torch.export`` program mutates
@@ -13,8 +13,10 @@ import lowering_utils as lu
 from executorch_trt.backend.bindings import _binding
 from executorch_trt.graph.mutations import mutated_inputs
 
-_WHAT_TO_DO = (r"The delegate takes a dynamic dimension when it is a torch\.export\.Dim with a "
-               r"finite max.*static shapes")
+_WHAT_TO_DO = (
+    r"The delegate takes a dynamic dimension when it is a torch\.export\.Dim with a "
+    r"finite max.*static shapes"
+)
 
 
 class Affine(torch.nn.Module):
@@ -48,8 +50,10 @@ def _export_affine(dim):
 def _export_prefix_write_dynamic():
     with torch.no_grad():
         return torch.export.export(
-            PrefixWrite(), (torch.ones(2, 1, 4), torch.tensor([1])),
-            dynamic_shapes={"k": {0: torch.export.Dim("n", min=1, max=8)}, "pos": None})
+            PrefixWrite(),
+            (torch.ones(2, 1, 4), torch.tensor([1])),
+            dynamic_shapes={"k": {0: torch.export.Dim("n", min=1, max=8)}, "pos": None},
+        )
 
 
 class Doubled(torch.nn.Module):
@@ -72,23 +76,29 @@ class DynamicShapesTest(absltest.TestCase):
     def test_export_rejects_a_dimension_without_a_max(self):
         static = torch.export.export(Affine(), (torch.randn(4, 8),))
         with self.assertRaisesRegex(
-                ValueError, r"executorch_trt: method 'decode': input 'x' dimension 0 is "
-                            r"s\d+ \(s\d+ in \[\d, inf\]\), without a finite upper bound, in "
-                            r"shape \[s\d+, 8\]\. " + _WHAT_TO_DO):
-            executorch_trt.export({"prefill": static,
-                                   "decode": _export_affine(torch.export.Dim("batch"))})
+            ValueError,
+            r"executorch_trt: method 'decode': input 'x' dimension 0 is "
+            r"s\d+ \(s\d+ in \[\d, inf\]\), without a finite upper bound, in "
+            r"shape \[s\d+, 8\]\. " + _WHAT_TO_DO,
+        ):
+            executorch_trt.export(
+                {"prefill": static, "decode": _export_affine(torch.export.Dim("batch"))}
+            )
 
     def test_composable_path_rejects_a_dimension_without_a_max(self):
         # The partitioner's pre-decomposition step refuses, naming the method it was given
         # (or by position), as executorch_trt.export does.
         static = torch.export.export(Affine(), (torch.randn(4, 8),))
         programs = {"prefill": static, "decode": _export_affine(torch.export.Dim("batch"))}
-        for partitioner, method in ((executorch_trt.TensorRTPartitioner(), "method #2"),
-                                    (executorch_trt.TensorRTPartitioner(
-                                        method_names=["prefill", "decode"]), "decode")):
+        for partitioner, method in (
+            (executorch_trt.TensorRTPartitioner(), "method #2"),
+            (executorch_trt.TensorRTPartitioner(method_names=["prefill", "decode"]), "decode"),
+        ):
             with self.assertRaisesRegex(
-                    ValueError, rf"executorch_trt: method '{method}': input 'x' dimension 0 is "
-                                r"s\d+ .*without a finite upper bound.*" + _WHAT_TO_DO):
+                ValueError,
+                rf"executorch_trt: method '{method}': input 'x' dimension 0 is "
+                r"s\d+ .*without a finite upper bound.*" + _WHAT_TO_DO,
+            ):
                 to_edge_transform_and_lower(programs, partitioner=[partitioner])
 
     def test_a_reloaded_program_keeps_its_declared_minimum(self):
@@ -104,32 +114,45 @@ class DynamicShapesTest(absltest.TestCase):
         length = torch.export.Dim("T", min=1, max=decoder.max_seq)
         with torch.no_grad():
             ep = torch.export.export(
-                dm.Step(decoder), (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
-                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}})
+                dm.Step(decoder),
+                (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
+                dynamic_shapes={"tokens": {1: length}, "pos": {0: length}},
+            )
         buffer = io.BytesIO()
         torch.export.save(ep, buffer)
-        calls = [(torch.tensor([[1, 2, 3]]), torch.arange(3)),
-                 (torch.tensor([[5]]), torch.tensor([3])), (torch.tensor([[6]]), torch.tensor([4]))]
+        calls = [
+            (torch.tensor([[1, 2, 3]]), torch.arange(3)),
+            (torch.tensor([[5]]), torch.tensor([3])),
+            (torch.tensor([[6]]), torch.tensor([4])),
+        ]
         for path in ("export", "composable"):
             buffer.seek(0)
             loaded = torch.export.load(buffer)
-            et = (executorch_trt.export(loaded) if path == "export" else _lower(
-                loaded).to_executorch(executorch_trt.backend_config()))
+            et = (
+                executorch_trt.export(loaded)
+                if path == "export"
+                else _lower(loaded).to_executorch(executorch_trt.backend_config())
+            )
             method = runtime.load(et.buffer).load_method("forward")
             eager = dm.Step(copy.deepcopy(decoder))
             for k, (tokens, pos) in enumerate(calls):
                 (got,) = method.execute([tokens, pos])
                 with torch.no_grad():
-                    torch.testing.assert_close(got, eager(tokens, pos), atol=1e-4, rtol=1e-4,
-                                               msg=f"{path}: call {k}")
+                    torch.testing.assert_close(
+                        got, eager(tokens, pos), atol=1e-4, rtol=1e-4, msg=f"{path}: call {k}"
+                    )
 
     def test_a_partitioner_used_again_after_a_refusal_starts_clean(self):
         # The refusal comes at the second method, after the first was recorded.
         partitioner = executorch_trt.TensorRTPartitioner()
         with self.assertRaisesRegex(ValueError, r"without a finite upper bound"):
             to_edge_transform_and_lower(
-                {"a": torch.export.export(Affine(), (torch.randn(4, 8),)),
-                 "b": _export_affine(torch.export.Dim("batch"))}, partitioner=[partitioner])
+                {
+                    "a": torch.export.export(Affine(), (torch.randn(4, 8),)),
+                    "b": _export_affine(torch.export.Dim("batch")),
+                },
+                partitioner=[partitioner],
+            )
         good = _export_affine(torch.export.Dim("T", min=1, max=8))
         edge = to_edge_transform_and_lower(good, partitioner=[partitioner])
         self.assertEqual(len(lu.delegate_calls(edge.exported_program().graph_module)), 1)
@@ -138,24 +161,35 @@ class DynamicShapesTest(absltest.TestCase):
     def test_export_rejects_an_expression_dimension(self):
         ep = _export_affine(2 * torch.export.Dim("h", min=1, max=8))
         with self.assertRaisesRegex(
-                ValueError, r"method 'forward': input 'x' dimension 0 is 2\*s\d+ .*an expression "
-                            r"of dynamic sizes, in shape \[2\*s\d+, 8\]\. " + _WHAT_TO_DO):
+            ValueError,
+            r"method 'forward': input 'x' dimension 0 is 2\*s\d+ .*an expression "
+            r"of dynamic sizes, in shape \[2\*s\d+, 8\]\. " + _WHAT_TO_DO,
+        ):
             executorch_trt.export(ep)
 
     def test_export_rejects_a_symbolic_int_input(self):
-        ep = torch.export.export(Scale(), (torch.ones(3), 4),
-                                 dynamic_shapes={"x": None, "n": torch.export.Dim.DYNAMIC})
-        with self.assertRaisesRegex(ValueError, r"method 'forward': input 'n' is a symbolic int "
-                                                r"\(s\d+ in \[0, inf\]\).*" + _WHAT_TO_DO):
+        ep = torch.export.export(
+            Scale(), (torch.ones(3), 4), dynamic_shapes={"x": None, "n": torch.export.Dim.DYNAMIC}
+        )
+        with self.assertRaisesRegex(
+            ValueError,
+            r"method 'forward': input 'n' is a symbolic int "
+            r"\(s\d+ in \[0, inf\]\).*" + _WHAT_TO_DO,
+        ):
             executorch_trt.export(ep)
 
     def test_partitioner_rejects_an_output_size_no_input_carries(self):
-        ep = torch.export.export(Doubled(), (torch.randn(2, 4),),
-                                 dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=8)}})
+        ep = torch.export.export(
+            Doubled(),
+            (torch.randn(2, 4),),
+            dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=8)}},
+        )
         with self.assertRaisesRegex(
-                ValueError, r"TensorRTPartitioner: delegate output '\w+' is a tensor of shape "
-                            r"\[2\*s\d+, 4\] \(s\d+ in \[\d, 8\] = dimension 0 of input "
-                            r"'x'\)\. " + _WHAT_TO_DO):
+            ValueError,
+            r"TensorRTPartitioner: delegate output '\w+' is a tensor of shape "
+            r"\[2\*s\d+, 4\] \(s\d+ in \[\d, 8\] = dimension 0 of input "
+            r"'x'\)\. " + _WHAT_TO_DO,
+        ):
             _lower(ep)
 
     def test_a_size_used_inside_the_partition_stays_inside(self):
@@ -166,8 +200,7 @@ class DynamicShapesTest(absltest.TestCase):
         (symbol,) = blob.metadata.symbols
         # The declared range (min 1), though to_edge's recomputed range starts at 2.
         self.assertEqual((symbol.min, symbol.max), (1, 8))
-        self.assertEqual({b.name: b.shape for b in blob.metadata.inputs}["k"],
-                         (symbol.name, 1, 4))
+        self.assertEqual({b.name: b.shape for b in blob.metadata.inputs}["k"], (symbol.name, 1, 4))
         # executorch_trt.export gives the same range.
         et = executorch_trt.export(_export_prefix_write_dynamic())
         gm = et.exported_program().graph_module
@@ -176,14 +209,16 @@ class DynamicShapesTest(absltest.TestCase):
         self.assertEqual((symbol.min, symbol.max), (1, 8))
 
     def test_binding_messages_name_the_dimension(self):
-        # preprocess' own check (contract._binding), for programs partitioned by other means.
+        # preprocess' own check (backend.bindings._binding), for programs partitioned by other
+        # means.
         ep = _export_prefix_write_dynamic()
         nodes = {n.name: n for n in ep.graph.nodes}
         (size,) = [n for n in ep.graph.nodes if n.name.startswith("sym_size")]
         with self.assertRaisesRegex(
-                ValueError, rf"binding '{size.name}' is a symbolic int \(s\d+ = dimension 0 of "
-                            r"input 'k'\), i\.e\. a dynamic size passed into the delegate\. "
-                            + _WHAT_TO_DO):
+            ValueError,
+            rf"binding '{size.name}' is a symbolic int \(s\d+ = dimension 0 of "
+            r"input 'k'\), i\.e\. a dynamic size passed into the delegate\. " + _WHAT_TO_DO,
+        ):
             _binding(size.name, size, {}, {})
         symbols = {}
         binding = _binding("k", nodes["k"], symbols, {})
@@ -224,30 +259,34 @@ def _user_cache_args():
     return torch.zeros(1, 6, 4), torch.ones(1, 1, 4), torch.tensor([1])
 
 
-_REGISTER_BUFFER = (r"Register the cache as a buffer of the module instead "
-                    r"\(self\.register_buffer\('cache', torch\.zeros\(\.\.\.\)\).*program owns "
-                    r"it.*alloc_mutable_buffers=False and emit_mutable_buffer_names=True and bind "
-                    r"the buffer by name")
+_REGISTER_BUFFER = (
+    r"Register the cache as a buffer of the module instead "
+    r"\(self\.register_buffer\('cache', torch\.zeros\(\.\.\.\)\).*program owns "
+    r"it.*alloc_mutable_buffers=False and emit_mutable_buffer_names=True and bind "
+    r"the buffer by name"
+)
 
 
 class MutatedUserInputTest(parameterized.TestCase):
-
     @parameterized.parameters(UserCache, UserCacheSliceWrite)
     def test_export_rejects_naming_method_and_input(self, cls):
         with torch.no_grad():
             ep = torch.export.export(cls(), _user_cache_args())
         with self.assertRaisesRegex(
-                ValueError, r"executorch_trt: method 'step' mutates input 'cache' \(written by "
-                            r"aten::index_(copy|put)_\)\. A tensor passed as a method input and "
-                            r"updated in place .*extra output and leave the caller's tensor "
-                            r"unchanged\. " + _REGISTER_BUFFER):
+            ValueError,
+            r"executorch_trt: method 'step' mutates input 'cache' \(written by "
+            r"aten::index_(copy|put)_\)\. A tensor passed as a method input and "
+            r"updated in place .*extra output and leave the caller's tensor "
+            r"unchanged\. " + _REGISTER_BUFFER,
+        ):
             executorch_trt.export({"step": ep})
 
     def test_partitioner_rejects_on_the_composable_path(self):
         with torch.no_grad():
             ep = torch.export.export(UserCache(), _user_cache_args())
-        with self.assertRaisesRegex(ValueError, r"method 'forward' mutates input 'cache' .*"
-                                                + _REGISTER_BUFFER):
+        with self.assertRaisesRegex(
+            ValueError, r"method 'forward' mutates input 'cache' .*" + _REGISTER_BUFFER
+        ):
             _lower(ep)
 
     def test_input_that_is_only_read_is_fine(self):
@@ -280,20 +319,23 @@ class AllForms(torch.nn.Module):
 
 
 class MutationScanTest(parameterized.TestCase):
-
     @parameterized.parameters(True, False)
     def test_scan_matches_run_decompositions(self, strict):
         args = (torch.ones(2, 1, 4), torch.tensor([1]), torch.zeros(3), torch.zeros(2, 2))
         with torch.no_grad():
             ep = torch.export.export(AllForms(), args, strict=strict)
-        self.assertEqual(dict(ep.graph_signature.buffers_to_mutate), {},
-                         "torch.export left the signature empty (the reason for the scan)")
+        self.assertEqual(
+            dict(ep.graph_signature.buffers_to_mutate),
+            {},
+            "torch.export left the signature empty (the reason for the scan)",
+        )
         scan = mutated_inputs(ep)
         functional = ep.run_decompositions({}).graph_signature
         self.assertEqual(sorted(scan.buffers), sorted(functional.buffers_to_mutate.values()))
         self.assertEqual(sorted(scan.buffers), list("abcdefg"))
-        self.assertEqual(sorted(scan.user_inputs),
-                         sorted(functional.user_inputs_to_mutate.values()))
+        self.assertEqual(
+            sorted(scan.user_inputs), sorted(functional.user_inputs_to_mutate.values())
+        )
         self.assertEqual(sorted(scan.user_inputs), ["u", "w"])
         self.assertEqual(scan.buffers["a"], "aten::index_copy_")
         self.assertEqual(scan.buffers["b"], "aten::index_put_")

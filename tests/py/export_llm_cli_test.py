@@ -21,24 +21,27 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import torch  # noqa: E402
-from absl.testing import absltest  # noqa: E402
+import torch
+from absl.testing import absltest
 
-import delegate_library  # noqa: E402
-import llm_test_models as M  # noqa: E402
-from executorch_trt import runtime  # noqa: E402
-from executorch_trt.llm import SUPPORTED_ARCHITECTURES  # noqa: E402
-from executorch_trt.llm import cli  # noqa: E402
+import delegate_library
+import llm_test_models as M
+from executorch_trt import runtime
+from executorch_trt.llm import (
+    SUPPORTED_ARCHITECTURES,
+    cli,
+)
 
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
-                        "export_llm.py")
+LAUNCHER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "export_llm.py"
+)
 MAX_SEQ_LEN = 16
 
 
 def _run_main(argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = cli.main(["export_llm"] + argv)
+        status = cli.main(["export_llm", *argv])
     return status, out.getvalue(), err.getvalue()
 
 
@@ -59,22 +62,39 @@ class _Checkpoint:
 
 @delegate_library.needs_library
 class ExportLlmCommandTest(_Checkpoint, absltest.TestCase):
-
     def test_exports_prefill_decode_with_external_weights(self):
         pte, ptd = os.path.join(self.tmp, "model.pte"), os.path.join(self.tmp, "model.ptd")
         done = subprocess.run(
-            [sys.executable, LAUNCHER, "--model-dir", self.model_dir, "--max-seq-len",
-             str(MAX_SEQ_LEN), "--output", pte, "--data", ptd, "--prefill-decode"],
-            capture_output=True, text=True, env=delegate_library.subprocess_env(), timeout=600)
+            [
+                sys.executable,
+                LAUNCHER,
+                "--model-dir",
+                self.model_dir,
+                "--max-seq-len",
+                str(MAX_SEQ_LEN),
+                "--output",
+                pte,
+                "--data",
+                ptd,
+                "--prefill-decode",
+            ],
+            capture_output=True,
+            text=True,
+            env=delegate_library.subprocess_env(),
+            timeout=600,
+        )
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
         lines = [line for line in done.stdout.splitlines() if line.startswith("export_llm: ")]
-        self.assertEqual([line.split()[1] for line in lines],
-                         ["loading", "exporting", "lowering", "program:", "wrote", "wrote"],
-                         done.stdout)
+        self.assertEqual(
+            [line.split()[1] for line in lines],
+            ["loading", "exporting", "lowering", "program:", "wrote", "wrote"],
+            done.stdout,
+        )
         self.assertIn("LlamaForCausalLM", lines[1])
         self.assertIn("prefill + decode, T in [1, 16]", lines[1])
-        self.assertIn("engine portable (nested ExecuTorch program with XNNPACK, on the CPU)",
-                      lines[3])
+        self.assertIn(
+            "engine portable (nested ExecuTorch program with XNNPACK, on the CPU)", lines[3]
+        )
         self.assertIn(pte, lines[4])
         self.assertIn(ptd, lines[5])
         # The weights went to the data file: it holds them all, the program cannot run alone.
@@ -104,21 +124,36 @@ class ExportLlmCommandTest(_Checkpoint, absltest.TestCase):
         tokenizer = CppTiktoken()
         tokenizer.load(tokenizer_path)
         prompt_text, new_tokens = "hello there", 4
-        eager = M.greedy_tokens(self.model, tokenizer.encode(prompt_text, 0, 0), new_tokens,
-                                eos_ids={M.EOS_ID})
+        eager = M.greedy_tokens(
+            self.model, tokenizer.encode(prompt_text, 0, 0), new_tokens, eos_ids={M.EOS_ID}
+        )
         pieces = []
         TextLLMRunner(pte, tokenizer_path, ptd).generate(
-            prompt_text, GenerationConfig(max_new_tokens=new_tokens, temperature=0.0,
-                                          echo=False), token_callback=pieces.append)
+            prompt_text,
+            GenerationConfig(max_new_tokens=new_tokens, temperature=0.0, echo=False),
+            token_callback=pieces.append,
+        )
         self.assertLen(pieces, new_tokens)
         self.assertEqual("".join(pieces), "".join(tokenizer.decode(t) for t in eager))
 
     def test_bad_usage_exit_status_reaches_the_shell(self):
         missing = os.path.join(self.tmp, "missing")
         done = subprocess.run(
-            [sys.executable, LAUNCHER, "--model-dir", missing, "--max-seq-len", "16",
-             "--output", os.path.join(self.tmp, "x.pte")],
-            capture_output=True, text=True, env=delegate_library.subprocess_env(), timeout=600)
+            [
+                sys.executable,
+                LAUNCHER,
+                "--model-dir",
+                missing,
+                "--max-seq-len",
+                "16",
+                "--output",
+                os.path.join(self.tmp, "x.pte"),
+            ],
+            capture_output=True,
+            text=True,
+            env=delegate_library.subprocess_env(),
+            timeout=600,
+        )
         self.assertEqual(done.returncode, 2, done.stderr[-3000:])
         self.assertIn(f"model directory {missing} does not exist", done.stderr)
 
@@ -136,44 +171,47 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
         self.assertNotIn("loading", out)
 
     def _args(self, **overrides):
-        args = {"--model-dir": self.model_dir, "--max-seq-len": "16",
-                "--output": os.path.join(self.tmp, "out.pte")}
+        args = {
+            "--model-dir": self.model_dir,
+            "--max-seq-len": "16",
+            "--output": os.path.join(self.tmp, "out.pte"),
+        }
         args.update(overrides)
         return [x for k, v in args.items() if v is not None for x in (k, v)]
 
     def test_required_flags(self):
         self.assert_usage_error([], "--model-dir is required")
-        self.assert_usage_error(self._args(**{"--max-seq-len": None}),
-                                "--max-seq-len is required")
+        self.assert_usage_error(self._args(**{"--max-seq-len": None}), "--max-seq-len is required")
         self.assert_usage_error(self._args(**{"--output": None}), "--output is required")
 
     def test_malformed_flags(self):
-        self.assert_usage_error(self._args() + ["--bogus"], "Unknown command line flag 'bogus'")
+        self.assert_usage_error([*self._args(), "--bogus"], "Unknown command line flag 'bogus'")
         self.assert_usage_error(self._args(**{"--max-seq-len": "ten"}), "--max-seq-len=ten")
-        self.assert_usage_error(self._args(**{"--max-seq-len": "1"}), "--max-seq-len=1",
-                                ">= 2")
+        self.assert_usage_error(self._args(**{"--max-seq-len": "1"}), "--max-seq-len=1", ">= 2")
         self.assert_usage_error(self._args(**{"--engine": "cuda"}), "--engine=cuda")
-        self.assert_usage_error(self._args() + ["stray"], "unexpected arguments ['stray']")
+        self.assert_usage_error([*self._args(), "stray"], "unexpected arguments ['stray']")
 
     def test_missing_model_directory(self):
         missing = os.path.join(self.tmp, "no_such_dir")
-        self.assert_usage_error(self._args(**{"--model-dir": missing}),
-                                f"model directory {missing} does not exist")
+        self.assert_usage_error(
+            self._args(**{"--model-dir": missing}), f"model directory {missing} does not exist"
+        )
 
     def test_no_config_json(self):
         empty = os.path.join(self.tmp, "empty")
         os.makedirs(empty, exist_ok=True)
-        self.assert_usage_error(self._args(**{"--model-dir": empty}),
-                                f"model directory {empty} has no config.json")
+        self.assert_usage_error(
+            self._args(**{"--model-dir": empty}), f"model directory {empty} has no config.json"
+        )
 
     def test_unsupported_architecture(self):
-        import transformers as T
         opt = os.path.join(self.tmp, "opt")
-        T.OPTConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, ffn_dim=32,
-                    num_attention_heads=2, architectures=["OPTForCausalLM"]).save_pretrained(opt)
-        self.assert_usage_error(self._args(**{"--model-dir": opt}),
-                                "OPTForCausalLM (model_type 'opt') is not supported",
-                                *SUPPORTED_ARCHITECTURES.values())
+        M.tiny_opt_config(architectures=["OPTForCausalLM"]).save_pretrained(opt)
+        self.assert_usage_error(
+            self._args(**{"--model-dir": opt}),
+            "OPTForCausalLM (model_type 'opt') is not supported",
+            *SUPPORTED_ARCHITECTURES.values(),
+        )
 
     def test_no_safetensors(self):
         bare = os.path.join(self.tmp, "bare")
@@ -188,13 +226,15 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
 
     def test_output_directory_missing(self):
         out = os.path.join(self.tmp, "no_dir", "m.pte")
-        self.assert_usage_error(self._args(**{"--output": out}),
-                                f"directory {os.path.dirname(out)} does not exist")
+        self.assert_usage_error(
+            self._args(**{"--output": out}), f"directory {os.path.dirname(out)} does not exist"
+        )
 
     def test_context_beyond_the_model_s_positions(self):
-        self.assert_usage_error(self._args(**{"--max-context-len": "65"}),
-                                "max_context_len 65 is beyond the model's "
-                                "max_position_embeddings 64")
+        self.assert_usage_error(
+            self._args(**{"--max-context-len": "65"}),
+            "max_context_len 65 is beyond the model's max_position_embeddings 64",
+        )
 
     def test_help_exits_0(self):
         status, out, _ = _run_main(["--help"])

@@ -1,4 +1,5 @@
-"""The two-thread first-execute pattern of issue 12, in a process of its own.
+"""The two-thread first-execute pattern (the Python runtime's log redirect), in a process of
+its own.
 
 ``python first_execute_race.py PROGRAM.pte ROUNDS``: per round, loads the program twice
 (``runtime.load(pte).load_method("forward")``, one per thread) and runs 12 steps in each of two
@@ -27,20 +28,23 @@ TOKENS = [(3 * i + 1) % 16 for i in range(STEPS)]
 def run(method, barrier=None):
     if barrier is not None:
         barrier.wait()
-    return [method.execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
-            for pos, t in enumerate(TOKENS)]
+    return [
+        method.execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
+        for pos, t in enumerate(TOKENS)
+    ]
 
 
 def main(path: str, rounds: int) -> int:
-    pte = open(path, "rb").read()
+    with open(path, "rb") as f:
+        pte = f.read()
     results = []
     for _ in range(rounds):
         methods = [runtime.load(pte).load_method("forward") for _ in range(2)]
         barrier = threading.Barrier(2)
         outs = [None, None]
 
-        def worker(i):
-            outs[i] = run(methods[i], barrier)
+        def worker(i):  # the threads are joined within this iteration
+            outs[i] = run(methods[i], barrier)  # noqa: B023
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
         for t in threads:

@@ -1,8 +1,8 @@
-"""Many fresh processes, each running its first ``execute`` from two threads at once (issue 16).
+"""Many fresh processes, each running its first ``execute`` from two threads at once.
 
 ExecuTorch 1.5.1 creates its thread pool on the first execute of a process; with the stock
-Python runtime's log redirect, two threads doing that at once deadlocked about one run in ten
-(issue 12). Only a process's *first* execute exercises that, so this test starts
+Python runtime's log redirect, two threads doing that at once deadlocked about one run in ten.
+Only a process's *first* execute exercises that, so this test starts
 ``PROCESSES`` fresh interpreters (``first_execute_worker.py``, ``PARALLEL`` at a time), each of
 which loads a small program (``caller_state_models.TinyAttention``: two caches, written in
 place by the delegate) through ``executorch_trt.runtime`` and runs its first execute from two
@@ -15,7 +15,6 @@ threads' Python stacks and is reported as a hang, naming the process.
 
 import os
 import subprocess
-import sys
 import time
 
 import torch
@@ -32,21 +31,15 @@ STEPS = 6
 
 @delegate_library.needs_library
 class FirstExecuteStressTest(absltest.TestCase):
-
     def test_first_execute_from_two_threads_in_fresh_processes(self):
         tmp = self.create_tempdir().full_path
-        pte_path = os.path.join(tmp, "tiny_attention.pte")
-        with open(pte_path, "wb") as f:
-            f.write(csm.tiny_attention_pte())
+        pte_path = csm.write_tiny_attention_pte(tmp)
         tokens = [(3 * i + 1) % csm.VOCAB for i in range(STEPS)]
         # TinyAttention() seeds its own weights: the program's and the eager model's are equal.
         eager = csm.eager_steps(csm.TinyAttention(), tokens)
         reference = os.path.join(tmp, "reference.pt")
         torch.save({"tokens": tokens, "outputs": eager}, reference)
 
-        env = delegate_library.subprocess_env()
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                              "first_execute_worker.py")
         start = time.monotonic()
         pending = list(range(PROCESSES))
         running = []
@@ -54,9 +47,9 @@ class FirstExecuteStressTest(absltest.TestCase):
         while pending or running:
             while pending and len(running) < PARALLEL:
                 i = pending.pop(0)
-                proc = subprocess.Popen(
-                    [sys.executable, script, pte_path, reference, str(TIMEOUT_S)], env=env,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+                proc = delegate_library.start_worker(
+                    "first_execute_worker.py", pte_path, reference, str(TIMEOUT_S)
+                )
                 running.append((i, proc, time.monotonic()))
             i, proc, started = running.pop(0)
             try:
@@ -65,19 +58,26 @@ class FirstExecuteStressTest(absltest.TestCase):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, err = proc.communicate()
-                failures.append(f"process {i}: no result after {TIMEOUT_S + 30} s (killed): "
-                                f"hung\n{err[-3000:]}")
+                failures.append(
+                    f"process {i}: no result after {TIMEOUT_S + 30} s (killed): hung\n{err[-3000:]}"
+                )
                 continue
             if proc.returncode != 0 or out.strip() != "OK":
                 hung = "Timeout" in err and "Thread" in err
                 failures.append(
-                    f"process {i}: " + ("hung in its first execute (no result after "
-                                        f"{TIMEOUT_S} s; stacks below)" if hung else
-                                        f"exit {proc.returncode}") +
-                    f" after {time.monotonic() - started:.1f} s\n{out}\n{err[-3000:]}")
+                    f"process {i}: "
+                    + (
+                        f"hung in its first execute (no result after {TIMEOUT_S} s; stacks below)"
+                        if hung
+                        else f"exit {proc.returncode}"
+                    )
+                    + f" after {time.monotonic() - started:.1f} s\n{out}\n{err[-3000:]}"
+                )
         elapsed = time.monotonic() - start
-        print(f"first_execute_stress: {PROCESSES} processes, {PARALLEL} at a time, "
-              f"{elapsed:.1f} s, {len(failures)} failed")
+        print(
+            f"first_execute_stress: {PROCESSES} processes, {PARALLEL} at a time, "
+            f"{elapsed:.1f} s, {len(failures)} failed"
+        )
         self.assertEqual(failures, [], "\n\n".join(failures))
 
 

@@ -27,7 +27,8 @@ def main(pte_path: str, reference_path: str, timeout_s: float) -> int:
     faulthandler.dump_traceback_later(timeout_s, exit=True)
     reference = torch.load(reference_path)
     tokens, expected = reference["tokens"], reference["outputs"]
-    pte = open(pte_path, "rb").read()
+    with open(pte_path, "rb") as f:
+        pte = f.read()
     methods = [runtime.load(pte).load_method("forward") for _ in range(2)]
     barrier = threading.Barrier(2)
     outs = [None, None]
@@ -36,8 +37,10 @@ def main(pte_path: str, reference_path: str, timeout_s: float) -> int:
     def worker(i):
         try:
             barrier.wait()
-            outs[i] = [methods[i].execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
-                       for pos, t in enumerate(tokens)]
+            outs[i] = [
+                methods[i].execute([torch.tensor([[t]]), torch.tensor([pos])])[0]
+                for pos, t in enumerate(tokens)
+            ]
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(f"thread {i}: {e!r}")
 

@@ -1,4 +1,4 @@
-"""SDPA decode attention on the delegate's ``gqa_attention`` kernel (issue 13 item 4).
+"""SDPA decode attention on the delegate's ``gqa_attention`` kernel.
 
 Small attention modules with ``[1, H_kv, S, D]`` cache buffers written with ``index_copy_``,
 exported as decode steps (one new token) through ``executorch_trt.export`` and run through the
@@ -38,12 +38,25 @@ class CachedAttention(torch.nn.Module):
     mask (``"float"``, 0 / -inf), in one of three forms: ``"repeat_kv"`` (transformers),
     ``"enable_gqa"`` (SDPA groups the heads) or ``"mha"`` (``H_q == H_kv``)."""
 
-    def __init__(self, capacity, q_heads=4, kv_heads=2, form="repeat_kv", mask="causal",
-                 window=3, dtype=torch.float32):
+    def __init__(
+        self,
+        capacity,
+        q_heads=4,
+        kv_heads=2,
+        form="repeat_kv",
+        mask="causal",
+        window=3,
+        dtype=torch.float32,
+    ):
         super().__init__()
         torch.manual_seed(0)
         self.q_heads, self.kv_heads, self.form, self.mask, self.window = (
-            q_heads, kv_heads, form, mask, window)
+            q_heads,
+            kv_heads,
+            form,
+            mask,
+            window,
+        )
         hidden = q_heads * HEAD_DIM
         self.q = torch.nn.Linear(hidden, hidden, bias=False, dtype=dtype)
         self.k = torch.nn.Linear(hidden, kv_heads * HEAD_DIM, bias=False, dtype=dtype)
@@ -62,22 +75,30 @@ class CachedAttention(torch.nn.Module):
         keys, values = self.k_cache, self.v_cache
         allowed = self.positions.view(1, 1, 1, -1) <= pos.view(1, 1, 1, 1)
         if self.mask == "window":
-            allowed = allowed & (self.positions.view(1, 1, 1, -1) > pos.view(1, 1, 1, 1)
-                                 - self.window)
+            allowed = allowed & (
+                self.positions.view(1, 1, 1, -1) > pos.view(1, 1, 1, 1) - self.window
+            )
         mask = allowed
         if self.mask == "float":
             mask = torch.where(allowed, 0.0, float("-inf")).to(x.dtype)
         gqa = False
         if self.form == "repeat_kv":
             group = self.q_heads // self.kv_heads
-            keys = keys[:, :, None].expand(1, self.kv_heads, group, *keys.shape[2:]).reshape(
-                1, self.q_heads, *keys.shape[2:])
-            values = values[:, :, None].expand(1, self.kv_heads, group, *values.shape[2:]
-                                               ).reshape(1, self.q_heads, *values.shape[2:])
+            keys = (
+                keys[:, :, None]
+                .expand(1, self.kv_heads, group, *keys.shape[2:])
+                .reshape(1, self.q_heads, *keys.shape[2:])
+            )
+            values = (
+                values[:, :, None]
+                .expand(1, self.kv_heads, group, *values.shape[2:])
+                .reshape(1, self.q_heads, *values.shape[2:])
+            )
         elif self.form == "enable_gqa":
             gqa = True
-        out = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
-                                                               enable_gqa=gqa)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, keys, values, attn_mask=mask, enable_gqa=gqa
+        )
         return out.transpose(1, 2).reshape(1, 1, -1)
 
 
@@ -106,14 +127,18 @@ def _run_steps(test, model, steps):
         reads.append(runtime.gqa_attention_positions_read() - before)
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=f"step {step}")
         for name in ("k_cache", "v_cache"):
-            torch.testing.assert_close(loaded.buffer(name), getattr(model, name), atol=1e-6, rtol=1e-5,
-                                       msg=f"step {step}: {name}")
+            torch.testing.assert_close(
+                loaded.buffer(name),
+                getattr(model, name),
+                atol=1e-6,
+                rtol=1e-5,
+                msg=f"step {step}: {name}",
+            )
     return reads
 
 
 @delegate_library.needs_library
 class TransformersPrefillTest(absltest.TestCase):
-
     def test_prefill_and_decode_attend_on_the_kernel(self):
         from decoder_model import build_model, exportable_decoder
         from executorch_trt import runtime
@@ -125,8 +150,10 @@ class TransformersPrefillTest(absltest.TestCase):
             warnings.simplefilter("ignore")
             methods = {
                 "prefill": torch.export.export(module, (prompt, torch.arange(4)), strict=False),
-                "decode": torch.export.export(module, (torch.tensor([[7]]), torch.tensor([4])),
-                                              strict=False)}
+                "decode": torch.export.export(
+                    module, (torch.tensor([[7]]), torch.tensor([4])), strict=False
+                ),
+            }
             sdpa = [n for n in methods["prefill"].graph.nodes if n.target is SDPA_OP]
             self.assertLen(sdpa, 2)  # the flash kernel's layout: not contiguous
             self.assertFalse(any(n.meta["val"].is_contiguous() for n in sdpa))
@@ -137,12 +164,14 @@ class TransformersPrefillTest(absltest.TestCase):
         eager = exportable_decoder(build_model(max_seq), max_seq)  # same seed, fresh caches
         layers, heads = 2, 4
         for method, ids, pos, attended in (
-                (prefill, prompt, torch.arange(4), 1 + 2 + 3 + 4),  # causal over 4 new rows
-                (decode, torch.tensor([[7]]), torch.tensor([4]), 5)):
+            (prefill, prompt, torch.arange(4), 1 + 2 + 3 + 4),  # causal over 4 new rows
+            (decode, torch.tensor([[7]]), torch.tensor([4]), 5),
+        ):
             before = runtime.gqa_attention_positions_read()
             got = method.execute([ids, pos])[0]
-            self.assertEqual(runtime.gqa_attention_positions_read() - before,
-                             layers * heads * attended)
+            self.assertEqual(
+                runtime.gqa_attention_positions_read() - before, layers * heads * attended
+            )
             with torch.no_grad():
                 want = eager(ids, pos)
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
@@ -150,7 +179,6 @@ class TransformersPrefillTest(absltest.TestCase):
 
 @delegate_library.needs_library
 class GqaAttentionDelegateTest(parameterized.TestCase):
-
     @parameterized.parameters("repeat_kv", "enable_gqa", "mha")
     def test_forms_match_eager_and_read_only_filled_positions(self, form):
         kv_heads = 4 if form == "mha" else 2
@@ -177,7 +205,6 @@ class GqaAttentionDelegateTest(parameterized.TestCase):
 
 
 class GqaAttentionOpTest(absltest.TestCase):
-
     def test_eager_op_is_sdpa_with_grouped_heads(self):
         torch.manual_seed(0)
         q, k, v = torch.randn(1, 6, 2, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 3)
@@ -185,8 +212,12 @@ class GqaAttentionOpTest(absltest.TestCase):
         got = attention_ops.gqa_attention(q, k, v, mask, False, 0.7)
         group = 3
         want = torch.nn.functional.scaled_dot_product_attention(
-            q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), attn_mask=mask,
-            scale=0.7)
+            q,
+            k.repeat_interleave(group, 1),
+            v.repeat_interleave(group, 1),
+            attn_mask=mask,
+            scale=0.7,
+        )
         torch.testing.assert_close(got, want)
 
     def test_rejections_name_the_argument(self):
@@ -195,10 +226,20 @@ class GqaAttentionOpTest(absltest.TestCase):
             "query is 4-D torch.float64": (q.double(), k, v, None, False),
             "not a multiple": (q, torch.randn(1, 3, 6, 8), torch.randn(1, 3, 6, 8), None, False),
             "does not broadcast": (q, k, v, torch.ones(1, 1, 1, 5, dtype=torch.bool), False),
-            "is_causal with an attn_mask": (q, k, v, torch.ones(1, 1, 1, 6, dtype=torch.bool),
-                                            True),
-            "attn_mask is 4-D torch.int32": (q, k, v, torch.ones(1, 1, 1, 6, dtype=torch.int32),
-                                             False),
+            "is_causal with an attn_mask": (
+                q,
+                k,
+                v,
+                torch.ones(1, 1, 1, 6, dtype=torch.bool),
+                True,
+            ),
+            "attn_mask is 4-D torch.int32": (
+                q,
+                k,
+                v,
+                torch.ones(1, 1, 1, 6, dtype=torch.int32),
+                False,
+            ),
         }
         for expected, args in cases.items():
             with self.assertRaisesRegex(ValueError, expected):

@@ -1,4 +1,4 @@
-"""Dynamic shapes on `transformers` models nobody here wrote (issue 15), through the delegate.
+"""Dynamic shapes on `transformers` models nobody here wrote, through the delegate.
 
 * Llama with transformers' ``StaticCache`` (``TorchExportableModuleForDecoderOnlyLM``), ``prefill``
   exported with a dynamic length (``Dim("T", min=1, max=MAX_CACHE_LEN - 1)``, the pattern of
@@ -18,8 +18,8 @@ import torch
 from absl.testing import absltest, parameterized
 
 import delegate_library
-import hf_models as H
 import executorch_trt
+import hf_models as H
 from executorch_trt import runtime
 
 
@@ -49,21 +49,23 @@ class LlamaSingleForwardTest(parameterized.TestCase):
 
         def export():
             # transformers' wrapper, Dim("T", min=1, max=MAX_CACHE_LEN - 1), strict=True.
-            return export_decoder_methods(cls.model, H.MAX_CACHE_LEN - 1,
-                                          H.MAX_CACHE_LEN)["forward"]
+            return export_decoder_methods(cls.model, H.MAX_CACHE_LEN - 1, H.MAX_CACHE_LEN)[
+                "forward"
+            ]
 
         with torch.no_grad():
             cls.programs = {
                 "executorch_trt.export": executorch_trt.export(export()),
                 "composable": to_edge_transform_and_lower(
-                    export(), partitioner=[TensorRTPartitioner()]).to_executorch(
-                        executorch_trt.backend_config()),
+                    export(), partitioner=[TensorRTPartitioner()]
+                ).to_executorch(executorch_trt.backend_config()),
             }
         torch.manual_seed(6)
         cls.tokens = torch.randint(3, H.VOCAB, (1, H.MAX_CACHE_LEN))
 
-    @parameterized.product(path=["executorch_trt.export", "composable"],
-                           prompt=[1, H.PROMPT_LEN, H.MAX_CACHE_LEN - 3])
+    @parameterized.product(
+        path=["executorch_trt.export", "composable"], prompt=[1, H.PROMPT_LEN, H.MAX_CACHE_LEN - 3]
+    )
     def test_prompt_then_decode_steps_on_one_method(self, path, prompt):
         program = runtime.load(self.programs[path].buffer)
         method = program.load_method("forward")
@@ -80,13 +82,14 @@ class LlamaSingleForwardTest(parameterized.TestCase):
 
 @delegate_library.needs_library
 class LlamaDynamicPrefillTest(parameterized.TestCase):
-
     @classmethod
     def setUpClass(cls):
         from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
         cls.model = H.FAMILIES["llama"].model()
-        wrapper = TorchExportableModuleForDecoderOnlyLM(cls.model, batch_size=1,
-                                                        max_cache_len=H.MAX_CACHE_LEN)
+        wrapper = TorchExportableModuleForDecoderOnlyLM(
+            cls.model, batch_size=1, max_cache_len=H.MAX_CACHE_LEN
+        )
         length = torch.export.Dim("T", min=1, max=H.MAX_CACHE_LEN - 1)
         with torch.no_grad():
             methods = {
@@ -94,9 +97,11 @@ class LlamaDynamicPrefillTest(parameterized.TestCase):
                     input_ids=torch.ones(1, H.PROMPT_LEN, dtype=torch.long),
                     cache_position=torch.arange(H.PROMPT_LEN),
                     dynamic_shapes={"input_ids": {1: length}, "cache_position": {0: length}},
-                    strict=True),
-                "decode": wrapper.export(input_ids=torch.tensor([[7]]),
-                                         cache_position=torch.tensor([H.PROMPT_LEN])),
+                    strict=True,
+                ),
+                "decode": wrapper.export(
+                    input_ids=torch.tensor([[7]]), cache_position=torch.tensor([H.PROMPT_LEN])
+                ),
             }
         cls.et = executorch_trt.export(methods)
         torch.manual_seed(5)
@@ -110,8 +115,11 @@ class LlamaDynamicPrefillTest(parameterized.TestCase):
         start, token = 0, None
         calls = [("prefill", n) for n in chunks] + [("decode", 1)] * decode_steps
         for k, (method, n) in enumerate(calls):
-            ids = (self.tokens[:, start:start + n] if method == "prefill"
-                   else torch.tensor([[token]]))
+            ids = (
+                self.tokens[:, start : start + n]
+                if method == "prefill"
+                else torch.tensor([[token]])
+            )
             pos = torch.arange(start, start + n)
             copied = runtime.bytes_copied()
             (got,) = program.load_method(method).execute([ids, pos])
@@ -139,26 +147,40 @@ class T5Seq2SeqExportTest(parameterized.TestCase):
     def setUpClass(cls):
         import transformers as T
         from transformers.integrations.executorch import Seq2SeqLMExportableModule
+
         torch.manual_seed(H.SEED)
-        config = T.T5Config(vocab_size=H.VOCAB, d_model=H.HIDDEN, d_kv=16, d_ff=128, num_layers=2,
-                            num_decoder_layers=2, num_heads=4, decoder_start_token_id=0,
-                            pad_token_id=0, eos_token_id=1)
+        config = T.T5Config(
+            vocab_size=H.VOCAB,
+            d_model=H.HIDDEN,
+            d_kv=16,
+            d_ff=128,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=4,
+            decoder_start_token_id=0,
+            pad_token_id=0,
+            eos_token_id=1,
+        )
         cls.model = T.T5ForConditionalGeneration(config).eval()
         cls.model.generation_config.cache_implementation = "static"
         cls.model.generation_config.use_cache = True
-        exportable = Seq2SeqLMExportableModule(cls.model, max_hidden_seq_length=cls.MAX_HIDDEN,
-                                               max_cache_length=H.MAX_CACHE_LEN).export()
-        cls.et = executorch_trt.export({"encoder": exportable.exported_encoder,
-                                        "decoder": exportable.exported_decoder})
+        exportable = Seq2SeqLMExportableModule(
+            cls.model, max_hidden_seq_length=cls.MAX_HIDDEN, max_cache_length=H.MAX_CACHE_LEN
+        ).export()
+        cls.et = executorch_trt.export(
+            {"encoder": exportable.exported_encoder, "decoder": exportable.exported_decoder}
+        )
 
     @parameterized.parameters(1, 7, MAX_HIDDEN)
     def test_encoder_length_then_greedy_decode(self, length):
         from transformers.integrations.executorch import (
-            Seq2SeqLMDecoderExportableModuleWithStaticCache)
+            Seq2SeqLMDecoderExportableModuleWithStaticCache,
+        )
+
         program = runtime.load(self.et.buffer)
         eager_decoder = Seq2SeqLMDecoderExportableModuleWithStaticCache(
-            copy.deepcopy(self.model), max_static_cache_length=H.MAX_CACHE_LEN,
-            batch_size=1).eval()
+            copy.deepcopy(self.model), max_static_cache_length=H.MAX_CACHE_LEN, batch_size=1
+        ).eval()
         torch.manual_seed(length)
         ids = torch.randint(2, H.VOCAB, (1, length))
         (hidden,) = program.load_method("encoder").execute([ids])

@@ -27,18 +27,18 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import json
+import sys
+import time
+import warnings
 
-import torch  # noqa: E402
-from absl.testing import absltest  # noqa: E402
+import torch
+from absl.testing import absltest
 
-import executorch_trt  # noqa: E402
-import delegate_library  # noqa: E402
-import hf_models as hm  # noqa: E402
-from executorch_trt.format.wire import BACKEND_ID  # noqa: E402
+import delegate_library
+import executorch_trt
+import hf_models as hm
+from executorch_trt.format.wire import BACKEND_ID
 
 _ROWS = []
 
@@ -60,8 +60,9 @@ class _MatrixMixin:
         cls.model = cls.family.model()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers/torch deprecation chatter
-            cls.et = executorch_trt.export(cls.family.export_methods(cls.model),
-                                           emit_mutable_buffer_names=True)
+            cls.et = executorch_trt.export(
+                cls.family.export_methods(cls.model), emit_mutable_buffer_names=True
+            )
         cls.export_s = time.monotonic() - start
         cls.delegates = {m: hm.delegate_backends(cls.et, m) for m in cls.family.methods}
         cls.write_backs = {m: hm.state_write_backs(cls.et, m) for m in cls.family.methods}
@@ -70,10 +71,17 @@ class _MatrixMixin:
             start = time.monotonic()
             cls.steps, cls.extra = hm.greedy_decode(cls.family, cls.model, cls.et.buffer)
             run_s = time.monotonic() - start
-            _ROWS.append(hm.matrix_row(
-                cls.FAMILY, cls.delegates,
-                {m: sum(n for _, n in wb) for m, wb in cls.write_backs.items()},
-                cls.extra["copied"], cls.steps, cls.export_s, run_s))
+            _ROWS.append(
+                hm.matrix_row(
+                    cls.FAMILY,
+                    cls.delegates,
+                    {m: sum(n for _, n in wb) for m, wb in cls.write_backs.items()},
+                    cls.extra["copied"],
+                    cls.steps,
+                    cls.export_s,
+                    run_s,
+                )
+            )
 
     def _need_run(self):
         if self.steps is None:
@@ -84,17 +92,24 @@ class _MatrixMixin:
     def test_one_tensorrt_delegate_per_method_nothing_outside(self):
         for method in self.family.methods:
             with self.subTest(method=method):
-                self.assertEqual(self.delegates[method], [BACKEND_ID],
-                                 f"{self.FAMILY}.{method}: delegate calls")
-                self.assertEqual(hm.operators_outside(self.et, method), [],
-                                 f"{self.FAMILY}.{method}: operators left outside the delegate")
+                self.assertEqual(
+                    self.delegates[method], [BACKEND_ID], f"{self.FAMILY}.{method}: delegate calls"
+                )
+                self.assertEqual(
+                    hm.operators_outside(self.et, method),
+                    [],
+                    f"{self.FAMILY}.{method}: operators left outside the delegate",
+                )
 
     def test_no_state_written_back_by_executorch(self):
         for method in self.family.methods:
             with self.subTest(method=method):
-                self.assertEqual(self.write_backs[method], [],
-                                 f"{self.FAMILY}.{method}: ExecuTorch copies these mutable "
-                                 "buffers back every call (name, bytes)")
+                self.assertEqual(
+                    self.write_backs[method],
+                    [],
+                    f"{self.FAMILY}.{method}: ExecuTorch copies these mutable "
+                    "buffers back every call (name, bytes)",
+                )
 
     # --- running it -----------------------------------------------------------------------
 
@@ -114,9 +129,11 @@ class _MatrixMixin:
         self._need_run()
         for i, s in enumerate(self.steps):
             self.assertLessEqual(
-                s.max_abs_diff, _tolerance(s.scale),
+                s.max_abs_diff,
+                _tolerance(s.scale),
                 f"{self.FAMILY} step {i} ({s.method}): max |dlogit| {s.max_abs_diff:.3e} "
-                f"> 1e-4 x {s.scale:.3f}")
+                f"> 1e-4 x {s.scale:.3f}",
+            )
 
     # --- the reference --------------------------------------------------------------------
 
@@ -127,8 +144,13 @@ class _MatrixMixin:
         steps = torch.cat(self.extra["eager_logits"], dim=1)
         full = hm.full_forward_logits(self.family, self.model, ids)
         scale = max(1.0, float(full.abs().max()))
-        torch.testing.assert_close(steps, full, atol=_tolerance(scale), rtol=0,
-                                   msg=f"{self.FAMILY}: eager wrapper vs no-cache forward")
+        torch.testing.assert_close(
+            steps,
+            full,
+            atol=_tolerance(scale),
+            rtol=0,
+            msg=f"{self.FAMILY}: eager wrapper vs no-cache forward",
+        )
 
     def test_logits_depend_on_the_cache(self):
         """The first decode step run on an empty cache differs from the real one by far more
@@ -164,8 +186,7 @@ class Gemma3MatrixTest(_MatrixMixin, absltest.TestCase):
         self._need_run()
         ids = torch.cat([x for _, x, _ in self.extra["inputs"]], dim=1)
         self.assertGreater(ids.shape[1], hm.SLIDING_WINDOW)
-        self.assertEqual(self.model.config.layer_types,
-                         ["sliding_attention", "full_attention"])
+        self.assertEqual(self.model.config.layer_types, ["sliding_attention", "full_attention"])
         unwindowed = hm.seeded(lambda: hm._gemma3(sliding_window=hm.MAX_CACHE_LEN))
         windowed = hm.full_forward_logits(self.family, self.model, ids)
         full = hm.full_forward_logits(self.family, unwindowed, ids)
@@ -183,8 +204,9 @@ class WhisperMatrixTest(_MatrixMixin, absltest.TestCase):
 
     def test_encoder_matches_eager(self):
         self._need_run()
-        self.assertLessEqual(self.extra["encoder_max_abs_diff"],
-                             _tolerance(self.extra["encoder_scale"]))
+        self.assertLessEqual(
+            self.extra["encoder_max_abs_diff"], _tolerance(self.extra["encoder_scale"])
+        )
 
 
 class _CacheWriter(torch.nn.Module):
@@ -194,7 +216,7 @@ class _CacheWriter(torch.nn.Module):
         self.proj = torch.nn.Linear(4, 8)
         self.register_buffer("key_cache_0", torch.zeros(1, 2, 8, 4))
 
-    def forward(self, x, pos):                       # x [1, 1, 4], pos [1]
+    def forward(self, x, pos):  # x [1, 1, 4], pos [1]
         self.key_cache_0.index_copy_(2, pos, self.proj(x).view(1, 2, 1, 4))
         return self.key_cache_0 + 0
 
@@ -228,8 +250,7 @@ def _report():
         with open(os.path.join(out, "hf_matrix.md"), "w") as f:
             f.write(text)
         with open(os.path.join(out, "hf_matrix.json"), "w") as f:
-            json.dump([{k: v for k, v in r.items() if k != "markdown"} for r in _ROWS], f,
-                      indent=1)
+            json.dump([{k: v for k, v in r.items() if k != "markdown"} for r in _ROWS], f, indent=1)
 
 
 def tearDownModule():

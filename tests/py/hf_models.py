@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -51,51 +51,91 @@ MEL_BINS, SOURCE_POSITIONS = 16, 16
 # Whisper's forced decoder prefix (start-of-transcript, language, task, no-timestamps stand-ins).
 WHISPER_PREFIX = (3, 4, 5, 6)
 
-_COMMON = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=2,
-               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-               pad_token_id=0, bos_token_id=1, eos_token_id=2)
+_COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=HIDDEN,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+)
 
 
 def _llama():
     import transformers as T
+
     return T.LlamaForCausalLM(T.LlamaConfig(**_COMMON))
 
 
 def _qwen3():
     import transformers as T
+
     return T.Qwen3ForCausalLM(T.Qwen3Config(head_dim=16, **_COMMON))
 
 
 def _phi3():
     import transformers as T
+
     # Phi-3's defaults put pad/eos/bos outside a 128-token vocabulary (_COMMON sets them).
     return T.Phi3ForCausalLM(T.Phi3Config(**_COMMON))
 
 
 def _gemma3(sliding_window: int = SLIDING_WINDOW):
     import transformers as T
-    config = T.Gemma3TextConfig(head_dim=16, sliding_window=sliding_window,
-                                layer_types=["sliding_attention", "full_attention"], **_COMMON)
+
+    config = T.Gemma3TextConfig(
+        head_dim=16,
+        sliding_window=sliding_window,
+        layer_types=["sliding_attention", "full_attention"],
+        **_COMMON,
+    )
     return T.Gemma3ForCausalLM(config)
 
 
 def _gpt2():
     import transformers as T
+
     # initializer_range 0.2 (default 0.02): with the default, greedy decoding repeats one token.
-    return T.GPT2LMHeadModel(T.GPT2Config(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=2, n_head=4,
-                                          n_positions=64, bos_token_id=1, eos_token_id=2,
-                                          initializer_range=0.2))
+    return T.GPT2LMHeadModel(
+        T.GPT2Config(
+            vocab_size=VOCAB,
+            n_embd=HIDDEN,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            bos_token_id=1,
+            eos_token_id=2,
+            initializer_range=0.2,
+        )
+    )
 
 
 def _whisper():
     import transformers as T
+
     config = T.WhisperConfig(
-        vocab_size=VOCAB, num_mel_bins=MEL_BINS, d_model=HIDDEN, encoder_layers=2,
-        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-        encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=SOURCE_POSITIONS,
-        max_target_positions=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        decoder_start_token_id=WHISPER_PREFIX[0], suppress_tokens=None,
-        begin_suppress_tokens=None)
+        vocab_size=VOCAB,
+        num_mel_bins=MEL_BINS,
+        d_model=HIDDEN,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_source_positions=SOURCE_POSITIONS,
+        max_target_positions=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=WHISPER_PREFIX[0],
+        suppress_tokens=None,
+        begin_suppress_tokens=None,
+    )
     model = T.WhisperForConditionalGeneration(config)
     # Seq2SeqLMDecoderExportableModuleWithStaticCache reads `model.lm_head`; Whisper calls its
     # output projection `proj_out` (same module, no new weights).
@@ -113,13 +153,16 @@ def seeded(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
 
 # --- eager sessions: one step interface for eager PyTorch and for the program -------------
 
+
 class DecoderOnlyEager:
     """Eager reference: a fresh ``TorchExportableModuleForDecoderOnlyLM`` (zeroed caches)."""
 
     def __init__(self, model):
         from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
         self.wrapper = TorchExportableModuleForDecoderOnlyLM(
-            model, batch_size=1, max_cache_len=MAX_CACHE_LEN).eval()
+            model, batch_size=1, max_cache_len=MAX_CACHE_LEN
+        ).eval()
 
     def start(self, context) -> None:
         pass
@@ -136,10 +179,13 @@ class WhisperEager:
 
     def __init__(self, model):
         from transformers.integrations.executorch import (
-            Seq2SeqLMDecoderExportableModuleWithStaticCache)
+            Seq2SeqLMDecoderExportableModuleWithStaticCache,
+        )
+
         self.encoder = WhisperEncoder(model.get_encoder()).eval()
         self.decoder = Seq2SeqLMDecoderExportableModuleWithStaticCache(
-            model, max_static_cache_length=MAX_CACHE_LEN, batch_size=1).eval()
+            model, max_static_cache_length=MAX_CACHE_LEN, batch_size=1
+        ).eval()
         self.encoder_out = None
 
     def start(self, input_features) -> torch.Tensor:
@@ -158,12 +204,13 @@ class ProgramSession:
 
     def __init__(self, buffer: bytes, encoder_decoder: bool):
         from executorch_trt import runtime
+
         self._runtime = runtime
         self.program = runtime.load(buffer)
         self.methods = {n: self.program.load_method(n) for n in self.program.method_names}
         self.encoder_decoder = encoder_decoder
         self.encoder_out = None
-        self.copied: List[Tuple[str, int]] = []
+        self.copied: list[tuple[str, int]] = []
 
     def _execute(self, method, inputs):
         before = self._runtime.bytes_copied()
@@ -198,6 +245,7 @@ class WhisperEncoder(torch.nn.Module):
 
 # --- families ------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Family:
     """One row of the matrix: how to build, export and step a model."""
@@ -207,7 +255,7 @@ class Family:
     encoder_decoder: bool = False
 
     @property
-    def methods(self) -> Tuple[str, ...]:
+    def methods(self) -> tuple[str, ...]:
         return ("encoder", "prefill", "decode") if self.encoder_decoder else ("prefill", "decode")
 
     def model(self) -> torch.nn.Module:
@@ -221,7 +269,7 @@ class Family:
         g = torch.Generator().manual_seed(SEED + 1)
         return torch.randint(3, VOCAB, (1, PROMPT_LEN), generator=g)
 
-    def context(self) -> Optional[torch.Tensor]:
+    def context(self) -> torch.Tensor | None:
         """The encoder's input (Whisper: seeded log-mel features), else None."""
         if not self.encoder_decoder:
             return None
@@ -231,62 +279,76 @@ class Family:
     def eager(self, model):
         return WhisperEager(model) if self.encoder_decoder else DecoderOnlyEager(model)
 
-    def export_methods(self, model) -> Dict[str, "torch.export.ExportedProgram"]:
+    def export_methods(self, model) -> dict[str, torch.export.ExportedProgram]:
         """``{method: ExportedProgram}`` through transformers' wrappers, static shapes."""
         prompt = self.prompt()
         t = prompt.shape[1]
         with torch.no_grad():
             if not self.encoder_decoder:
                 from transformers.integrations.executorch import (
-                    TorchExportableModuleForDecoderOnlyLM)
+                    TorchExportableModuleForDecoderOnlyLM,
+                )
+
                 wrapper = TorchExportableModuleForDecoderOnlyLM(
-                    model, batch_size=1, max_cache_len=MAX_CACHE_LEN)
+                    model, batch_size=1, max_cache_len=MAX_CACHE_LEN
+                )
                 return {
                     "prefill": wrapper.export(input_ids=prompt, cache_position=torch.arange(t)),
-                    "decode": wrapper.export(input_ids=torch.tensor([[7]]),
-                                             cache_position=torch.tensor([t])),
+                    "decode": wrapper.export(
+                        input_ids=torch.tensor([[7]]), cache_position=torch.tensor([t])
+                    ),
                 }
             from transformers.integrations.executorch import (
-                Seq2SeqLMDecoderExportableModuleWithStaticCache)
+                Seq2SeqLMDecoderExportableModuleWithStaticCache,
+            )
+
             features = self.context()
             encoder = WhisperEncoder(model.get_encoder()).eval()
             encoder_out = encoder(features)
             decoder = Seq2SeqLMDecoderExportableModuleWithStaticCache(
-                model, max_static_cache_length=MAX_CACHE_LEN, batch_size=1).eval()
+                model, max_static_cache_length=MAX_CACHE_LEN, batch_size=1
+            ).eval()
             # strict=True as transformers' own Seq2SeqLMExportableModule; no dynamic_shapes.
             return {
                 "encoder": torch.export.export(encoder, (features,), strict=True),
                 "prefill": torch.export.export(
-                    decoder, (prompt, encoder_out, torch.arange(t)), strict=True),
+                    decoder, (prompt, encoder_out, torch.arange(t)), strict=True
+                ),
                 "decode": torch.export.export(
-                    decoder, (torch.tensor([[7]]), encoder_out, torch.tensor([t])), strict=True),
+                    decoder, (torch.tensor([[7]]), encoder_out, torch.tensor([t])), strict=True
+                ),
             }
 
 
-FAMILIES: Dict[str, Family] = {f.name: f for f in [
-    Family("llama", _llama),
-    Family("qwen3", _qwen3),
-    Family("phi3", _phi3),
-    Family("gemma3", _gemma3),
-    Family("gpt2", _gpt2),
-    Family("whisper", _whisper, encoder_decoder=True),
-]}
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in [
+        Family("llama", _llama),
+        Family("qwen3", _qwen3),
+        Family("phi3", _phi3),
+        Family("gemma3", _gemma3),
+        Family("gpt2", _gpt2),
+        Family("whisper", _whisper, encoder_decoder=True),
+    ]
+}
 
 
 # --- greedy decoding, program vs eager -------------------------------------------------------
 
+
 @dataclasses.dataclass
 class StepResult:
     method: str
-    token: int             # eager's greedy token (fed to both sides next)
-    program_token: int     # the program's greedy token
-    max_abs_diff: float    # max |program logits - eager logits| over the step's positions
-    scale: float           # max(1, max |eager logits|)
-    bytes_copied: int      # the delegate's runtime.bytes_copied() delta for this call
+    token: int  # eager's greedy token (fed to both sides next)
+    program_token: int  # the program's greedy token
+    max_abs_diff: float  # max |program logits - eager logits| over the step's positions
+    scale: float  # max(1, max |eager logits|)
+    bytes_copied: int  # the delegate's runtime.bytes_copied() delta for this call
 
 
-def greedy_decode(family: Family, model, program_buffer: bytes,
-                  steps: int = DECODE_STEPS) -> Tuple[List[StepResult], dict]:
+def greedy_decode(
+    family: Family, model, program_buffer: bytes, steps: int = DECODE_STEPS
+) -> tuple[list[StepResult], dict]:
     """Prefill plus ``steps`` greedy decode steps on the program and on a fresh eager wrapper.
     Eager's token is fed to both sides (teacher forcing), so one differing token is reported
     at its step instead of derailing the rest. Returns the steps and ``extra``: ``inputs``
@@ -311,14 +373,21 @@ def greedy_decode(family: Family, model, program_buffer: bytes,
         extra["inputs"].append((method, ids, pos))
         extra["eager_logits"].append(want)
         if got.shape != want.shape:
-            raise AssertionError(f"{family.name} {method} step {step}: program logits "
-                                 f"{tuple(got.shape)} vs eager {tuple(want.shape)}")
+            raise AssertionError(
+                f"{family.name} {method} step {step}: program logits "
+                f"{tuple(got.shape)} vs eager {tuple(want.shape)}"
+            )
         token = int(want[0, -1].argmax())
-        results.append(StepResult(
-            method=method, token=token, program_token=int(got[0, -1].argmax()),
-            max_abs_diff=float((got - want).abs().max()),
-            scale=max(1.0, float(want.abs().max())),
-            bytes_copied=program.copied[-1][1]))
+        results.append(
+            StepResult(
+                method=method,
+                token=token,
+                program_token=int(got[0, -1].argmax()),
+                max_abs_diff=float((got - want).abs().max()),
+                scale=max(1.0, float(want.abs().max())),
+                bytes_copied=program.copied[-1][1],
+            )
+        )
         next_pos = int(pos[-1]) + 1
         ids, pos = torch.tensor([[token]]), torch.tensor([next_pos])
     extra["copied"] = list(program.copied)
@@ -327,20 +396,21 @@ def greedy_decode(family: Family, model, program_buffer: bytes,
 
 # --- plan checks (to be replaced by executorch_trt.inspect) ----------------------------------
 
-def delegate_backends(et, method: str) -> List[str]:
+
+def delegate_backends(et, method: str) -> list[str]:
     """Backend ids of the method's DelegateCall instructions, in execution order."""
     plan = lu.execution_plan(et, method)
     calls = [a for a in lu.instructions(plan) if type(a).__name__ == "DelegateCall"]
     return [plan.delegates[c.delegate_index].id for c in calls]
 
 
-def operators_outside(et, method: str) -> List[str]:
+def operators_outside(et, method: str) -> list[str]:
     """Operators ExecuTorch runs itself in the method (outside every delegate)."""
     plan = lu.execution_plan(et, method)
     return [o.name + ("." + o.overload if o.overload else "") for o in plan.operators]
 
 
-def state_write_backs(et, method: str) -> List[Tuple[str, int]]:
+def state_write_backs(et, method: str) -> list[tuple[str, int]]:
     """``(buffer name, bytes per call)`` of every mutable buffer (state) that ExecuTorch copies
     back in ``method`` (``executorch_trt.inspect``: update mode ``written_back``). Empty means
     no state is copied per call."""
@@ -350,16 +420,24 @@ def state_write_backs(et, method: str) -> List[Tuple[str, int]]:
 
 # --- the matrix table -----------------------------------------------------------------------
 
-MATRIX_HEADER = ("| model | delegates per method | state bytes copied per step "
-                 "| max abs dlogit | tolerance | tokens | export s | run s |")
+MATRIX_HEADER = (
+    "| model | delegates per method | state bytes copied per step "
+    "| max abs dlogit | tolerance | tokens | export s | run s |"
+)
 MATRIX_RULE = "|---|---|---|---|---|---|---|---|"
 MATRIX_BEGIN = "===== BEGIN hf coverage matrix ====="
 MATRIX_END = "===== END hf coverage matrix ====="
 
 
-def matrix_row(name: str, delegates: Dict[str, Sequence[str]],
-               write_back_bytes: Dict[str, int], copied: Sequence[Tuple[str, int]],
-               steps: Sequence[StepResult], export_s: float, run_s: float) -> Dict[str, object]:
+def matrix_row(
+    name: str,
+    delegates: dict[str, Sequence[str]],
+    write_back_bytes: dict[str, int],
+    copied: Sequence[tuple[str, int]],
+    steps: Sequence[StepResult],
+    export_s: float,
+    run_s: float,
+) -> dict[str, object]:
     """A row as a dict (for JSON) with ``"markdown"`` the table row. State bytes copied per
     step, per method = ``executorch_trt.inspect``'s state bytes copied per call (ExecuTorch's
     write-backs plus the delegate's reflect copies, from the plan), or the delegate's largest
@@ -387,8 +465,10 @@ def matrix_row(name: str, delegates: Dict[str, Sequence[str]],
     fmt = lambda d: ", ".join(f"{m} {v}" for m, v in d.items())  # noqa: E731
     row["markdown"] = (
         f"| {name} | {fmt(row['delegates'])} | {fmt(per_method)} | {max_diff:.2e} | "
-        f"{tol:.0e} | {'equal' if tokens_equal else 'DIFFER'} (prefill + {len(steps) - 1} decode) | "
-        f"{export_s:.1f} | {run_s:.1f} |")
+        f"{tol:.0e} | {'equal' if tokens_equal else 'DIFFER'} "
+        f"(prefill + {len(steps) - 1} decode) | "
+        f"{export_s:.1f} | {run_s:.1f} |"
+    )
     return row
 
 
@@ -397,6 +477,7 @@ def full_forward_logits(family: Family, model, ids: torch.Tensor) -> torch.Tenso
     cache (Whisper: on the family's input features): what the cached steps must reproduce."""
     with torch.no_grad():
         if family.encoder_decoder:
-            return model(input_features=family.context(), decoder_input_ids=ids,
-                         use_cache=False).logits
+            return model(
+                input_features=family.context(), decoder_input_ids=ids, use_cache=False
+            ).logits
         return model(input_ids=ids, use_cache=False).logits

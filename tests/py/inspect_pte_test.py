@@ -36,13 +36,13 @@ def _run(argv, cwd=None):
 
 
 class InspectPteTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.tmp = absltest.get_default_test_tmpdir()
         with torch.no_grad():
-            program = executorch_trt.export(dm.export_reordered_kv(), kv_cache="copy_back",
-                                            emit_mutable_buffer_names=True).buffer
+            program = executorch_trt.export(
+                dm.export_reordered_kv(), kv_cache="copy_back", emit_mutable_buffer_names=True
+            ).buffer
         cls.path = os.path.join(cls.tmp, "copy_back.pte")
         with open(cls.path, "wb") as f:
             f.write(program)
@@ -56,10 +56,15 @@ class InspectPteTest(absltest.TestCase):
         self.assertIn("method forward", out)
         self.assertIn("delegate calls: TensorRTBackend x1", out)
         # Which engine runs the delegate, from the first line on.
-        self.assertTrue(out.splitlines()[0].endswith(
-            "; engine portable (nested ExecuTorch program with XNNPACK, on the CPU))"), out)
-        self.assertIn("  engines: portable x1 (nested ExecuTorch program with XNNPACK, on the "
-                      "CPU)", out)
+        self.assertTrue(
+            out.splitlines()[0].endswith(
+                "; engine portable (nested ExecuTorch program with XNNPACK, on the CPU))"
+            ),
+            out,
+        )
+        self.assertIn(
+            "  engines: portable x1 (nested ExecuTorch program with XNNPACK, on the CPU)", out
+        )
         self.assertRegex(out, r"k_cache\s+float32\s+\[1, 6, 4\]\s+96\s+written_back\s+96")
         self.assertIn("state bytes copied per call: 96", out)
 
@@ -84,8 +89,10 @@ class InspectPteTest(absltest.TestCase):
         status, out, err = _run(["no_such.pte"], cwd=self.tmp)
         self.assertEqual(status, 2)
         self.assertEqual(out, "")
-        self.assertIn(f"{os.path.join(self.tmp, 'no_such.pte')}: no such file; pass the path "
-                      "of a .pte file", err)
+        self.assertIn(
+            f"{os.path.join(self.tmp, 'no_such.pte')}: no such file; pass the path of a .pte file",
+            err,
+        )
         self.assertNotIn("Traceback", err)
 
     def test_truncated_file(self):

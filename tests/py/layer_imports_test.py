@@ -13,10 +13,9 @@ LAYER = ""
 
 
 class LayerImportsTest(absltest.TestCase):
-
     def test_every_module_of_the_layer_imports(self):
         spec = importlib.util.find_spec("executorch_trt")
-        root = list(spec.submodule_search_locations)[0]
+        root = next(iter(spec.submodule_search_locations))
         folder = os.path.join(root, LAYER)
         if os.path.isdir(folder):
             names = []
@@ -31,8 +30,9 @@ class LayerImportsTest(absltest.TestCase):
         for name in sorted(names):
             with self.subTest(module=name):
                 importlib.import_module(name)
-        higher = sorted({m.split(".")[1] for m in sys.modules
-                         if m.startswith("executorch_trt.")} - {LAYER})
+        higher = sorted(
+            {m.split(".")[1] for m in sys.modules if m.startswith("executorch_trt.")} - {LAYER}
+        )
         print(f"{LAYER}: {len(names)} modules imported; layers loaded with it: {higher}")
 
 

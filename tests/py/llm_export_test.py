@@ -19,21 +19,33 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import torch  # noqa: E402
-from absl.testing import absltest, parameterized  # noqa: E402
+import torch
+from absl.testing import absltest, parameterized
 
-import delegate_library  # noqa: E402
-import executorch_trt  # noqa: E402
-import hf_models as H  # noqa: E402
-from executorch_trt import runtime  # noqa: E402
-from executorch_trt.llm import (CheckpointError, SUPPORTED_ARCHITECTURES,  # noqa: E402
-                                UnsupportedArchitectureError, export_llm)
+import delegate_library
+import executorch_trt
+import hf_models as H
+import llm_test_models as M
+from executorch_trt import runtime
+from executorch_trt.llm import (
+    SUPPORTED_ARCHITECTURES,
+    CheckpointError,
+    UnsupportedArchitectureError,
+    export_llm,
+)
 
 MAX_SEQ_LEN = 32
 PROMPT_LEN = 5
 DECODE_STEPS = 3
-METADATA_METHODS = {"get_max_seq_len", "get_max_context_len", "get_vocab_size", "get_bos_id",
-                    "get_eos_ids", "use_kv_cache", "enable_dynamic_shape"}
+METADATA_METHODS = {
+    "get_max_seq_len",
+    "get_max_context_len",
+    "get_vocab_size",
+    "get_bos_id",
+    "get_eos_ids",
+    "use_kv_cache",
+    "enable_dynamic_shape",
+}
 
 
 def _full_forward(model, ids):
@@ -78,34 +90,36 @@ class _RunsLikeEager:
 
 @delegate_library.needs_library
 class ForwardTest(_RunsLikeEager, parameterized.TestCase):
-
     @parameterized.parameters("qwen3", "gemma3", "gpt2")
     def test_prompt_then_single_token_steps_match_eager(self, family):
         model = H.FAMILIES[family].model()
         program = export_llm(model, MAX_SEQ_LEN)
-        self.assertEqual(runtime.load(program.buffer).method_names,
-                         {"forward"} | METADATA_METHODS)
+        self.assertEqual(runtime.load(program.buffer).method_names, {"forward"} | METADATA_METHODS)
         self.assert_runs_like_eager(model, program, "forward", "forward")
 
 
 def _qwen2():
     import transformers as T
+
     return T.Qwen2ForCausalLM(T.Qwen2Config(**H._COMMON))
 
 
 def _mistral():
     import transformers as T
+
     # A window shorter than the prompt plus the steps: decoding runs past it.
     return T.MistralForCausalLM(T.MistralConfig(sliding_window=4, **H._COMMON))
 
 
 def _gemma2():
     import transformers as T
+
     return T.Gemma2ForCausalLM(T.Gemma2Config(head_dim=16, sliding_window=4, **H._COMMON))
 
 
 def _smollm3():
     import transformers as T
+
     return T.SmolLM3ForCausalLM(T.SmolLM3Config(**H._COMMON))
 
 
@@ -114,8 +128,12 @@ class MoreArchitecturesTest(_RunsLikeEager, parameterized.TestCase):
     """The other supported architectures, each once (a separate Bazel target runs this class)."""
 
     @parameterized.named_parameters(
-        ("qwen2", _qwen2), ("mistral_sliding_window", _mistral), ("gemma2", _gemma2),
-        ("smollm3", _smollm3), ("phi3", H.FAMILIES["phi3"].build))
+        ("qwen2", _qwen2),
+        ("mistral_sliding_window", _mistral),
+        ("gemma2", _gemma2),
+        ("smollm3", _smollm3),
+        ("phi3", H.FAMILIES["phi3"].build),
+    )
     def test_prompt_then_single_token_steps_match_eager(self, build):
         model = H.seeded(build)
         program = export_llm(model, MAX_SEQ_LEN)
@@ -125,30 +143,34 @@ class MoreArchitecturesTest(_RunsLikeEager, parameterized.TestCase):
 
 @delegate_library.needs_library
 class PrefillDecodeTest(_RunsLikeEager, absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.model = H.FAMILIES["llama"].model()
-        cls.program = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN + 8,
-                                 prefill_decode=True)
+        cls.program = export_llm(
+            cls.model, MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN + 8, prefill_decode=True
+        )
 
     def test_prefill_then_decode_match_eager(self):
-        self.assertEqual(runtime.load(self.program.buffer).method_names,
-                         {"prefill", "decode"} | METADATA_METHODS)
+        self.assertEqual(
+            runtime.load(self.program.buffer).method_names, {"prefill", "decode"} | METADATA_METHODS
+        )
         self.assert_runs_like_eager(self.model, self.program, "prefill", "decode")
 
     def test_metadata_methods(self):
         loaded = runtime.load(self.program.buffer)
         got = {name: loaded.load_method(name).execute([]) for name in METADATA_METHODS}
-        self.assertEqual(got, {
-            "enable_dynamic_shape": [True],
-            "get_bos_id": [1],
-            "get_eos_ids": [2],
-            "get_max_context_len": [MAX_SEQ_LEN + 8],
-            "get_max_seq_len": [MAX_SEQ_LEN],
-            "get_vocab_size": [H.VOCAB],
-            "use_kv_cache": [True],
-        })
+        self.assertEqual(
+            got,
+            {
+                "enable_dynamic_shape": [True],
+                "get_bos_id": [1],
+                "get_eos_ids": [2],
+                "get_max_context_len": [MAX_SEQ_LEN + 8],
+                "get_max_seq_len": [MAX_SEQ_LEN],
+                "get_vocab_size": [H.VOCAB],
+                "use_kv_cache": [True],
+            },
+        )
 
 
 class RefusalsTest(absltest.TestCase):
@@ -156,8 +178,8 @@ class RefusalsTest(absltest.TestCase):
 
     def test_unsupported_architecture_names_it_and_the_supported_ones(self):
         import transformers as T
-        model = T.OPTForCausalLM(T.OPTConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
-                                             ffn_dim=32, num_attention_heads=2)).eval()
+
+        model = T.OPTForCausalLM(M.tiny_opt_config()).eval()
         with self.assertRaises(UnsupportedArchitectureError) as cm:
             export_llm(model, 16)
         message = str(cm.exception)
@@ -168,9 +190,11 @@ class RefusalsTest(absltest.TestCase):
 
     def test_a_supported_type_that_is_not_its_causal_lm(self):
         import transformers as T
+
         model = T.LlamaForSequenceClassification(T.LlamaConfig(**H._COMMON)).eval()
-        with self.assertRaisesRegex(UnsupportedArchitectureError,
-                                    "LlamaForSequenceClassification.*LlamaForCausalLM"):
+        with self.assertRaisesRegex(
+            UnsupportedArchitectureError, "LlamaForSequenceClassification.*LlamaForCausalLM"
+        ):
             export_llm(model, 16)
 
     def test_not_a_model(self):
@@ -188,10 +212,17 @@ class RefusalsTest(absltest.TestCase):
         model = H.FAMILIES["llama"].model()  # max_position_embeddings 64
         for kwargs, pattern in [
             (dict(max_seq_len=1), "max_seq_len must be at least 2"),
-            (dict(max_seq_len=16, max_context_len=8), r"max_context_len \(8.*at least "
-                                                     r"max_seq_len \(16\)"),
-            (dict(max_seq_len=16, max_context_len=65), "beyond the model's "
-                                                      "max_position_embeddings 64"),
+            (
+                dict(max_seq_len=16, max_context_len=8),
+                (
+                    r"max_context_len \(8.*at least "
+                    r"max_seq_len \(16\)"
+                ),
+            ),
+            (
+                dict(max_seq_len=16, max_context_len=65),
+                "beyond the model's max_position_embeddings 64",
+            ),
         ]:
             with self.subTest(**kwargs), self.assertRaisesRegex(ValueError, pattern):
                 export_llm(model, **kwargs)

@@ -17,14 +17,14 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-from absl.testing import absltest  # noqa: E402
+from absl.testing import absltest
 
-import delegate_library  # noqa: E402
-import executorch_trt  # noqa: E402
-import llm_test_models as M  # noqa: E402
-from executorch_trt.llm import export_llm  # noqa: E402
-from executorch_trt.llm.decoder_programs import export_decoder_methods  # noqa: E402
-from executorch_trt.llm.metadata import llm_metadata  # noqa: E402
+import delegate_library
+import executorch_trt
+import llm_test_models as M
+from executorch_trt.llm import export_llm
+from executorch_trt.llm.decoder_programs import export_decoder_methods
+from executorch_trt.llm.metadata import llm_metadata
 
 MAX_SEQ_LEN = 48
 PROMPT = "hello world, this is a test."
@@ -39,8 +39,10 @@ def _plain_executorch_program(model, path):
 
     methods = export_decoder_methods(model, MAX_SEQ_LEN, MAX_SEQ_LEN)
     program = to_edge_transform_and_lower(
-        methods, partitioner=[XnnpackPartitioner()],
-        constant_methods=llm_metadata(model, MAX_SEQ_LEN, MAX_SEQ_LEN)).to_executorch()
+        methods,
+        partitioner=[XnnpackPartitioner()],
+        constant_methods=llm_metadata(model, MAX_SEQ_LEN, MAX_SEQ_LEN),
+    ).to_executorch()
     with open(path, "wb") as f:
         f.write(program.buffer)
     return program
@@ -48,7 +50,6 @@ def _plain_executorch_program(model, path):
 
 @delegate_library.needs_library
 class TextLLMRunnerTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         from pytorch_tokenizers import CppTiktoken
@@ -77,8 +78,11 @@ class TextLLMRunnerTest(absltest.TestCase):
         from executorch.extension.llm.runner import GenerationConfig
 
         pieces = []
-        runner.generate(PROMPT, GenerationConfig(max_new_tokens=NEW_TOKENS, temperature=0.0,
-                                                 echo=False), token_callback=pieces.append)
+        runner.generate(
+            PROMPT,
+            GenerationConfig(max_new_tokens=NEW_TOKENS, temperature=0.0, echo=False),
+            token_callback=pieces.append,
+        )
         return pieces
 
     def _runner(self, path):

@@ -22,8 +22,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789 .,!?'-:;\n"
 SPECIAL_TOKENS = 256  # appended by the runner's tiktoken loader
 VOCAB = len(TOKEN_CHARS) + SPECIAL_TOKENS
-BOS_ID = len(TOKEN_CHARS)       # <|begin_of_text|>
-EOS_ID = len(TOKEN_CHARS) + 1   # <|end_of_text|>
+BOS_ID = len(TOKEN_CHARS)  # <|begin_of_text|>
+EOS_ID = len(TOKEN_CHARS) + 1  # <|end_of_text|>
 
 
 def write_tokenizer(path: str) -> str:
@@ -41,15 +41,38 @@ def tiny_llama(seed: int = 0):
     import transformers as T
 
     torch.manual_seed(seed)
-    config = T.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                           max_position_embeddings=64, bos_token_id=BOS_ID,
-                           eos_token_id=EOS_ID, tie_word_embeddings=False)
+    config = T.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        tie_word_embeddings=False,
+    )
     model = T.LlamaForCausalLM(config).eval()
     with torch.no_grad():
-        model.lm_head.weight[len(TOKEN_CHARS):] *= 0.1
+        model.lm_head.weight[len(TOKEN_CHARS) :] *= 0.1
         model.lm_head.weight[EOS_ID] *= 10
     return model
+
+
+def tiny_opt_config(**fields):
+    """A tiny ``transformers.OPTConfig`` (a causal LM architecture ``executorch_trt.llm`` does
+    not support); ``fields`` are added to it."""
+    import transformers as T
+
+    return T.OPTConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        ffn_dim=32,
+        num_attention_heads=2,
+        **fields,
+    )
 
 
 def save_checkpoint(model, directory: str) -> str:

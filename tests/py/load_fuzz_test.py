@@ -1,4 +1,4 @@
-"""Mutated delegate blobs through the Python loading path (issue 16).
+"""Mutated delegate blobs through the Python loading path.
 
 Exports a small program (``CacheWriter``: a ``Linear(8, 8)`` writing a ``[1, 6, 8]`` cache with
 ``index_copy_``, the program of the issue), then workers (``load_fuzz_worker.py``, fresh
@@ -41,7 +41,6 @@ BATCH = 300
 
 
 class CacheWriter(torch.nn.Module):
-
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
@@ -58,7 +57,6 @@ REGRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressi
 
 @delegate_library.needs_library
 class LoadFuzzTest(absltest.TestCase):
-
     def test_regression_inputs_fail_to_load_with_an_error(self):
         names = sorted(os.listdir(REGRESSIONS))
         self.assertIn("xnnpack_weight_dims_past_data.bin", names)
@@ -89,11 +87,17 @@ class LoadFuzzTest(absltest.TestCase):
         outcomes = {"ok": 0, "error": 0}
 
         def launch(first, count):
-            # ExecuTorch's log lines may quote corrupt bytes.
-            log = open(os.path.join(tmp, f"worker_{first}.log"), "w+", errors="replace")
+            # ExecuTorch's log lines may quote corrupt bytes. Open for the worker's lifetime:
+            # closed once its outcome is read below.
+            log_path = os.path.join(tmp, f"worker_{first}.log")
+            log = open(log_path, "w+", errors="replace")  # noqa: SIM115
             proc = subprocess.Popen(
-                [sys.executable, script, base_path, str(SEED), str(first), str(count)], env=env,
-                stdout=subprocess.PIPE, stderr=log, text=True)
+                [sys.executable, script, base_path, str(SEED), str(first), str(count)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
             running.append((first, count, proc, log))
 
         while batches or running:
@@ -115,23 +119,34 @@ class LoadFuzzTest(absltest.TestCase):
             if proc.returncode == 0 and len(done) == count:
                 continue
             if current is None or current in done:
-                failures.append(f"worker [{first}, {first + count}) exited {proc.returncode} "
-                                f"outside an input\n{tail}")
+                failures.append(
+                    f"worker [{first}, {first + count}) exited {proc.returncode} "
+                    f"outside an input\n{tail}"
+                )
                 continue
             path = os.path.join(out_dir, f"load_fuzz_seed{SEED}_{current}.pte")
             with open(path, "wb") as f:
                 f.write(load_fuzz_worker.mutate(base, SEED, current))
-            what = ("hung" if "Timeout" in tail else f"died by signal {-proc.returncode}"
-                    if proc.returncode < 0 else f"exited {proc.returncode}")
-            failures.append(f"mutation {current} (seed {SEED}): the process {what}; input "
-                            f"written to {path}\n{tail}")
+            what = (
+                "hung"
+                if "Timeout" in tail
+                else f"died by signal {-proc.returncode}"
+                if proc.returncode < 0
+                else f"exited {proc.returncode}"
+            )
+            failures.append(
+                f"mutation {current} (seed {SEED}): the process {what}; input "
+                f"written to {path}\n{tail}"
+            )
             rest = first + count - current - 1
             if rest > 0:
                 launch(current + 1, rest)
         elapsed = time.monotonic() - start
-        print(f"load_fuzz: {MUTATIONS} mutations (seed {SEED}) in {elapsed:.1f} s: "
-              f"{outcomes['ok']} loaded and executed, {outcomes['error']} rejected with an "
-              f"error, {len(failures)} killed the process or hung")
+        print(
+            f"load_fuzz: {MUTATIONS} mutations (seed {SEED}) in {elapsed:.1f} s: "
+            f"{outcomes['ok']} loaded and executed, {outcomes['error']} rejected with an "
+            f"error, {len(failures)} killed the process or hung"
+        )
         self.assertEqual(failures, [], "\n\n".join(failures))
         self.assertEqual(outcomes["ok"] + outcomes["error"], MUTATIONS)
 

@@ -29,21 +29,26 @@ def _blob_region(pte: bytes):
     """(blob start, metadata slice, payload slice) of the first delegate blob in ``pte``."""
     from executorch_trt.format import blob
     from executorch_trt.format.wire import BLOB_MAGIC
+
     start = pte.find(BLOB_MAGIC)
     if start < 0:
         raise ValueError("no delegate blob in the program")
     h = blob.read_header(pte[start:])
-    return (start, slice(start + h.metadata_offset, start + h.metadata_offset + h.metadata_size),
-            slice(start + h.payload_offset, start + h.payload_offset + h.payload_size))
+    return (
+        start,
+        slice(start + h.metadata_offset, start + h.metadata_offset + h.metadata_size),
+        slice(start + h.payload_offset, start + h.payload_offset + h.payload_size),
+    )
 
 
 def mutate(pte: bytes, seed: int, index: int) -> bytes:
     """Mutation ``index`` of ``pte`` under ``seed`` (deterministic): one to three windows of 1
     to 16 bytes, in the metadata (one time in three) or the payload, each byte replaced by a
     random or an edge value, or a little-endian int32 set to an edge value; then the blob's
-    checksum recomputed (FORMAT.md "Integrity")."""
+    checksum recomputed (docs/formats/delegate_blob.md "Integrity")."""
     from executorch_trt.format import blob
     from executorch_trt.format.wire import BLOB_CHECKSUM_OFFSET
+
     rng = random.Random(seed * 1_000_003 + index)
     start, metadata, payload = _blob_region(pte)
     out = bytearray(pte)
@@ -61,19 +66,22 @@ def mutate(pte: bytes, seed: int, index: int) -> bytes:
         elif width >= 4:
             value = rng.choice([0, 1, -1, 2, 3, 0x7FFFFFFF, -0x80000000, 0x10000, 255])
             k = rng.randrange(width - 3)
-            out[at + k:at + k + 4] = value.to_bytes(4, "little", signed=True)
+            out[at + k : at + k + 4] = value.to_bytes(4, "little", signed=True)
         else:
             out[at] ^= 1 << rng.randrange(8)
     end = payload.stop
-    digest = blob.checksum(bytes(out[metadata.start:end]))
-    out[start + BLOB_CHECKSUM_OFFSET:start + BLOB_CHECKSUM_OFFSET + 8] = digest.to_bytes(
-        8, "little")
+    digest = blob.checksum(bytes(out[metadata.start : end]))
+    out[start + BLOB_CHECKSUM_OFFSET : start + BLOB_CHECKSUM_OFFSET + 8] = digest.to_bytes(
+        8, "little"
+    )
     return bytes(out)
 
 
 def main(base_path: str, seed: int, first: int, count: int) -> int:
     from executorch_trt import runtime
-    base = open(base_path, "rb").read()
+
+    with open(base_path, "rb") as f:
+        base = f.read()
     for i in range(first, first + count):
         pte = mutate(base, seed, i)
         print(f"S {i}", flush=True)

@@ -10,11 +10,11 @@ from executorch.exir._serialize._program import deserialize_pte_binary
 from torch.export.graph_signature import OutputKind
 
 import decoder_models as dm
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import TensorRTPartitioner
-from executorch_trt.format.portable_payload import read_portable_payload
 from executorch_trt.engines.portable.shared_data import CONSTANT_KEY_PREFIX
+from executorch_trt.format.portable_payload import read_portable_payload
 from executorch_trt.graph.operator_support import schema_name
 
 
@@ -24,8 +24,8 @@ def _lower(ep, **kw):
 
 
 class DelegateSeamTest(absltest.TestCase):
-    """The blob's binding order equals the lowered delegate's argument order (DESIGN.md
-    contract 3), read from the real lowered program."""
+    """The blob's binding order equals the lowered delegate's argument order
+    (docs/contract.md 3, "Order"), read from the real lowered program."""
 
     def setUp(self):
         self.edge = _lower(dm.export_reordered_kv())
@@ -39,7 +39,8 @@ class DelegateSeamTest(absltest.TestCase):
         self.assertEqual(delegate_args, ["x", "b_k_cache", "pos"])
         self.assertNotEqual(
             [a for a in delegate_args if a in self.ep.graph_signature.user_inputs],
-            list(self.ep.graph_signature.user_inputs))
+            list(self.ep.graph_signature.user_inputs),
+        )
 
     def test_input_order_matches_delegate_arguments(self):
         delegate_args = [a.name for a in self.call.args[1:]]
@@ -51,9 +52,11 @@ class DelegateSeamTest(absltest.TestCase):
         sig = self.ep.graph_signature
         outputs = list(self.ep.graph.output_node().args[0])
         kinds = {s.arg.name: s.kind for s in sig.output_specs}
-        getitems = {n.args[1]: n for n in self.ep.graph.nodes
-                    if n.op == "call_function" and n.target is operator.getitem
-                    and n.args[0] is self.call}
+        getitems = {
+            n.args[1]: n
+            for n in self.ep.graph.nodes
+            if n.op == "call_function" and n.target is operator.getitem and n.args[0] is self.call
+        }
         meta_outputs = self.blob.metadata.outputs
         self.assertLen(getitems, len(meta_outputs))
         cache_in = [b.name for b in self.blob.metadata.inputs].index("b_k_cache")
@@ -74,7 +77,7 @@ class InplaceEmissionTest(absltest.TestCase):
     """Default export: the DelegateCall passes the cache's value id as input and output; no
     write-back copy_; no extra cache-sized tensor."""
 
-    CACHE_SHAPE = [1, 6, 4]
+    CACHE_SHAPE = (1, 6, 4)
 
     def _plan(self, et):
         return lu.execution_plan(et, "forward")
@@ -90,8 +93,8 @@ class InplaceEmissionTest(absltest.TestCase):
         self.assertLen(cache_ids, 1, "exactly one cache-sized tensor (the buffer itself)")
         (args,) = lu.delegate_call_args(plan)
         n_in = 3
-        self.assertEqual(args[1], cache_ids[0])          # input 1 = b_k_cache
-        self.assertEqual(args[n_in + 0], cache_ids[0])   # output 0 = the cache update
+        self.assertEqual(args[1], cache_ids[0])  # input 1 = b_k_cache
+        self.assertEqual(args[n_in + 0], cache_ids[0])  # output 0 = the cache update
         self.assertEmpty(lu.kernel_calls(plan, "aten::copy_"))
         self.assertNotIn("aten::copy_", [op.name for op in plan.operators])
 
@@ -110,7 +113,9 @@ class InplaceEmissionTest(absltest.TestCase):
         et = executorch_trt.export(dm.export_reordered_kv(), kv_cache="copy_back")
         self._assert_write_back(et)
         (call,) = lu.delegate_calls(et.exported_program().graph_module)
-        self.assertEqual(lu.blob_of(et.exported_program().graph_module, call).metadata.aliased_io, ())
+        self.assertEqual(
+            lu.blob_of(et.exported_program().graph_module, call).metadata.aliased_io, ()
+        )
 
     def test_finalised_without_our_config(self):
         with torch.no_grad():
@@ -127,13 +132,16 @@ class InplaceEmissionTest(absltest.TestCase):
     def test_no_planned_space_without_a_tensor(self):
         for kv_cache in ("inplace", "copy_back"):
             plan = self._plan(executorch_trt.export(dm.export_reordered_kv(), kv_cache=kv_cache))
-            self.assertLessEqual(plan.non_const_buffer_sizes[1],
-                                 lu.arena_tensor_bytes(plan, 1), kv_cache)
+            self.assertLessEqual(
+                plan.non_const_buffer_sizes[1], lu.arena_tensor_bytes(plan, 1), kv_cache
+            )
 
     def test_smaller_arena_than_copy_back(self):
         # The planner reuses freed space, so the saving is not exactly the cache size.
         inplace = self._plan(executorch_trt.export(dm.export_reordered_kv()))
-        copy_back = self._plan(executorch_trt.export(dm.export_reordered_kv(), kv_cache="copy_back"))
+        copy_back = self._plan(
+            executorch_trt.export(dm.export_reordered_kv(), kv_cache="copy_back")
+        )
         self.assertLess(inplace.non_const_buffer_sizes[1], copy_back.non_const_buffer_sizes[1])
         self.assertEqual(inplace.non_const_buffer_sizes[2], copy_back.non_const_buffer_sizes[2])
 
@@ -159,10 +167,15 @@ class DecoderLoweringTest(absltest.TestCase):
             (call,) = lu.delegate_calls(ep.graph_module)
             meta = lu.blob_of(ep.graph_module, call).metadata
             aliased_inputs = sorted(a.input for a in meta.aliased_io)
-            self.assertEqual(aliased_inputs, sorted(
-                f"b_m_layers_{i}_{kv}_cache" for i in range(2) for kv in "kv"))
-            self.assertTrue(all(a.kind == "kv_cache_update" and a.ownership == "caller"
-                                for a in meta.aliased_io))
+            self.assertEqual(
+                aliased_inputs,
+                sorted(f"b_m_layers_{i}_{kv}_cache" for i in range(2) for kv in "kv"),
+            )
+            self.assertTrue(
+                all(
+                    a.kind == "kv_cache_update" and a.ownership == "caller" for a in meta.aliased_io
+                )
+            )
             plan = lu.execution_plan(self.et, method)
             copies = lu.kernel_calls(plan, "aten::copy_")
             self.assertLen(copies, 2, "steps and state are written back by ExecuTorch")
@@ -176,18 +189,22 @@ class DecoderLoweringTest(absltest.TestCase):
 
     def test_nested_operators_exist_in_runtime(self):
         from executorch.extension.pybindings import portable_lib
+
         available = set(portable_lib._get_operator_names())
         for method in ("prefill", "decode", "read_state"):
             ep = self.et.exported_program(method)
             (call,) = lu.delegate_calls(ep.graph_module)
             ops = lu.nested_operator_names(lu.blob_of(ep.graph_module, call))
             # The delegate library's own kernels (core/kernels) are not in portable_lib.
-            missing = set(ops) - available - {"executorch_trt::kv_cache_update.out",
-                                              "executorch_trt::gqa_attention.out"}
+            missing = (
+                set(ops)
+                - available
+                - {"executorch_trt::kv_cache_update.out", "executorch_trt::gqa_attention.out"}
+            )
             self.assertEmpty(missing, method)
 
     def test_weights_stored_once_per_program(self):
-        # Issue 14: the nested programs' weights live in the outer program's named data, one
+        # The nested programs' weights live in the outer program's named data, one
         # entry per distinct weight however many methods use it (prefill and decode both do):
         # XNNPACK's (the linears, keyed by the SHA-256 of their bytes) and the nested
         # programs' own constants (embedding, norms: external constants keyed by content). No
@@ -197,40 +214,43 @@ class DecoderLoweringTest(absltest.TestCase):
             ep = self.et.exported_program(method)
             for call in lu.delegate_calls(ep.graph_module):
                 nested = deserialize_pte_binary(
-                    read_portable_payload(lu.blob_of(ep.graph_module, call).payload).program)
+                    read_portable_payload(lu.blob_of(ep.graph_module, call).payload).program
+                )
                 self.assertIsNone(nested.named_data, method)
-                self.assertEmpty([b for b in nested.program.constant_buffer
-                                  if len(b.storage) > 16], method)
+                self.assertEmpty(
+                    [b for b in nested.program.constant_buffer if len(b.storage) > 16], method
+                )
         named = deserialize_pte_binary(self.et.buffer).named_data
         buffers = {k: bytes(named.buffers[e.buffer_index]) for k, e in named.pte_data.items()}
         xnnpack = {k: b for k, b in buffers.items() if not k.startswith(CONSTANT_KEY_PREFIX)}
         constants = {k: b for k, b in buffers.items() if k.startswith(CONSTANT_KEY_PREFIX)}
         linears = [m.weight for m in self.decoder.modules() if isinstance(m, torch.nn.Linear)]
         self.assertLen(linears, 2 * 7 + 1)
-        self.assertEqual(sorted(xnnpack.values()),
-                         sorted(w.detach().numpy().tobytes() for w in linears))
-        others = [p for p in self.decoder.parameters()
-                  if not any(p is w for w in linears)]
+        self.assertEqual(
+            sorted(xnnpack.values()), sorted(w.detach().numpy().tobytes() for w in linears)
+        )
+        others = [p for p in self.decoder.parameters() if not any(p is w for w in linears)]
         self.assertNotEmpty(others)  # the embedding and the norms
         for p in others:
             self.assertEqual(list(constants.values()).count(p.detach().numpy().tobytes()), 1)
         self.assertLen(set(constants.values()), len(constants))  # no content twice
 
     def test_zero_caches_add_no_bytes(self):
-        # Issue 14: an all-zero initial value (the KV caches) is not serialised, so capacity
+        # An all-zero initial value (the KV caches) is not serialised, so capacity
         # costs no program bytes: 32x the positions (+124 KiB of cache) adds < 4 KiB. The
         # non-zero state (steps = 7, state = 0.25) is still serialised: the runtime tests read
         # it back from a fresh load.
         sizes = {}
         for max_seq in (16, 512):
-            sizes[max_seq] = len(executorch_trt.export(
-                dm.export_methods(dm.TinyDecoder(max_seq=max_seq))).buffer)
+            sizes[max_seq] = len(
+                executorch_trt.export(dm.export_methods(dm.TinyDecoder(max_seq=max_seq))).buffer
+            )
         cache_bytes = 2 * 2 * (2 * 8 * 4) * (512 - 16)  # layers x (k, v) x heads*dim*4 B x rows
         self.assertGreater(cache_bytes, 100_000)
         self.assertLess(abs(sizes[512] - sizes[16]), 4096, sizes)
 
     def test_attention_runs_on_the_gqa_kernel(self):
-        # Issue 13: SDPA is kept whole and runs as gqa_attention over the caches themselves: no
+        # SDPA is kept whole and runs as gqa_attention over the caches themselves: no
         # repeat_kv expand_copy is left. Decode's (one query row) and, since its exported layout
         # is pinned (passes.sdpa_layout), prefill's (several rows) too.
         for method in ("prefill", "decode"):
@@ -241,7 +261,7 @@ class DecoderLoweringTest(absltest.TestCase):
             self.assertNotIn("aten::expand_copy.out", ops, method)
 
     def test_linear_kept_whole(self):
-        # Issue 13: to_edge would decompose every nn.Linear into permute_copy(weight) + mm (a
+        # to_edge would decompose every nn.Linear into permute_copy(weight) + mm (a
         # transpose of every weight on every call); the partitioner keeps aten.linear.
         ep = self.et.exported_program("decode")
         (call,) = lu.delegate_calls(ep.graph_module)
@@ -251,7 +271,7 @@ class DecoderLoweringTest(absltest.TestCase):
         self.assertNotIn("aten::mm", ops)
 
     def test_nested_program_runs_on_xnnpack_but_writes_state_itself(self):
-        # Issue 13: the portable engine nests XNNPACK delegates (default); the KV writes stay
+        # The portable engine nests XNNPACK delegates (default); the KV writes stay
         # on the delegate's own kv_cache_update.out, outside XNNPACK (so still in place).
         for method in ("prefill", "decode"):
             ep = self.et.exported_program(method)
@@ -262,8 +282,10 @@ class DecoderLoweringTest(absltest.TestCase):
             ops = lu.nested_operator_names(blob)
             self.assertEqual(ops.count("executorch_trt::kv_cache_update.out"), 1, method)
             self.assertNotIn("aten::linear.out", ops, method)  # every linear is in XNNPACK
-            specs = {s.key: bytes(s.value) for s in lu.lowered_module(ep.graph_module, call)
-                     .compile_specs}
+            specs = {
+                s.key: bytes(s.value)
+                for s in lu.lowered_module(ep.graph_module, call).compile_specs
+            }
             self.assertEqual(specs["portable_xnnpack"], b"true")
 
     def test_portable_xnnpack_off(self):
@@ -283,12 +305,15 @@ class DecoderLoweringTest(absltest.TestCase):
                 t = plan.values[i].val
                 if t.allocation_info is not None and t.allocation_info.memory_id == 2:
                     locations.setdefault(method, []).append(t.allocation_info.memory_offset_low)
-                    # All zeros: not serialised, the zero-filled arena is its value (issue 14).
+                    # All zeros: not serialised, the zero-filled arena is its value.
                     self.assertEqual(t.data_buffer_idx, 0, "zero cache not serialised")
             # The non-zero state (state = 0.25, [1, dim] float32) is serialised.
-            (state_id,) = [i for i in lu.tensor_values_of_shape(plan, [1, 32])
-                           if plan.values[i].val.allocation_info is not None
-                           and plan.values[i].val.allocation_info.memory_id == 2]
+            (state_id,) = [
+                i
+                for i in lu.tensor_values_of_shape(plan, [1, 32])
+                if plan.values[i].val.allocation_info is not None
+                and plan.values[i].val.allocation_info.memory_id == 2
+            ]
             self.assertGreater(plan.values[state_id].val.data_buffer_idx, 0, method)
         self.assertLen(locations, 3)
         self.assertEqual(sorted(locations["prefill"]), sorted(locations["decode"]))
@@ -301,8 +326,9 @@ class DecoderLoweringTest(absltest.TestCase):
         # positions in the benchmark's model).
         for method in ("prefill", "decode", "read_state"):
             plan = lu.execution_plan(self.et, method)
-            self.assertLessEqual(plan.non_const_buffer_sizes[1],
-                                 lu.arena_tensor_bytes(plan, 1), method)
+            self.assertLessEqual(
+                plan.non_const_buffer_sizes[1], lu.arena_tensor_bytes(plan, 1), method
+            )
 
     def test_no_buffer_frozen_into_delegate(self):
         for method in ("prefill", "decode", "read_state"):
@@ -332,11 +358,12 @@ class MultiOutputOps(torch.nn.Module):
 
 
 class Counter(torch.nn.Module):
-    """``forward(x[n, 4]) -> x * steps`` with ``steps`` ``[n, 1]`` int64 state, ``+= 1`` per call."""
+    """``forward(x[n, 4]) -> x * steps`` with ``steps`` ``[n, 1]`` int64 state, ``+= 1`` per
+    call."""
 
     def __init__(self, shape=(1,)):
         super().__init__()
-        self.register_buffer("steps", torch.zeros(shape + (1,), dtype=torch.int64))
+        self.register_buffer("steps", torch.zeros((*shape, 1), dtype=torch.int64))
 
     def forward(self, x):
         self.steps.add_(1)
@@ -344,19 +371,27 @@ class Counter(torch.nn.Module):
 
 
 class PartitionerTest(absltest.TestCase):
-
     def test_multi_output_ops_stay_in_one_partition(self):
         with torch.no_grad():
             ep = torch.export.export(MultiOutputOps(), (torch.randn(2, 8), torch.tensor([1])))
         gm = _lower(ep).exported_program().graph_module
         self.assertLen(lu.delegate_calls(gm), 1)
-        self.assertEqual([n.target for n in gm.graph.nodes if n.op == "call_function"
-                          and n.target is not operator.getitem and "delegate" not in str(n.target)],
-                         [], "nothing left outside the delegate")
+        self.assertEqual(
+            [
+                n.target
+                for n in gm.graph.nodes
+                if n.op == "call_function"
+                and n.target is not operator.getitem
+                and "delegate" not in str(n.target)
+            ],
+            [],
+            "nothing left outside the delegate",
+        )
 
     def test_mutated_buffers_untagged_weights_tagged(self):
         with torch.no_grad():
             from executorch.exir import to_edge
+
             edge = to_edge(dm.export_methods(dm.TinyDecoder())["decode"])
         ep = edge.exported_program()
         result = TensorRTPartitioner().partition(ep)
@@ -379,7 +414,6 @@ class PartitionerTest(absltest.TestCase):
 
 
 class BackendConfigTest(absltest.TestCase):
-
     def test_one_config_finalises_several_programs(self):
         config = executorch_trt.backend_config()
         for _ in range(2):
@@ -391,21 +425,31 @@ class BackendConfigTest(absltest.TestCase):
     def test_same_buffer_name_with_different_shapes_is_rejected(self):
         def methods():
             with torch.no_grad():
-                return {"a": torch.export.export(Counter((1,)), (torch.ones(1, 4),)),
-                        "b": torch.export.export(Counter((2,)), (torch.ones(2, 4),))}
+                return {
+                    "a": torch.export.export(Counter((1,)), (torch.ones(1, 4),)),
+                    "b": torch.export.export(Counter((2,)), (torch.ones(2, 4),)),
+                }
 
         # The partitioner sees both methods and refuses before lowering.
-        with self.assertRaisesRegex(ValueError, r"buffer 'steps' would be shared by methods "
-                                                r"'a' .* and 'b' .*shapes \[1, 1\] vs \[2, 1\]"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'steps' would be shared by methods "
+            r"'a' .* and 'b' .*shapes \[1, 1\] vs \[2, 1\]",
+        ):
             to_edge_transform_and_lower(
-                methods(), partitioner=[TensorRTPartitioner(method_names=["a", "b"])])
+                methods(), partitioner=[TensorRTPartitioner(method_names=["a", "b"])]
+            )
         # One partitioner per method: the planner refuses.
         programs = methods()
         edge = to_edge_transform_and_lower(
-            programs, partitioner={m: [TensorRTPartitioner()] for m in programs})
-        with self.assertRaisesRegex(ValueError, r"buffer 'steps' appears in several methods "
-                                                r"with different shapes/dtypes \(\[1, 1\] torch.int64, "
-                                                r"\[2, 1\] torch.int64\)"):
+            programs, partitioner={m: [TensorRTPartitioner()] for m in programs}
+        )
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'steps' appears in several methods "
+            r"with different shapes/dtypes \(\[1, 1\] torch.int64, "
+            r"\[2, 1\] torch.int64\)",
+        ):
             edge.to_executorch(executorch_trt.backend_config())
 
 

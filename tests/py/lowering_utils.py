@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 import torch
 from executorch.exir import to_edge_transform_and_lower
 from executorch.exir._serialize._program import deserialize_pte_binary
 from executorch.exir.delegate import executorch_call_delegate
-from executorch.exir.tensor import (calculate_aligned_num_bytes, get_scalar_type,
-                                    num_bytes_from_shape_and_dtype)
+from executorch.exir.tensor import (
+    calculate_aligned_num_bytes,
+    get_scalar_type,
+    num_bytes_from_shape_and_dtype,
+)
 
 from executorch_trt.format.blob import DelegateBlob, read_blob
 from executorch_trt.format.portable_payload import read_portable_payload
 
 
-def delegate_calls(graph_module: torch.fx.GraphModule) -> List[torch.fx.Node]:
-    return [n for n in graph_module.graph.nodes
-            if n.op == "call_function" and n.target is executorch_call_delegate]
+def delegate_calls(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [
+        n
+        for n in graph_module.graph.nodes
+        if n.op == "call_function" and n.target is executorch_call_delegate
+    ]
 
 
-def lower_single_delegate(ep: torch.export.ExportedProgram, partitioner=None
-                          ) -> Tuple[torch.fx.GraphModule, torch.fx.Node]:
+def lower_single_delegate(
+    ep: torch.export.ExportedProgram, partitioner=None
+) -> tuple[torch.fx.GraphModule, torch.fx.Node]:
     """Lowers ``ep`` (to_edge_transform_and_lower, no grad) with ``partitioner`` (default
     ``TensorRTPartitioner()``) and returns the edge graph module and its one delegate call;
     fails unless there is exactly one."""
@@ -60,13 +65,16 @@ def kernel_calls(plan, op_name: str):
     return [a for a in instructions(plan) if type(a).__name__ == "KernelCall" and a.op_index in idx]
 
 
-def delegate_call_args(plan) -> List[List[int]]:
+def delegate_call_args(plan) -> list[list[int]]:
     return [a.args for a in instructions(plan) if type(a).__name__ == "DelegateCall"]
 
 
-def tensor_values_of_shape(plan, shape) -> List[int]:
-    return [i for i, v in enumerate(plan.values)
-            if type(v.val).__name__ == "Tensor" and list(v.val.sizes) == list(shape)]
+def tensor_values_of_shape(plan, shape) -> list[int]:
+    return [
+        i
+        for i, v in enumerate(plan.values)
+        if type(v.val).__name__ == "Tensor" and list(v.val.sizes) == list(shape)
+    ]
 
 
 def arena_tensor_bytes(plan, memory_id: int, alignment: int = 16) -> int:
@@ -85,7 +93,7 @@ def arena_tensor_bytes(plan, memory_id: int, alignment: int = 16) -> int:
     return total
 
 
-def nested_delegate_ids(blob: DelegateBlob) -> List[str]:
+def nested_delegate_ids(blob: DelegateBlob) -> list[str]:
     """Backend ids of the delegates inside the nested program of a portable blob (e.g.
     ``["XnnpackBackend", ...]``)."""
     payload = read_portable_payload(blob.payload)
@@ -93,9 +101,11 @@ def nested_delegate_ids(blob: DelegateBlob) -> List[str]:
     return [d.id for d in nested.execution_plan[0].delegates]
 
 
-def nested_operator_names(blob: DelegateBlob) -> List[str]:
+def nested_operator_names(blob: DelegateBlob) -> list[str]:
     """Operator names (``name.overload``) of the nested program in a portable blob."""
     payload = read_portable_payload(blob.payload)
     nested = deserialize_pte_binary(payload.program).program
-    return [o.name + ("." + o.overload if o.overload else "")
-            for o in nested.execution_plan[0].operators]
+    return [
+        o.name + ("." + o.overload if o.overload else "")
+        for o in nested.execution_plan[0].operators
+    ]

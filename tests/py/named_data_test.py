@@ -1,4 +1,4 @@
-"""Weights in ExecuTorch's named data, once per program, optionally in a ``.ptd`` (issue 14).
+"""Weights in ExecuTorch's named data, once per program, optionally in a ``.ptd``.
 
 The portable engine moves its nested XNNPACK weights into the outer program's named data
 (``engines/portable/builder.py``), and ``external_weights=True`` puts them into
@@ -47,7 +47,6 @@ def _weight_bytes(decoder):
 
 @delegate_library.needs_library
 class ExternalWeightsTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.decoder = dm.TinyDecoder()
@@ -83,8 +82,7 @@ class ExternalWeightsTest(absltest.TestCase):
 
         tokens, pos = torch.tensor([[5, 9, 1, 3]]), torch.arange(4)
         outputs = []
-        for program in (runtime.load(self.inside.buffer),
-                        runtime.load(self.pte, data=self.ptd)):
+        for program in (runtime.load(self.inside.buffer), runtime.load(self.pte, data=self.ptd)):
             prefill, decode = program.load_method("prefill"), program.load_method("decode")
             got = [prefill.execute([tokens, pos])[0]]
             got.append(decode.execute([torch.tensor([[7]]), torch.tensor([4])])[0])
@@ -102,9 +100,12 @@ class ExternalWeightsTest(absltest.TestCase):
         with self.assertRaisesRegex(RuntimeError, r"pass the \.ptd written with it") as e:
             runtime.load(self.pte)
         # The key the delegate logged is in the exception, not only on stderr.
-        self.assertRegex(str(e.exception), r"ExecuTorch logged:\n(  .*\n)*  executorch_trt: "
-                                           r"portable engine: constant '[^']+' is not in the "
-                                           r"program's data")
+        self.assertRegex(
+            str(e.exception),
+            r"ExecuTorch logged:\n(  .*\n)*  executorch_trt: "
+            r"portable engine: constant '[^']+' is not in the "
+            r"program's data",
+        )
         with self.assertRaisesRegex(RuntimeError, "not an ExecuTorch data file"):
             runtime.load(self.pte, data=self.pte)
         with self.assertRaisesRegex(FileNotFoundError, "no such .ptd file"):

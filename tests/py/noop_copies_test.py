@@ -1,4 +1,4 @@
-"""``DropNoOpCopiesPass`` (issue 13, item 3): which copies it drops and which it keeps, on real
+"""``DropNoOpCopiesPass``: which copies it drops and which it keeps, on real
 edge graphs, with values checked against eager PyTorch; and end to end through the delegate
 (a snapshot of a cache taken before its in-place write must survive)."""
 
@@ -18,8 +18,9 @@ from executorch_trt.passes.noop_copies import DropNoOpCopiesPass, is_noop_copy
 def _edge(module, *args):
     with torch.no_grad():
         ep = torch.export.export(module, args, strict=False)
-        return to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)
-                       ).exported_program()
+        return to_edge(
+            ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)
+        ).exported_program()
 
 
 def _ops(gm):
@@ -29,22 +30,22 @@ def _ops(gm):
 class NoOps(torch.nn.Module):
     """Five copies that change nothing, around real compute."""
 
-    def forward(self, x):                                   # x [2, 3, 4] float32
-        a = x.expand(2, 3, 4) * 2.0                         # expand_copy to its own shape
-        b = x.clone() + 1.0                                 # _clone_dim_order, same dim order
-        c = x.to(torch.float32) - 1.0                       # no-op dtype conversion (dropped
-        d = x.reshape(2, 3, 4) / 3.0                        # at export or here)
-        e = x[:, :, 0:4].exp()                              # full-range slice (alias_copy)
+    def forward(self, x):  # x [2, 3, 4] float32
+        a = x.expand(2, 3, 4) * 2.0  # expand_copy to its own shape
+        b = x.clone() + 1.0  # _clone_dim_order, same dim order
+        c = x.to(torch.float32) - 1.0  # no-op dtype conversion (dropped
+        d = x.reshape(2, 3, 4) / 3.0  # at export or here)
+        e = x[:, :, 0:4].exp()  # full-range slice (alias_copy)
         return a + b + c + d + e
 
 
 class RealCopies(torch.nn.Module):
     """Copies that look alike but change the value: never dropped."""
 
-    def forward(self, x, y):                  # x [4, 4, 4] float32, y [1, 4] float32
-        p = x.permute(0, 2, 1)               # same shape, elements moved
-        q = x.to(torch.float16).to(torch.float32)     # dtype round trip: a real rounding
-        r = y.expand(3, 4)                   # a real broadcast
+    def forward(self, x, y):  # x [4, 4, 4] float32, y [1, 4] float32
+        p = x.permute(0, 2, 1)  # same shape, elements moved
+        q = x.to(torch.float16).to(torch.float32)  # dtype round trip: a real rounding
+        r = y.expand(3, 4)  # a real broadcast
         s = x.unsqueeze(0).to(memory_format=torch.channels_last)  # dim order change
         return p + q, r * 2.0, s * 2.0
 
@@ -57,27 +58,42 @@ class SnapshotBeforeWrite(torch.nn.Module):
         super().__init__()
         self.register_buffer("cache", torch.zeros(1, 6, 4))
 
-    def forward(self, v, pos):               # v [1, 1, 4] float32, pos [1] int64
+    def forward(self, v, pos):  # v [1, 1, 4] float32, pos [1] int64
         old = self.cache.clone()
         self.cache.index_copy_(1, pos, v * 2.0)
         return (old * 3.0).sum(1) + self.cache.sum(1), v.clone()
 
 
 class DropNoOpCopiesPassTest(absltest.TestCase):
-
     def test_drops_copies_that_change_nothing(self):
         x = torch.randn(2, 3, 4)
         ep = _edge(NoOps(), x)
         before = _ops(ep.graph_module)
-        self.assertEqual(sum(before[n] for n in ("aten::expand_copy", "aten::view_copy",
-                                                 "aten::alias_copy",
-                                                 "dim_order_ops::_clone_dim_order")), 4, before)
+        self.assertEqual(
+            sum(
+                before[n]
+                for n in (
+                    "aten::expand_copy",
+                    "aten::view_copy",
+                    "aten::alias_copy",
+                    "dim_order_ops::_clone_dim_order",
+                )
+            ),
+            4,
+            before,
+        )
         expected = ep.module()(x)
         result = DropNoOpCopiesPass()(ep.graph_module)
         self.assertTrue(result.modified)
         after = _ops(result.graph_module)
-        for name in ("aten::expand_copy", "aten::slice_copy", "aten::view_copy", "aten::alias_copy",
-                     "dim_order_ops::_clone_dim_order", "dim_order_ops::_to_dim_order_copy"):
+        for name in (
+            "aten::expand_copy",
+            "aten::slice_copy",
+            "aten::view_copy",
+            "aten::alias_copy",
+            "dim_order_ops::_clone_dim_order",
+            "dim_order_ops::_to_dim_order_copy",
+        ):
             self.assertEqual(after[name], 0, (name, after))
         torch.testing.assert_close(ep.module()(x), expected, rtol=0, atol=0)
         torch.testing.assert_close(ep.module()(x), NoOps()(x), rtol=0, atol=0)

@@ -20,8 +20,26 @@ _MENTION = re.compile(
     re.IGNORECASE,
 )
 _SKIP_DIRS = {".git", "__pycache__"}
-_TEXT_SUFFIXES = (".py", ".bzl", ".txt", ".md", ".yml", ".yaml", ".cc", ".cpp", ".h", ".sh",
-                  ".bazel", ".tpl", ".BUILD", ".json", "BUILD", "WORKSPACE", "bazelw", "run")
+_TEXT_SUFFIXES = (
+    ".py",
+    ".bzl",
+    ".txt",
+    ".md",
+    ".yml",
+    ".yaml",
+    ".cc",
+    ".cpp",
+    ".h",
+    ".sh",
+    ".bazel",
+    ".tpl",
+    ".BUILD",
+    ".json",
+    "BUILD",
+    "WORKSPACE",
+    "bazelw",
+    "run",
+)
 
 
 def source_root() -> str:
@@ -32,8 +50,12 @@ def source_root() -> str:
 
 def repo_files(root: str) -> list[str]:
     try:
-        out = subprocess.run(["git", "-C", root, "ls-files", "-co", "--exclude-standard"],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["git", "-C", root, "ls-files", "-co", "--exclude-standard"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return [os.path.join(root, p) for p in out.splitlines() if p]
     except (OSError, subprocess.CalledProcessError):
         files = []
@@ -61,13 +83,14 @@ def find_drift(root: str, pin: str) -> list[str]:
                 for m in _MENTION.finditer(line):
                     if m.group(1).rstrip(".") != pin:
                         rel = os.path.relpath(path, root)
-                        problems.append(f"{rel}:{lineno}: names ExecuTorch {m.group(1)}, "
-                                        f"toolchains/pins.bzl pins {pin}")
+                        problems.append(
+                            f"{rel}:{lineno}: names ExecuTorch {m.group(1)}, "
+                            f"toolchains/pins.bzl pins {pin}"
+                        )
     return problems
 
 
 class PinsTest(absltest.TestCase):
-
     def test_no_file_names_another_executorch_version(self):
         root = source_root()
         problems = find_drift(root, pinned_version(root))
@@ -78,7 +101,9 @@ class PinsTest(absltest.TestCase):
         pin = pinned_version(root)
         for name in ("requirements.txt", "requirements_lock.txt"):
             with open(os.path.join(root, name), encoding="utf-8") as f:
-                self.assertIn(f"executorch=={pin}\n", f.read(), f"{name} must pin executorch=={pin}")
+                self.assertIn(
+                    f"executorch=={pin}\n", f.read(), f"{name} must pin executorch=={pin}"
+                )
 
     def test_installed_executorch_is_the_pin(self):
         self.assertEqual(importlib.metadata.version("executorch"), pinned_version(source_root()))

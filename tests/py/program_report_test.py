@@ -18,8 +18,10 @@ import executorch_trt
 from executorch_trt.inspection.pte_file import ProgramReadError
 
 CACHE_BYTES = 1 * 6 * 4 * 4  # ReorderedKV.k_cache: [1, 6, 4] float32
-PORTABLE_WITH_XNNPACK = ("1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
-                         "with XNNPACK, on the CPU)")
+PORTABLE_WITH_XNNPACK = (
+    "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
+    "with XNNPACK, on the CPU)"
+)
 TINY_CACHE_BYTES = 1 * 2 * 16 * 8 * 4  # TinyDecoder k/v caches: [1, 2, 16, 8] float32
 
 
@@ -71,20 +73,34 @@ class DelegateProgramsTest(absltest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.inplace = _quiet(executorch_trt.export, dm.export_reordered_kv(),
-                             emit_mutable_buffer_names=False)
-        cls.named = _quiet(executorch_trt.export, dm.export_reordered_kv(),
-                           emit_mutable_buffer_names=True)
-        cls.copy_back = _quiet(executorch_trt.export, dm.export_reordered_kv(),
-                               kv_cache="copy_back", emit_mutable_buffer_names=True)
-        cls.tiny = _quiet(executorch_trt.export, dm.export_methods(dm.TinyDecoder()),
-                          emit_mutable_buffer_names=True)
+        cls.inplace = _quiet(
+            executorch_trt.export, dm.export_reordered_kv(), emit_mutable_buffer_names=False
+        )
+        cls.named = _quiet(
+            executorch_trt.export, dm.export_reordered_kv(), emit_mutable_buffer_names=True
+        )
+        cls.copy_back = _quiet(
+            executorch_trt.export,
+            dm.export_reordered_kv(),
+            kv_cache="copy_back",
+            emit_mutable_buffer_names=True,
+        )
+        cls.tiny = _quiet(
+            executorch_trt.export,
+            dm.export_methods(dm.TinyDecoder()),
+            emit_mutable_buffer_names=True,
+        )
         ep = _quiet(torch.export.export, _NoState(), (torch.ones(2, 4),))
         cls.no_state = _quiet(executorch_trt.export, ep)
-        cls.not_inplace = _quiet(executorch_trt.export, dm.export_reordered_kv(), inplace=False,
-                                 emit_mutable_buffer_names=True)
-        cls.no_xnnpack = _quiet(executorch_trt.export, dm.export_reordered_kv(),
-                                portable_xnnpack=False)
+        cls.not_inplace = _quiet(
+            executorch_trt.export,
+            dm.export_reordered_kv(),
+            inplace=False,
+            emit_mutable_buffer_names=True,
+        )
+        cls.no_xnnpack = _quiet(
+            executorch_trt.export, dm.export_reordered_kv(), portable_xnnpack=False
+        )
 
     def test_inplace_cache_is_updated_by_the_delegate(self):
         forward = executorch_trt.inspect(self.inplace).method("forward")
@@ -94,12 +110,13 @@ class DelegateProgramsTest(absltest.TestCase):
         # No FQN recorded without emit_mutable_buffer_names: a stable description instead.
         self.assertIsNone(cache.fqn)
         self.assertEqual(cache.name, f"value {cache.value} [1, 6, 4] float32")
-        self.assertEqual((cache.dtype, cache.shape, cache.nbytes), ("float32", (1, 6, 4),
-                                                                    CACHE_BYTES))
+        self.assertEqual(
+            (cache.dtype, cache.shape, cache.nbytes), ("float32", (1, 6, 4), CACHE_BYTES)
+        )
         self.assertEqual(cache.update, "in_place_delegate")
         self.assertEqual(cache.bytes_copied_per_call, 0)
         # Identified by its slot in the shared arena (export defaults) and by being read before
-        # it is written; its all-zero initial value is not serialised (issue 14).
+        # it is written; its all-zero initial value is not serialised.
         self.assertNotIn("initial_value", cache.evidence)
         self.assertIn("shared_arena", cache.evidence)
         self.assertIn("read_before_write", cache.evidence)
@@ -109,8 +126,9 @@ class DelegateProgramsTest(absltest.TestCase):
         (delegate,) = executorch_trt.inspect(self.inplace).method("forward").delegates
         # ReorderedKV's delegate: inputs (x, k_cache, pos), outputs (new cache, user output),
         # the new cache aliased to the cache input.
-        self.assertEqual((delegate.backend, delegate.calls, delegate.engine), ("TensorRTBackend",
-                                                                               1, "portable"))
+        self.assertEqual(
+            (delegate.backend, delegate.calls, delegate.engine), ("TensorRTBackend", 1, "portable")
+        )
         self.assertEqual((delegate.inputs, delegate.outputs, delegate.aliased_outputs), (3, 2, 1))
         self.assertIsNone(delegate.note)
 
@@ -120,27 +138,34 @@ class DelegateProgramsTest(absltest.TestCase):
         report = executorch_trt.inspect(self.inplace)
         forward = report.method("forward")
         (delegate,) = forward.delegates
-        self.assertEqual((delegate.engine, delegate.device, delegate.nested_backends),
-                         ("portable", "CPU", ("XnnpackBackend",)))
-        self.assertEqual(delegate.engine_description,
-                         "nested ExecuTorch program with XNNPACK, on the CPU")
+        self.assertEqual(
+            (delegate.engine, delegate.device, delegate.nested_backends),
+            ("portable", "CPU", ("XnnpackBackend",)),
+        )
+        self.assertEqual(
+            delegate.engine_description, "nested ExecuTorch program with XNNPACK, on the CPU"
+        )
         self.assertEqual(delegate.engine_label, "portable, CPU")
         self.assertEqual(forward.engines, {"portable": 1})
         self.assertEqual(forward.engine_labels, ("portable, CPU",))
         # The C++ runners' wording (examples/plan_delegates.h).
         self.assertEqual(forward.delegate_summary, PORTABLE_WITH_XNNPACK)
         self.assertEqual(report.summary.engines, {"portable": 1})
-        self.assertEqual(report.summary.engine_summary,
-                         "engine portable (nested ExecuTorch program with XNNPACK, on the CPU)")
+        self.assertEqual(
+            report.summary.engine_summary,
+            "engine portable (nested ExecuTorch program with XNNPACK, on the CPU)",
+        )
         self.assertEqual(executorch_trt.inspect(self.tiny).summary.engines, {"portable": 3})
 
     def test_engine_without_nested_xnnpack(self):
         forward = executorch_trt.inspect(self.no_xnnpack).method("forward")
         (delegate,) = forward.delegates
         self.assertEqual((delegate.engine, delegate.nested_backends), ("portable", ()))
-        self.assertEqual(forward.delegate_summary,
-                         "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
-                         "on ExecuTorch's kernels, on the CPU)")
+        self.assertEqual(
+            forward.delegate_summary,
+            "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program "
+            "on ExecuTorch's kernels, on the CPU)",
+        )
 
     def test_engine_in_json_and_text(self):
         report = executorch_trt.inspect(self.inplace)
@@ -150,20 +175,36 @@ class DelegateProgramsTest(absltest.TestCase):
         self.assertEqual(method["engines"], {"portable": 1})
         self.assertEqual(method["delegate_summary"], PORTABLE_WITH_XNNPACK)
         (delegate,) = method["delegates"]
-        self.assertEqual((delegate["engine"], delegate["device"], delegate["nested_backends"],
-                          delegate["engine_description"]),
-                         ("portable", "CPU", ["XnnpackBackend"],
-                          "nested ExecuTorch program with XNNPACK, on the CPU"))
+        self.assertEqual(
+            (
+                delegate["engine"],
+                delegate["device"],
+                delegate["nested_backends"],
+                delegate["engine_description"],
+            ),
+            (
+                "portable",
+                "CPU",
+                ["XnnpackBackend"],
+                "nested ExecuTorch program with XNNPACK, on the CPU",
+            ),
+        )
         self.assertEqual(data["summary"]["engines"], {"portable": 1})
         self.assertEqual(data["summary"]["engine_summary"], report.summary.engine_summary)
         lines = str(report).splitlines()
-        self.assertEqual(lines[0], "executorch_trt.inspect: <ExecutorchProgramManager> (1 method; "
-                                   "engine portable (nested ExecuTorch program with XNNPACK, on "
-                                   "the CPU))")
+        self.assertEqual(
+            lines[0],
+            "executorch_trt.inspect: <ExecutorchProgramManager> (1 method; "
+            "engine portable (nested ExecuTorch program with XNNPACK, on "
+            "the CPU))",
+        )
         engines = "  engines: portable x1 (nested ExecuTorch program with XNNPACK, on the CPU)"
         self.assertEqual(lines.count(engines), 2)  # the method and the program summary
-        self.assertIn("    delegate 0: TensorRTBackend, 1 call, portable engine, 3 inputs, "
-                      "2 outputs, 1 aliased", lines)
+        self.assertIn(
+            "    delegate 0: TensorRTBackend, 1 call, portable engine, 3 inputs, "
+            "2 outputs, 1 aliased",
+            lines,
+        )
 
     def test_unreadable_blob_has_an_unknown_engine(self):
         data = bytearray(self.inplace.buffer)
@@ -175,8 +216,10 @@ class DelegateProgramsTest(absltest.TestCase):
         self.assertIsNone(delegate.engine)
         self.assertIn("checksum", delegate.note)
         self.assertEqual(forward.engines, {"unknown": 1})
-        self.assertEqual(forward.delegate_summary,
-                         "1 TensorRTBackend delegate, engine unknown (its blob cannot be read)")
+        self.assertEqual(
+            forward.delegate_summary,
+            "1 TensorRTBackend delegate, engine unknown (its blob cannot be read)",
+        )
         self.assertIn("engines: unknown x1 (its blob cannot be read)", str(report))
 
     def test_names_are_the_buffer_fqns(self):
@@ -205,8 +248,11 @@ class DelegateProgramsTest(absltest.TestCase):
         self.assertLen(cache.updated_by, 3)
         self.assertStartsWith(cache.updated_by[0], "aten::copy_ from value ")
         self.assertIn("aliased_io", cache.updated_by[1])
-        self.assertRegex(cache.updated_by[2], rf"TensorRTBackend delegate 0 reflect copy: .* "
-                                              rf"{CACHE_BYTES} bytes$")
+        self.assertRegex(
+            cache.updated_by[2],
+            rf"TensorRTBackend delegate 0 reflect copy: .* "
+            rf"{CACHE_BYTES} bytes$",
+        )
 
     def test_in_place_delegate_makes_no_reflect_copy(self):
         for program in (self.inplace, self.named, self.copy_back):
@@ -220,8 +266,11 @@ class DelegateProgramsTest(absltest.TestCase):
             m = report.method(method)
             self.assertEqual(m.delegate_calls, {"TensorRTBackend": 1}, method)
             modes = {s.name: (s.update, s.bytes_copied_per_call) for s in m.state}
-            expected = {f"m.layers.{i}.{kv}_cache": ("in_place_delegate", 0)
-                        for i in range(2) for kv in "kv"}
+            expected = {
+                f"m.layers.{i}.{kv}_cache": ("in_place_delegate", 0)
+                for i in range(2)
+                for kv in "kv"
+            }
             expected["m.steps"] = ("written_back", 8)  # [1] int64
             expected["m.state"] = ("written_back", 32 * 4)  # [1, 32] float32
             self.assertEqual(modes, expected, method)
@@ -234,8 +283,9 @@ class DelegateProgramsTest(absltest.TestCase):
         # Shared by all three methods: each buffer counted once.
         self.assertEqual(summary.state_buffers, 6)
         self.assertEqual(summary.state_bytes, 4 * TINY_CACHE_BYTES + 8 + 128)
-        self.assertEqual(summary.state_bytes_copied_per_call,
-                         {"decode": 136, "prefill": 136, "read_state": 0})
+        self.assertEqual(
+            summary.state_bytes_copied_per_call, {"decode": 136, "prefill": 136, "read_state": 0}
+        )
         self.assertEqual(summary.delegate_calls, {"TensorRTBackend": 3})
 
     def test_program_without_state(self):
@@ -253,8 +303,7 @@ class DelegateProgramsTest(absltest.TestCase):
             path = os.path.join(tmp, "tiny.pte")
             with open(path, "wb") as f:
                 f.write(self.tiny.buffer)
-            for source in (self.tiny.buffer, bytearray(self.tiny.buffer), path,
-                           pathlib.Path(path)):
+            for source in (self.tiny.buffer, bytearray(self.tiny.buffer), path, pathlib.Path(path)):
                 report = executorch_trt.inspect(source)
                 self.assertEqual(report.methods, from_manager.methods, type(source).__name__)
                 self.assertEqual(report.size, len(self.tiny.buffer))
@@ -287,8 +336,10 @@ class ComposableWithoutConfigTest(absltest.TestCase):
     def setUpClass(cls):
         def lower():
             edge = to_edge_transform_and_lower(
-                dm.export_reordered_kv(), partitioner=[executorch_trt.TensorRTPartitioner()])
+                dm.export_reordered_kv(), partitioner=[executorch_trt.TensorRTPartitioner()]
+            )
             return edge.to_executorch()
+
         cls.report = executorch_trt.inspect(_quiet(lower))
 
     def test_reflect_copy_and_write_back_are_both_counted(self):
@@ -300,19 +351,25 @@ class ComposableWithoutConfigTest(absltest.TestCase):
         self.assertEqual(cache.delegate_bytes_copied_per_call, CACHE_BYTES)
         self.assertTrue(any("reflect copy" in w for w in cache.updated_by), cache.updated_by)
         self.assertEqual(forward.state_bytes_copied_per_call, 2 * CACHE_BYTES)
-        self.assertEqual(self.report.summary.state_bytes_copied_per_call,
-                         {"forward": 2 * CACHE_BYTES})
+        self.assertEqual(
+            self.report.summary.state_bytes_copied_per_call, {"forward": 2 * CACHE_BYTES}
+        )
         self.assertFalse(self.report.summary.zero_copy)
 
     def test_json_and_table_show_the_reflect_copy(self):
         data = json.loads(json.dumps(self.report.to_json()))
         (state,) = data["methods"][0]["state"]
-        self.assertEqual((state["bytes_copied_per_call"], state["delegate_bytes_copied_per_call"]),
-                         (2 * CACHE_BYTES, CACHE_BYTES))
+        self.assertEqual(
+            (state["bytes_copied_per_call"], state["delegate_bytes_copied_per_call"]),
+            (2 * CACHE_BYTES, CACHE_BYTES),
+        )
         text = str(self.report)
         self.assertRegex(text, rf"written_back\s+{2 * CACHE_BYTES}\n")
-        self.assertRegex(text, rf"note: value \d+ \[1, 6, 4\] float32: {CACHE_BYTES} of its bytes "
-                               r"copied per call are the delegate's reflect copy")
+        self.assertRegex(
+            text,
+            rf"note: value \d+ \[1, 6, 4\] float32: {CACHE_BYTES} of its bytes "
+            r"copied per call are the delegate's reflect copy",
+        )
         self.assertIn(f"state bytes copied per call: {2 * CACHE_BYTES}", text)
 
 
@@ -323,41 +380,63 @@ class PlainExecuTorchTest(absltest.TestCase):
     def setUpClass(cls):
         ep = dm.export_reordered_kv()
         cls.default = _quiet(lambda: to_edge(ep).to_executorch())
-        cls.reinplace = _quiet(lambda: to_edge(ep).to_executorch(
-            ExecutorchBackendConfig(run_reinplace_pass=True)))
-        cache_ep = _quiet(torch.export.export, _CacheInput(),
-                          (torch.zeros(1, 6, 4), torch.ones(1, 1, 4), torch.tensor([1])))
+        cls.reinplace = _quiet(
+            lambda: to_edge(ep).to_executorch(ExecutorchBackendConfig(run_reinplace_pass=True))
+        )
+        cache_ep = _quiet(
+            torch.export.export,
+            _CacheInput(),
+            (torch.zeros(1, 6, 4), torch.ones(1, 1, 4), torch.tensor([1])),
+        )
         cls.cache_input = _quiet(lambda: to_edge(cache_ep).to_executorch())
-        viewed_ep = _quiet(torch.export.export, _ViewedCache(),
-                           (torch.ones(2, 1, 4), torch.tensor([1])))
-        cls.viewed = _quiet(lambda: to_edge(viewed_ep).to_executorch(
-            ExecutorchBackendConfig(run_reinplace_pass=True, emit_mutable_buffer_names=True)))
+        viewed_ep = _quiet(
+            torch.export.export, _ViewedCache(), (torch.ones(2, 1, 4), torch.tensor([1]))
+        )
+        cls.viewed = _quiet(
+            lambda: to_edge(viewed_ep).to_executorch(
+                ExecutorchBackendConfig(run_reinplace_pass=True, emit_mutable_buffer_names=True)
+            )
+        )
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-        cls.xnnpack = _quiet(lambda: to_edge_transform_and_lower(
-            ep, partitioner=[XnnpackPartitioner()]).to_executorch())
+
+        cls.xnnpack = _quiet(
+            lambda: to_edge_transform_and_lower(
+                ep, partitioner=[XnnpackPartitioner()]
+            ).to_executorch()
+        )
 
     def test_no_delegate_and_another_backend_have_no_engine(self):
         default = executorch_trt.inspect(self.default)
         self.assertEqual(default.method("forward").engines, {})
-        self.assertEqual(default.method("forward").delegate_summary,
-                         "no delegate (ExecuTorch's CPU kernels)")
-        self.assertEqual((default.summary.engines, default.summary.engine_summary),
-                         ({}, "no delegate (ExecuTorch's CPU kernels)"))
+        self.assertEqual(
+            default.method("forward").delegate_summary, "no delegate (ExecuTorch's CPU kernels)"
+        )
+        self.assertEqual(
+            (default.summary.engines, default.summary.engine_summary),
+            ({}, "no delegate (ExecuTorch's CPU kernels)"),
+        )
         self.assertIn("engines: none (no TensorRTBackend delegate)", str(default))
         xnnpack = executorch_trt.inspect(self.xnnpack)
         forward = xnnpack.method("forward")
         self.assertTrue(forward.delegates)
         for d in forward.delegates:
-            self.assertEqual((d.backend, d.engine, d.device, d.engine_label),
-                             ("XnnpackBackend", None, None, None))
+            self.assertEqual(
+                (d.backend, d.engine, d.device, d.engine_label),
+                ("XnnpackBackend", None, None, None),
+            )
         n = len(forward.delegates)
-        self.assertEqual(forward.delegate_summary,
-                         f"{n} XnnpackBackend delegate{'s' if n != 1 else ''}")
+        self.assertEqual(
+            forward.delegate_summary, f"{n} XnnpackBackend delegate{'s' if n != 1 else ''}"
+        )
         self.assertEqual((forward.engines, forward.engine_labels), ({}, ()))
-        self.assertEqual(xnnpack.summary.engine_summary,
-                         "no TensorRTBackend delegate (XnnpackBackend delegates)")
-        self.assertTrue(str(xnnpack).splitlines()[0].endswith(
-            "; no TensorRTBackend delegate (XnnpackBackend delegates))"))
+        self.assertEqual(
+            xnnpack.summary.engine_summary, "no TensorRTBackend delegate (XnnpackBackend delegates)"
+        )
+        self.assertTrue(
+            str(xnnpack)
+            .splitlines()[0]
+            .endswith("; no TensorRTBackend delegate (XnnpackBackend delegates))")
+        )
 
     def test_default_config_writes_the_cache_back(self):
         forward = executorch_trt.inspect(self.default).method("forward")
@@ -388,8 +467,9 @@ class PlainExecuTorchTest(absltest.TestCase):
         # it the cache's name): one buffer, with the view listed.
         forward = executorch_trt.inspect(self.viewed).method("forward")
         (cache,) = forward.state
-        self.assertEqual((cache.name, cache.shape, cache.update), ("cache", (2, 3, 4),
-                                                                   "in_place_kernel"))
+        self.assertEqual(
+            (cache.name, cache.shape, cache.update), ("cache", (2, 3, 4), "in_place_kernel")
+        )
         self.assertLen(cache.views, 1)
         self.assertEqual(executorch_trt.inspect(self.viewed).summary.state_bytes, 96)
 
@@ -398,15 +478,15 @@ class PlainExecuTorchTest(absltest.TestCase):
         self.assertEqual(forward.state, ())
         (written,) = forward.written_inputs
         self.assertEqual(written.name, "input 0 [1, 6, 4] float32")
-        self.assertEqual((written.update, written.bytes_copied_per_call),
-                         ("written_back", CACHE_BYTES))
+        self.assertEqual(
+            (written.update, written.bytes_copied_per_call), ("written_back", CACHE_BYTES)
+        )
         self.assertEqual(forward.input_bytes_copied_per_call, CACHE_BYTES)
         self.assertEqual(forward.state_bytes_copied_per_call, 0)
         self.assertFalse(executorch_trt.inspect(self.cache_input).summary.zero_copy)
 
 
 class BadInputTest(absltest.TestCase):
-
     def setUp(self):
         self.tmp = self.create_tempdir().full_path
 

@@ -8,8 +8,8 @@ torch's ``LeafSpec`` deprecation, ExecuTorch's buffer initial-state warning, Exe
 lines). The product's own ``NotInPlaceWarning`` still shows by default, alone. Engine: portable.
 
 ExecuTorch's "Mutation on a buffer ... meaningless initial state" warning is dropped only for
-buffers whose initial state is defined (``lowering/emitter_fixes.py``): a plain ExecuTorch program of the
-same model, whose buffer is left uninitialised, still warns.
+buffers whose initial state is defined (``lowering/emitter_fixes.py``): a plain ExecuTorch program
+of the same model, whose buffer is left uninitialised, still warns.
 """
 
 import os
@@ -29,7 +29,7 @@ import executorch_trt
 
 TIMEOUT_S = 300
 
-# The README's "Using it on your own model" example; its print replaced by a silent check.
+# The README's example (README.md, "Example"); its print replaced by a silent check.
 README_SCRIPT = textwrap.dedent("""\
     import torch
     import executorch_trt
@@ -99,7 +99,6 @@ NOISE = {
 
 @delegate_library.needs_library
 class QuietTest(absltest.TestCase):
-
     def _run(self, script, **env_changes):
         cwd = self.create_tempdir().full_path
         path = os.path.join(cwd, "user_script.py")
@@ -108,8 +107,15 @@ class QuietTest(absltest.TestCase):
         env = delegate_library.subprocess_env()
         env.pop("EXECUTORCH_TRT_VERBOSE", None)
         env.update(env_changes)
-        proc = subprocess.run([sys.executable, path], cwd=cwd, env=env, capture_output=True,
-                              text=True, errors="replace", timeout=TIMEOUT_S)
+        proc = subprocess.run(
+            [sys.executable, path],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=TIMEOUT_S,
+        )
         self.assertEqual(proc.returncode, 0, f"the script failed:\n{proc.stderr[-4000:]}")
         return proc
 
@@ -132,9 +138,12 @@ class QuietTest(absltest.TestCase):
         # Python's two lines for one warning: "file:line: category: message", then the source.
         lines = proc.stderr.splitlines()
         self.assertLen(lines, 2, proc.stderr)
-        self.assertRegex(lines[0], r": NotInPlaceWarning: executorch_trt: method 'forward': "
-                                   r"buffer 'cache' is not updated in place; .*\(256 bytes\): "
-                                   r"index_put with accumulate=True")
+        self.assertRegex(
+            lines[0],
+            r": NotInPlaceWarning: executorch_trt: method 'forward': "
+            r"buffer 'cache' is not updated in place; .*\(256 bytes\): "
+            r"index_put with accumulate=True",
+        )
 
 
 class Counter(torch.nn.Module):
@@ -153,10 +162,11 @@ INITIAL_STATE_WARNING = r"Mutation on a buffer in the model is detected"
 
 
 class InitialStateWarningTest(absltest.TestCase):
-
     def _warnings(self, lower):
-        with mock.patch.dict(os.environ, {}, clear=False) as env, \
-                warnings.catch_warnings(record=True) as caught:
+        with (
+            mock.patch.dict(os.environ, {}, clear=False) as env,
+            warnings.catch_warnings(record=True) as caught,
+        ):
             env.pop("EXECUTORCH_TRT_VERBOSE", None)
             warnings.simplefilter("always")
             with torch.no_grad():

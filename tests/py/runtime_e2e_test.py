@@ -3,7 +3,7 @@
 When ``libexecutorch_trt.so`` cannot be found (``executorch_trt.runtime.library_path``:
 ``$EXECUTORCH_TRT_LIBRARY`` or Bazel runfiles) the tests fail under Bazel and skip, with the
 reason, outside it (``delegate_library``).
-Reference numerics: eager PyTorch on the same weights (DESIGN.md "Tests").
+Reference numerics: eager PyTorch on the same weights (docs/testing.md, "How we know").
 """
 
 import copy
@@ -15,8 +15,8 @@ from executorch.exir import to_edge_transform_and_lower
 
 import decoder_models as dm
 import delegate_library
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import runtime
 
 PROMPT_LEN = 4
@@ -28,7 +28,9 @@ def _export_program(decoder, finalise="export", **options):
     if finalise == "export":
         return executorch_trt.export(methods, **options).buffer
     with torch.no_grad():
-        edge = to_edge_transform_and_lower(methods, partitioner=[executorch_trt.TensorRTPartitioner()])
+        edge = to_edge_transform_and_lower(
+            methods, partitioner=[executorch_trt.TensorRTPartitioner()]
+        )
         # Stock config plus only what multi-method state needs (shared, initialised buffers),
         # but no in-place planning: the write-back path must be correct on its own.
         return edge.to_executorch(executorch_trt.backend_config(inplace=False)).buffer
@@ -36,19 +38,20 @@ def _export_program(decoder, finalise="export", **options):
 
 @delegate_library.needs_library
 class DecoderEndToEndTest(parameterized.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.decoder = dm.TinyDecoder()
         cls.programs = {
             "inplace": _export_program(cls.decoder),
             "copy_back": _export_program(cls.decoder, kv_cache="copy_back"),
-            # The portable engine without its nested XNNPACK delegates (issue 13).
+            # The portable engine without its nested XNNPACK delegates.
             "no_xnnpack": _export_program(cls.decoder, portable_xnnpack=False),
             "write_back_planning": _export_program(cls.decoder, finalise="composable"),
         }
-        cls.written_back = {mode: executorch_trt.inspect(pte).method("decode")
-                            .state_bytes_copied_per_call for mode, pte in cls.programs.items()}
+        cls.written_back = {
+            mode: executorch_trt.inspect(pte).method("decode").state_bytes_copied_per_call
+            for mode, pte in cls.programs.items()
+        }
         torch.manual_seed(1)
         cls.prompt = torch.randint(0, 64, (1, PROMPT_LEN))
 
@@ -67,9 +70,12 @@ class DecoderEndToEndTest(parameterized.TestCase):
         diff = (got - want).abs().max().item()
         self.assertLessEqual(diff, 1e-4 * scale, f"{context}: max abs diff {diff}")
 
-    @parameterized.named_parameters(("inplace", "inplace"), ("copy_back", "copy_back"),
-                                    ("no_xnnpack", "no_xnnpack"),
-                                    ("write_back_planning", "write_back_planning"))
+    @parameterized.named_parameters(
+        ("inplace", "inplace"),
+        ("copy_back", "copy_back"),
+        ("no_xnnpack", "no_xnnpack"),
+        ("write_back_planning", "write_back_planning"),
+    )
     def test_greedy_decode_matches_eager(self, mode):
         program = runtime.load(self.programs[mode])
         eager = copy.deepcopy(self.decoder)
@@ -80,8 +86,11 @@ class DecoderEndToEndTest(parameterized.TestCase):
         self._assert_logits_close(got, want, f"{mode} prefill")
         self._assert_state_equals(program, eager, f"{mode} after prefill")
         token = int(want[0, -1].argmax())
-        kv_nbytes = sum(t.numel() * t.element_size() for n, t in eager.state_tensors().items()
-                        if n.endswith(("k_cache", "v_cache")))
+        kv_nbytes = sum(
+            t.numel() * t.element_size()
+            for n, t in eager.state_tensors().items()
+            if n.endswith(("k_cache", "v_cache"))
+        )
         for step in range(DECODE_STEPS):
             pos = torch.tensor([PROMPT_LEN + step])
             tokens = torch.tensor([[token]])
@@ -93,15 +102,20 @@ class DecoderEndToEndTest(parameterized.TestCase):
             # in copy_back (nothing aliased); with stock planning it reflects each updated
             # cache into ExecuTorch's separate output tensor.
             copied = runtime.bytes_copied() - copied_before
-            self.assertEqual(copied, kv_nbytes if mode == "write_back_planning" else 0,
-                             f"{mode} step {step}: delegate bytes copied")
+            self.assertEqual(
+                copied,
+                kv_nbytes if mode == "write_back_planning" else 0,
+                f"{mode} step {step}: delegate bytes copied",
+            )
             # State bytes copied per call, read off the plan by inspect: ExecuTorch's own
             # write-backs (the step counter and the recurrent state, 8 + 128 B, ordinary ops,
             # always; the KV caches unless in place) plus the delegate's reflect copies, which
             # must be exactly what the delegate's counter measured.
-            self.assertEqual(self.written_back[mode],
-                             136 + (0 if mode in ("inplace", "no_xnnpack") else kv_nbytes)
-                             + copied, mode)
+            self.assertEqual(
+                self.written_back[mode],
+                136 + (0 if mode in ("inplace", "no_xnnpack") else kv_nbytes) + copied,
+                mode,
+            )
             self._assert_logits_close(got, want, f"{mode} decode step {step}")
             self.assertEqual(int(got[0, -1].argmax()), int(want[0, -1].argmax()), f"step {step}")
             self._assert_state_equals(program, eager, f"{mode} after decode step {step}")
@@ -145,7 +159,9 @@ class SeamModelEndToEndTest(parameterized.TestCase):
 
     @parameterized.parameters("inplace", "copy_back")
     def test_matches_eager(self, mode):
-        program = runtime.load(executorch_trt.export(dm.export_reordered_kv(), kv_cache=mode).buffer)
+        program = runtime.load(
+            executorch_trt.export(dm.export_reordered_kv(), kv_cache=mode).buffer
+        )
         method = program.load_method("forward")
         eager = dm.ReorderedKV()
         torch.manual_seed(3)
@@ -173,8 +189,9 @@ class SeamModelEndToEndTest(parameterized.TestCase):
         initialised): ExecuTorch's write-back alone keeps the cache. The first six steps write
         every row, so only the steps after them are compared (the start is uninitialised)."""
         with torch.no_grad():
-            edge = to_edge_transform_and_lower(dm.export_reordered_kv(),
-                                               partitioner=[executorch_trt.TensorRTPartitioner()])
+            edge = to_edge_transform_and_lower(
+                dm.export_reordered_kv(), partitioner=[executorch_trt.TensorRTPartitioner()]
+            )
             program = runtime.load(edge.to_executorch().buffer)
         method = program.load_method("forward")
         eager = dm.ReorderedKV()
@@ -209,16 +226,19 @@ class StateOutsidePartition(torch.nn.Module):
 
 @delegate_library.needs_library
 class StateOutsidePartitionTest(parameterized.TestCase):
-
     @parameterized.parameters("inplace", "copy_back")
     def test_buffers_mutated_outside_the_delegate_persist(self, kv_cache):
         model = StateOutsidePartition()
         with torch.no_grad():
             ep = torch.export.export(copy.deepcopy(model), (torch.randn(1, 8),))
             manager = executorch_trt.export(ep, kv_cache=kv_cache)
-        ops = {op.name for plan in manager.executorch_program.execution_plan for op in plan.operators}
+        ops = {
+            op.name for plan in manager.executorch_program.execution_plan for op in plan.operators
+        }
         self.assertIn("aten::bitwise_xor", ops, "counter update must stay outside the delegate")
-        delegates = [d.id for plan in manager.executorch_program.execution_plan for d in plan.delegates]
+        delegates = [
+            d.id for plan in manager.executorch_program.execution_plan for d in plan.delegates
+        ]
         self.assertIn("TensorRTBackend", delegates)
         method = runtime.load(manager.buffer).load_method("forward")
         torch.manual_seed(6)
@@ -237,23 +257,31 @@ class UnplannedBufferTest(absltest.TestCase):
     program's read-only initial value and crashed in the first KV write)."""
 
     def test_unbound_cache_is_an_error_not_a_crash(self):
-        et = executorch_trt.export(dm.export_reordered_kv(), alloc_mutable_buffers=False,
-                                   emit_mutable_buffer_names=True)
+        et = executorch_trt.export(
+            dm.export_reordered_kv(), alloc_mutable_buffers=False, emit_mutable_buffer_names=True
+        )
         plan = lu.execution_plan(et)
         (cache,) = lu.tensor_values_of_shape(plan, [1, 6, 4])
         self.assertIsNone(plan.values[cache].val.allocation_info)
         self.assertEqual(plan.values[cache].val.data_buffer_idx, 0, "no data in the program")
         method = runtime.load(et.buffer).load_method("forward")
         # Checked before running: the runtime names the buffer and what to do.
-        with self.assertRaisesRegex(RuntimeError, r"buffer 'k_cache' has no storage.*"
-                                    r"alloc_mutable_buffers=False.*bind_buffer"):
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"buffer 'k_cache' has no storage.*"
+            r"alloc_mutable_buffers=False.*bind_buffer",
+        ):
             method.execute(list(dm.ReorderedKV.example_inputs()))
 
     def test_initial_value_needs_planned_buffers(self):
-        with self.assertRaisesRegex(ValueError, "init_mutable_buffers=True needs "
-                                                "alloc_mutable_buffers=True"):
-            executorch_trt.backend_config(alloc_mutable_buffers=False, init_mutable_buffers=True,
-                                          emit_mutable_buffer_names=True)
+        with self.assertRaisesRegex(
+            ValueError, "init_mutable_buffers=True needs alloc_mutable_buffers=True"
+        ):
+            executorch_trt.backend_config(
+                alloc_mutable_buffers=False,
+                init_mutable_buffers=True,
+                emit_mutable_buffer_names=True,
+            )
 
 
 class RowsIntoCache(torch.nn.Module):
@@ -282,8 +310,9 @@ class NonContiguousInputTest(parameterized.TestCase):
     )
     def test_matches_eager(self, layout):
         with torch.no_grad():
-            ep = torch.export.export(RowsIntoCache(), (torch.randn(1, 2, 3, 4),
-                                                       torch.tensor([0, 1, 2])))
+            ep = torch.export.export(
+                RowsIntoCache(), (torch.randn(1, 2, 3, 4), torch.tensor([0, 1, 2]))
+            )
         method = runtime.load(executorch_trt.export(ep).buffer).load_method("forward")
         eager = RowsIntoCache()
         for step in range(2):
@@ -300,14 +329,14 @@ class NonContiguousInputTest(parameterized.TestCase):
 
 @delegate_library.needs_library
 class MethodLifetimeTest(absltest.TestCase):
-
     def test_method_keeps_its_program_alive(self):
         # README's pattern: runtime.load(pte).load_method(name) with no reference to the
         # program kept. The stock method does not own its program (it once ran on a freed one:
         # "Expected 0 inputs", then a segfault).
         with torch.no_grad():
-            ep = torch.export.export(RowsIntoCache(), (torch.randn(1, 2, 3, 4),
-                                                       torch.tensor([0, 1, 2])))
+            ep = torch.export.export(
+                RowsIntoCache(), (torch.randn(1, 2, 3, 4), torch.tensor([0, 1, 2]))
+            )
         pte = executorch_trt.export(ep).buffer
         # From a bytearray the runtime makes its own bytes, which only the program holds.
         method = runtime.load(bytearray(pte)).load_method("forward")
@@ -324,9 +353,9 @@ class MethodLifetimeTest(absltest.TestCase):
 
 
 class LibraryPathTest(absltest.TestCase):
-
     def test_env_var_must_name_a_file(self):
         import os
+
         old = os.environ.get(runtime.LIBRARY_ENV)
         os.environ[runtime.LIBRARY_ENV] = "/nonexistent/libexecutorch_trt.so"
         try:

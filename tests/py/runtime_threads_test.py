@@ -1,4 +1,4 @@
-"""Threads and logging in ``executorch_trt.runtime`` (issue 12).
+"""Threads and logging in ``executorch_trt.runtime``.
 
 * Two programs, one per thread, whose first executes start together: never deadlocks (it did
   about one run in ten on the stock Python runtime), checked in fresh processes
@@ -13,7 +13,6 @@
 """
 
 import io
-import os
 import subprocess
 import sys
 import threading
@@ -23,8 +22,8 @@ from absl.testing import absltest
 
 import caller_state_models as csm
 import delegate_library
-from executorch_trt.format import blob
 from executorch_trt import runtime
+from executorch_trt.format import blob
 from executorch_trt.format.wire import BLOB_CHECKSUM_OFFSET, BLOB_MAGIC
 
 PROCESSES = 2
@@ -34,32 +33,28 @@ TIMEOUT_S = 240
 
 @delegate_library.needs_library
 class FirstExecuteRaceTest(absltest.TestCase):
-
     def test_two_threads_first_execute_never_deadlocks(self):
-        path = os.path.join(self.create_tempdir().full_path, "tiny_attention.pte")
-        with open(path, "wb") as f:
-            f.write(csm.tiny_attention_pte())
-        env = delegate_library.subprocess_env()
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_execute_race.py")
-        procs = [subprocess.Popen([sys.executable, script, path, str(ROUNDS)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  errors="replace")
-                 for _ in range(PROCESSES)]
+        path = csm.write_tiny_attention_pte(self.create_tempdir().full_path)
+        procs = [
+            delegate_library.start_worker("first_execute_race.py", path, str(ROUNDS))
+            for _ in range(PROCESSES)
+        ]
         for i, proc in enumerate(procs):
             try:
                 out, err = proc.communicate(timeout=TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 for p in procs:
                     p.kill()
-                self.fail(f"process {i}: no result after {TIMEOUT_S} s: the two threads' first "
-                          "executes deadlocked")
+                self.fail(
+                    f"process {i}: no result after {TIMEOUT_S} s: the two threads' first "
+                    "executes deadlocked"
+                )
             self.assertEqual(proc.returncode, 0, f"process {i}:\n{out}\n{err[-4000:]}")
             self.assertIn(f"OK {ROUNDS}", out)
 
 
 @delegate_library.needs_library
 class SharedProgramTest(absltest.TestCase):
-
     def test_two_threads_on_one_program_are_serialized(self):
         prog = runtime.load(csm.tiny_attention_pte())
         forward = prog.load_method("forward")
@@ -74,8 +69,10 @@ class SharedProgramTest(absltest.TestCase):
                 errors.append(e)
 
         half = csm.CACHE_LEN // 2
-        threads = [threading.Thread(target=worker, args=(range(0, half),)),
-                   threading.Thread(target=worker, args=(range(half, csm.CACHE_LEN),))]
+        threads = [
+            threading.Thread(target=worker, args=(range(half),)),
+            threading.Thread(target=worker, args=(range(half, csm.CACHE_LEN),)),
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -121,8 +118,7 @@ class SharedProgramTest(absltest.TestCase):
         for key, toks in tokens.items():
             alone = runtime.load(csm.tiny_attention_pte())
             forward = alone.load_method("forward")
-            want[key] = [forward.execute(csm.step_inputs(t, pos))[0]
-                         for pos, t in enumerate(toks)]
+            want[key] = [forward.execute(csm.step_inputs(t, pos))[0] for pos, t in enumerate(toks)]
         prog = runtime.load(csm.tiny_attention_pte())
         forward = prog.load_method("forward")
         rounds = 30
@@ -152,7 +148,6 @@ class SharedProgramTest(absltest.TestCase):
 
 @delegate_library.needs_library
 class LoggingTest(absltest.TestCase):
-
     def test_log_lines_never_go_through_python(self):
         pte = csm.tiny_attention_pte()
         runtime.load(pte)  # the library and binding are loaded before stderr is swapped
@@ -170,20 +165,20 @@ class LoggingTest(absltest.TestCase):
         start = pte.find(BLOB_MAGIC)
         self.assertGreaterEqual(start, 0, "no delegate blob in the program")
         header = blob.read_header(bytes(pte[start:]), verify_checksum=False)
-        payload = slice(start + header.payload_offset,
-                        start + header.payload_offset + header.payload_size)
+        payload = slice(
+            start + header.payload_offset, start + header.payload_offset + header.payload_size
+        )
         name = bytes(pte[payload]).find(b"aten::")
         self.assertGreaterEqual(name, 0, "no operator name in the nested program")
         pte[payload.start + name + len(b"aten::")] = 0xFF  # e.g. "aten::\xffm"
         end = start + header.payload_offset + header.payload_size
-        digest = blob.checksum(bytes(pte[start + header.metadata_offset:end]))
+        digest = blob.checksum(bytes(pte[start + header.metadata_offset : end]))
         checksum_at = start + BLOB_CHECKSUM_OFFSET
-        pte[checksum_at:checksum_at + 8] = digest.to_bytes(8, "little")
+        pte[checksum_at : checksum_at + 8] = digest.to_bytes(8, "little")
         with self.assertRaisesRegex(RuntimeError, "cannot load method 'forward'"):
             runtime.load(bytes(pte))
         # The process goes on: a good program still runs.
-        runtime.load(csm.tiny_attention_pte()).load_method("forward").execute(
-            csm.step_inputs(1, 0))
+        runtime.load(csm.tiny_attention_pte()).load_method("forward").execute(csm.step_inputs(1, 0))
 
 
 if __name__ == "__main__":

@@ -38,8 +38,7 @@ class AboveTheDelegate(torch.nn.Module):
     def forward(self, x, t):
         flag = x.sum() > t.sum()
         a = torch.cond(flag, lambda x: torch.expm1(x) + x, lambda x: torch.expm1(x) - x, (x,))
-        b = torch.cond(flag, lambda x: torch.expm1(x) * x, lambda x: torch.expm1(x) + 2 * x,
-                       (x,))
+        b = torch.cond(flag, lambda x: torch.expm1(x) * x, lambda x: torch.expm1(x) + 2 * x, (x,))
         return a * b, a
 
 
@@ -90,17 +89,16 @@ def _max_diff(got, want):
 
 @delegate_library.needs_library
 class SiblingCondsTest(absltest.TestCase):
-
     def _programs(self, model, args):
         with torch.no_grad():
             stock = to_edge(torch.export.export(model, args)).to_executorch()
             delegated = executorch_trt.export(torch.export.export(model, args))
             composable = to_edge_transform_and_lower(
-                torch.export.export(model, args),
-                partitioner=[TensorRTPartitioner()]).to_executorch(
-                    executorch_trt.backend_config())
+                torch.export.export(model, args), partitioner=[TensorRTPartitioner()]
+            ).to_executorch(executorch_trt.backend_config())
             plain = to_edge(torch.export.export(model, args)).to_executorch(
-                executorch_trt.backend_config())
+                executorch_trt.backend_config()
+            )
         return stock, {"delegated": delegated, "composable": composable, "plain": plain}
 
     def _check(self, model, delegate_runs_the_conds, stock_wrong_for=("true", "false")):
@@ -116,8 +114,12 @@ class SiblingCondsTest(absltest.TestCase):
             stock, programs = self._programs(model, args)
             if predicate in stock_wrong_for:
                 with self.subTest(predicate=predicate, program="stock ExecuTorch"):
-                    got = Runtime.get().load_program(stock.buffer).load_method(
-                        "forward").execute(list(args))
+                    got = (
+                        Runtime.get()
+                        .load_program(stock.buffer)
+                        .load_method("forward")
+                        .execute(list(args))
+                    )
                     # ExecuTorch #21490: the first cond's result is overwritten by the second's.
                     self.assertGreater(_max_diff(got, want), 0.1)
             for name, program in programs.items():
@@ -139,8 +141,9 @@ class SiblingCondsTest(absltest.TestCase):
 
     def test_siblings_inside_a_branch_read_through_a_view(self):
         # Only the true branch of the outer cond holds the siblings.
-        self._check(SiblingsInABranch().eval(), delegate_runs_the_conds=None,
-                    stock_wrong_for=("true",))
+        self._check(
+            SiblingsInABranch().eval(), delegate_runs_the_conds=None, stock_wrong_for=("true",)
+        )
 
 
 class CopiesTest(absltest.TestCase):

@@ -60,7 +60,6 @@ def _child_env(**changes):
 
 @delegate_library.needs_library
 class StockRuntimeTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -82,9 +81,14 @@ class StockRuntimeTest(absltest.TestCase):
         cls.product = [method.execute(list(args)) for args in calls]
 
     def _worker(self, kind, env):
-        proc = subprocess.run([sys.executable, WORKER, kind, self.pte, self.inputs], env=env,
-                              capture_output=True, text=True, errors="replace",
-                              timeout=TIMEOUT_S)
+        proc = subprocess.run(
+            [sys.executable, WORKER, kind, self.pte, self.inputs],
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=TIMEOUT_S,
+        )
         return proc
 
     def _check_stock_run(self, kind):
@@ -92,16 +96,22 @@ class StockRuntimeTest(absltest.TestCase):
         self.assertEqual(proc.returncode, 0, f"{kind} worker failed:\n{proc.stderr[-4000:]}")
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         # What the child's register() says the import loaded: the paths it was given.
-        self.assertEqual(result["registration"],
-                         [BACKEND_ID, os.path.abspath(runtime.library_path()),
-                          os.path.abspath(runtime.binding_path())])
+        self.assertEqual(
+            result["registration"],
+            [
+                BACKEND_ID,
+                os.path.abspath(runtime.library_path()),
+                os.path.abspath(runtime.binding_path()),
+            ],
+        )
         self.assertLen(result["outputs"], CALLS)
         for i, (got, want, eager) in enumerate(zip(result["outputs"], self.product, self.eager)):
             got = [torch.tensor(t, dtype=torch.float32) for t in got]
             self.assertLen(got, 2, f"call {i}")
             for g, w, e in zip(got, want, eager):
-                torch.testing.assert_close(g, w, rtol=0, atol=0, msg=f"{kind} call {i} vs "
-                                           "executorch_trt.runtime")
+                torch.testing.assert_close(
+                    g, w, rtol=0, atol=0, msg=f"{kind} call {i} vs executorch_trt.runtime"
+                )
                 torch.testing.assert_close(g, e, msg=f"{kind} call {i} vs eager")
 
     def test_program_has_the_delegate(self):
@@ -114,27 +124,49 @@ class StockRuntimeTest(absltest.TestCase):
         self._check_stock_run("portable_lib")
 
     def test_without_the_library_import_is_silent_and_loads_fail_saying_why(self):
-        proc = self._worker("missing", _child_env(**{
-            runtime.LIBRARY_ENV: None, runtime.BINDING_ENV: None, "RUNFILES_DIR": None,
-            "RUNFILES_MANIFEST_FILE": None, "EXECUTORCH_TRT_VERBOSE": None}))
+        proc = self._worker(
+            "missing",
+            _child_env(
+                **{
+                    runtime.LIBRARY_ENV: None,
+                    runtime.BINDING_ENV: None,
+                    "RUNFILES_DIR": None,
+                    "RUNFILES_MANIFEST_FILE": None,
+                    "EXECUTORCH_TRT_VERBOSE": None,
+                }
+            ),
+        )
         self.assertEqual(proc.returncode, 0, proc.stderr[-4000:])
         result = json.loads(proc.stdout.strip().splitlines()[-1])
-        self.assertRegex(result["register_error"],
-                         r"^LibraryNotFoundError: libexecutorch_trt\.so not found .*"
-                         + runtime.LIBRARY_ENV)
+        self.assertRegex(
+            result["register_error"],
+            r"^LibraryNotFoundError: libexecutorch_trt\.so not found .*" + runtime.LIBRARY_ENV,
+        )
         self.assertRegex(result["load_error"], r"^RuntimeError: Failed to load method forward")
         # ExecuTorch's own line names the missing backend; nothing else is printed.
-        self.assertEqual(proc.stderr.strip().splitlines(),
-                         [f"[method.cpp:85] Backend {BACKEND_ID} is not registered."])
+        self.assertEqual(
+            proc.stderr.strip().splitlines(),
+            [f"[method.cpp:85] Backend {BACKEND_ID} is not registered."],
+        )
 
     def test_a_configured_library_that_is_missing_warns_at_import(self):
-        proc = self._worker("missing", _child_env(**{
-            runtime.LIBRARY_ENV: "/nonexistent/libexecutorch_trt.so", "RUNFILES_DIR": None,
-            "RUNFILES_MANIFEST_FILE": None}))
+        proc = self._worker(
+            "missing",
+            _child_env(
+                **{
+                    runtime.LIBRARY_ENV: "/nonexistent/libexecutorch_trt.so",
+                    "RUNFILES_DIR": None,
+                    "RUNFILES_MANIFEST_FILE": None,
+                }
+            ),
+        )
         self.assertEqual(proc.returncode, 0, proc.stderr[-4000:])
-        self.assertRegex(proc.stderr, rf"RuntimeWarning: executorch_trt: {BACKEND_ID} is not "
-                                      rf"registered, .*\${runtime.LIBRARY_ENV}="
-                                      r"'/nonexistent/libexecutorch_trt\.so' does not name a file")
+        self.assertRegex(
+            proc.stderr,
+            rf"RuntimeWarning: executorch_trt: {BACKEND_ID} is not "
+            rf"registered, .*\${runtime.LIBRARY_ENV}="
+            r"'/nonexistent/libexecutorch_trt\.so' does not name a file",
+        )
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         self.assertRegex(result["register_error"], r"does not name a file")
 

@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-import executorch_trt  # noqa: F401  (registers TensorRTBackend, when its library is found)
+import executorch_trt  # registers TensorRTBackend, when its library is found
 
 
 def _runtime_outputs(pte: str, calls):

@@ -1,4 +1,4 @@
-"""A real encoder-decoder model (issue 11, item 5): Whisper with torch.cond cross-attention caches.
+"""A real encoder-decoder model: Whisper with torch.cond cross-attention caches.
 
 ``examples/whisper_cross_attn.py`` swaps a tiny seeded ``transformers``
 ``WhisperForConditionalGeneration``'s decoder attention for static self-attention caches and
@@ -73,23 +73,29 @@ class _ProgramRun:
             before = self.runtime.cross_attn_cache_updates()
             if step == 0:
                 (logits,) = self.methods["prefill"].execute(
-                    [prompt, torch.arange(p, dtype=torch.long), states])
+                    [prompt, torch.arange(p, dtype=torch.long), states]
+                )
             else:
                 (logits,) = self.methods["decode"].execute(
-                    [torch.tensor([[tokens[step - 1]]]),
-                     torch.tensor([p + step - 1], dtype=torch.long), states])
-            steps.append({
-                "logits": logits[0, -1].clone(),
-                "recomputes": self.runtime.cross_attn_cache_updates() - before,
-                "caches": {n: self.cache(n).clone() for n in self.fqns},
-                "cross_ptrs": {n: self.cache(n).data_ptr() for n in self.cross_fqns},
-            })
+                    [
+                        torch.tensor([[tokens[step - 1]]]),
+                        torch.tensor([p + step - 1], dtype=torch.long),
+                        states,
+                    ]
+                )
+            steps.append(
+                {
+                    "logits": logits[0, -1].clone(),
+                    "recomputes": self.runtime.cross_attn_cache_updates() - before,
+                    "caches": {n: self.cache(n).clone() for n in self.fqns},
+                    "cross_ptrs": {n: self.cache(n).data_ptr() for n in self.cross_fqns},
+                }
+            )
         return states, steps
 
 
 @delegate_library.needs_library
 class WhisperCrossAttnTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         eager = W.swap_decoder_attention(W.build_model(), MAX_LEN)
@@ -99,18 +105,26 @@ class WhisperCrossAttnTest(absltest.TestCase):
         cls.prompt = torch.tensor([W.PREFIX])
         cls.full_logits = {}
         cls.want = W.greedy_reference(
-            eager, cls.features, cls.prompt, STEPS,
-            on_step=lambda u, step, logits: cls.full_logits.setdefault((u, step), logits))
+            eager,
+            cls.features,
+            cls.prompt,
+            STEPS,
+            on_step=lambda u, step, logits: cls.full_logits.setdefault((u, step), logits),
+        )
         with torch.no_grad():
             model = W.swap_decoder_attention(W.build_model(), MAX_LEN)
             cls.delegated = executorch_trt.export(
-                W.export_methods(model, len(W.PREFIX)), emit_mutable_buffer_names=True,
-                require_inplace=True)
-            plain = W.export_methods(W.swap_decoder_attention(W.build_model(), MAX_LEN),
-                                     len(W.PREFIX))
+                W.export_methods(model, len(W.PREFIX)),
+                emit_mutable_buffer_names=True,
+                require_inplace=True,
+            )
+            plain = W.export_methods(
+                W.swap_decoder_attention(W.build_model(), MAX_LEN), len(W.PREFIX)
+            )
             cls.exposed = {m: expose_cross_attn_cache_writes(ep) for m, ep in plain.items()}
             cls.plain = to_edge(plain).to_executorch(
-                executorch_trt.backend_config(emit_mutable_buffer_names=True))
+                executorch_trt.backend_config(emit_mutable_buffer_names=True)
+            )
 
     def _tokens(self, u):
         return [s["token"] for s in self.want[u]["steps"]]
@@ -126,21 +140,29 @@ class WhisperCrossAttnTest(absltest.TestCase):
 
     def _utterances(self, source):
         run = _ProgramRun(source, self.fqns, self.cross_fqns)
-        return [run.utterance(self.features[u], self.prompt, self._tokens(u))
-                for u in range(len(self.features))]
+        return [
+            run.utterance(self.features[u], self.prompt, self._tokens(u))
+            for u in range(len(self.features))
+        ]
 
     def test_the_swap_computes_what_transformers_computes(self):
         model = W.build_model()  # unmodified attention, no cache: the whole sequence per call
-        for u, utt in enumerate(self.want):
+        for u in range(len(self.want)):
             ids = torch.tensor([list(W.PREFIX) + self._tokens(u)[:-1]])
             with torch.no_grad():
-                hf = model(input_features=self.features[u], decoder_input_ids=ids,
-                           use_cache=False).logits
+                hf = model(
+                    input_features=self.features[u], decoder_input_ids=ids, use_cache=False
+                ).logits
             for step in range(STEPS + 1):
                 got = self.full_logits[(u, step)][0]
                 pos = len(W.PREFIX) - 1 + step
-                torch.testing.assert_close(got, hf[0, pos - got.shape[0] + 1:pos + 1],
-                                           rtol=1e-5, atol=1e-5, msg=f"utterance {u} {step}")
+                torch.testing.assert_close(
+                    got,
+                    hf[0, pos - got.shape[0] + 1 : pos + 1],
+                    rtol=1e-5,
+                    atol=1e-5,
+                    msg=f"utterance {u} {step}",
+                )
 
     def test_utterances_and_steps_differ(self):
         # Guards the test's power: different tokens across steps and utterances.
@@ -160,35 +182,46 @@ class WhisperCrossAttnTest(absltest.TestCase):
                 with self.subTest(program=name, loader=loader):
                     runs = self._run(getattr(self, name), loader)
                     for u, ((states, steps), want) in enumerate(zip(runs, self.want)):
-                        torch.testing.assert_close(states, want["encoder_hidden_states"],
-                                                   rtol=1e-4, atol=1e-5)
+                        torch.testing.assert_close(
+                            states, want["encoder_hidden_states"], rtol=1e-4, atol=1e-5
+                        )
                         for step, (got, ref) in enumerate(zip(steps, want["steps"])):
                             where = f"utterance {u} step {step}"
-                            torch.testing.assert_close(got["logits"], ref["logits"], rtol=1e-4,
-                                                       atol=1e-4, msg=where)
+                            torch.testing.assert_close(
+                                got["logits"], ref["logits"], rtol=1e-4, atol=1e-4, msg=where
+                            )
                             self.assertEqual(int(torch.argmax(got["logits"])), ref["token"])
-                            # atol 1e-4 (DESIGN.md "Tests": 1e-4 of the scale; caches
+                            # atol 1e-4 (docs/testing.md: 1e-4 of the scale; caches
                             # reach |8|): the nested XNNPACK GEMMs sum in another order than
                             # eager (measured: 2.5e-5 on one element of 512).
                             for fqn in self.fqns:
-                                torch.testing.assert_close(got["caches"][fqn], ref["caches"][fqn],
-                                                           rtol=1e-4, atol=1e-4,
-                                                           msg=f"{where} {fqn}")
+                                torch.testing.assert_close(
+                                    got["caches"][fqn],
+                                    ref["caches"][fqn],
+                                    rtol=1e-4,
+                                    atol=1e-4,
+                                    msg=f"{where} {fqn}",
+                                )
 
     def test_each_cross_cache_is_written_once_per_utterance(self):
         for name in ("delegated", "plain"):
             with self.subTest(program=name):
                 for u, (_, steps) in enumerate(self._run(getattr(self, name), "bytes")):
                     # Step 0 runs the recompute branch of both layers (K and V each) ...
-                    self.assertEqual([s["recomputes"] for s in steps],
-                                     [len(self.cross_fqns)] + [0] * STEPS, f"utterance {u}")
+                    self.assertEqual(
+                        [s["recomputes"] for s in steps],
+                        [len(self.cross_fqns)] + [0] * STEPS,
+                        f"utterance {u}",
+                    )
                     first = steps[0]
                     for fqn in self.cross_fqns:
                         self.assertTrue(bool((first["caches"][fqn] != 0).any()), fqn)
                         # ... and later steps leave every cross cache as it is, where it is.
                         for step, s in enumerate(steps[1:], 1):
-                            self.assertTrue(torch.equal(s["caches"][fqn], first["caches"][fqn]),
-                                            f"utterance {u} step {step} {fqn}")
+                            self.assertTrue(
+                                torch.equal(s["caches"][fqn], first["caches"][fqn]),
+                                f"utterance {u} step {step} {fqn}",
+                            )
                             self.assertEqual(s["cross_ptrs"][fqn], first["cross_ptrs"][fqn])
 
     def test_every_cache_is_a_named_buffer_of_the_program(self):
@@ -206,15 +239,22 @@ class WhisperCrossAttnTest(absltest.TestCase):
         for u in (1, 0):
             state = run.program.new_state()
             run.program.bind_state(state)
-            _, steps = run.utterance(self.features[u], self.prompt, self._tokens(u),
-                                     zero_cross=False)
+            _, steps = run.utterance(
+                self.features[u], self.prompt, self._tokens(u), zero_cross=False
+            )
             self.assertEqual(steps[0]["recomputes"], len(self.cross_fqns))
             for step, (got, ref) in enumerate(zip(steps, self.want[u]["steps"])):
-                torch.testing.assert_close(got["logits"], ref["logits"], rtol=1e-4, atol=1e-4,
-                                           msg=f"utterance {u} step {step}")
+                torch.testing.assert_close(
+                    got["logits"],
+                    ref["logits"],
+                    rtol=1e-4,
+                    atol=1e-4,
+                    msg=f"utterance {u} step {step}",
+                )
             for fqn in self.cross_fqns:
-                torch.testing.assert_close(state[fqn], self.want[u]["steps"][-1]["caches"][fqn],
-                                           rtol=1e-4, atol=1e-5)
+                torch.testing.assert_close(
+                    state[fqn], self.want[u]["steps"][-1]["caches"][fqn], rtol=1e-4, atol=1e-5
+                )
 
     def test_without_zeroing_the_next_utterance_reuses_stale_kv(self):
         run = _ProgramRun(self.delegated.buffer, self.fqns, self.cross_fqns)
@@ -223,11 +263,15 @@ class WhisperCrossAttnTest(absltest.TestCase):
         self.assertEqual(steps[0]["recomputes"], 0)
         # The caches still hold utterance 0's K/V, so step 0 is not utterance 1's.
         for fqn in self.cross_fqns:
-            torch.testing.assert_close(steps[0]["caches"][fqn],
-                                       self.want[0]["steps"][0]["caches"][fqn],
-                                       rtol=1e-4, atol=1e-5)
-        self.assertGreater(float((steps[0]["logits"]
-                                  - self.want[1]["steps"][0]["logits"]).abs().max()), 1e-2)
+            torch.testing.assert_close(
+                steps[0]["caches"][fqn],
+                self.want[0]["steps"][0]["caches"][fqn],
+                rtol=1e-4,
+                atol=1e-5,
+            )
+        self.assertGreater(
+            float((steps[0]["logits"] - self.want[1]["steps"][0]["logits"]).abs().max()), 1e-2
+        )
 
     def test_the_pass_exposes_every_cross_cache_in_prefill_and_decode(self):
         self.assertEqual(self.exposed["encode"], [])
@@ -240,8 +284,9 @@ class WhisperCrossAttnTest(absltest.TestCase):
             for method in ("prefill", "decode"):
                 with self.subTest(program=name, method=method):
                     ep = program.exported_program(method)
-                    self.assertEqual(sorted(ep.graph_signature.buffers_to_mutate.values()),
-                                     sorted(self.fqns))
+                    self.assertEqual(
+                        sorted(ep.graph_signature.buffers_to_mutate.values()), sorted(self.fqns)
+                    )
                     self.assertFalse(set(ep.constants) & set(self.fqns))
                     report = executorch_trt.inspect(program.buffer).method(method)
                     for fqn in self.cross_fqns:
@@ -263,7 +308,8 @@ class WhisperCrossAttnTest(absltest.TestCase):
                     # The cond (and so the cross-cache write) runs inside the delegate or, with
                     # an engine that does not take it, above it, in place either way.
                     allowed = ("in_place_delegate",) + (
-                        ("in_place_kernel",) if s.name in self.cross_fqns else ())
+                        ("in_place_kernel",) if s.name in self.cross_fqns else ()
+                    )
                     self.assertIn(s.update, allowed, s.name)
 
 

@@ -19,12 +19,20 @@ def workflow_files() -> list[str]:
 
 def check(paths: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
-         *paths], capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "check_jsonschema",
+            "--builtin-schema",
+            "vendor.github-workflows",
+            *paths,
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
 class WorkflowsTest(absltest.TestCase):
-
     def test_workflows_are_valid(self):
         files = workflow_files()
         self.assertNotEmpty(files, "no .github/workflows/*.yml found")

@@ -22,8 +22,8 @@ from executorch.exir import to_edge_transform_and_lower
 
 import decoder_models as dm
 import delegate_library
-import lowering_utils as lu
 import executorch_trt
+import lowering_utils as lu
 from executorch_trt import runtime
 from executorch_trt.backend.diagnostics import NotInPlaceError, NotInPlaceWarning
 
@@ -35,27 +35,27 @@ def _write(form, cache, v, pos):
     """Writes ``v`` ([1, H, 1, D] float32) at ``pos`` ([1] int64) in ``form``."""
     if form == "index_copy":
         cache.index_copy_(2, pos, v.to(cache.dtype))
-    elif form == "index_put":                      # cache[:, :, pos] = v
+    elif form == "index_put":  # cache[:, :, pos] = v
         cache[:, :, pos] = v.to(cache.dtype)
-    elif form == "index_put_broadcast":            # value [1, D] broadcast over heads
+    elif form == "index_put_broadcast":  # value [1, D] broadcast over heads
         cache[:, :, pos] = v[0, :1, 0].to(cache.dtype)
-    elif form == "index_put_explicit":             # aten.index_put_ with leading None
+    elif form == "index_put_explicit":  # aten.index_put_ with leading None
         torch.ops.aten.index_put_(cache, [None, None, pos], v.to(cache.dtype))
-    elif form == "index_put_int32":                # an int32 index tensor
+    elif form == "index_put_int32":  # an int32 index tensor
         cache[:, :, pos.to(torch.int32)] = v.to(cache.dtype)
-    elif form == "index_put_2d_index":             # a [1, 1] index: rows replace dim 2
+    elif form == "index_put_2d_index":  # a [1, 1] index: rows replace dim 2
         cache[:, :, pos.view(1, 1)] = v.view(1, H, 1, 1, D).to(cache.dtype)
-    elif form == "index_copy_0d":                  # a 0-d index tensor
+    elif form == "index_copy_0d":  # a 0-d index tensor
         cache.index_copy_(2, pos[0], v.to(cache.dtype))
-    elif form == "index_fill":                     # wraps negative indices like index_put
+    elif form == "index_fill":  # wraps negative indices like index_put
         cache.index_fill_(2, pos, 2.5)
-    elif form == "slice":                          # static slice; casts like copy_
+    elif form == "slice":  # static slice; casts like copy_
         cache[:, :, 3:4] = v * 3
     elif form == "slice_negative":
         cache[:, :, -2:] = v.expand(1, H, 2, D) * 3
     elif form == "narrow_copy":
         cache.narrow(2, 5, 1).copy_(v * 3)
-    elif form == "select":                         # static int index
+    elif form == "select":  # static int index
         cache[:, :, 6] = v[:, :, 0] * 3
     elif form == "select_negative":
         cache[:, :, -1] = v[:, :, 0] * 3
@@ -91,23 +91,34 @@ def _cache_written_back(et, method="forward"):
     return executorch_trt.inspect(et).method(method).buffer("cache").bytes_copied_per_call
 
 
-FORMS = [("index_copy", torch.float32), ("index_put", torch.float32),
-         ("index_put_broadcast", torch.float32), ("index_put_explicit", torch.float32),
-         ("index_put_int32", torch.float32), ("index_put_2d_index", torch.float32),
-         ("index_copy_0d", torch.float32), ("index_fill", torch.float32),
-         ("slice", torch.float32), ("slice_negative", torch.float32),
-         ("narrow_copy", torch.float32), ("select", torch.float32),
-         ("select_negative", torch.float32),
-         ("index_copy", torch.float16), ("index_put", torch.bfloat16),
-         ("index_put", torch.int8), ("slice", torch.bfloat16), ("narrow_copy", torch.float16),
-         ("select", torch.int8)]
+FORMS = [
+    ("index_copy", torch.float32),
+    ("index_put", torch.float32),
+    ("index_put_broadcast", torch.float32),
+    ("index_put_explicit", torch.float32),
+    ("index_put_int32", torch.float32),
+    ("index_put_2d_index", torch.float32),
+    ("index_copy_0d", torch.float32),
+    ("index_fill", torch.float32),
+    ("slice", torch.float32),
+    ("slice_negative", torch.float32),
+    ("narrow_copy", torch.float32),
+    ("select", torch.float32),
+    ("select_negative", torch.float32),
+    ("index_copy", torch.float16),
+    ("index_put", torch.bfloat16),
+    ("index_put", torch.int8),
+    ("slice", torch.bfloat16),
+    ("narrow_copy", torch.float16),
+    ("select", torch.int8),
+]
 POSITIONS = [3, 0, -1, 7, -8, 2, 8, -9]
 
 
 class InPlacePlanTest(parameterized.TestCase):
-
     @parameterized.named_parameters(
-        (f"{form}_{str(dtype).split('.')[1]}", form, dtype) for form, dtype in FORMS)
+        (f"{form}_{str(dtype).split('.')[1]}", form, dtype) for form, dtype in FORMS
+    )
     def test_plan_updates_cache_in_place(self, form, dtype):
         with warnings.catch_warnings():
             warnings.simplefilter("error", NotInPlaceWarning)
@@ -121,18 +132,20 @@ class InPlacePlanTest(parameterized.TestCase):
         (args,) = lu.delegate_call_args(plan)
         names = [b.name for b in meta.inputs] + [b.name for b in meta.outputs]
         cache_in = args[names.index(alias.input)]
-        self.assertEqual(args[names.index(alias.output)], cache_in,
-                         "the delegate's output must be the cache's own value")
-        self.assertEqual(plan.values[cache_in].val.extra_tensor_info.fully_qualified_name,
-                         "cache")
+        self.assertEqual(
+            args[names.index(alias.output)],
+            cache_in,
+            "the delegate's output must be the cache's own value",
+        )
+        self.assertEqual(plan.values[cache_in].val.extra_tensor_info.fully_qualified_name, "cache")
         self.assertEqual(_cache_written_back(et), 0)
-        self.assertIn("executorch_trt::kv_cache_update.out",
-                      lu.nested_operator_names(lu.blob_of(gm, call)))
+        self.assertIn(
+            "executorch_trt::kv_cache_update.out", lu.nested_operator_names(lu.blob_of(gm, call))
+        )
 
 
 @delegate_library.needs_library
 class InPlaceNumericsTest(parameterized.TestCase):
-
     def _run_against_eager(self, model, et):
         """Runs both for every position; returns the positions at which both raised."""
         method = runtime.load(et.buffer).load_method("forward")
@@ -153,14 +166,15 @@ class InPlaceNumericsTest(parameterized.TestCase):
             before = runtime.bytes_copied()
             (got,) = method.execute([x, pos])
             self.assertEqual(runtime.bytes_copied(), before, f"step {step}: delegate copied")
-            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5,
-                                       msg=f"step {step} (pos {p})")
-            torch.testing.assert_close(got, eager.cache.to(torch.float32), atol=1e-5,
-                                       rtol=1e-5)
+            torch.testing.assert_close(
+                got, want, atol=1e-5, rtol=1e-5, msg=f"step {step} (pos {p})"
+            )
+            torch.testing.assert_close(got, eager.cache.to(torch.float32), atol=1e-5, rtol=1e-5)
         return raised
 
     @parameterized.named_parameters(
-        (f"{form}_{str(dtype).split('.')[1]}", form, dtype) for form, dtype in FORMS)
+        (f"{form}_{str(dtype).split('.')[1]}", form, dtype) for form, dtype in FORMS
+    )
     def test_matches_eager_every_step(self, form, dtype):
         model = CacheWriter(form, dtype)
         raised = self._run_against_eager(model, _export(model, require_inplace=True))
@@ -173,8 +187,15 @@ class InPlaceNumericsTest(parameterized.TestCase):
 
 
 #: Forms a prefill writes with a dynamic length: ``pos`` is ``[T]``, ``v`` ``[1, H, T, D]``.
-PREFILL_FORMS = ("index_copy", "index_put", "index_put_explicit", "index_put_int32",
-                 "index_put_broadcast", "index_put_row", "index_put_scalar")
+PREFILL_FORMS = (
+    "index_copy",
+    "index_put",
+    "index_put_explicit",
+    "index_put_int32",
+    "index_put_broadcast",
+    "index_put_row",
+    "index_put_scalar",
+)
 
 
 class PrefillWriter(torch.nn.Module):
@@ -191,17 +212,17 @@ class PrefillWriter(torch.nn.Module):
         v = self.proj(x).view(1, -1, H, D).transpose(1, 2)
         if self.form == "index_copy":
             self.cache.index_copy_(2, pos, v)
-        elif self.form == "index_put":             # the hand-written decoder's form
+        elif self.form == "index_put":  # the hand-written decoder's form
             self.cache[:, :, pos] = v
         elif self.form == "index_put_explicit":
             torch.ops.aten.index_put_(self.cache, [None, None, pos], v)
         elif self.form == "index_put_int32":
             self.cache[:, :, pos.to(torch.int32)] = v
-        elif self.form == "index_put_broadcast":   # [T, D], broadcast over batch and heads
+        elif self.form == "index_put_broadcast":  # [T, D], broadcast over batch and heads
             self.cache[:, :, pos] = v[0, 0]
-        elif self.form == "index_put_row":         # [D], broadcast over T too
+        elif self.form == "index_put_row":  # [D], broadcast over T too
             self.cache[:, :, pos] = v[0, 0, 0]
-        else:                                      # a Python scalar: every row written
+        else:  # a Python scalar: every row written
             self.cache[:, :, pos] = 0.5
         return self.cache + 0
 
@@ -216,8 +237,9 @@ class DynamicLengthWritesTest(parameterized.TestCase):
         t = torch.export.Dim("T", min=1, max=S)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("error", NotInPlaceWarning)
-            ep = torch.export.export(model, (torch.randn(1, 3, D), torch.arange(3)),
-                                     dynamic_shapes=({1: t}, {0: t}))
+            ep = torch.export.export(
+                model, (torch.randn(1, 3, D), torch.arange(3)), dynamic_shapes=({1: t}, {0: t})
+            )
             et = executorch_trt.export(ep, require_inplace=True)
         self.assertEqual(_cache_written_back(et), 0)
         (call,) = lu.delegate_calls(et.exported_program().graph_module)
@@ -244,8 +266,9 @@ class Accumulate(dm.CacheModule):
     SHAPE = CACHE_SHAPE
 
     def forward(self, x, pos):
-        torch.ops.aten.index_put_(self.cache, [None, None, pos],
-                                  x.view(1, 1, 1, D).expand(1, H, 1, D), True)
+        torch.ops.aten.index_put_(
+            self.cache, [None, None, pos], x.view(1, 1, 1, D).expand(1, H, 1, D), True
+        )
         return self.cache + 0
 
 
@@ -290,7 +313,6 @@ class ReadOnlyTable(torch.nn.Module):
 
 @delegate_library.needs_library
 class NotInPlaceTest(parameterized.TestCase):
-
     def _check_numerics(self, model, et, steps=4):
         method = runtime.load(et.buffer).load_method("forward")
         eager = type(model)()
@@ -305,12 +327,14 @@ class NotInPlaceTest(parameterized.TestCase):
             for g, w in zip(got, want):
                 torch.testing.assert_close(g, w, msg=f"step {step}")
 
-    @parameterized.named_parameters(("accumulate", Accumulate, "accumulate=True"),
-                                    ("read_before_write", ReadBeforeWrite,
-                                     r"also read by aten::sum"))
+    @parameterized.named_parameters(
+        ("accumulate", Accumulate, "accumulate=True"),
+        ("read_before_write", ReadBeforeWrite, r"also read by aten::sum"),
+    )
     def test_warns_with_reason_and_stays_correct(self, cls, reason):
-        with self.assertWarnsRegex(NotInPlaceWarning,
-                                   rf"method 'forward': buffer 'cache' .* \(256 bytes\).*{reason}"):
+        with self.assertWarnsRegex(
+            NotInPlaceWarning, rf"method 'forward': buffer 'cache' .* \(256 bytes\).*{reason}"
+        ):
             et = _export(cls())
         self.assertEqual(_cache_written_back(et), 256)
         with self.assertRaisesRegex(NotInPlaceError, rf"buffer 'cache'.*{reason}"):
@@ -334,8 +358,9 @@ class NotInPlaceTest(parameterized.TestCase):
             warnings.simplefilter("error", NotInPlaceWarning)
             et = _export(CacheWriter("index_put"), kv_cache="copy_back")
         self.assertEqual(_cache_written_back(et), 256)
-        with self.assertRaisesRegex(ValueError, "require_inplace=True contradicts "
-                                                "kv_cache='copy_back'"):
+        with self.assertRaisesRegex(
+            ValueError, "require_inplace=True contradicts kv_cache='copy_back'"
+        ):
             _export(CacheWriter("index_put"), kv_cache="copy_back", require_inplace=True)
 
 
@@ -417,7 +442,6 @@ class LayerSlab(dm.CacheModule):
 
 @delegate_library.needs_library
 class StateWritesTest(absltest.TestCase):
-
     def _run(self, model, et, inputs):
         method = runtime.load(et.buffer).load_method("forward")
         for step, args in enumerate(inputs):
@@ -432,12 +456,18 @@ class StateWritesTest(absltest.TestCase):
         with torch.no_grad():
             x, pos = torch.ones(4), torch.tensor([3])
             et = executorch_trt.export(
-                {"forward": torch.export.export(Write(model), (x, pos)),
-                 "read": torch.export.export(ReadBack(model), (torch.ones(1),))},
-                emit_mutable_buffer_names=True, require_inplace=True)
+                {
+                    "forward": torch.export.export(Write(model), (x, pos)),
+                    "read": torch.export.export(ReadBack(model), (torch.ones(1),)),
+                },
+                emit_mutable_buffer_names=True,
+                require_inplace=True,
+            )
         report = executorch_trt.inspect(et).method("forward")
-        self.assertEqual([(b.name, b.update) for b in report.state],
-                         [("m.buf", "in_place_delegate"), ("m.counter", "in_place_delegate")])
+        self.assertEqual(
+            [(b.name, b.update) for b in report.state],
+            [("m.buf", "in_place_delegate"), ("m.counter", "in_place_delegate")],
+        )
         program = runtime.load(et.buffer)
         forward, read = program.load_method("forward"), program.load_method("read")
         for step in range(3):
@@ -448,35 +478,52 @@ class StateWritesTest(absltest.TestCase):
             self.assertEqual(counter.item(), step + 5)
 
     def test_zero_then_write_is_in_place(self):
-        et = executorch_trt.export(torch.export.export(
-            ZeroThenWrite(), (torch.ones(1, 4), torch.tensor([2]))), require_inplace=True)
-        self._run(ZeroThenWrite(), et,
-                  [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)])
+        et = executorch_trt.export(
+            torch.export.export(ZeroThenWrite(), (torch.ones(1, 4), torch.tensor([2]))),
+            require_inplace=True,
+        )
+        self._run(
+            ZeroThenWrite(),
+            et,
+            [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)],
+        )
 
     def test_buffer_assigned_another_buffer_is_written(self):
-        with self.assertWarnsRegex(NotInPlaceWarning, r"buffer 'state' .* assigned the value "
-                                                      r"of 'init'"):
+        with self.assertWarnsRegex(
+            NotInPlaceWarning,
+            r"buffer 'state' .* assigned the value "
+            r"of 'init'",
+        ):
             et = executorch_trt.export(torch.export.export(Reset(), (torch.zeros(4),)))
         self._run(Reset(), et, [(torch.full((4,), float(i)),) for i in range(4)])
 
     def test_composable_path_refuses_the_dropped_write(self):
         with torch.no_grad():
-            edge = to_edge_transform_and_lower(torch.export.export(Reset(), (torch.zeros(4),)),
-                                               partitioner=[executorch_trt.TensorRTPartitioner()])
-        with self.assertRaisesRegex(ValueError, r"assigned another buffer as it is .*'init'.*"
-                                                r"drops that write"):
+            edge = to_edge_transform_and_lower(
+                torch.export.export(Reset(), (torch.zeros(4),)),
+                partitioner=[executorch_trt.TensorRTPartitioner()],
+            )
+        with self.assertRaisesRegex(
+            ValueError,
+            r"assigned another buffer as it is .*'init'.*"
+            r"drops that write",
+        ):
             edge.to_executorch(executorch_trt.backend_config())
 
     def test_write_into_a_view_warns_with_the_bytes_it_copies(self):
         with torch.no_grad():
             ep = torch.export.export(LayerSlab(), (torch.ones(1, 4), torch.tensor([2])))
-        with self.assertWarnsRegex(NotInPlaceWarning, r"'b_cache' is updated in place, but each "
-                                                      r"call also copies 128 bytes"):
+        with self.assertWarnsRegex(
+            NotInPlaceWarning,
+            r"'b_cache' is updated in place, but each "
+            r"call also copies 128 bytes",
+        ):
             et = executorch_trt.export(ep)
         with self.assertRaisesRegex(NotInPlaceError, "copies 128 bytes of it inside"):
             executorch_trt.export(ep, require_inplace=True)
-        self._run(LayerSlab(), et,
-                  [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)])
+        self._run(
+            LayerSlab(), et, [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)]
+        )
 
     def test_two_writes_to_one_cache_say_so(self):
         class TwoWrites(dm.CacheModule):
@@ -489,8 +536,9 @@ class StateWritesTest(absltest.TestCase):
             ep = torch.export.export(TwoWrites(), (torch.ones(1, 4), torch.tensor([2])))
         with self.assertWarnsRegex(NotInPlaceWarning, "written more than once in this method"):
             et = executorch_trt.export(ep)
-        self._run(TwoWrites(), et,
-                  [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)])
+        self._run(
+            TwoWrites(), et, [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)]
+        )
 
     def test_non_contiguous_cache_is_rejected_at_export(self):
         class ChannelsLast(CacheWriter):

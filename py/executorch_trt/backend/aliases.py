@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Dict, List, Optional, Set, Tuple
+from typing import cast
 
 import torch
 
 from executorch_trt.backend.bindings import BindingContract
 from executorch_trt.format.blob import AliasedIO
 from executorch_trt.format.wire import ALIAS_KV_CACHE_UPDATE, ALIAS_USER, OWNERSHIP_CALLER
+from executorch_trt.graph.nodes import arg_node, arg_nodes
 from executorch_trt.graph.operator_support import is_cond, op_name, schema_name
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
@@ -32,15 +33,15 @@ class AliasDecision:
       back. The reasons are for people (export warnings, ``inspect``), not for the runtime.
     """
 
-    aliases: Tuple[AliasedIO, ...]
-    not_in_place: Dict[str, str]
+    aliases: tuple[AliasedIO, ...]
+    not_in_place: dict[str, str]
     #: ``{output name: bytes}`` for aliased updates that write back a *view* of their buffer
     #: (``KVCacheUpdatePass.VIEW_COPY_BYTES``): in place at the program level, but the engine
     #: copies that view out and back on every call.
-    view_copies: Dict[str, int] = dataclasses.field(default_factory=dict)
+    view_copies: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def _memory_readers(node: torch.fx.Node) -> List[torch.fx.Node]:
+def _memory_readers(node: torch.fx.Node) -> list[torch.fx.Node]:
     """Nodes that read ``node``'s memory: its users, and through ``view_copy`` (which
     ExecuTorch turns into a view of the same memory) the users of those views."""
     readers, stack = [], list(node.users)
@@ -52,7 +53,7 @@ def _memory_readers(node: torch.fx.Node) -> List[torch.fx.Node]:
     return readers
 
 
-def _ancestors(node: torch.fx.Node) -> Set[torch.fx.Node]:
+def _ancestors(node: torch.fx.Node) -> set[torch.fx.Node]:
     seen, stack = set(), list(node.all_input_nodes)
     while stack:
         n = stack.pop()
@@ -62,7 +63,7 @@ def _ancestors(node: torch.fx.Node) -> Set[torch.fx.Node]:
     return seen
 
 
-def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> Optional[str]:
+def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> str | None:
     """Why ``out = kv_cache_update(cache, ...)`` cannot write ``cache`` in place, or ``None``.
 
     Safe exactly when every other reader of the cache's memory runs before the update on
@@ -76,15 +77,17 @@ def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> Optional[str]
         if reader.op == "output":
             return "the old cache is also returned by the partition"
         if reader not in before:
-            return (f"the old cache is also read by {op_name(reader)} ({reader.name}) inside "
-                    "the delegate, which does not feed the update, so an in-place write could "
-                    "change what it reads")
+            return (
+                f"the old cache is also read by {op_name(reader)} ({reader.name}) inside "
+                "the delegate, which does not feed the update, so an in-place write could "
+                "change what it reads"
+            )
     return None
 
 
 def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasDecision:
-    """Decides which outputs update an input in place (DESIGN.md contract 2), once, for the
-    blob.
+    """Decides which outputs update an input in place (``docs/contract.md`` 2, "In place"), once,
+    for the blob.
 
     Only a buffer update (``options.buffer_updates``: the output *is* the method's new value of
     the buffer that the input carries) can be aliased; any other output leaves its inputs
@@ -111,34 +114,42 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
     inputs = {n.name: n for n in contract.input_nodes}
     outputs = {n.name: n for n in contract.output_nodes if isinstance(n, torch.fx.Node)}
     shared = set(options.shared_inputs)
-    aliases: List[AliasedIO] = []
-    reasons: Dict[str, str] = {}
-    view_copies: Dict[str, int] = {}
+    aliases: list[AliasedIO] = []
+    reasons: dict[str, str] = {}
+    view_copies: dict[str, int] = {}
     for out_name, in_name in options.buffer_updates:
         out, inp = outputs.get(out_name), inputs.get(in_name)
         if out is None or inp is None:
             continue  # not this partition's binding (cannot happen for a partitioner's specs)
         if _cond_cache_operand(out) is inp:
-            blocker = ("the buffer is also read outside the delegate" if in_name in shared
-                       else _kv_alias_blocker(out, inp))
+            blocker = (
+                "the buffer is also read outside the delegate"
+                if in_name in shared
+                else _kv_alias_blocker(out, inp)
+            )
             if blocker is not None:
                 raise ValueError(
                     f"TensorRTBackend: torch.cond output '{out_name}' updates cache '{in_name}', "
                     f"which cannot be updated in place: {blocker}. A cross-attention cache "
-                    "under torch.cond must be read only through the cond's output.")
+                    "under torch.cond must be read only through the cond's output."
+                )
             aliases.append(AliasedIO(out_name, in_name, ALIAS_USER, OWNERSHIP_CALLER))
             continue
         if options.kv_cache != KV_CACHE_INPLACE:
             reasons[out_name] = f"kv_cache={options.kv_cache!r} was requested"
             continue
         if in_name in shared:
-            reasons[out_name] = ("the buffer is also read outside the delegate, by an operator "
-                                 "it does not take, which must see the old value")
+            reasons[out_name] = (
+                "the buffer is also read outside the delegate, by an operator "
+                "it does not take, which must see the old value"
+            )
             continue
         if out.op == "call_function" and out.target == KV_CACHE_UPDATE and out.args[0] is inp:
             blocker = _kv_alias_blocker(out, inp)
             if blocker is None:
-                aliases.append(AliasedIO(out_name, in_name, ALIAS_KV_CACHE_UPDATE, OWNERSHIP_CALLER))
+                aliases.append(
+                    AliasedIO(out_name, in_name, ALIAS_KV_CACHE_UPDATE, OWNERSHIP_CALLER)
+                )
                 if out.meta.get(VIEW_COPY_BYTES):
                     view_copies[out_name] = out.meta[VIEW_COPY_BYTES]
             else:
@@ -153,7 +164,7 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
     return AliasDecision(tuple(aliases), reasons, view_copies)
 
 
-def _cond_cache_operand(out: torch.fx.Node) -> Optional[torch.fx.Node]:
+def _cond_cache_operand(out: torch.fx.Node) -> torch.fx.Node | None:
     """The ``cond`` operand that output ``out`` is, when ``out`` is ``getitem(cond, j)`` and
     both branches return that operand as a cross-attention cache; else ``None``."""
     if out.op != "call_function" or out.target is not operator.getitem:
@@ -161,8 +172,9 @@ def _cond_cache_operand(out: torch.fx.Node) -> Optional[torch.fx.Node]:
     cond, j = out.args
     if not isinstance(cond, torch.fx.Node) or not is_cond(cond):
         return None
-    k = cond_cache_outputs(cond.graph.owning_module, cond).get(j)
-    return None if k is None else cond.args[3][k]
+    owner = cast(torch.fx.GraphModule, cond.graph.owning_module)
+    k = cond_cache_outputs(owner, cond).get(cast(int, j))
+    return None if k is None else arg_nodes(cond, 3)[k]
 
 
 def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
@@ -171,13 +183,19 @@ def _not_a_write_reason(out: torch.fx.Node, inp: torch.fx.Node) -> str:
     if isinstance(match, str):
         return match
     if out.op == "call_function" and out.target == KV_CACHE_UPDATE:
-        return ("the buffer is written more than once in this method (the last write updates "
-                f"the result of {op_name(out.args[0])}, not the buffer); only a single write "
-                "per method is in place")
+        return (
+            "the buffer is written more than once in this method (the last write updates "
+            f"the result of {op_name(arg_node(out, 0))}, not the buffer); only a single write "
+            "per method is in place"
+        )
     if inp not in _ancestors(out):
         reader = next(iter(inp.users))
-        return (f"the old value is also read by {op_name(reader)} ({reader.name}) inside the "
-                "delegate, which does not feed the new value, so writing the new value into "
-                "the buffer could change what it reads")
-    return (f"its new value is computed from the old one by {op_name(out)}, which is not a "
-            "KV-cache write")
+        return (
+            f"the old value is also read by {op_name(reader)} ({reader.name}) inside the "
+            "delegate, which does not feed the new value, so writing the new value into "
+            "the buffer could change what it reads"
+        )
+    return (
+        f"its new value is computed from the old one by {op_name(out)}, which is not a "
+        "KV-cache write"
+    )

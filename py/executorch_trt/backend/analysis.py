@@ -7,8 +7,6 @@ both see the same decision.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 from torch.export import ExportedProgram
 
 from executorch_trt.backend.aliases import AliasDecision, decide_aliases
@@ -19,7 +17,7 @@ from executorch_trt.passes.pipeline import canonicalise_partition
 
 def analyse_partition(
     edge_program: ExportedProgram, options: CompileOptions
-) -> Tuple[BindingContract, AliasDecision]:
+) -> tuple[BindingContract, AliasDecision]:
     """Canonicalises the buffer writes of partition ``edge_program`` *in place* (its graph
     is rewritten: ``pipeline.canonicalise_partition``) and returns its binding contract and
     alias decision. Raises ``ValueError`` as ``binding_contract`` and ``decide_aliases`` do."""

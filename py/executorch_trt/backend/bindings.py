@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch.export import ExportedProgram
@@ -23,20 +24,26 @@ from torch.export.graph_signature import OutputKind
 
 from executorch_trt.format.blob import Binding, Dimension, SymbolRange
 from executorch_trt.format.wire import MAX_DIMENSION, dtype_name
-from executorch_trt.graph.dynamic_shapes import (SYMBOLIC_KINDS, WHAT_TO_DO, describe_symbols,
-                                                 finite_ranges, shape_text, symbols_of)
+from executorch_trt.graph.dynamic_shapes import (
+    SYMBOLIC_KINDS,
+    WHAT_TO_DO,
+    describe_symbols,
+    finite_ranges,
+    shape_text,
+    symbols_of,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class BindingContract:
     """Bindings in delegate argument order, plus the output/input nodes they came from."""
 
-    inputs: Tuple[Binding, ...]
-    outputs: Tuple[Binding, ...]
-    input_nodes: Tuple[torch.fx.Node, ...]
-    output_nodes: Tuple[torch.fx.Node, ...]
+    inputs: tuple[Binding, ...]
+    outputs: tuple[Binding, ...]
+    input_nodes: tuple[torch.fx.Node, ...]
+    output_nodes: tuple[torch.fx.Node, ...]
     #: The dynamic dimensions the bindings name (blob format version 2), in first-use order.
-    symbols: Tuple[SymbolRange, ...] = ()
+    symbols: tuple[SymbolRange, ...] = ()
 
 
 def _contiguous(val: torch.Tensor) -> bool:
@@ -48,8 +55,14 @@ def _contiguous(val: torch.Tensor) -> bool:
         return True
 
 
-def _dimension(size, name: str, dim: int, node: torch.fx.Node,
-               symbols: Dict[str, SymbolRange], ranges: Dict[str, Tuple[int, int]]) -> Dimension:
+def _dimension(
+    size: int | torch.SymInt,
+    name: str,
+    dim: int,
+    node: torch.fx.Node,
+    symbols: dict[str, SymbolRange],
+    ranges: dict[str, tuple[int, int]],
+) -> Dimension:
     """Dimension ``dim`` of binding ``name``: ``size`` itself when static; for a symbolic size
     that is a single symbol (a ``torch.export.Dim``), the symbol's name, recording its range in
     ``symbols``: ``[min, max]`` from ``ranges`` (the method's ``range_constraints``,
@@ -62,13 +75,16 @@ def _dimension(size, name: str, dim: int, node: torch.fx.Node,
     if isinstance(size, int):
         return size
     expr = size.node.expr
-    where = (f"TensorRTBackend: binding '{name}' dimension {dim} "
-             f"(shape {shape_text(node.meta['val'].shape)})")
+    where = (
+        f"TensorRTBackend: binding '{name}' dimension {dim} "
+        f"(shape {shape_text(node.meta['val'].shape)})"
+    )
     if not expr.is_Symbol:
         raise ValueError(
             f"{where} is the expression {expr} of dynamic sizes; a delegate binding's dynamic "
             "dimension must be a dynamic size itself (a torch.export.Dim). Compute the "
-            "expression outside the delegate, or make the input's size its own Dim.")
+            "expression outside the delegate, or make the input's size its own Dim."
+        )
     shape_env = size.node.shape_env
     if str(expr) not in ranges and expr in shape_env.var_to_range:
         ranges = finite_ranges({expr: shape_env.var_to_range[expr]})
@@ -77,7 +93,8 @@ def _dimension(size, name: str, dim: int, node: torch.fx.Node,
         raise ValueError(
             f"{where} is the dynamic size {expr} with no finite upper bound below 2^31; "
             "ExecuTorch plans memory at the upper bound, so give it one: "
-            "torch.export.Dim(name, min=..., max=...)")
+            "torch.export.Dim(name, min=..., max=...)"
+        )
     examples = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
     example = examples.get(expr)
     opt = min(max(int(example), lower), upper) if example is not None else upper
@@ -85,8 +102,12 @@ def _dimension(size, name: str, dim: int, node: torch.fx.Node,
     return str(expr)
 
 
-def _binding(name: str, node: torch.fx.Node, symbols: Dict[str, SymbolRange],
-             ranges: Dict[str, Tuple[int, int]]) -> Binding:
+def _binding(
+    name: str,
+    node: torch.fx.Node,
+    symbols: dict[str, SymbolRange],
+    ranges: dict[str, tuple[int, int]],
+) -> Binding:
     """The ``Binding`` of partition input/output ``node``; a dynamic dimension becomes its
     symbol's name with the range recorded in ``symbols`` (``_dimension``). Raises
     ``ValueError`` for a value that is not a tensor, an unsupported dtype, a non-contiguous
@@ -113,14 +134,17 @@ def _binding(name: str, node: torch.fx.Node, symbols: Dict[str, SymbolRange],
             f"TensorRTBackend: binding '{name}' is not contiguous (strides {list(val.stride())} "
             f"for shape {list(val.shape)}, e.g. a channels_last buffer); the delegate binds "
             "tensors in the default (contiguous) dim order only. Make it contiguous before "
-            "export, e.g. register_buffer(name, tensor.contiguous()).")
-    shape = tuple(_dimension(d, name, dim, node, symbols, ranges)
-                  for dim, d in enumerate(val.shape))
+            "export, e.g. register_buffer(name, tensor.contiguous())."
+        )
+    shape = tuple(
+        _dimension(d, name, dim, node, symbols, ranges) for dim, d in enumerate(val.shape)
+    )
     return Binding(name, dtype, shape)
 
 
-def binding_contract(ep: ExportedProgram,
-                     symbol_ranges: Sequence[Tuple[str, int, int]] = ()) -> BindingContract:
+def binding_contract(
+    ep: ExportedProgram, symbol_ranges: Sequence[tuple[str, int, int]] = ()
+) -> BindingContract:
     """Builds the ordered bindings of partition program ``ep``; ``symbol_ranges``
     (``CompileOptions.symbol_ranges``, keyed by the shape environment's symbol, ``"s58"``)
     gives each dynamic size's range. A dynamic size is named in the contract (and the blob) by
@@ -154,7 +178,7 @@ def binding_contract(ep: ExportedProgram,
             f"{[getattr(n, 'name', n) for n in output_nodes]} vs graph_signature.user_outputs "
             f"{list(sig.user_outputs)}"
         )
-    symbols: Dict[str, SymbolRange] = {}
+    symbols: dict[str, SymbolRange] = {}
     ranges = {name: (lo, hi) for name, lo, hi in symbol_ranges}
     inputs = tuple(_binding(n.name, n, symbols, ranges) for n in placeholders)
     given = set(symbols)
@@ -166,15 +190,19 @@ def binding_contract(ep: ExportedProgram,
                     f"TensorRTBackend: output '{b.name}' dimension {dim} is the dynamic size "
                     f"{d}, which is no input's dimension (a data-dependent size); the delegate "
                     "must know every output size from its inputs. Keep the op that produces it "
-                    "out of the delegate.")
+                    "out of the delegate."
+                )
     names = _user_symbol_names(list(placeholders) + list(output_nodes), symbols)
-    return BindingContract(inputs=_renamed(inputs, names), outputs=_renamed(outputs, names),
-                           input_nodes=tuple(placeholders), output_nodes=tuple(output_nodes),
-                           symbols=tuple(dataclasses.replace(s, name=names[key])
-                                         for key, s in symbols.items()))
+    return BindingContract(
+        inputs=_renamed(inputs, names),
+        outputs=_renamed(outputs, names),
+        input_nodes=tuple(placeholders),
+        output_nodes=tuple(output_nodes),
+        symbols=tuple(dataclasses.replace(s, name=names[key]) for key, s in symbols.items()),
+    )
 
 
-def _dim_name(size) -> Optional[str]:
+def _dim_name(size: torch.SymInt) -> str | None:
     """The name the user gave dynamic size ``size`` (a ``SymInt`` that is one symbol), e.g.
     ``"T"`` for ``torch.export.Dim("T", ...)``, from its shape environment: the symbol's
     sources (``var_to_sources``, e.g. ``L['tokens'].size()[1]``) and the names the export
@@ -185,18 +213,19 @@ def _dim_name(size) -> Optional[str]:
     for source in (getattr(shape_env, "var_to_sources", None) or {}).get(size.node.expr, ()):
         source_name = source.name() if callable(source.name) else source.name
         if debug_names.get(source_name):
-            return debug_names[source_name]
+            return cast(str, debug_names[source_name])
     return None
 
 
-def _user_symbol_names(nodes: Sequence[torch.fx.Node],
-                       symbols: Dict[str, SymbolRange]) -> Dict[str, str]:
+def _user_symbol_names(
+    nodes: Sequence[torch.fx.Node], symbols: dict[str, SymbolRange]
+) -> dict[str, str]:
     """``{symbol key (str(expr)): the name the blob records}``: the user's ``Dim`` name
     (``_dim_name``) where there is one and no other symbol of the blob would record the same
     name, else the shape environment's own (``"s58"``). The runtime's messages name a dynamic
     size by what the blob records, and ``Dim("T")`` is what the user wrote; the names of one
-    blob must stay unique (FORMAT.md)."""
-    preferred: Dict[str, str] = {}
+    blob must stay unique (``docs/formats/delegate_blob.md``)."""
+    preferred: dict[str, str] = {}
     for node in nodes:
         val = node.meta.get("val")
         for size in getattr(val, "shape", ()):
@@ -216,7 +245,10 @@ def _user_symbol_names(nodes: Sequence[torch.fx.Node],
             chosen[key] = key
 
 
-def _renamed(bindings: Tuple[Binding, ...], names: Dict[str, str]) -> Tuple[Binding, ...]:
-    return tuple(dataclasses.replace(b, shape=tuple(names.get(d, d) if isinstance(d, str) else d
-                                                    for d in b.shape))
-                 for b in bindings)
+def _renamed(bindings: tuple[Binding, ...], names: dict[str, str]) -> tuple[Binding, ...]:
+    return tuple(
+        dataclasses.replace(
+            b, shape=tuple(names.get(d, d) if isinstance(d, str) else d for d in b.shape)
+        )
+        for b in bindings
+    )

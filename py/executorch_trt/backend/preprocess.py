@@ -1,6 +1,6 @@
 """``TensorRTBackend``: ExecuTorch ``BackendDetails`` for the TensorRT delegate.
 
-``preprocess`` turns one partition into a delegate blob (``core/blob/FORMAT.md``):
+``preprocess`` turns one partition into a delegate blob (``docs/formats/delegate_blob.md``):
 
 1. ``analyse_partition``: the partition passes canonicalise buffer writes
    (``passes.pipeline.canonicalise_partition``), ``binding_contract`` orders the bindings
@@ -11,8 +11,6 @@
 """
 
 from __future__ import annotations
-
-from typing import List
 
 import torch
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
@@ -32,7 +30,7 @@ class TensorRTBackend(BackendDetails):
 
     @staticmethod
     def preprocess(
-        edge_program: ExportedProgram, compile_specs: List[CompileSpec]
+        edge_program: ExportedProgram, compile_specs: list[CompileSpec]
     ) -> PreprocessResult:
         """Compiles one partition into a delegate blob.
 
@@ -54,13 +52,15 @@ class TensorRTBackend(BackendDetails):
             return TensorRTBackend._preprocess(edge_program, compile_specs)
 
     @staticmethod
-    def _preprocess(edge_program: ExportedProgram,
-                    compile_specs: List[CompileSpec]) -> PreprocessResult:
+    def _preprocess(
+        edge_program: ExportedProgram, compile_specs: list[CompileSpec]
+    ) -> PreprocessResult:
         options = CompileOptions.from_compile_specs(compile_specs)
         engine = get_engine(options.engine)
         contract, decision = analyse_partition(edge_program, options)
-        report_view_copies(decision.view_copies, dict(options.buffer_updates),
-                           options.require_inplace)
+        report_view_copies(
+            decision.view_copies, dict(options.buffer_updates), options.require_inplace
+        )
         built = engine.build(edge_program, decision.aliases, options)
         metadata = DelegateMetadata(
             engine=engine.name,
@@ -69,8 +69,9 @@ class TensorRTBackend(BackendDetails):
             aliased_io=decision.aliases,
             symbols=contract.symbols,
         )
-        return PreprocessResult(processed_bytes=write_blob(metadata, built.payload),
-                                data_store_output=built.named_data)
+        return PreprocessResult(
+            processed_bytes=write_blob(metadata, built.payload), data_store_output=built.named_data
+        )
 
 
 # ExecuTorch finds the backend class by name; the partitioner and the C++ runtime use BACKEND_ID.

@@ -1,6 +1,6 @@
 """The engines, one package each, behind one ``Engine`` interface (``base.py``):
 
-* ``portable``: a nested ExecuTorch program run on the CPU (``PORTABLE_FORMAT.md``);
+* ``portable``: a nested ExecuTorch program run on the CPU (``docs/formats/portable_payload.md``);
 * ``tensorrt``: a serialized TensorRT plan (needs TensorRT).
 
 ``get_engine(name)`` is how the partitioner and ``preprocess`` reach the selected one.

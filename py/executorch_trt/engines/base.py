@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, FrozenSet, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from executorch.exir._serialize._named_data_store import NamedDataStoreOutput
 from torch.export import ExportedProgram
@@ -24,7 +24,7 @@ class EnginePayload:
     """
 
     payload: bytes
-    named_data: Optional[NamedDataStoreOutput] = None
+    named_data: NamedDataStoreOutput | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Engine:
     """
 
     name: str
-    supported_ops: FrozenSet[str] = dataclasses.field(repr=False)
-    build: Callable[[ExportedProgram, Sequence[AliasedIO], Optional[CompileOptions]], EnginePayload] = (
-        dataclasses.field(repr=False))
+    supported_ops: frozenset[str] = dataclasses.field(repr=False)
+    build: Callable[
+        [ExportedProgram, Sequence[AliasedIO], CompileOptions | None], EnginePayload
+    ] = dataclasses.field(repr=False)

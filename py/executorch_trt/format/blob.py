@@ -1,5 +1,5 @@
-"""Writer and fail-closed reader for the delegate blob (``core/blob/FORMAT.md``, versions 1
-and 2; version 2 adds dynamic dimensions: ``symbols`` and symbol names in binding shapes).
+"""Writer and fail-closed reader for the delegate blob (``docs/formats/delegate_blob.md``, versions
+1 and 2; version 2 adds dynamic dimensions: ``symbols`` and symbol names in binding shapes).
 
 The blob is what ``TensorRTBackend.preprocess`` returns and ``TensorRTBackend::init`` (C++)
 receives::
@@ -7,9 +7,9 @@ receives::
     [64-byte header][UTF-8 JSON metadata][pad to 16][engine payload]
 
 Header (little-endian): magic ``b"ETRT"``, ``header_size`` u32 (64), ``format_version`` u32
-(1, or 2 when a binding has a dynamic dimension), reserved u32, ``required_features`` u64, ``metadata_offset``/``metadata_size`` u64,
-``payload_offset`` (16-byte aligned)/``payload_size`` u64, ``checksum`` u64. The constants are
-in ``executorch_trt.format.wire``.
+(1, or 2 when a binding has a dynamic dimension), reserved u32, ``required_features`` u64,
+``metadata_offset``/``metadata_size`` u64, ``payload_offset`` (16-byte aligned)/``payload_size``
+u64, ``checksum`` u64. The constants are in ``executorch_trt.format.wire``.
 
 The writer always sets the ``CHECKSUM`` feature: ``checksum`` is the BLAKE2b-64 (RFC 7693,
 8-byte digest, read little-endian) of every byte from ``metadata_offset`` to the end of the
@@ -18,7 +18,7 @@ still read.
 
 The C++ runtime is the reference reader; this one follows it stage by stage, with the same
 checks in the same order, so a blob this module rejects the runtime rejects too, and the
-reverse (version skew fails closed, FORMAT.md "A reader fails closed"):
+reverse (version skew fails closed, ``docs/formats/delegate_blob.md``: "A reader fails closed"):
 
 * ``read_header``: ``BlobHeader::Parse`` (``core/blob/blob_header.cpp``);
 * ``parse_metadata``: ``DelegateMetadata::Parse`` (``core/blob/delegate_metadata.cpp``);
@@ -37,23 +37,36 @@ import dataclasses
 import hashlib
 import json
 import struct
-from typing import Any, Dict, Tuple, Union
+from typing import Any
 
-from executorch_trt.format.wire import (ALIAS_KINDS, ALIAS_KV_CACHE_UPDATE, BLOB_CHECKSUM_OFFSET,
-                                        BLOB_FORMAT_VERSION, BLOB_FORMAT_VERSION_DYNAMIC,
-                                        BLOB_FORMAT_VERSIONS, BLOB_HEADER_SIZE, BLOB_MAGIC,
-                                        BLOB_PAYLOAD_ALIGNMENT, DTYPES, ENGINES, KNOWN_FEATURES,
-                                        MAX_DIMENSION, MAX_RANK, OWNERSHIP_CALLER, OWNERSHIPS,
-                                        Feature)
+from executorch_trt.format.wire import (
+    ALIAS_KINDS,
+    ALIAS_KV_CACHE_UPDATE,
+    BLOB_CHECKSUM_OFFSET,
+    BLOB_FORMAT_VERSION,
+    BLOB_FORMAT_VERSION_DYNAMIC,
+    BLOB_FORMAT_VERSIONS,
+    BLOB_HEADER_SIZE,
+    BLOB_MAGIC,
+    BLOB_PAYLOAD_ALIGNMENT,
+    DTYPES,
+    ENGINES,
+    KNOWN_FEATURES,
+    MAX_DIMENSION,
+    MAX_RANK,
+    OWNERSHIP_CALLER,
+    OWNERSHIPS,
+    Feature,
+)
 
 _HEADER = struct.Struct("<4sIIIQQQQQQ")
 assert _HEADER.size == BLOB_HEADER_SIZE
 assert struct.calcsize("<4sIIIQQQQQ") == BLOB_CHECKSUM_OFFSET
 
 
-def checksum(data: bytes) -> int:
+def checksum(data: bytes | memoryview) -> int:
     """BLAKE2b-64 of ``data`` as the little-endian u64 stored at header offset 56
-    (FORMAT.md "Integrity"; C++: ``core/blob/checksum.h``)."""
+    (``docs/formats/delegate_blob.md`` "Integrity"; C++: ``core/blob/checksum.h``)."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
@@ -74,14 +87,21 @@ class BlobHeader:
 
     def pack(self) -> bytes:
         return _HEADER.pack(
-            BLOB_MAGIC, self.header_size, self.format_version, 0, self.required_features,
-            self.metadata_offset, self.metadata_size, self.payload_offset, self.payload_size,
+            BLOB_MAGIC,
+            self.header_size,
+            self.format_version,
+            0,
+            self.required_features,
+            self.metadata_offset,
+            self.metadata_size,
+            self.payload_offset,
+            self.payload_size,
             self.checksum,
         )
 
 
 #: One binding dimension: a static size, or the name of a ``SymbolRange`` (format version 2).
-Dimension = Union[int, str]
+Dimension = int | str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,13 +112,13 @@ class Binding:
 
     name: str
     dtype: str
-    shape: Tuple[Dimension, ...]
+    shape: tuple[Dimension, ...]
 
     @property
     def is_static(self) -> bool:
         return all(isinstance(d, int) for d in self.shape)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
 
 
@@ -114,7 +134,7 @@ class SymbolRange:
     max: int
     opt: int
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -124,7 +144,7 @@ class AliasedIO:
 
     ``kind`` says who enforces the alias (``kv_cache_update``: the engine; ``user``: declared,
     shape-checked only); ``ownership`` who owns the storage (``caller``: above the delegate).
-    Both are recorded separately (DESIGN.md contract 1).
+    Both are recorded separately (``docs/contract.md`` 1, "Ownership").
     """
 
     output: str
@@ -132,7 +152,7 @@ class AliasedIO:
     kind: str = ALIAS_KV_CACHE_UPDATE
     ownership: str = OWNERSHIP_CALLER
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -140,14 +160,14 @@ class AliasedIO:
 class DelegateMetadata:
     """The metadata JSON. ``inputs`` are in delegate argument order, ``outputs`` in delegate
     output order: ``execute()`` argument ``i`` binds to ``inputs[i]`` and argument
-    ``len(inputs) + j`` to ``outputs[j]`` (DESIGN.md contract 3)."""
+    ``len(inputs) + j`` to ``outputs[j]`` (``docs/contract.md`` 3, "Order")."""
 
     engine: str
-    inputs: Tuple[Binding, ...]
-    outputs: Tuple[Binding, ...]
-    aliased_io: Tuple[AliasedIO, ...] = ()
+    inputs: tuple[Binding, ...]
+    outputs: tuple[Binding, ...]
+    aliased_io: tuple[AliasedIO, ...] = ()
     #: The dynamic dimensions (format version 2); empty for a static delegate (version 1).
-    symbols: Tuple[SymbolRange, ...] = ()
+    symbols: tuple[SymbolRange, ...] = ()
 
     @property
     def format_version(self) -> int:
@@ -161,7 +181,7 @@ class DelegateMetadata:
             features |= Feature.ALIASED_IO | Feature.OWNERSHIP
         return int(features)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         obj = {
             "engine": self.engine,
             "inputs": [b.to_json() for b in self.inputs],
@@ -172,7 +192,7 @@ class DelegateMetadata:
             obj["symbols"] = [s.to_json() for s in self.symbols]
         return obj
 
-    def aliased_output_to_input(self) -> Dict[int, int]:
+    def aliased_output_to_input(self) -> dict[int, int]:
         """Maps an output position to the input position it aliases (delegate argument
         indices, not names)."""
         in_pos = {b.name: i for i, b in enumerate(self.inputs)}
@@ -223,6 +243,7 @@ def write_blob(metadata: DelegateMetadata, payload: bytes) -> bytes:
 
 # --- header: BlobHeader::Parse --------------------------------------------------------------
 
+
 def _check_section(name: str, offset: int, size: int, header_size: int, total: int) -> None:
     """``[offset, offset + size)`` lies after the header and inside the blob (C++
     ``SectionFits``)."""
@@ -238,7 +259,7 @@ def _check_section(name: str, offset: int, size: int, header_size: int, total: i
         )
 
 
-def read_header(data: bytes, *, verify_checksum: bool = True) -> BlobHeader:
+def read_header(data: bytes | memoryview, *, verify_checksum: bool = True) -> BlobHeader:
     """Parses and validates the header, in ``BlobHeader::Parse``'s order. Raises ``ValueError``
     naming the problem: short blob, wrong magic, unsupported version, unknown required feature,
     non-zero reserved field, ``header_size`` below 64 or past the end, a section that overlaps
@@ -279,7 +300,8 @@ def read_header(data: bytes, *, verify_checksum: bool = True) -> BlobHeader:
     _check_section("payload", p_off, p_size, header_size, len(data))
     if p_off % BLOB_PAYLOAD_ALIGNMENT:
         raise ValueError(
-            f"delegate blob: payload_offset {p_off} is not {BLOB_PAYLOAD_ALIGNMENT}-byte aligned")
+            f"delegate blob: payload_offset {p_off} is not {BLOB_PAYLOAD_ALIGNMENT}-byte aligned"
+        )
     header = BlobHeader(version, features, m_off, m_size, p_off, p_size, header_size, stored)
     if verify_checksum:
         _verify_checksum(data, header)
@@ -287,7 +309,7 @@ def read_header(data: bytes, *, verify_checksum: bool = True) -> BlobHeader:
 
 
 def _verify_checksum(data: memoryview, h: BlobHeader) -> None:
-    """FORMAT.md "Integrity" (C++ ``VerifyChecksum``)."""
+    """``docs/formats/delegate_blob.md`` "Integrity" (C++ ``VerifyChecksum``)."""
     if not h.required_features & Feature.CHECKSUM:
         if h.checksum != 0:
             raise ValueError(
@@ -303,7 +325,7 @@ def _verify_checksum(data: memoryview, h: BlobHeader) -> None:
             "re-export"
         )
     end = h.payload_offset + h.payload_size
-    actual = checksum(data[h.metadata_offset:end])
+    actual = checksum(data[h.metadata_offset : end])
     if actual != h.checksum:
         raise ValueError(
             f"delegate blob: checksum mismatch over bytes [{h.metadata_offset}, {end}): expected "
@@ -314,11 +336,12 @@ def _verify_checksum(data: memoryview, h: BlobHeader) -> None:
 
 # --- metadata: DelegateMetadata::Parse ------------------------------------------------------
 
+
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")  # NaN/Infinity: Python extensions nlohmann rejects
 
 
-def parse_json(text: bytes) -> Any:
+def parse_json(text: bytes | memoryview) -> Any:
     """Parses ``text`` as the C++ runtime's ``nlohmann::json::parse`` does (strict RFC 8259):
     a leading UTF-8 BOM is skipped; ``NaN``/``Infinity``, unpaired surrogate escapes, invalid
     UTF-8 and trailing bytes are rejected. Raises ``ValueError`` saying why."""
@@ -330,13 +353,14 @@ def parse_json(text: bytes) -> Any:
     return obj
 
 
-def _string(obj: Dict[str, Any], key: str, where: str) -> str:
+def _string(obj: dict[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
     if key not in obj:
         raise ValueError(f"delegate blob: {where} has no '{key}'")
     if not isinstance(value, str):
-        raise ValueError(f"delegate blob: {where} field '{key}' must be a string, got "
-                         f"{type(value).__name__}")
+        raise ValueError(
+            f"delegate blob: {where} field '{key}' must be a string, got {type(value).__name__}"
+        )
     return value
 
 
@@ -355,22 +379,28 @@ def _parse_symbol(entry: Any, index: int) -> SymbolRange:
     values = []
     for key in ("min", "max", "opt"):
         if key not in entry or not _size(entry[key]):
-            raise ValueError(f"delegate blob: symbol '{name}' field '{key}' must be an integer "
-                             f"in [0, 2^31), got {entry.get(key)!r}")
+            raise ValueError(
+                f"delegate blob: symbol '{name}' field '{key}' must be an integer "
+                f"in [0, 2^31), got {entry.get(key)!r}"
+            )
         values.append(entry[key])
     lo, hi, opt = values
     if not lo <= opt <= hi:
-        raise ValueError(f"delegate blob: symbol '{name}' needs min <= opt <= max, got min {lo}, "
-                         f"opt {opt}, max {hi}")
+        raise ValueError(
+            f"delegate blob: symbol '{name}' needs min <= opt <= max, got min {lo}, "
+            f"opt {opt}, max {hi}"
+        )
     return SymbolRange(name, lo, hi, opt)
 
 
-def _parse_symbols(obj: Dict[str, Any], version: int) -> Tuple[SymbolRange, ...]:
+def _parse_symbols(obj: dict[str, Any], version: int) -> tuple[SymbolRange, ...]:
     if "symbols" not in obj:
         return ()
     if version < BLOB_FORMAT_VERSION_DYNAMIC:
-        raise ValueError(f"delegate blob: 'symbols' needs format_version "
-                         f"{BLOB_FORMAT_VERSION_DYNAMIC}, the header says {version}")
+        raise ValueError(
+            f"delegate blob: 'symbols' needs format_version "
+            f"{BLOB_FORMAT_VERSION_DYNAMIC}, the header says {version}"
+        )
     entries = obj["symbols"]
     if not isinstance(entries, list):
         raise ValueError("delegate blob: 'symbols' must be a list")
@@ -381,7 +411,7 @@ def _parse_symbols(obj: Dict[str, Any], version: int) -> Tuple[SymbolRange, ...]
     return symbols
 
 
-def _parse_binding(entry: Any, where: str, symbols: Dict[str, SymbolRange]) -> Binding:
+def _parse_binding(entry: Any, where: str, symbols: dict[str, SymbolRange]) -> Binding:
     if not isinstance(entry, dict):
         raise ValueError(f"delegate blob: {where} is not an object")
     name = _string(entry, "name", where)
@@ -398,16 +428,21 @@ def _parse_binding(entry: Any, where: str, symbols: Dict[str, SymbolRange]) -> B
         )
     for dim, d in enumerate(shape):
         if isinstance(d, str) and d not in symbols:
-            raise ValueError(f"delegate blob: binding '{name}' dimension {dim} names symbol "
-                             f"{d!r}, which 'symbols' does not declare")
+            raise ValueError(
+                f"delegate blob: binding '{name}' dimension {dim} names symbol "
+                f"{d!r}, which 'symbols' does not declare"
+            )
     if len(shape) > MAX_RANK:
-        raise ValueError(f"delegate blob: binding '{name}' has {len(shape)} dimensions; at "
-                         f"most {MAX_RANK} are supported")
+        raise ValueError(
+            f"delegate blob: binding '{name}' has {len(shape)} dimensions; at "
+            f"most {MAX_RANK} are supported"
+        )
     return Binding(name, dtype, tuple(shape))
 
 
-def _parse_bindings(obj: Dict[str, Any], key: str,
-                    symbols: Dict[str, SymbolRange]) -> Tuple[Binding, ...]:
+def _parse_bindings(
+    obj: dict[str, Any], key: str, symbols: dict[str, SymbolRange]
+) -> tuple[Binding, ...]:
     entries = obj.get(key)
     if key not in obj:
         raise ValueError(f"delegate blob: metadata has no '{key}'")
@@ -422,26 +457,32 @@ def _parse_alias(entry: Any, index: int, required_features: int) -> AliasedIO:
     output = _string(entry, "output", f"aliased_io[{index}]")
     input_ = _string(entry, "input", f"aliased_io[{index}]")
     named = f"aliased output '{output}'"
-    # A missing kind (older writer) means kv_cache_update (FORMAT.md).
+    # A missing kind (older writer) means kv_cache_update (docs/formats/delegate_blob.md).
     kind = _string(entry, "kind", named) if "kind" in entry else ALIAS_KV_CACHE_UPDATE
     if kind not in ALIAS_KINDS:
-        raise ValueError(f"delegate blob: {named} has unknown kind {kind!r} "
-                         f"(known: {', '.join(ALIAS_KINDS)})")
+        raise ValueError(
+            f"delegate blob: {named} has unknown kind {kind!r} (known: {', '.join(ALIAS_KINDS)})"
+        )
     # A missing ownership is "caller" unless the blob declares the OWNERSHIP feature.
     if "ownership" not in entry:
         if required_features & Feature.OWNERSHIP:
-            raise ValueError(f"delegate blob: {named} has no 'ownership' although the blob "
-                             "requires the OWNERSHIP feature")
+            raise ValueError(
+                f"delegate blob: {named} has no 'ownership' although the blob "
+                "requires the OWNERSHIP feature"
+            )
         return AliasedIO(output, input_, kind, OWNERSHIP_CALLER)
     ownership = _string(entry, "ownership", named)
     if ownership not in OWNERSHIPS:
-        raise ValueError(f"delegate blob: {named} has unknown ownership {ownership!r} "
-                         f"(known: {', '.join(OWNERSHIPS)})")
+        raise ValueError(
+            f"delegate blob: {named} has unknown ownership {ownership!r} "
+            f"(known: {', '.join(OWNERSHIPS)})"
+        )
     return AliasedIO(output, input_, kind, ownership)
 
 
-def parse_metadata(text: bytes, required_features: int,
-                   version: int = BLOB_FORMAT_VERSION) -> DelegateMetadata:
+def parse_metadata(
+    text: bytes | memoryview, required_features: int, version: int = BLOB_FORMAT_VERSION
+) -> DelegateMetadata:
     """Parses the metadata JSON of a blob whose header (``format_version`` ``version``)
     requires ``required_features``, in ``DelegateMetadata::Parse``'s order: a UTF-8 JSON
     object; ``engine`` (a ``wire.ENGINES`` name); ``symbols`` (version 2 only, optional: each
@@ -479,6 +520,7 @@ def parse_metadata(text: bytes, required_features: int,
 
 # --- bindings: BindingPlan::Create, without the engine --------------------------------------
 
+
 def check_bindings(metadata: DelegateMetadata) -> None:
     """The rules the runtime's binding plan checks before it consults the engine
     (``BindingPlan::Create``): binding names are unique over inputs and outputs together; each
@@ -490,8 +532,10 @@ def check_bindings(metadata: DelegateMetadata) -> None:
     seen = set()
     for b in metadata.inputs + metadata.outputs:
         if b.name in seen:
-            raise ValueError(f"delegate blob: duplicate binding name '{b.name}' (names are "
-                             "unique over inputs and outputs)")
+            raise ValueError(
+                f"delegate blob: duplicate binding name '{b.name}' (names are "
+                "unique over inputs and outputs)"
+            )
         seen.add(b.name)
     inputs = {b.name: b for b in metadata.inputs}
     outputs = {b.name: b for b in metadata.outputs}
@@ -507,8 +551,10 @@ def check_bindings(metadata: DelegateMetadata) -> None:
         if a.output in aliased_outputs:
             raise ValueError(f"delegate blob: output '{a.output}' is aliased twice")
         if a.input in aliased_inputs:
-            raise ValueError(f"delegate blob: input '{a.input}' is aliased by two outputs; two "
-                             "outputs cannot update one input in place")
+            raise ValueError(
+                f"delegate blob: input '{a.input}' is aliased by two outputs; two "
+                "outputs cannot update one input in place"
+            )
         aliased_outputs.add(a.output)
         aliased_inputs.add(a.input)
         i, o = inputs[a.input], outputs[a.output]
@@ -518,26 +564,32 @@ def check_bindings(metadata: DelegateMetadata) -> None:
                 f"match input '{a.input}' ({i.dtype}{list(i.shape)})"
             )
         if not i.is_static:
-            raise ValueError(f"delegate blob: aliased input '{a.input}' has a dynamic shape "
-                             f"{list(i.shape)}; aliased (state) bindings must be static")
+            raise ValueError(
+                f"delegate blob: aliased input '{a.input}' has a dynamic shape "
+                f"{list(i.shape)}; aliased (state) bindings must be static"
+            )
     in_inputs = {d for b in metadata.inputs for d in b.shape if isinstance(d, str)}
     for sym in metadata.symbols:
         if sym.name not in in_inputs:
-            raise ValueError(f"delegate blob: symbol '{sym.name}' is not a dimension of any "
-                             "input, so no call can give its value")
+            raise ValueError(
+                f"delegate blob: symbol '{sym.name}' is not a dimension of any "
+                "input, so no call can give its value"
+            )
 
 
 # --- whole blobs -----------------------------------------------------------------------------
 
+
 def _metadata_of(data: memoryview, header: BlobHeader) -> DelegateMetadata:
     start = header.metadata_offset
-    metadata = parse_metadata(data[start:start + header.metadata_size], header.required_features,
-                              header.format_version)
+    metadata = parse_metadata(
+        data[start : start + header.metadata_size], header.required_features, header.format_version
+    )
     check_bindings(metadata)
     return metadata
 
 
-def read_metadata(data: bytes) -> DelegateMetadata:
+def read_metadata(data: bytes | memoryview) -> DelegateMetadata:
     """The validated metadata of a blob: ``read_header`` without the checksum (which reads
     the whole payload), ``parse_metadata`` and ``check_bindings``. For a blob this process
     just wrote (the in-place planning pass reads the alias decision of each delegate); use
@@ -546,7 +598,7 @@ def read_metadata(data: bytes) -> DelegateMetadata:
     return _metadata_of(data, read_header(data, verify_checksum=False))
 
 
-def read_blob(data: bytes) -> DelegateBlob:
+def read_blob(data: bytes | memoryview) -> DelegateBlob:
     """Parses a blob written by ``write_blob`` (or the same format from another writer).
 
     Fails closed: any problem ``read_header`` (checksum included), ``parse_metadata`` or
@@ -555,6 +607,5 @@ def read_blob(data: bytes) -> DelegateBlob:
     data = memoryview(bytes(data))
     header = read_header(data)
     metadata = _metadata_of(data, header)
-    payload = bytes(data[header.payload_offset:header.payload_offset + header.payload_size])
+    payload = bytes(data[header.payload_offset : header.payload_offset + header.payload_size])
     return DelegateBlob(header, metadata, payload)
-

@@ -1,5 +1,5 @@
 """Writer and fail-closed reader for the portable engine payload
-(``core/engine/PORTABLE_FORMAT.md``, version 3).
+(``docs/formats/portable_payload.md``, version 3).
 
 Layout (little-endian)::
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-from typing import Any, Dict, Tuple
+from typing import Any
 
 from executorch_trt.format.blob import parse_json
 from executorch_trt.format.scalar_types import TORCH_DTYPES
@@ -39,8 +39,13 @@ MAX_RANK = 16
 HEADER_SIZE = 32
 #: Byte offset of each header field (C++ ``kPortablePayloadOffset*`` in
 #: ``core/engine/portable_payload.h``): 4-byte magic, u32 version, then u64s.
-HEADER_OFFSETS = {"magic": 0, "version": 4, "descriptor_size": 8, "program_offset": 16,
-                  "program_size": 24}
+HEADER_OFFSETS = {
+    "magic": 0,
+    "version": 4,
+    "descriptor_size": 8,
+    "program_offset": 16,
+    "program_size": 24,
+}
 PROGRAM_ALIGNMENT = 16
 _HEADER = struct.Struct("<4sIQQQ")
 assert _HEADER.size == HEADER_SIZE
@@ -56,12 +61,15 @@ class ConstantLayout:
     """
 
     scalar_type: int
-    sizes: Tuple[int, ...]
-    dim_order: Tuple[int, ...]
+    sizes: tuple[int, ...]
+    dim_order: tuple[int, ...]
 
-    def to_json(self) -> Dict[str, object]:
-        return {"scalar_type": self.scalar_type, "sizes": list(self.sizes),
-                "dim_order": list(self.dim_order)}
+    def to_json(self) -> dict[str, object]:
+        return {
+            "scalar_type": self.scalar_type,
+            "sizes": list(self.sizes),
+            "dim_order": list(self.dim_order),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,13 +77,16 @@ class PortableDescriptor:
     """Engine binding names in nested-method order, and the nested method's external
     constants' layouts by named-data key (``shared_data``)."""
 
-    inputs: Tuple[str, ...]
-    outputs: Tuple[str, ...]
-    constants: Tuple[Tuple[str, ConstantLayout], ...] = ()
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    constants: tuple[tuple[str, ConstantLayout], ...] = ()
 
-    def to_json(self) -> Dict[str, Any]:
-        return {"inputs": list(self.inputs), "outputs": list(self.outputs),
-                "constants": [{"key": k, **c.to_json()} for k, c in self.constants]}
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "constants": [{"key": k, **c.to_json()} for k, c in self.constants],
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,11 +102,15 @@ def _validate(descriptor: PortableDescriptor) -> None:
     for group, names in (("inputs", descriptor.inputs), ("outputs", descriptor.outputs)):
         for name in names:
             if not isinstance(name, str) or not name:
-                raise ValueError(f"portable payload: descriptor '{group}' has entry {name!r}; "
-                                 "names must be non-empty strings")
+                raise ValueError(
+                    f"portable payload: descriptor '{group}' has entry {name!r}; "
+                    "names must be non-empty strings"
+                )
             if name in seen:
-                raise ValueError(f"portable payload: descriptor names binding '{name}' twice; "
-                                 "names must be unique")
+                raise ValueError(
+                    f"portable payload: descriptor names binding '{name}' twice; "
+                    "names must be unique"
+                )
             seen.add(name)
     keys = set()
     for key, layout in descriptor.constants:
@@ -112,29 +127,44 @@ def _validate_constant(key: object, layout: ConstantLayout) -> None:
     if not isinstance(key, str) or not key:
         raise ValueError(f"portable payload: constant key {key!r} must be a non-empty string")
     if type(layout.scalar_type) is not int or layout.scalar_type not in TORCH_DTYPES:
-        raise ValueError(f"portable payload: constant '{key}' has unknown scalar_type "
-                         f"{layout.scalar_type!r}")
+        raise ValueError(
+            f"portable payload: constant '{key}' has unknown scalar_type {layout.scalar_type!r}"
+        )
     sizes, order = layout.sizes, layout.dim_order
     if len(sizes) > MAX_RANK or any(type(s) is not int or not 0 <= s < 2**31 for s in sizes):
         raise ValueError(f"portable payload: constant '{key}' has bad sizes {list(sizes)}")
     if sorted(order) != list(range(len(sizes))) or any(type(d) is not int for d in order):
-        raise ValueError(f"portable payload: constant '{key}' dim_order {list(order)} is not a "
-                         f"permutation of its {len(sizes)} dimensions")
+        raise ValueError(
+            f"portable payload: constant '{key}' dim_order {list(order)} is not a "
+            f"permutation of its {len(sizes)} dimensions"
+        )
 
 
-def _parse_constants(entries: object) -> Tuple[Tuple[str, ConstantLayout], ...]:
+def _parse_constants(entries: object) -> tuple[tuple[str, ConstantLayout], ...]:
     """The descriptor's ``"constants"`` list; ``ValueError`` for a malformed entry."""
     if not isinstance(entries, list):
         raise ValueError("portable payload: descriptor 'constants' must be a list")
     out = []
     for entry in entries:
         fields = ("key", "scalar_type", "sizes", "dim_order")
-        if not isinstance(entry, dict) or sorted(entry) != sorted(fields) or not isinstance(
-                entry["sizes"], list) or not isinstance(entry["dim_order"], list):
-            raise ValueError(f"portable payload: constant entry {entry!r} needs exactly "
-                             "'key', 'scalar_type', 'sizes' (list), 'dim_order' (list)")
-        out.append((entry["key"], ConstantLayout(entry["scalar_type"], tuple(entry["sizes"]),
-                                                 tuple(entry["dim_order"]))))
+        if (
+            not isinstance(entry, dict)
+            or sorted(entry) != sorted(fields)
+            or not isinstance(entry["sizes"], list)
+            or not isinstance(entry["dim_order"], list)
+        ):
+            raise ValueError(
+                f"portable payload: constant entry {entry!r} needs exactly "
+                "'key', 'scalar_type', 'sizes' (list), 'dim_order' (list)"
+            )
+        out.append(
+            (
+                entry["key"],
+                ConstantLayout(
+                    entry["scalar_type"], tuple(entry["sizes"]), tuple(entry["dim_order"])
+                ),
+            )
+        )
     return tuple(out)
 
 
@@ -159,13 +189,16 @@ def read_portable_payload(data: bytes) -> PortablePayload:
     if magic != MAGIC:
         raise ValueError(f"portable payload: wrong magic {magic!r}, expected {MAGIC!r}")
     if version not in READABLE_VERSIONS:
-        raise ValueError(f"portable payload: version {version} is not supported "
-                         f"({READABLE_VERSIONS}); re-export with a matching version")
+        raise ValueError(
+            f"portable payload: version {version} is not supported "
+            f"({READABLE_VERSIONS}); re-export with a matching version"
+        )
     if HEADER_SIZE + desc_size > len(data):
         raise ValueError("portable payload: descriptor lies past the end of the payload")
     if prog_off < HEADER_SIZE + desc_size:
-        raise ValueError(f"portable payload: bad program_offset {prog_off}: the program "
-                         "overlaps the descriptor")
+        raise ValueError(
+            f"portable payload: bad program_offset {prog_off}: the program overlaps the descriptor"
+        )
     if prog_off + prog_size > len(data):
         raise ValueError("portable payload: program lies past the end of the payload")
     if prog_off % PROGRAM_ALIGNMENT:
@@ -174,17 +207,22 @@ def read_portable_payload(data: bytes) -> PortablePayload:
         obj = parse_json(data[HEADER_SIZE : HEADER_SIZE + desc_size])
     except ValueError as e:
         raise ValueError(f"portable payload: descriptor is not UTF-8 JSON: {e}") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("inputs"), list) or not isinstance(
-        obj.get("outputs"), list
+    if (
+        not isinstance(obj, dict)
+        or not isinstance(obj.get("inputs"), list)
+        or not isinstance(obj.get("outputs"), list)
     ):
         raise ValueError("portable payload: descriptor needs 'inputs' and 'outputs' lists")
     allowed = {"inputs", "outputs"} | ({"constants"} if version >= 3 else set())
     unknown = sorted(set(obj) - allowed)
     if unknown:
         # Version 1 carried "aliases" here; versions 2 and 3 keep them only in the blob metadata.
-        raise ValueError(f"portable payload: descriptor has unknown key '{unknown[0]}'; "
-                         f"version {version} has only {sorted(allowed)}")
-    descriptor = PortableDescriptor(tuple(obj["inputs"]), tuple(obj["outputs"]),
-                                    _parse_constants(obj.get("constants", [])))
+        raise ValueError(
+            f"portable payload: descriptor has unknown key '{unknown[0]}'; "
+            f"version {version} has only {sorted(allowed)}"
+        )
+    descriptor = PortableDescriptor(
+        tuple(obj["inputs"]), tuple(obj["outputs"]), _parse_constants(obj.get("constants", []))
+    )
     _validate(descriptor)
     return PortablePayload(descriptor, data[prog_off : prog_off + prog_size])

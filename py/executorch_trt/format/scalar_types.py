@@ -7,13 +7,11 @@ code means what it means in PyTorch's C++ (``Float`` = 6, ``Long`` = 4, ``BFloat
 
 from __future__ import annotations
 
-from typing import Dict
-
 import torch
 
 #: ExecuTorch ``ScalarType`` code -> torch dtype, for every dtype a tensor can cross the binding
 #: in (quantized and bit-packed types cannot).
-TORCH_DTYPES: Dict[int, torch.dtype] = {
+TORCH_DTYPES: dict[int, torch.dtype] = {
     0: torch.uint8,
     1: torch.int8,
     2: torch.int16,
@@ -36,7 +34,7 @@ TORCH_DTYPES: Dict[int, torch.dtype] = {
     29: torch.uint64,
 }
 
-_CODES: Dict[torch.dtype, int] = {dtype: code for code, dtype in TORCH_DTYPES.items()}
+_CODES: dict[torch.dtype, int] = {dtype: code for code, dtype in TORCH_DTYPES.items()}
 
 
 def scalar_type_code(dtype: torch.dtype) -> int:
@@ -45,8 +43,10 @@ def scalar_type_code(dtype: torch.dtype) -> int:
     try:
         return _CODES[dtype]
     except KeyError:
-        raise TypeError(f"executorch_trt.runtime: tensors of dtype {dtype} cannot be passed to "
-                        "an ExecuTorch program") from None
+        raise TypeError(
+            f"executorch_trt.runtime: tensors of dtype {dtype} cannot be passed to "
+            "an ExecuTorch program"
+        ) from None
 
 
 def torch_dtype(code: int) -> torch.dtype:
@@ -55,5 +55,6 @@ def torch_dtype(code: int) -> torch.dtype:
     try:
         return TORCH_DTYPES[code]
     except KeyError:
-        raise TypeError(f"executorch_trt.runtime: ExecuTorch dtype code {code} has no torch "
-                        "dtype") from None
+        raise TypeError(
+            f"executorch_trt.runtime: ExecuTorch dtype code {code} has no torch dtype"
+        ) from None

@@ -2,14 +2,13 @@
 
 Each value here is written once on the Python side; everything else imports it. The C++
 runtime states the same values in ``core/`` (cited next to each), and the format documents in
-``core/blob/FORMAT.md`` are the contract both follow. An engine's *payload* format is owned by
-its engine (``executorch_trt.format.portable_payload``), not by this module.
+``docs/formats/delegate_blob.md`` are the contract both follow. An engine's *payload* format is
+owned by its engine (``executorch_trt.format.portable_payload``), not by this module.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Dict, Optional
 
 import torch
 
@@ -23,22 +22,29 @@ BACKEND_ID = "TensorRTBackend"
 #: (the runtimes take its path: ``runtime.load(pte, data=...)``, the runners' ``--data``).
 EXTERNAL_WEIGHTS_TAG = "model"
 
-#: Engine names: the metadata's ``"engine"`` (FORMAT.md "Metadata"; C++ ``EngineKind``).
+#: Engine names: the metadata's ``"engine"`` (delegate_blob.md "Metadata"; C++ ``EngineKind``).
 ENGINE_PORTABLE = "portable"
 ENGINE_TENSORRT = "tensorrt"
 ENGINES = (ENGINE_PORTABLE, ENGINE_TENSORRT)
 
-#: Binding dtype names and the torch dtype each describes (FORMAT.md "dtypes";
-#: C++ ``core/blob/dtype_name.cpp``), in the order FORMAT.md lists them.
-DTYPES: Dict[str, torch.dtype] = {
-    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-    "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16,
-    "int32": torch.int32, "int64": torch.int64, "bool": torch.bool,
+#: Binding dtype names and the torch dtype each describes (delegate_blob.md "dtypes";
+#: C++ ``core/blob/dtype_name.cpp``), in the order delegate_blob.md lists them.
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
 }
-_DTYPE_NAMES: Dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
+_DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
 
 
-def dtype_name(dtype: torch.dtype) -> Optional[str]:
+def dtype_name(dtype: torch.dtype) -> str | None:
     """The wire name of ``dtype`` (``torch.float32`` -> ``"float32"``), or ``None`` when a
     blob cannot describe it (e.g. ``torch.complex64``)."""
     return _DTYPE_NAMES.get(dtype)
@@ -51,15 +57,16 @@ MAX_DIMENSION = (1 << 31) - 1
 #: ``kTensorDimensionLimit`` is 16).
 MAX_RANK = 16
 
-#: ``aliased_io`` kinds: who enforces the alias (FORMAT.md "kind"; C++ ``AliasKind``).
+#: ``aliased_io`` kinds: who enforces the alias (delegate_blob.md "kind"; C++ ``AliasKind``).
 ALIAS_KV_CACHE_UPDATE = "kv_cache_update"
 ALIAS_USER = "user"
 ALIAS_KINDS = (ALIAS_KV_CACHE_UPDATE, ALIAS_USER)
-#: ``aliased_io`` ownerships: who owns the storage (FORMAT.md "ownership"; C++ ``Ownership``).
+#: ``aliased_io`` ownerships: who owns the storage (delegate_blob.md "ownership"; C++
+#: ``Ownership``).
 OWNERSHIP_CALLER = "caller"
 OWNERSHIPS = (OWNERSHIP_CALLER,)
 
-#: Blob header constants (FORMAT.md; C++ ``core/blob/blob_header.h``).
+#: Blob header constants (delegate_blob.md; C++ ``core/blob/blob_header.h``).
 BLOB_MAGIC = b"ETRT"
 BLOB_HEADER_SIZE = 64
 #: The version a writer stamps on a delegate with static shapes only (readable by every
@@ -69,20 +76,27 @@ BLOB_FORMAT_VERSION_DYNAMIC = 2
 #: Every version this reader accepts (C++ ``kBlobFormatVersionMin``..``kBlobFormatVersion``).
 BLOB_FORMAT_VERSIONS = (BLOB_FORMAT_VERSION, BLOB_FORMAT_VERSION_DYNAMIC)
 BLOB_PAYLOAD_ALIGNMENT = 16
-#: Byte offset of each header field (FORMAT.md "Header"; C++ ``kBlobOffset*`` in
+#: Byte offset of each header field (delegate_blob.md, the header table; C++ ``kBlobOffset*`` in
 #: ``core/blob/blob_header.h``). Fields are little-endian; ``magic`` is 4 bytes, the next four
 #: u32, the rest u64.
-BLOB_HEADER_OFFSETS: Dict[str, int] = {
-    "magic": 0, "header_size": 4, "format_version": 8, "reserved": 12,
-    "required_features": 16, "metadata_offset": 24, "metadata_size": 32,
-    "payload_offset": 40, "payload_size": 48, "checksum": 56,
+BLOB_HEADER_OFFSETS: dict[str, int] = {
+    "magic": 0,
+    "header_size": 4,
+    "format_version": 8,
+    "reserved": 12,
+    "required_features": 16,
+    "metadata_offset": 24,
+    "metadata_size": 32,
+    "payload_offset": 40,
+    "payload_size": 48,
+    "checksum": 56,
 }
 #: Byte offset of the header's ``checksum`` u64.
 BLOB_CHECKSUM_OFFSET = BLOB_HEADER_OFFSETS["checksum"]
 
 
 class Feature(enum.IntFlag):
-    """``required_features`` bits (FORMAT.md "Required features"; C++ ``kBlobFeature*``)."""
+    """``required_features`` bits (delegate_blob.md "Required features"; C++ ``kBlobFeature*``)."""
 
     ALIASED_IO = 1 << 0
     OWNERSHIP = 1 << 1

@@ -3,8 +3,8 @@ name what it does not.
 
 A delegate binding's dimension may be a dynamic size: a ``torch.export.Dim`` with a finite
 upper bound (``Dim("T", min=1, max=128)``), written into the blob as a symbol with its range
-(``core/blob/FORMAT.md`` version 2). ExecuTorch plans such a tensor at its upper bound and the
-runtime checks every call's sizes against the range. Rejected, each naming the method, the
+(``docs/formats/delegate_blob.md`` version 2). ExecuTorch plans such a tensor at its upper bound and
+the runtime checks every call's sizes against the range. Rejected, each naming the method, the
 input, the dimension, the symbol and its range (``ep.range_constraints``) and what to do:
 
 * ``check_dynamic_shapes(ep, method)`` (``executorch_trt.export``, per method, before
@@ -21,7 +21,8 @@ input, the dimension, the symbol and its range (``ep.range_constraints``) and wh
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
@@ -39,12 +40,12 @@ WHAT_TO_DO = (
 SYMBOLIC_KINDS = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
 
 
-def shape_text(shape) -> str:
+def shape_text(shape: Iterable[Any]) -> str:
     """``"[s37, 1, 4]"``: a shape with symbolic sizes printed as their expressions."""
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def symbols_of(value) -> List[str]:
+def symbols_of(value: Any) -> list[str]:
     """Names of the free symbols of a ``SymInt``/``SymFloat``/``SymBool`` (sorted)."""
     node = getattr(value, "node", None)
     expr = getattr(node, "expr", None)
@@ -53,26 +54,27 @@ def symbols_of(value) -> List[str]:
     return sorted(str(s) for s in expr.free_symbols)
 
 
-def _bound(value) -> str:
+def _bound(value: Any) -> str:
     text = str(value)
     return text.replace("int_oo", "inf").replace("oo", "inf")
 
 
-def _range(range_constraints, symbol: str) -> Optional[str]:
+def _range(range_constraints: Mapping[Any, Any] | None, symbol: str) -> str | None:
     for sym, vr in (range_constraints or {}).items():
         if str(sym) == symbol:
             return f"[{_bound(vr.lower)}, {_bound(vr.upper)}]"
     return None
 
 
-def symbol_sources(graph: torch.fx.Graph,
-                   input_names: Optional[Iterable[str]] = None) -> Dict[str, str]:
+def symbol_sources(
+    graph: torch.fx.Graph, input_names: Iterable[str] | None = None
+) -> dict[str, str]:
     """``{symbol: where it comes from}`` for every symbol that is exactly a dimension of a
     placeholder of ``graph`` (only ``input_names`` if given, e.g. the user inputs) or a
     symbolic-int placeholder, e.g. ``{"s37": "dimension 0 of input 'k'"}`` (the first such
     place, in placeholder order)."""
     names = None if input_names is None else set(input_names)
-    sources: Dict[str, str] = {}
+    sources: dict[str, str] = {}
     for node in graph.nodes:
         if node.op != "placeholder" or (names is not None and node.name not in names):
             continue
@@ -87,9 +89,12 @@ def symbol_sources(graph: torch.fx.Graph,
     return sources
 
 
-def describe_symbols(symbols: Iterable[str], graph: torch.fx.Graph,
-                     input_names: Optional[Iterable[str]] = None,
-                     range_constraints=None) -> str:
+def describe_symbols(
+    symbols: Iterable[str],
+    graph: torch.fx.Graph,
+    input_names: Iterable[str] | None = None,
+    range_constraints: Mapping[Any, Any] | None = None,
+) -> str:
     """``"s37 in [1, 8] (dimension 0 of input 'k')"`` for each symbol, joined by ``"; "``: the
     range from ``range_constraints`` (``ep.range_constraints``) when given, the source from
     ``symbol_sources(graph, input_names)``."""
@@ -107,15 +112,14 @@ def describe_symbols(symbols: Iterable[str], graph: torch.fx.Graph,
 
 
 def _describe(ep: ExportedProgram, symbols: Iterable[str]) -> str:
-    return describe_symbols(symbols, ep.graph, ep.graph_signature.user_inputs,
-                            ep.range_constraints)
+    return describe_symbols(symbols, ep.graph, ep.graph_signature.user_inputs, ep.range_constraints)
 
 
-def finite_ranges(range_constraints) -> Dict[str, Tuple[int, int]]:
+def finite_ranges(range_constraints: Mapping[Any, Any] | None) -> dict[str, tuple[int, int]]:
     """``{symbol: (min, max)}`` for every symbol of ``range_constraints`` (an
     ``ExportedProgram.range_constraints``) with a finite upper bound; the minimum is at least
     0."""
-    ranges = {}
+    ranges: dict[str, tuple[int, int]] = {}
     for sym, vr in (range_constraints or {}).items():
         # torch's int_oo (an unbounded Dim) claims is_finite; a finite bound is an Integer.
         if getattr(vr.upper, "is_Integer", False) and getattr(vr.lower, "is_Integer", False):
@@ -123,7 +127,7 @@ def finite_ranges(range_constraints) -> Dict[str, Tuple[int, int]]:
     return ranges
 
 
-def _shape_env(ep: ExportedProgram):
+def _shape_env(ep: ExportedProgram) -> Any:
     for node in ep.graph.nodes:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
@@ -133,7 +137,7 @@ def _shape_env(ep: ExportedProgram):
     return None
 
 
-def _declared_minimum(shape_env, symbol) -> Optional[int]:
+def _declared_minimum(shape_env: Any, symbol: Any) -> int | None:
     """The minimum the user declared for ``symbol`` (``torch.export.Dim(min=...)``), read off
     the shape environment's tracked inputs: ``var_to_sources`` names the input dimension,
     whose ``constraint_sizes`` entry holds the declared range. ``None`` when not found."""
@@ -147,13 +151,16 @@ def _declared_minimum(shape_env, symbol) -> Optional[int]:
             sizes = getattr(tracked.symbolic_context, "constraint_sizes", None) or ()
             constraint = sizes[idx] if idx < len(sizes) else None
             lower = getattr(getattr(constraint, "vr", None), "lower", None)
-            if getattr(lower, "is_Integer", False) or isinstance(lower, int):
+            if lower is not None and (
+                getattr(lower, "is_Integer", False) or isinstance(lower, int)
+            ):
                 return int(lower)
     return None
 
 
-def declared_ranges(ep: ExportedProgram, recorded: Optional[Mapping[str, Tuple[int, int]]] = None
-                    ) -> Dict[str, Tuple[int, int]]:
+def declared_ranges(
+    ep: ExportedProgram, recorded: Mapping[str, tuple[int, int]] | None = None
+) -> dict[str, tuple[int, int]]:
     """``finite_ranges(ep.range_constraints)`` with each minimum the user declared.
 
     ``torch.export`` reports ``Dim("T", min=1, max=95)`` as ``[1, 95]``, but ExecuTorch
@@ -178,7 +185,7 @@ def declared_ranges(ep: ExportedProgram, recorded: Optional[Mapping[str, Tuple[i
     return ranges
 
 
-def _problem(size, range_constraints) -> Optional[str]:
+def _problem(size: torch.SymInt, range_constraints: Mapping[Any, Any] | None) -> str | None:
     """Why dynamic size ``size`` (a ``SymInt``) cannot be a binding dimension, or ``None``."""
     expr = size.node.expr
     if not expr.is_Symbol:
@@ -188,11 +195,11 @@ def _problem(size, range_constraints) -> Optional[str]:
     return None
 
 
-def _dynamic_description(value) -> Optional[List[str]]:
+def _dynamic_description(value: Any) -> list[str] | None:
     """The symbols of ``value`` if it is dynamic (a tensor with a symbolic dimension, or a
     symbolic scalar), else ``None``."""
     if isinstance(value, torch.Tensor):
-        symbols = set()
+        symbols: set[str] = set()
         for size in value.shape:
             if not isinstance(size, int):
                 symbols.update(symbols_of(size))
@@ -220,17 +227,18 @@ def check_dynamic_shapes(ep: ExportedProgram, method: str) -> None:
                     continue
                 problem = _problem(size, ep.range_constraints)
                 if problem:
-                    symbol = describe_symbols(symbols_of(size), ep.graph, (),
-                                              ep.range_constraints)
-                    problems.append(f"input {node.name!r} dimension {dim} is {size} "
-                                    f"({symbol}), {problem}, in shape {shape_text(val.shape)}")
+                    symbol = describe_symbols(symbols_of(size), ep.graph, (), ep.range_constraints)
+                    problems.append(
+                        f"input {node.name!r} dimension {dim} is {size} "
+                        f"({symbol}), {problem}, in shape {shape_text(val.shape)}"
+                    )
         elif isinstance(val, tuple(SYMBOLIC_KINDS)):
             symbol = describe_symbols(symbols_of(val), ep.graph, (), ep.range_constraints)
             problems.append(
-                f"input {node.name!r} is a symbolic {SYMBOLIC_KINDS[type(val)]} ({symbol})")
+                f"input {node.name!r} is a symbolic {SYMBOLIC_KINDS[type(val)]} ({symbol})"
+            )
     if problems:
-        raise ValueError(f"executorch_trt: method {method!r}: {'; '.join(problems)}. "
-                         f"{WHAT_TO_DO}")
+        raise ValueError(f"executorch_trt: method {method!r}: {'; '.join(problems)}. {WHAT_TO_DO}")
 
 
 def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]) -> None:
@@ -258,11 +266,14 @@ def check_partition_boundary(ep: ExportedProgram, nodes: Iterable[torch.fx.Node]
             continue
         val = node.meta["val"]
         if isinstance(val, torch.Tensor) and all(
-                isinstance(d, int) or d.node.expr.is_Symbol for d in val.shape):
+            isinstance(d, int) or d.node.expr.is_Symbol for d in val.shape
+        ):
             continue
-        what = (f"a tensor of shape {shape_text(val.shape)}"
-                if isinstance(val, torch.Tensor) else f"a symbolic {SYMBOLIC_KINDS[type(val)]}")
-        problems.append(f"delegate {role} {node.name!r} is {what} "
-                        f"({_describe(ep, symbols)})")
+        what = (
+            f"a tensor of shape {shape_text(val.shape)}"
+            if isinstance(val, torch.Tensor)
+            else f"a symbolic {SYMBOLIC_KINDS[type(val)]}"
+        )
+        problems.append(f"delegate {role} {node.name!r} is {what} ({_describe(ep, symbols)})")
     if problems:
         raise ValueError(f"TensorRTPartitioner: {'; '.join(problems)}. {WHAT_TO_DO}")

@@ -8,14 +8,17 @@ nested program) see correct shapes and dtypes without re-tracing.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch._guards import detect_fake_mode
+from torch.export.graph_signature import ExportGraphSignature
 from torch.fx.experimental.symbolic_shapes import statically_known_true
-from torch.export.exported_program import ExportGraphSignature
+
+from executorch_trt.graph.nodes import arg_node
 
 EDGE = exir_ops.edge
 
@@ -24,8 +27,9 @@ def _val(arg: Any) -> Any:
     return arg.meta["val"] if isinstance(arg, torch.fx.Node) else arg
 
 
-def insert_before(anchor: torch.fx.Node, target: Any, args: Sequence[Any],
-                  kwargs: dict = None) -> torch.fx.Node:
+def insert_before(
+    anchor: torch.fx.Node, target: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None
+) -> torch.fx.Node:
     """Inserts ``target(*args, **kwargs)`` just before ``anchor``; returns the new node with
     ``meta["val"]`` set. ``args`` may mix nodes and constants."""
     kwargs = dict(kwargs or {})
@@ -46,7 +50,7 @@ def same_shape(a: Sequence[Any], b: Sequence[Any]) -> bool:
     """Whether shapes ``a`` and ``b`` (ints or ``SymInt``s) are provably equal. Uses
     ``statically_known_true``, so comparing a symbolic size never installs a guard: ``int()``
     or ``==`` on a ``SymInt`` would specialise the symbol to its example value for the whole
-    graph (the dynamic dimension silently becomes static; issue 15)."""
+    graph (the dynamic dimension silently becomes static)."""
     a, b = list(a), list(b)
     return len(a) == len(b) and all(statically_known_true(x == y) for x, y in zip(a, b))
 
@@ -56,7 +60,7 @@ def is_static(size: Any) -> bool:
     return isinstance(size, int)
 
 
-def shape_argument(shape: Sequence[Any], what: str) -> list:
+def shape_argument(shape: Sequence[Any], what: str) -> list[int]:
     """``shape`` as a ``view_copy``/``expand_copy`` argument: static sizes as ints, at most one
     symbolic size as ``-1`` (``view`` infers it from the element count; ``expand`` keeps the
     input's size, which the caller has checked is the same symbol). Raises ``ValueError``
@@ -64,26 +68,35 @@ def shape_argument(shape: Sequence[Any], what: str) -> list:
     without ``sym_size`` nodes."""
     symbolic = [k for k, d in enumerate(shape) if not is_static(d)]
     if len(symbolic) > 1:
-        raise ValueError(f"{what}: shape {[str(d) for d in shape]} has more than one dynamic "
-                         "size; only one dynamic dimension per reshaped value is supported")
+        raise ValueError(
+            f"{what}: shape {[str(d) for d in shape]} has more than one dynamic "
+            "size; only one dynamic dimension per reshaped value is supported"
+        )
     return [-1 if k in symbolic else int(d) for k, d in enumerate(shape)]
 
 
-def size_arguments(anchor: torch.fx.Node, sources: Sequence[torch.fx.Node],
-                   shape: Sequence[Any]) -> Optional[list]:
+def size_arguments(
+    anchor: torch.fx.Node, sources: Sequence[torch.fx.Node], shape: Sequence[Any]
+) -> list[int | torch.fx.Node] | None:
     """``shape`` as a ``view_copy``/``expand_copy`` argument list built before ``anchor``:
     static sizes as ints, each dynamic size as a ``sym_size(source, k)`` node reading it off a
     dimension ``k`` of one of ``sources`` that has that size (a ``-1`` would make the op infer
     the size by calling ``int()`` on it, which specialises the dynamic size to its example
     value for the whole graph). ``None`` when no source has a dynamic size of ``shape``."""
-    args = []
+    args: list[int | torch.fx.Node] = []
     for d in shape:
         if is_static(d):
             args.append(int(d))
             continue
-        found = next(((src, k, h) for src in sources
-                      for k, h in enumerate(src.meta["val"].shape)
-                      if not is_static(h) and statically_known_true(h == d)), None)
+        found = next(
+            (
+                (src, k, h)
+                for src in sources
+                for k, h in enumerate(src.meta["val"].shape)
+                if not is_static(h) and statically_known_true(h == d)
+            ),
+            None,
+        )
         if found is None:
             return None
         src, k, h = found
@@ -94,8 +107,12 @@ def size_arguments(anchor: torch.fx.Node, sources: Sequence[torch.fx.Node],
     return args
 
 
-def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node, shape: Sequence[Any],
-               sizes_from: Sequence[torch.fx.Node] = ()) -> torch.fx.Node:
+def reshape_to(
+    anchor: torch.fx.Node,
+    value: torch.fx.Node,
+    shape: Sequence[Any],
+    sizes_from: Sequence[torch.fx.Node] = (),
+) -> torch.fx.Node:
     """``value`` broadcast to ``shape`` (``unsqueeze_copy`` to pad its rank with leading 1s,
     then ``expand_copy``), inserted before ``anchor``; ``value`` itself when it already has
     ``shape``. The caller has checked that ``value`` broadcasts to ``shape``. A dynamic size of
@@ -113,8 +130,11 @@ def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node, shape: Sequence[Any]
     if same_shape(current, shape):
         return value
     for have, want in zip(current, shape):
-        if (not is_static(want) and not statically_known_true(have == want)
-                and not (is_static(have) and have == 1)):
+        if (
+            not is_static(want)
+            and not statically_known_true(have == want)
+            and not (is_static(have) and have == 1)
+        ):
             raise ValueError(f"reshape_to: cannot broadcast size {have} to dynamic {want}")
     if all(is_static(d) for d in shape):
         return insert_before(anchor, EDGE.aten.expand_copy.default, (value, list(shape)))
@@ -129,15 +149,15 @@ def reshape_to(anchor: torch.fx.Node, value: torch.fx.Node, shape: Sequence[Any]
     return expanded
 
 
-def view_as(anchor: torch.fx.Node, value: torch.fx.Node,
-            shape: Sequence[Any]) -> torch.fx.Node:
+def view_as(anchor: torch.fx.Node, value: torch.fx.Node, shape: Sequence[Any]) -> torch.fx.Node:
     """``view_copy(value, shape)`` before ``anchor`` (same number of elements), or ``value``
     itself when it already has ``shape``. ``shape`` may hold one symbolic size
     (``shape_argument``)."""
     if same_shape(value.meta["val"].shape, shape):
         return value
-    return insert_before(anchor, EDGE.aten.view_copy.default,
-                         (value, shape_argument(shape, "view_as")))
+    return insert_before(
+        anchor, EDGE.aten.view_copy.default, (value, shape_argument(shape, "view_as"))
+    )
 
 
 def cast_to(anchor: torch.fx.Node, value: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
@@ -146,11 +166,15 @@ def cast_to(anchor: torch.fx.Node, value: torch.fx.Node, dtype: torch.dtype) -> 
     if value.meta["val"].dtype == dtype:
         return value
     rank = value.meta["val"].dim()
-    return insert_before(anchor, EDGE.dim_order_ops._to_dim_order_copy.default, (value,),
-                         {"dtype": dtype, "dim_order": list(range(rank))})
+    return insert_before(
+        anchor,
+        EDGE.dim_order_ops._to_dim_order_copy.default,
+        (value,),
+        {"dtype": dtype, "dim_order": list(range(rank))},
+    )
 
 
-def _replace_output_specs(old: torch.fx.Node, spec) -> None:
+def _replace_output_specs(old: torch.fx.Node, spec: Any) -> None:
     """In every output node that returns ``old``, sets the spec at ``old``'s positions to
     ``spec``. The output node's meta["spec"] is a flat sequence parallel to its flat args."""
     for user in old.users:
@@ -164,19 +188,21 @@ def _replace_output_specs(old: torch.fx.Node, spec) -> None:
         for k, arg in enumerate(flat_args):
             if arg is old:
                 flat_specs[k] = spec
-        user.meta["spec"] = (type(specs)(flat_specs) if isinstance(specs, (list, tuple))
-                             else flat_specs[0])
+        user.meta["spec"] = (
+            type(specs)(flat_specs) if isinstance(specs, (list, tuple)) else flat_specs[0]
+        )
 
 
-def remove_write_back(copy: torch.fx.Node, value: torch.fx.Node,
-                      graph_signature: Optional[ExportGraphSignature]) -> None:
+def remove_write_back(
+    copy: torch.fx.Node, value: torch.fx.Node, graph_signature: ExportGraphSignature | None
+) -> None:
     """Erases write-back ``copy = copy_(buffer, value)`` (``insert_write_back_for_buffers_pass``)
     whose ``value`` already has the buffer's ``TensorSpec`` (so both are one value at emission):
     the BUFFER_MUTATION output names ``value`` instead (graph and ``graph_signature``), and the
     output node's spec entry becomes the buffer's. Without that last step the planner, which
     collects specs from the output node too, would reserve an arena slot no emitted tensor
     uses. The caller recompiles the graph module."""
-    _replace_output_specs(copy, copy.args[0].meta["spec"])
+    _replace_output_specs(copy, arg_node(copy, 0).meta["spec"])
     copy.replace_all_uses_with(value)
     if graph_signature is not None:
         for spec in graph_signature.output_specs:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Dict, Iterable, Optional
+from collections.abc import Iterable
 
 import torch
 from torch.export import ExportedProgram
@@ -33,8 +33,8 @@ class MutatedInputs:
     * ``user_inputs``: ``{user input name: op that writes it}``, in the same form.
     """
 
-    buffers: Dict[str, str]
-    user_inputs: Dict[str, str]
+    buffers: dict[str, str]
+    user_inputs: dict[str, str]
 
 
 def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
@@ -42,7 +42,7 @@ def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
     schema = getattr(node.target, "_schema", None)
     if schema is None:
         return []
-    written = []
+    written: list[torch.fx.Node] = []
     for i, arg in enumerate(schema.arguments):
         if arg.alias_info is None or not arg.alias_info.is_write:
             continue
@@ -55,7 +55,7 @@ def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
     return written
 
 
-def _aliased_argument(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+def _aliased_argument(node: torch.fx.Node) -> torch.fx.Node | None:
     """For a node whose result aliases one of its arguments (a view such as ``slice``,
     ``select``, ``view``, ``transpose``; the result of an in-place op; ``getitem`` of a
     multi-output view op such as ``split``), that argument; else ``None``."""
@@ -72,19 +72,21 @@ def _aliased_argument(node: torch.fx.Node) -> Optional[torch.fx.Node]:
     alias_set = schema.returns[0].alias_info.before_set
     for i, arg in enumerate(schema.arguments):
         info = arg.alias_info
-        if info is not None and (info.before_set & alias_set
-                                 or (not alias_set and "*" in info.after_set)):
+        if info is not None and (
+            info.before_set & alias_set or (not alias_set and "*" in info.after_set)
+        ):
             value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
             return value if isinstance(value, torch.fx.Node) else None
     return None
 
 
-def _base_placeholder(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+def _base_placeholder(node: torch.fx.Node) -> torch.fx.Node | None:
     seen = set()
-    while node is not None and node.op != "placeholder" and node not in seen:
-        seen.add(node)
-        node = _aliased_argument(node)
-    return node if node is not None and node.op == "placeholder" else None
+    current: torch.fx.Node | None = node
+    while current is not None and current.op != "placeholder" and current not in seen:
+        seen.add(current)
+        current = _aliased_argument(current)
+    return current if current is not None and current.op == "placeholder" else None
 
 
 def _op_name(node: torch.fx.Node) -> str:
@@ -124,14 +126,14 @@ def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
     return MutatedInputs(buffers=buffers, user_inputs=user_inputs)
 
 
-def mutated_user_input_error(inputs: Dict[str, str], method: Optional[str] = None) -> ValueError:
+def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) -> ValueError:
     """The ``ValueError`` for user inputs that a program mutates (``{input name: op}``).
 
-    The rule (issue 9, item 7): a cache passed as a method *input* and updated in the graph is
-    rejected. ExecuTorch would return its new value as an extra first output and leave the
-    caller's tensor unchanged, and the delegate does not update method inputs in place; a
-    cache must be a buffer of the module, which the program owns (and which an application can
-    still own the memory of, bound by name).
+    The rule (``docs/contract.md`` 1, "Ownership"): a cache passed as a method *input* and updated
+    in the graph is rejected. ExecuTorch would return its new value as an extra first output and
+    leave the caller's tensor unchanged, and the delegate does not update method inputs in place; a
+    cache must be a buffer of the module, which the program owns (and which an application can still
+    own the memory of, bound by name).
     """
     where = f"method {method!r}" if method else "the method"
     listed = ", ".join(f"input {name!r} (written by {op})" for name, op in sorted(inputs.items()))

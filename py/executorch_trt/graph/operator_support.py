@@ -11,13 +11,14 @@ subgraphs) or not at all.
 from __future__ import annotations
 
 import operator
-from typing import FrozenSet, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, cast
 
 import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from executorch_trt.format.wire import dtype_name
-
+from executorch_trt.graph.nodes import arg_node, attr_name
 
 #: The name engines list ``torch.ops.higher_order.cond`` under (it has no schema).
 COND = "higher_order::cond"
@@ -28,10 +29,11 @@ def is_cond(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target is torch.ops.higher_order.cond
 
 
-def cond_branches(graph_module: torch.fx.GraphModule,
-                  cond: torch.fx.Node) -> List[torch.fx.GraphModule]:
+def cond_branches(
+    graph_module: torch.fx.GraphModule, cond: torch.fx.Node
+) -> list[torch.fx.GraphModule]:
     """The true and false branch subgraphs of ``cond`` (its ``get_attr`` arguments 1 and 2)."""
-    return [getattr(graph_module, b.target) for b in (cond.args[1], cond.args[2])]
+    return [getattr(graph_module, attr_name(arg_node(cond, i))) for i in (1, 2)]
 
 
 def schema_name(node: torch.fx.Node) -> str:
@@ -46,7 +48,7 @@ def symbolic_op_name(node: torch.fx.Node) -> str:
     if node.op != "call_function" or not isinstance(node.meta.get("val"), torch.SymInt):
         return ""
     if getattr(node.target, "__module__", None) == "_operator":
-        return f"operator::{node.target.__name__}"
+        return f"operator::{cast(Any, node.target).__name__}"
     return schema_name(node)
 
 
@@ -69,8 +71,8 @@ STAYS_ON_HOST = "executorch_trt_stays_on_host"
 
 class DelegateOperatorSupport(OperatorSupportBase):
     """Accepts a ``call_function`` node whose schema name is in ``supported_ops`` (the selected
-    engine's) and whose outputs are tensors of a dtype the blob can describe (FORMAT.md
-    "dtypes"), and an ``operator.getitem`` of such a node.
+    engine's) and whose outputs are tensors of a dtype the blob can describe
+    (docs/formats/delegate_blob.md "dtypes"), and an ``operator.getitem`` of such a node.
 
     ``getitem`` has no schema; without the second rule every multi-output op
     (``native_layer_norm``, ``split_with_sizes_copy``, ``unbind_copy``) would end a partition,
@@ -83,7 +85,7 @@ class DelegateOperatorSupport(OperatorSupportBase):
     included): the partition then holds the whole control flow and the engine runs it
     (``TensorRTPartitioner`` tags the branch ``get_attr`` nodes with it)."""
 
-    def __init__(self, supported_ops: FrozenSet[str]) -> None:
+    def __init__(self, supported_ops: frozenset[str]) -> None:
         self.supported_ops = supported_ops
 
     def is_node_supported(
@@ -93,10 +95,12 @@ class DelegateOperatorSupport(OperatorSupportBase):
             return False
         if is_cond(node):
             branches = _branch_modules(submodules, node)
-            return (COND in self.supported_ops and branches is not None
-                    and _has_supported_tensor_outputs(node)
-                    and all(self._graph_supported(dict(b.named_modules()), b.graph)
-                            for b in branches))
+            return (
+                COND in self.supported_ops
+                and branches is not None
+                and _has_supported_tensor_outputs(node)
+                and all(self._graph_supported(dict(b.named_modules()), b.graph) for b in branches)
+            )
         symbolic = symbolic_op_name(node)
         if symbolic:
             # A size the partition computes from its own tensors (op_groups.SYMBOLIC), taken
@@ -104,16 +108,20 @@ class DelegateOperatorSupport(OperatorSupportBase):
             # be a symbolic-int delegate output, which no binding can carry. A size read inside
             # and outside is copied for the readers inside first (passes/size_copies.py).
             return symbolic in self.supported_ops and all(
-                self.is_node_supported(submodules, user) for user in node.users)
+                self.is_node_supported(submodules, user) for user in node.users
+            )
         if node.target is operator.getitem:
             producer = node.args[0]
-            return (isinstance(producer, torch.fx.Node)
-                    and self.is_node_supported(submodules, producer)
-                    and isinstance(node.meta.get("val"), torch.Tensor))
+            return (
+                isinstance(producer, torch.fx.Node)
+                and self.is_node_supported(submodules, producer)
+                and isinstance(node.meta.get("val"), torch.Tensor)
+            )
         return schema_name(node) in self.supported_ops and _has_supported_tensor_outputs(node)
 
-    def _graph_supported(self, submodules: Mapping[str, torch.nn.Module],
-                         graph: torch.fx.Graph) -> bool:
+    def _graph_supported(
+        self, submodules: Mapping[str, torch.nn.Module], graph: torch.fx.Graph
+    ) -> bool:
         """Every node of a branch graph is taken (``get_attr`` only as a nested branch)."""
         for n in graph.nodes:
             if n.op in ("placeholder", "output"):
@@ -125,8 +133,10 @@ class DelegateOperatorSupport(OperatorSupportBase):
         return True
 
 
-def _branch_modules(submodules: Mapping[str, torch.nn.Module],
-                    cond: torch.fx.Node) -> Optional[List[torch.fx.GraphModule]]:
+def _branch_modules(
+    submodules: Mapping[str, torch.nn.Module], cond: torch.fx.Node
+) -> list[torch.fx.GraphModule] | None:
     """``cond``'s two branch graph modules, or ``None`` if either is not one."""
-    branches = [submodules.get(getattr(b, "target", None)) for b in cond.args[1:3]]
-    return branches if all(isinstance(b, torch.fx.GraphModule) for b in branches) else None
+    branches = [submodules.get(cast(str, getattr(b, "target", None))) for b in cond.args[1:3]]
+    modules = [b for b in branches if isinstance(b, torch.fx.GraphModule)]
+    return modules if len(modules) == len(branches) else None

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import cast
 
 import torch
 from executorch.exir import schema
@@ -24,20 +25,24 @@ from executorch.exir.tensor import get_scalar_type
 #: ``aten::copy`` its out variant (``[self, src, non_blocking, out, out]``),
 #: ``executorch_prim::et_copy_index`` the copy of one ``torch.map`` iteration's output into a
 #: slice of the accumulator (args ``[accumulator, item, index]``, emitter ``_emit_map``).
-COPY_KERNELS = frozenset({
-    "aten::copy_",
-    "aten::copy",
-    "executorch_prim::et_copy_index",
-})
+COPY_KERNELS = frozenset(
+    {
+        "aten::copy_",
+        "aten::copy",
+        "executorch_prim::et_copy_index",
+    }
+)
 
 #: Out-of-place updates that write a complete new tensor the size of their ``self`` input
 #: (``args[0]``) into their output (``args[-1]``): a full copy of ``self`` inside the kernel.
-FUNCTIONAL_UPDATE_KERNELS = frozenset({
-    "aten::index_put",
-    "aten::index_copy",
-    "aten::slice_scatter",
-    "aten::select_scatter",
-})
+FUNCTIONAL_UPDATE_KERNELS = frozenset(
+    {
+        "aten::index_put",
+        "aten::index_copy",
+        "aten::slice_scatter",
+        "aten::select_scatter",
+    }
+)
 
 
 def find_plan(program: schema.Program, method: str) -> schema.ExecutionPlan:
@@ -49,12 +54,18 @@ def find_plan(program: schema.Program, method: str) -> schema.ExecutionPlan:
     raise KeyError(f"program has no method {method!r} (it has {names})")
 
 
-def tensor_at(plan: schema.ExecutionPlan, value_index: int) -> Optional[schema.Tensor]:
+def tensor_at(plan: schema.ExecutionPlan, value_index: int) -> schema.Tensor | None:
     """The tensor at ``plan.values[value_index]``, or None if that value is not a tensor."""
     if not 0 <= value_index < len(plan.values):
         return None
     value = plan.values[value_index].val
     return value if isinstance(value, schema.Tensor) else None
+
+
+def state_tensor(plan: schema.ExecutionPlan, value_index: int) -> schema.Tensor:
+    """``tensor_at`` for a value known to be a tensor (a mutable buffer or one of its views,
+    which the state analysis only finds among the plan's tensors)."""
+    return cast(schema.Tensor, tensor_at(plan, value_index))
 
 
 def tensor_dtype(tensor: schema.Tensor) -> torch.dtype:
@@ -79,7 +90,7 @@ def tensor_nbytes(tensor: schema.Tensor) -> int:
     return n
 
 
-def tensor_fqn(tensor: schema.Tensor) -> Optional[str]:
+def tensor_fqn(tensor: schema.Tensor) -> str | None:
     """The mutable buffer's fully qualified name the program records for ``tensor``, or None.
 
     The emitter records it only for mutable buffers and only when exported with
@@ -90,7 +101,7 @@ def tensor_fqn(tensor: schema.Tensor) -> Optional[str]:
         return None
     if int(info.location) != int(schema.TensorDataLocation.SEGMENT):
         return None
-    return info.fully_qualified_name
+    return cast(str, info.fully_qualified_name)
 
 
 def operator_name(plan: schema.ExecutionPlan, op_index: int) -> str:
@@ -99,7 +110,7 @@ def operator_name(plan: schema.ExecutionPlan, op_index: int) -> str:
     return f"{op.name}.{op.overload}" if op.overload else op.name
 
 
-def instructions(plan: schema.ExecutionPlan) -> Iterator[Tuple[int, object]]:
+def instructions(plan: schema.ExecutionPlan) -> Iterator[tuple[int, object]]:
     """(position, instruction arguments) of every instruction of every chain, in order;
     positions count across chains."""
     position = 0
@@ -109,7 +120,7 @@ def instructions(plan: schema.ExecutionPlan) -> Iterator[Tuple[int, object]]:
             position += 1
 
 
-def kernel_calls(plan: schema.ExecutionPlan) -> Iterator[Tuple[int, str, List[int]]]:
+def kernel_calls(plan: schema.ExecutionPlan) -> Iterator[tuple[int, str, list[int]]]:
     """(position, operator name without overload, args) of every ``KernelCall``, in order."""
     for position, call in instructions(plan):
         if isinstance(call, schema.KernelCall):
@@ -128,7 +139,7 @@ class Copy:
     nbytes: int
 
 
-def copies(plan: schema.ExecutionPlan) -> List[Copy]:
+def copies(plan: schema.ExecutionPlan) -> list[Copy]:
     """Every copy kernel (``COPY_KERNELS``) of ``plan`` whose destination is a tensor.
 
     ``aten::copy_``/``aten::copy``: destination = the last argument (the emitter appends the
@@ -150,7 +161,7 @@ def copies(plan: schema.ExecutionPlan) -> List[Copy]:
     return found
 
 
-def functional_updates(plan: schema.ExecutionPlan) -> List[Copy]:
+def functional_updates(plan: schema.ExecutionPlan) -> list[Copy]:
     """Every out-of-place update kernel (``FUNCTIONAL_UPDATE_KERNELS``) that writes a new
     tensor (``args[-1]``, a different value from ``args[0]``) holding all of ``args[0]``
     updated: ``source`` = ``args[0]``, ``nbytes`` = the output's size."""
@@ -169,25 +180,25 @@ def describe_value(plan: schema.ExecutionPlan, value_index: int) -> str:
     tensor = tensor_at(plan, value_index)
     if tensor is None:
         return f"value {value_index}"
-    return f"value {value_index} {list(int(s) for s in tensor.sizes)} {dtype_name(tensor)}"
+    return f"value {value_index} {[int(s) for s in tensor.sizes]} {dtype_name(tensor)}"
 
 
-def sizes(tensor: schema.Tensor) -> Tuple[int, ...]:
+def sizes(tensor: schema.Tensor) -> tuple[int, ...]:
     """The tensor's static sizes as a tuple of ints."""
     return tuple(int(s) for s in tensor.sizes)
 
 
-
-@functools.lru_cache(maxsize=None)
-def _schema(name: str, overload: str):
+@functools.cache
+def _schema(name: str, overload: str) -> torch.FunctionSchema | None:
     try:
         return torch._C._get_schema(name, overload)
     except RuntimeError:  # not registered in this process (e.g. a custom op library not loaded)
         return None
 
 
-def kernel_effects(plan: schema.ExecutionPlan, call: schema.KernelCall
-                   ) -> Tuple[List[int], List[int]]:
+def kernel_effects(
+    plan: schema.ExecutionPlan, call: schema.KernelCall
+) -> tuple[list[int], list[int]]:
     """(values read, values written) by one ``KernelCall``, from the operator's schema.
 
     The emitter passes a kernel its schema arguments in order, then its return values
@@ -210,5 +221,5 @@ def kernel_effects(plan: schema.ExecutionPlan, call: schema.KernelCall
             writes.append(value)
         else:
             reads.append(value)
-    writes.extend(args[len(fn_schema.arguments):])
+    writes.extend(args[len(fn_schema.arguments) :])
     return reads, writes

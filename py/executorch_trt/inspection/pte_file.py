@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
-from typing import Optional
+from typing import Any
 
 from executorch.exir import schema
 
@@ -35,10 +35,10 @@ class ParsedProgram:
     program: schema.Program
     source: str
     #: Size of the serialized program in bytes (None for an in-memory program).
-    size: Optional[int] = None
+    size: int | None = None
 
 
-def read_program(program) -> ParsedProgram:
+def read_program(program: Any) -> ParsedProgram:
     """Loads ``program``: an ``ExecutorchProgramManager`` (its ``executorch_program``), an
     ``executorch.exir.schema.Program``, the bytes of a ``.pte`` (``bytes``/``bytearray``/
     ``memoryview``) or a path to one (``str``/``os.PathLike``).
@@ -61,7 +61,8 @@ def read_program(program) -> ParsedProgram:
         return ParsedProgram(parse_pte(data, path), path, len(data))
     raise TypeError(
         f"expected an ExecutorchProgramManager, the bytes of a .pte or a path to one, got "
-        f"{type(program).__name__}")
+        f"{type(program).__name__}"
+    )
 
 
 def _read_file(path: str) -> bytes:
@@ -73,11 +74,12 @@ def _read_file(path: str) -> bytes:
     except FileNotFoundError:
         where = "" if os.path.isabs(path) else f" (looked in {os.path.abspath(path)})"
         raise ProgramReadError(
-            f"{path}: no such file{where}; pass the path of a .pte file") from None
+            f"{path}: no such file{where}; pass the path of a .pte file"
+        ) from None
     except OSError as exc:
         raise ProgramReadError(
-            f"{path}: cannot read it ({exc.strerror or exc}); check the path and its "
-            "permissions") from None
+            f"{path}: cannot read it ({exc.strerror or exc}); check the path and its permissions"
+        ) from None
 
 
 def parse_pte(data: bytes, source: str = "<bytes>") -> schema.Program:
@@ -92,19 +94,22 @@ def parse_pte(data: bytes, source: str = "<bytes>") -> schema.Program:
         raise ProgramReadError(
             f"{source}: not an ExecuTorch program (expected the identifier "
             f"{PTE_IDENTIFIER.decode()} at byte 4, found {found}); pass a .pte written by "
-            "ExecutorchProgramManager.buffer or executorch_trt.export(...).buffer")
+            "ExecutorchProgramManager.buffer or executorch_trt.export(...).buffer"
+        )
     if data[4:8] != PTE_IDENTIFIER:
         raise ProgramReadError(
             f"{source}: ExecuTorch program format {data[4:8].decode('ascii', 'replace')!r}, "
             f"this reader (ExecuTorch 1.5.1) reads {PTE_IDENTIFIER.decode()}; re-export the "
-            "program with the pinned ExecuTorch")
+            "program with the pinned ExecuTorch"
+        )
     _check_extended_header(data, source)
     try:
         return deserialize_pte_binary(data).program
     except Exception as exc:  # noqa: BLE001 - the flatbuffer reader raises struct.error etc.
         raise ProgramReadError(
             f"{source}: cannot parse the program ({type(exc).__name__}: {exc}); the file is "
-            "truncated or corrupted; export it again") from None
+            "truncated or corrupted; export it again"
+        ) from None
 
 
 def _check_extended_header(data: bytes, source: str) -> None:
@@ -113,11 +118,13 @@ def _check_extended_header(data: bytes, source: str) -> None:
     if len(data) < 40:
         raise ProgramReadError(
             f"{source}: truncated: {len(data)} bytes end inside the 40-byte header; copy or "
-            "export the file again")
+            "export the file again"
+        )
     length, program_size, segment_base = struct.unpack_from("<IQQ", data, 12)
     segment_size = struct.unpack_from("<Q", data, 32)[0] if length >= 32 else 0
     needed = max(program_size, segment_base + segment_size if segment_base else 0)
     if needed > len(data):
         raise ProgramReadError(
             f"{source}: truncated: its header says the program needs {needed} bytes, the data "
-            f"has {len(data)}; copy or export the file again")
+            f"has {len(data)}; copy or export the file again"
+        )

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from executorch_trt.format.wire import BACKEND_ID, ENGINE_PORTABLE, ENGINE_TENSORRT
 
@@ -45,18 +46,18 @@ class DelegateReport:
     index: int
     backend: str
     calls: int
-    engine: Optional[str] = None
-    inputs: Optional[int] = None
-    outputs: Optional[int] = None
-    aliased_outputs: Optional[int] = None
-    note: Optional[str] = None
-    dynamic: Tuple[str, ...] = ()
-    nested_backends: Tuple[str, ...] = ()
-    device: Optional[str] = None
-    engine_description: Optional[str] = None
+    engine: str | None = None
+    inputs: int | None = None
+    outputs: int | None = None
+    aliased_outputs: int | None = None
+    note: str | None = None
+    dynamic: tuple[str, ...] = ()
+    nested_backends: tuple[str, ...] = ()
+    device: str | None = None
+    engine_description: str | None = None
 
     @property
-    def engine_label(self) -> Optional[str]:
+    def engine_label(self) -> str | None:
         """``"portable, CPU"``, ``"tensorrt, GPU"``, ``"unknown"`` (blob unreadable); None for
         another backend (C++ ``PlanDelegate::EngineLabel``)."""
         if self.backend != BACKEND_ID:
@@ -89,20 +90,20 @@ class StateReport:
     (same storage; their writers count as its own)."""
 
     name: str
-    fqn: Optional[str]
+    fqn: str | None
     value: int
     dtype: str
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     nbytes: int
     update: str
     bytes_copied_per_call: int
     functional_update_bytes_per_call: int
-    updated_by: Tuple[str, ...]
-    evidence: Tuple[str, ...]
-    views: Tuple[int, ...] = ()
+    updated_by: tuple[str, ...]
+    evidence: tuple[str, ...]
+    views: tuple[int, ...] = ()
     delegate_bytes_copied_per_call: int = 0
 
-    def to_json(self) -> Dict:
+    def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         for key in ("shape", "updated_by", "evidence", "views"):
             d[key] = list(d[key])
@@ -117,36 +118,37 @@ class MethodReport:
     method inputs it updates (a mutated user input)."""
 
     name: str
-    delegates: Tuple[DelegateReport, ...]
-    operators: Dict[str, int]
-    state: Tuple[StateReport, ...]
-    written_inputs: Tuple[StateReport, ...]
+    delegates: tuple[DelegateReport, ...]
+    operators: dict[str, int]
+    state: tuple[StateReport, ...]
+    written_inputs: tuple[StateReport, ...]
 
     @property
-    def delegate_calls(self) -> Dict[str, int]:
+    def delegate_calls(self) -> dict[str, int]:
         """Backend id -> number of ``DelegateCall`` instructions."""
-        counts: Dict[str, int] = collections.Counter()
+        counts: dict[str, int] = collections.Counter()
         for d in self.delegates:
             counts[d.backend] += d.calls
         return dict(counts)
 
     @property
-    def engines(self) -> Dict[str, int]:
+    def engines(self) -> dict[str, int]:
         """Engine -> number of ``TensorRTBackend`` delegates it runs (``UNKNOWN_ENGINE`` for an
         unreadable blob), in first-use order; empty without such a delegate."""
-        counts: Dict[str, int] = collections.Counter()
+        counts: dict[str, int] = collections.Counter()
         for d in self.delegates:
             if d.backend == BACKEND_ID:
                 counts[d.engine or UNKNOWN_ENGINE] += 1
         return dict(counts)
 
     @property
-    def engine_labels(self) -> Tuple[str, ...]:
+    def engine_labels(self) -> tuple[str, ...]:
         """Each distinct ``DelegateReport.engine_label`` of the method's ``TensorRTBackend``
         delegates, in first-use order, e.g. ``("portable, CPU",)`` (C++
         ``ProgramDelegates::EngineLabels``)."""
-        return tuple(dict.fromkeys(d.engine_label for d in self.delegates
-                                   if d.engine_label is not None))
+        return tuple(
+            dict.fromkeys(d.engine_label for d in self.delegates if d.engine_label is not None)
+        )
 
     @property
     def delegate_summary(self) -> str:
@@ -156,11 +158,13 @@ class MethodReport:
         groups joined by ``"; "``; ``"no delegate (ExecuTorch's CPU kernels)"``."""
         if not self.delegates:
             return "no delegate (ExecuTorch's CPU kernels)"
-        groups: Dict[Tuple[str, str], int] = collections.Counter(
-            (d.backend, d.describe_engine()) for d in self.delegates)
-        return "; ".join(f"{n} {backend} delegate{'s' if n != 1 else ''}"
-                         + (f", {engine}" if engine else "")
-                         for (backend, engine), n in groups.items())
+        groups: dict[tuple[str, str], int] = collections.Counter(
+            (d.backend, d.describe_engine()) for d in self.delegates
+        )
+        return "; ".join(
+            f"{n} {backend} delegate{'s' if n != 1 else ''}" + (f", {engine}" if engine else "")
+            for (backend, engine), n in groups.items()
+        )
 
     @property
     def state_bytes(self) -> int:
@@ -184,10 +188,12 @@ class MethodReport:
         for s in self.state:
             if s.name == name:
                 return s
-        raise KeyError(f"method {self.name!r} has no mutable buffer {name!r} (it has "
-                       f"{[s.name for s in self.state]})")
+        raise KeyError(
+            f"method {self.name!r} has no mutable buffer {name!r} (it has "
+            f"{[s.name for s in self.state]})"
+        )
 
-    def to_json(self) -> Dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "delegate_calls": self.delegate_calls,
@@ -214,13 +220,13 @@ class ProgramSummary:
     XNNPACK, on the CPU)"`` (the text's first line ends with it)."""
 
     methods: int
-    delegate_calls: Dict[str, int]
+    delegate_calls: dict[str, int]
     operators_outside_delegates: int
     state_buffers: int
     state_bytes: int
-    state_bytes_copied_per_call: Dict[str, int]
+    state_bytes_copied_per_call: dict[str, int]
     zero_copy: bool
-    engines: Dict[str, int] = dataclasses.field(default_factory=dict)
+    engines: dict[str, int] = dataclasses.field(default_factory=dict)
     engine_summary: str = ""
 
 
@@ -230,8 +236,8 @@ class ProgramReport:
     JSON-serialisable dict with ``"format": FORMAT``."""
 
     source: str
-    size: Optional[int]
-    methods: Tuple[MethodReport, ...]
+    size: int | None
+    methods: tuple[MethodReport, ...]
     summary: ProgramSummary
 
     def method(self, name: str) -> MethodReport:
@@ -241,7 +247,7 @@ class ProgramReport:
                 return m
         raise KeyError(f"program has no method {name!r} (it has {[m.name for m in self.methods]})")
 
-    def to_json(self) -> Dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "source": self.source,
@@ -264,26 +270,31 @@ class ProgramReport:
 _COLUMNS = ("name", "dtype", "shape", "bytes", "update", "copied/call")
 
 
-def _counts(counts: Dict[str, int]) -> str:
+def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
 
 
 def _engines_line(delegates: Sequence[DelegateReport]) -> str:
     """``"engines: portable x1 (nested ExecuTorch program with XNNPACK, on the CPU)"``: each
     engine of the ``TensorRTBackend`` delegates with how many it runs and what it is."""
-    groups: Dict[Tuple[str, str], int] = collections.Counter(
-        (d.engine or UNKNOWN_ENGINE, d.engine_description) for d in delegates
-        if d.backend == BACKEND_ID)
-    return "engines: " + (", ".join(f"{engine} x{n} ({what})"
-                                    for (engine, what), n in groups.items())
-                          or f"none (no {BACKEND_ID} delegate)")
+    groups: dict[tuple[str, str | None], int] = collections.Counter(
+        (d.engine or UNKNOWN_ENGINE, d.engine_description)
+        for d in delegates
+        if d.backend == BACKEND_ID
+    )
+    return "engines: " + (
+        ", ".join(f"{engine} x{n} ({what})" for (engine, what), n in groups.items())
+        or f"none (no {BACKEND_ID} delegate)"
+    )
 
 
 def _delegate_line(d: DelegateReport) -> str:
     text = f"delegate {d.index}: {d.backend}, {d.calls} call{'s' if d.calls != 1 else ''}"
     if d.engine is not None:
-        text += (f", {d.engine} engine, {d.inputs} inputs, {d.outputs} outputs, "
-                 f"{d.aliased_outputs} aliased")
+        text += (
+            f", {d.engine} engine, {d.inputs} inputs, {d.outputs} outputs, "
+            f"{d.aliased_outputs} aliased"
+        )
     if d.dynamic:
         text += f", dynamic {', '.join(d.dynamic)}"
     if d.note:
@@ -291,38 +302,46 @@ def _delegate_line(d: DelegateReport) -> str:
     return text
 
 
-def _state_table(entries: Sequence[StateReport], indent: str) -> List[str]:
-    rows = [_COLUMNS] + [(s.name, s.dtype, str(list(s.shape)), str(s.nbytes), s.update,
-                          str(s.bytes_copied_per_call)) for s in entries]
+def _state_table(entries: Sequence[StateReport], indent: str) -> list[str]:
+    rows = [_COLUMNS] + [
+        (s.name, s.dtype, str(list(s.shape)), str(s.nbytes), s.update, str(s.bytes_copied_per_call))
+        for s in entries
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
     right = {3, 5}  # numbers
     lines = []
     for row in rows:
-        cells = [c.rjust(w) if i in right else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(row, widths))]
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))
+        ]
         lines.append(indent + "  ".join(cells).rstrip())
     for s in entries:
         if s.delegate_bytes_copied_per_call:
-            lines.append(f"{indent}note: {s.name}: {s.delegate_bytes_copied_per_call} of its "
-                         "bytes copied per call are the delegate's reflect copy (its aliased "
-                         "output is a separate value; finalise with "
-                         "executorch_trt.backend_config(), in-place planning on, to update it "
-                         "in place)")
+            lines.append(
+                f"{indent}note: {s.name}: {s.delegate_bytes_copied_per_call} of its "
+                "bytes copied per call are the delegate's reflect copy (its aliased "
+                "output is a separate value; finalise with "
+                "executorch_trt.backend_config(), in-place planning on, to update it "
+                "in place)"
+            )
         if s.functional_update_bytes_per_call:
-            lines.append(f"{indent}note: {s.name}: out-of-place updates copy "
-                         f"{s.functional_update_bytes_per_call} bytes per call inside kernels")
+            lines.append(
+                f"{indent}note: {s.name}: out-of-place updates copy "
+                f"{s.functional_update_bytes_per_call} bytes per call inside kernels"
+            )
     return lines
 
 
-def _format_method(m: MethodReport) -> List[str]:
-    lines = [f"method {m.name}",
-             f"  delegate calls: {_counts(m.delegate_calls)}"]
+def _format_method(m: MethodReport) -> list[str]:
+    lines = [f"method {m.name}", f"  delegate calls: {_counts(m.delegate_calls)}"]
     lines += [f"    {_delegate_line(d)}" for d in m.delegates]
     lines.append(f"  {_engines_line(m.delegates)}")
     lines.append(f"  operators outside delegates: {_counts(m.operators)}")
     if m.state:
-        lines.append(f"  state: {len(m.state)} buffer{'s' if len(m.state) != 1 else ''}, "
-                     f"{m.state_bytes} bytes")
+        lines.append(
+            f"  state: {len(m.state)} buffer{'s' if len(m.state) != 1 else ''}, "
+            f"{m.state_bytes} bytes"
+        )
         lines += _state_table(m.state, "    ")
     else:
         lines.append("  state: none")
@@ -337,18 +356,26 @@ def _format_method(m: MethodReport) -> List[str]:
 def _format_report(report: ProgramReport) -> str:
     size = f"{report.size} bytes, " if report.size is not None else ""
     s = report.summary
-    lines = [f"executorch_trt.inspect: {report.source} ({size}{s.methods} "
-             f"method{'s' if s.methods != 1 else ''}; {s.engine_summary})"]
+    lines = [
+        (
+            f"executorch_trt.inspect: {report.source} ({size}{s.methods} "
+            f"method{'s' if s.methods != 1 else ''}; {s.engine_summary})"
+        )
+    ]
     for m in report.methods:
-        lines += [""] + _format_method(m)
+        lines += ["", *_format_method(m)]
     copied = ", ".join(f"{name} {n}" for name, n in s.state_bytes_copied_per_call.items())
-    lines += ["", "summary",
-              f"  delegate calls: {_counts(s.delegate_calls)}",
-              f"  {_engines_line([d for m in report.methods for d in m.delegates])}",
-              f"  operator calls outside delegates: {s.operators_outside_delegates}",
-              f"  state: {s.state_buffers} buffer{'s' if s.state_buffers != 1 else ''}, "
-              f"{s.state_bytes} bytes",
-              f"  state bytes copied per call: {copied or 'no methods'}",
-              "  zero copy: " + ("yes" if s.zero_copy else
-                                 "no (state is copied on some calls)")]
+    lines += [
+        "",
+        "summary",
+        f"  delegate calls: {_counts(s.delegate_calls)}",
+        f"  {_engines_line([d for m in report.methods for d in m.delegates])}",
+        f"  operator calls outside delegates: {s.operators_outside_delegates}",
+        (
+            f"  state: {s.state_buffers} buffer{'s' if s.state_buffers != 1 else ''}, "
+            f"{s.state_bytes} bytes"
+        ),
+        f"  state bytes copied per call: {copied or 'no methods'}",
+        "  zero copy: " + ("yes" if s.zero_copy else "no (state is copied on some calls)"),
+    ]
     return "\n".join(lines)

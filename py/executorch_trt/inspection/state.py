@@ -73,14 +73,20 @@ delegate, engine portable (nested ExecuTorch program with XNNPACK, on the CPU)``
 from __future__ import annotations
 
 import collections
-from typing import Dict, List, Sequence, Set, Tuple
+from collections.abc import Sequence
 
 from executorch.exir import schema
 
 from executorch_trt.inspection import plan as pa
 from executorch_trt.inspection.delegates import delegate_reports
-from executorch_trt.inspection.report import (IN_PLACE_DELEGATE, IN_PLACE_KERNEL, READ_ONLY,
-                                              WRITTEN_BACK, MethodReport, StateReport)
+from executorch_trt.inspection.report import (
+    IN_PLACE_DELEGATE,
+    IN_PLACE_KERNEL,
+    READ_ONLY,
+    WRITTEN_BACK,
+    MethodReport,
+    StateReport,
+)
 
 
 class MethodAnalysis:
@@ -88,18 +94,19 @@ class MethodAnalysis:
 
     def __init__(self, program: schema.Program, plan: schema.ExecutionPlan) -> None:
         self.plan = plan
-        self.inputs: Set[int] = set(plan.inputs)
+        self.inputs: set[int] = set(plan.inputs)
         self.delegates, self.metadata = delegate_reports(program, plan)
-        self.operators: Dict[str, int] = collections.Counter()
-        self.read_before_write: Set[int] = set()
-        self.delegate_in_place: Dict[int, List[str]] = collections.defaultdict(list)
+        self.operators: dict[str, int] = collections.Counter()
+        self.read_before_write: set[int] = set()
+        self.delegate_in_place: dict[int, list[str]] = collections.defaultdict(list)
         #: value -> [(bytes, description)] of the delegate's reflect copies of it per call.
-        self.delegate_copies: Dict[int, List[Tuple[int, str]]] = collections.defaultdict(list)
-        self.kernel_writes: Dict[int, List[str]] = collections.defaultdict(list)
+        self.delegate_copies: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)
+        self.kernel_writes: dict[int, list[str]] = collections.defaultdict(list)
         self._walk()
 
-    def _delegate_effects(self, call: schema.DelegateCall, written: Set[int]
-                          ) -> Tuple[List[int], List[int]]:
+    def _delegate_effects(
+        self, call: schema.DelegateCall, written: set[int]
+    ) -> tuple[list[int], list[int]]:
         """(reads, writes) of a DelegateCall; records which values the delegate writes in
         place (``delegate_in_place``). For a ``TensorRTBackend`` call with a readable blob the
         first ``len(inputs)`` arguments are read and the rest written, plus each input that an
@@ -111,42 +118,53 @@ class MethodAnalysis:
         meta = self.metadata[call.delegate_index]
         who = f"{report.backend} delegate {report.index}"
         if meta is not None and len(args) == len(meta.inputs) + len(meta.outputs):
-            ins, outs = args[:len(meta.inputs)], args[len(meta.inputs):]
+            ins, outs = args[: len(meta.inputs)], args[len(meta.inputs) :]
             for j, v in enumerate(outs):
                 # Only a state value or a method input is ever looked up in delegate_in_place.
                 if v in ins:
                     self.delegate_in_place[v].append(
                         f"{who} (output '{meta.outputs[j].name}' is its input "
-                        f"'{meta.inputs[ins.index(v)].name}')")
+                        f"'{meta.inputs[ins.index(v)].name}')"
+                    )
                 else:
                     self.delegate_in_place[v].append(
-                        f"{who} (output '{meta.outputs[j].name}' is stored in it)")
+                        f"{who} (output '{meta.outputs[j].name}' is stored in it)"
+                    )
             for alias in meta.aliased_io:
                 j = [b.name for b in meta.outputs].index(alias.output)
                 i = [b.name for b in meta.inputs].index(alias.input)
                 if outs[j] != ins[i]:
                     self.delegate_in_place[ins[i]].append(
                         f"{who} (aliased_io: output '{alias.output}' is stored in input "
-                        f"'{alias.input}', {alias.kind})")
+                        f"'{alias.input}', {alias.kind})"
+                    )
                 if self._storage(outs[j]) != self._storage(ins[i]):
                     # BindingPlan::Execute: the updated input is copied into the separate
                     # output tensor ExecuTorch passed, on every call.
                     out_tensor = pa.tensor_at(self.plan, outs[j])
                     nbytes = pa.tensor_nbytes(out_tensor) if out_tensor is not None else 0
-                    self.delegate_copies[ins[i]].append((nbytes, (
-                        f"{who} reflect copy: it copies updated input '{alias.input}' into "
-                        f"output '{alias.output}' ({pa.describe_value(self.plan, outs[j])}, "
-                        f"a separate value), {nbytes} bytes")))
+                    self.delegate_copies[ins[i]].append(
+                        (
+                            nbytes,
+                            (
+                                f"{who} reflect copy: it copies updated input '{alias.input}' "
+                                f"into output '{alias.output}' "
+                                f"({pa.describe_value(self.plan, outs[j])}, a separate value), "
+                                f"{nbytes} bytes"
+                            ),
+                        )
+                    )
             return ins, outs
         counts = collections.Counter(args)
         twice = [v for v, n in counts.items() if n > 1]
         for v in twice:
             self.delegate_in_place[v].append(f"{who} (passed as input and output)")
         once = [v for v, n in counts.items() if n == 1]
-        return twice + [v for v in once if v in written or v in self.inputs], \
-            twice + [v for v in once if v not in written and v not in self.inputs]
+        return twice + [v for v in once if v in written or v in self.inputs], twice + [
+            v for v in once if v not in written and v not in self.inputs
+        ]
 
-    def _storage(self, value: int):
+    def _storage(self, value: int) -> tuple[str, int] | tuple[str, int, int]:
         """Where a value's data lives: (arena, offset) when memory-planned, else the value id.
         ExecuTorch emits a view (``view_copy`` removed by memory planning) as a second value
         with its base's arena and offset, so a view and its base share a key."""
@@ -156,7 +174,7 @@ class MethodAnalysis:
         return ("value", value)
 
     def _walk(self) -> None:
-        written: Set[int] = set()
+        written: set[int] = set()
         storage_written = {self._storage(v) for v in self.inputs}
         for _, call in pa.instructions(self.plan):
             if isinstance(call, schema.KernelCall):
@@ -175,21 +193,28 @@ class MethodAnalysis:
             else:
                 reads, writes = [], []
             for v in reads:
-                if v not in written and v not in self.inputs \
-                        and self._storage(v) not in storage_written:
+                if (
+                    v not in written
+                    and v not in self.inputs
+                    and self._storage(v) not in storage_written
+                ):
                     self.read_before_write.add(v)
             written.update(writes)
             storage_written.update(self._storage(v) for v in writes)
 
-    def _evidence(self, value: int, tensor: schema.Tensor, copy_dests: Set[int]) -> List[str]:
-        planned = tensor.allocation_info is not None
+    def _evidence(self, value: int, tensor: schema.Tensor, copy_dests: set[int]) -> list[str]:
+        allocation = tensor.allocation_info
+        planned = allocation is not None
         evidence = []
         if pa.tensor_fqn(tensor):
             evidence.append("name")
         if planned and tensor.data_buffer_idx > 0:
             evidence.append("initial_value")
-        if planned and tensor.allocation_info.memory_id == 2 \
-                and len(self.plan.non_const_buffer_sizes) == 3:
+        if (
+            allocation is not None
+            and allocation.memory_id == 2
+            and len(self.plan.non_const_buffer_sizes) == 3
+        ):
             evidence.append("shared_arena")
         if value in copy_dests and value not in self.inputs:
             evidence.append("write_back")
@@ -197,13 +222,18 @@ class MethodAnalysis:
             evidence.append("read_before_write")
         return evidence
 
-    def _state_entry(self, values: Sequence[int], evidence: Sequence[str],
-                     copies: Sequence[pa.Copy], functional: Sequence[pa.Copy],
-                     name: str) -> StateReport:
+    def _state_entry(
+        self,
+        values: Sequence[int],
+        evidence: Sequence[str],
+        copies: Sequence[pa.Copy],
+        functional: Sequence[pa.Copy],
+        name: str,
+    ) -> StateReport:
         """The report of the buffer whose value is ``values[0]``; ``values[1:]`` are views of
         it (same storage), whose writers count as the buffer's."""
         group = set(values)
-        tensor = pa.tensor_at(self.plan, values[0])
+        tensor = pa.state_tensor(self.plan, values[0])
         write_backs = [c for c in copies if c.destination in group]
         kernel_writers = [n for v in values for n in self.kernel_writes.get(v, [])]
         delegate_writers = [d for v in values for d in self.delegate_in_place.get(v, [])]
@@ -216,46 +246,67 @@ class MethodAnalysis:
             update = IN_PLACE_DELEGATE
         else:
             update = READ_ONLY
-        writers = [f"{c.op} from {pa.describe_value(self.plan, c.source)}, {c.nbytes} bytes"
-                   for c in write_backs] + kernel_writers + delegate_writers + \
-            [text for _, text in reflects]
+        writers = (
+            [
+                f"{c.op} from {pa.describe_value(self.plan, c.source)}, {c.nbytes} bytes"
+                for c in write_backs
+            ]
+            + kernel_writers
+            + delegate_writers
+            + [text for _, text in reflects]
+        )
         delegate_bytes = sum(n for n, _ in reflects)
         return StateReport(
-            name=name, fqn=pa.tensor_fqn(tensor), value=values[0], dtype=pa.dtype_name(tensor),
-            shape=pa.sizes(tensor), nbytes=pa.tensor_nbytes(tensor), update=update,
+            name=name,
+            fqn=pa.tensor_fqn(tensor),
+            value=values[0],
+            dtype=pa.dtype_name(tensor),
+            shape=pa.sizes(tensor),
+            nbytes=pa.tensor_nbytes(tensor),
+            update=update,
             bytes_copied_per_call=sum(c.nbytes for c in write_backs) + delegate_bytes,
-            functional_update_bytes_per_call=sum(f.nbytes for f in functional
-                                                 if f.source in group),
-            updated_by=tuple(writers), evidence=tuple(evidence), views=tuple(values[1:]),
-            delegate_bytes_copied_per_call=delegate_bytes)
+            functional_update_bytes_per_call=sum(f.nbytes for f in functional if f.source in group),
+            updated_by=tuple(writers),
+            evidence=tuple(evidence),
+            views=tuple(values[1:]),
+            delegate_bytes_copied_per_call=delegate_bytes,
+        )
 
-    def _base_first(self, values: Sequence[int]) -> List[int]:
+    def _base_first(self, values: Sequence[int]) -> list[int]:
         """The buffer itself first (named, else initialised, else the largest, else the first
         value), then its views."""
-        def rank(v):
-            t = pa.tensor_at(self.plan, v)
+
+        def rank(v: int) -> tuple[bool, bool, int, int]:
+            t = pa.state_tensor(self.plan, v)
             return (pa.tensor_fqn(t) is not None, t.data_buffer_idx > 0, pa.tensor_nbytes(t), -v)
+
         base = max(values, key=rank)
-        return [base] + sorted(v for v in values if v != base)
+        return [base, *sorted(v for v in values if v != base)]
 
     def report(self) -> MethodReport:
         plan = self.plan
         copies, functional = pa.copies(plan), pa.functional_updates(plan)
         copy_dests = {c.destination for c in copies}
         written_inputs = []
-        groups: Dict[object, List[int]] = collections.defaultdict(list)
-        evidence: Dict[int, List[str]] = {}
+        groups: dict[object, list[int]] = collections.defaultdict(list)
+        evidence: dict[int, list[str]] = {}
         for value, evalue in enumerate(plan.values):
             tensor = evalue.val
             if not isinstance(tensor, schema.Tensor):
                 continue
             if value in self.inputs:
-                if value in copy_dests or value in self.delegate_in_place \
-                        or value in self.kernel_writes:
-                    name = f"input {plan.inputs.index(value)} " + \
-                        pa.describe_value(plan, value).split(" ", 2)[2]
-                    written_inputs.append(self._state_entry(
-                        [value], ["method_input"], copies, functional, name))
+                if (
+                    value in copy_dests
+                    or value in self.delegate_in_place
+                    or value in self.kernel_writes
+                ):
+                    name = (
+                        f"input {plan.inputs.index(value)} "
+                        + pa.describe_value(plan, value).split(" ", 2)[2]
+                    )
+                    written_inputs.append(
+                        self._state_entry([value], ["method_input"], copies, functional, name)
+                    )
                 continue
             evidence[value] = self._evidence(value, tensor, copy_dests)
             if evidence[value]:
@@ -264,12 +315,18 @@ class MethodAnalysis:
         for values in groups.values():
             values = self._base_first(values)
             rules = [rule for rule in _EVIDENCE if any(rule in evidence[v] for v in values)]
-            name = pa.tensor_fqn(pa.tensor_at(plan, values[0])) or \
-                pa.describe_value(plan, values[0])
+            name = pa.tensor_fqn(pa.state_tensor(plan, values[0])) or pa.describe_value(
+                plan, values[0]
+            )
             state.append(self._state_entry(values, rules, copies, functional, name))
         state.sort(key=lambda s: s.value)
-        return MethodReport(plan.name, tuple(self.delegates), dict(self.operators),
-                            tuple(state), tuple(written_inputs))
+        return MethodReport(
+            plan.name,
+            tuple(self.delegates),
+            dict(self.operators),
+            tuple(state),
+            tuple(written_inputs),
+        )
 
 
 _EVIDENCE = ("name", "initial_value", "shared_arena", "write_back", "read_before_write")

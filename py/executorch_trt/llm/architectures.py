@@ -9,10 +9,10 @@ tests/py/llm_export_test.py).
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 #: ``config.model_type`` -> the causal-LM class ``from_pretrained`` builds for it.
-SUPPORTED_ARCHITECTURES: Dict[str, str] = {
+SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
@@ -36,18 +36,22 @@ def supported_list() -> str:
 
 def _unsupported(what: str, why: str) -> UnsupportedArchitectureError:
     return UnsupportedArchitectureError(
-        f"{what}: {why}. export_llm supports these causal LMs: {supported_list()}")
+        f"{what}: {why}. export_llm supports these causal LMs: {supported_list()}"
+    )
 
 
 def check_config(config: Any, where: str) -> str:
     """The supported class name for ``config`` (a ``transformers.PretrainedConfig``); raises
     ``UnsupportedArchitectureError`` naming its ``model_type`` / ``architectures`` and the
     supported list otherwise. ``where`` names the model or checkpoint in the message."""
-    model_type = getattr(config, "model_type", None)
+    model_type: Any = getattr(config, "model_type", None)
     declared = list(getattr(config, "architectures", None) or [])
     expected = SUPPORTED_ARCHITECTURES.get(model_type)
-    named = f"{', '.join(declared)} (model_type {model_type!r})" if declared else (
-        f"model_type {model_type!r}")
+    named = (
+        f"{', '.join(declared)} (model_type {model_type!r})"
+        if declared
+        else (f"model_type {model_type!r}")
+    )
     if expected is None:
         raise _unsupported(where, f"architecture {named} is not supported")
     if declared and expected not in declared:
@@ -64,14 +68,17 @@ def check_model(model: Any) -> str:
         raise TypeError(
             f"export_llm: expected a transformers causal LM (e.g. "
             f"AutoModelForCausalLM.from_pretrained(dir)) or a checkpoint directory, got "
-            f"{type(model).__module__}.{type(model).__qualname__}")
+            f"{type(model).__module__}.{type(model).__qualname__}"
+        )
     name = type(model).__name__
     expected = SUPPORTED_ARCHITECTURES.get(config.model_type)
     if expected is None:
-        raise _unsupported(f"export_llm: {name}",
-                           f"architecture model_type {config.model_type!r} is not supported")
+        raise _unsupported(
+            f"export_llm: {name}", f"architecture model_type {config.model_type!r} is not supported"
+        )
     if name != expected:
-        raise _unsupported(f"export_llm: {name}",
-                           f"for model_type {config.model_type!r} only the causal LM {expected} "
-                           "is exported")
+        raise _unsupported(
+            f"export_llm: {name}",
+            f"for model_type {config.model_type!r} only the causal LM {expected} is exported",
+        )
     return name

@@ -24,23 +24,33 @@ class CheckpointError(ValueError):
 
 def _check_directory(model_dir: str) -> None:
     if not os.path.exists(model_dir):
-        raise CheckpointError(f"model directory {model_dir} does not exist; pass the directory "
-                              "save_pretrained wrote (config.json + *.safetensors)")
+        raise CheckpointError(
+            f"model directory {model_dir} does not exist; pass the directory "
+            "save_pretrained wrote (config.json + *.safetensors)"
+        )
     if not os.path.isdir(model_dir):
-        raise CheckpointError(f"model directory {model_dir} is a file, not a directory; pass the "
-                              "directory save_pretrained wrote (config.json + *.safetensors)")
+        raise CheckpointError(
+            f"model directory {model_dir} is a file, not a directory; pass the "
+            "directory save_pretrained wrote (config.json + *.safetensors)"
+        )
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise CheckpointError(f"model directory {model_dir} has no config.json; it is not a "
-                              "transformers checkpoint (save_pretrained writes config.json "
-                              "beside the weights)")
+        raise CheckpointError(
+            f"model directory {model_dir} has no config.json; it is not a "
+            "transformers checkpoint (save_pretrained writes config.json "
+            "beside the weights)"
+        )
 
 
 def _check_weights(model_dir: str) -> None:
     if glob.glob(os.path.join(model_dir, "*.safetensors")):
         return
     other = sorted(os.path.basename(p) for p in glob.glob(os.path.join(model_dir, "*.bin")))
-    hint = (f"; it has {', '.join(other)}: convert them to safetensors "
-            "(model.save_pretrained(dir) writes safetensors)" if other else "")
+    hint = (
+        f"; it has {', '.join(other)}: convert them to safetensors "
+        "(model.save_pretrained(dir) writes safetensors)"
+        if other
+        else ""
+    )
     raise CheckpointError(f"model directory {model_dir} has no *.safetensors weights{hint}")
 
 
@@ -53,8 +63,9 @@ def read_config(model_dir: str) -> Any:
     try:
         config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"model directory {model_dir}: transformers cannot read its "
-                              f"config.json ({exc})") from exc
+        raise CheckpointError(
+            f"model directory {model_dir}: transformers cannot read its config.json ({exc})"
+        ) from exc
     check_config(config, f"model directory {model_dir}")
     return config
 
@@ -70,8 +81,10 @@ def load_causal_lm(model_dir: str, dtype: torch.dtype) -> Any:
     _check_weights(model_dir)
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            model_dir, config=config, dtype=dtype, local_files_only=True, use_safetensors=True)
+            model_dir, config=config, dtype=dtype, local_files_only=True, use_safetensors=True
+        )
     except (OSError, ValueError, RuntimeError) as exc:
-        raise CheckpointError(f"model directory {model_dir}: the weights do not load ({exc})"
-                              ) from exc
+        raise CheckpointError(
+            f"model directory {model_dir}: the weights do not load ({exc})"
+        ) from exc
     return model.eval()

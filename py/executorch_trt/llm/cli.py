@@ -16,34 +16,64 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
+from typing import Any
 
 from absl import flags
 
-USAGE = ("usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
-         "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
-         "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16]")
+USAGE = (
+    "usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
+    "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
+    "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16]"
+)
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
 
+def _value(fv: flags.FlagValues, name: str) -> Any:
+    """Flag ``name``'s parsed value (absl types every value Optional; ``_parse`` has checked
+    that the required ones are given)."""
+    return fv[name].value
+
+
 def _define_flags() -> flags.FlagValues:
     fv = flags.FlagValues()
-    flags.DEFINE_string("model-dir", None, "checkpoint directory (config.json + *.safetensors, "
-                        "as save_pretrained writes it); read offline", flag_values=fv)
-    flags.DEFINE_integer("max-seq-len", None, "most tokens per call (get_max_seq_len), >= 2",
-                         lower_bound=2, flag_values=fv)
+    flags.DEFINE_string(
+        "model-dir",
+        None,
+        "checkpoint directory (config.json + *.safetensors, "
+        "as save_pretrained writes it); read offline",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max-seq-len",
+        None,
+        "most tokens per call (get_max_seq_len), >= 2",
+        lower_bound=2,
+        flag_values=fv,
+    )
     flags.DEFINE_string("output", None, "the .pte to write", flag_values=fv)
-    flags.DEFINE_string("data", None, "write the weights to this .ptd instead of into the .pte",
-                        flag_values=fv)
-    flags.DEFINE_boolean("prefill-decode", False, "methods prefill and decode sharing the "
-                         "cache, instead of one forward", flag_values=fv)
-    flags.DEFINE_integer("max-context-len", None, "KV cache positions (get_max_context_len); "
-                         "default --max-seq-len", lower_bound=2, flag_values=fv)
-    flags.DEFINE_enum("engine", "portable", ["portable", "tensorrt"], "the delegate's engine",
-                      flag_values=fv)
-    flags.DEFINE_enum("dtype", "float32", list(_DTYPES), "dtype the weights are loaded in",
-                      flag_values=fv)
+    flags.DEFINE_string(
+        "data", None, "write the weights to this .ptd instead of into the .pte", flag_values=fv
+    )
+    flags.DEFINE_boolean(
+        "prefill-decode",
+        False,
+        "methods prefill and decode sharing the cache, instead of one forward",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max-context-len",
+        None,
+        "KV cache positions (get_max_context_len); default --max-seq-len",
+        lower_bound=2,
+        flag_values=fv,
+    )
+    flags.DEFINE_enum(
+        "engine", "portable", ["portable", "tensorrt"], "the delegate's engine", flag_values=fv
+    )
+    flags.DEFINE_enum(
+        "dtype", "float32", list(_DTYPES), "dtype the weights are loaded in", flag_values=fv
+    )
     flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
     return fv
 
@@ -57,7 +87,7 @@ def _resolve(path: str) -> str:
     return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
 
 
-def _parse(argv: List[str]) -> flags.FlagValues:
+def _parse(argv: list[str]) -> flags.FlagValues:
     fv = _define_flags()
     try:
         rest = fv(argv)
@@ -87,7 +117,7 @@ def _error(exc: BaseException) -> str:
     return text if text.startswith("export_llm: ") else f"export_llm: {text}"
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     try:
         fv = _parse(argv)
@@ -102,8 +132,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from executorch_trt.llm.checkpoint import CheckpointError, read_config
     from executorch_trt.llm.export_llm import check_lengths, export_llm
 
-    model_dir = _resolve(fv["model-dir"].value)
-    output = _resolve(fv["output"].value)
+    model_dir = _resolve(_value(fv, "model-dir"))
+    output = _resolve(_value(fv, "output"))
     data = _resolve(fv["data"].value) if fv["data"].value else None
     try:
         _check_output("output", output)
@@ -113,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 raise _UsageError("--data and --output name the same file")
         # The directory, config.json, architecture and lengths, before the weights are read.
         config = read_config(model_dir)
-        max_seq_len = fv["max-seq-len"].value
+        max_seq_len = _value(fv, "max-seq-len")
         max_context_len = fv["max-context-len"].value or max_seq_len
         check_lengths(config, max_seq_len, max_context_len)
     except (_UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
@@ -126,10 +156,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"export_llm: {line}", flush=True)
 
     try:
-        export_llm(model_dir, max_seq_len, output=output, data=data,
-                   prefill_decode=fv["prefill-decode"].value, engine=fv["engine"].value,
-                   dtype=getattr(torch, fv["dtype"].value),
-                   max_context_len=max_context_len, progress=progress)
+        export_llm(
+            model_dir,
+            max_seq_len,
+            output=output,
+            data=data,
+            prefill_decode=_value(fv, "prefill-decode"),
+            engine=_value(fv, "engine"),
+            dtype=getattr(torch, _value(fv, "dtype")),
+            max_context_len=max_context_len,
+            progress=progress,
+        )
     except CheckpointError as exc:  # the weights themselves (no safetensors, do not load)
         print(_error(exc), file=sys.stderr)
         return 2

@@ -21,7 +21,8 @@ the methods share the cache.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.export import Dim, ExportedProgram
@@ -55,27 +56,31 @@ def exportable_module(model: Any, max_context_len: int) -> torch.nn.Module:
 
     with _static_cache_config(model):
         wrapper = TorchExportableModuleForDecoderOnlyLM(
-            model, batch_size=1, max_cache_len=max_context_len)
+            model, batch_size=1, max_cache_len=max_context_len
+        )
     # The inner module: the outer forward drops cache_position.
     return wrapper.model.eval()
 
 
-def _export(module: torch.nn.Module, length: int,
-            max_len: Optional[int]) -> ExportedProgram:
+def _export(module: torch.nn.Module, length: int, max_len: int | None) -> ExportedProgram:
     """``module`` exported for ``length`` tokens, or for any length in ``[1, max_len]``."""
-    kwargs = {"input_ids": torch.zeros(1, length, dtype=torch.long),
-              "cache_position": torch.arange(length, dtype=torch.long)}
+    kwargs = {
+        "input_ids": torch.zeros(1, length, dtype=torch.long),
+        "cache_position": torch.arange(length, dtype=torch.long),
+    }
     shapes = None
     if max_len is not None:
         t = Dim("T", min=1, max=max_len)
         shapes = {"input_ids": {1: t}, "cache_position": {0: t}}
     with torch.no_grad():
-        return torch.export.export(module, args=(), kwargs=kwargs, dynamic_shapes=shapes,
-                                   strict=True)
+        return torch.export.export(
+            module, args=(), kwargs=kwargs, dynamic_shapes=shapes, strict=True
+        )
 
 
-def export_decoder_methods(model: Any, max_seq_len: int, max_context_len: int,
-                           prefill_decode: bool = False) -> Dict[str, ExportedProgram]:
+def export_decoder_methods(
+    model: Any, max_seq_len: int, max_context_len: int, prefill_decode: bool = False
+) -> dict[str, ExportedProgram]:
     """``{method: ExportedProgram}`` of ``model`` over one static cache of ``max_context_len``
     positions: ``{"forward"}`` (tokens per call in ``[1, max_seq_len]``), or with
     ``prefill_decode`` ``{"prefill", "decode"}`` (prefill: ``[1, max_seq_len]`` tokens; decode:
@@ -84,5 +89,7 @@ def export_decoder_methods(model: Any, max_seq_len: int, max_context_len: int,
     example = min(_EXAMPLE_LEN, max_seq_len)
     if not prefill_decode:
         return {"forward": _export(module, example, max_len=max_seq_len)}
-    return {"prefill": _export(module, example, max_len=max_seq_len),
-            "decode": _export(module, 1, max_len=None)}
+    return {
+        "prefill": _export(module, example, max_len=max_seq_len),
+        "decode": _export(module, 1, max_len=None),
+    }

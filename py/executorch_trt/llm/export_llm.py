@@ -12,17 +12,21 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 
 from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
+from executorch_trt.inspection.inspect_program import inspect
 from executorch_trt.llm.architectures import check_model
 from executorch_trt.llm.checkpoint import load_causal_lm
 from executorch_trt.llm.decoder_programs import export_decoder_methods
 from executorch_trt.llm.metadata import llm_metadata
-from executorch_trt.inspection.inspect_program import inspect
 from executorch_trt.lowering.export import export
+
+if TYPE_CHECKING:
+    from executorch.exir import ExecutorchProgramManager
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -33,29 +37,42 @@ def check_lengths(config: Any, max_seq_len: Any, max_context_len: Any) -> None:
     transformers config; its text config is read)."""
     for name, value in (("max_seq_len", max_seq_len), ("max_context_len", max_context_len)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"export_llm: {name} must be an int, got {type(value).__name__} "
-                            f"{value!r}")
+            raise TypeError(
+                f"export_llm: {name} must be an int, got {type(value).__name__} {value!r}"
+            )
     if max_seq_len < 2:
-        raise ValueError(f"export_llm: max_seq_len must be at least 2 (the most tokens one call "
-                         f"takes; the runner's T = 1 steps are part of the range), got "
-                         f"{max_seq_len}")
+        raise ValueError(
+            f"export_llm: max_seq_len must be at least 2 (the most tokens one call "
+            f"takes; the runner's T = 1 steps are part of the range), got "
+            f"{max_seq_len}"
+        )
     if max_context_len < max_seq_len:
-        raise ValueError(f"export_llm: max_context_len ({max_context_len}, the cache's "
-                         f"positions) must be at least max_seq_len ({max_seq_len})")
+        raise ValueError(
+            f"export_llm: max_context_len ({max_context_len}, the cache's "
+            f"positions) must be at least max_seq_len ({max_seq_len})"
+        )
     positions = getattr(config.get_text_config(), "max_position_embeddings", None)
     if isinstance(positions, int) and max_context_len > positions:
-        raise ValueError(f"export_llm: max_context_len {max_context_len} is beyond the model's "
-                         f"max_position_embeddings {positions}; pass at most {positions}")
+        raise ValueError(
+            f"export_llm: max_context_len {max_context_len} is beyond the model's "
+            f"max_position_embeddings {positions}; pass at most {positions}"
+        )
 
 
 def _check_dtype(model: Any, dtype: torch.dtype) -> None:
     if model.dtype != dtype:
-        raise ValueError(f"export_llm: the model is {model.dtype}, not dtype={dtype}; pass "
-                         f"dtype={model.dtype} or convert the model first (model.to({dtype}))")
+        raise ValueError(
+            f"export_llm: the model is {model.dtype}, not dtype={dtype}; pass "
+            f"dtype={model.dtype} or convert the model first (model.to({dtype}))"
+        )
 
 
-def _write(program: Any, output: Optional[PathLike], data: Optional[PathLike],
-           progress: Callable[[str], None]) -> None:
+def _write(
+    program: Any,
+    output: PathLike | None,
+    data: PathLike | None,
+    progress: Callable[[str], None],
+) -> None:
     if output is not None:
         with open(output, "wb") as f:
             f.write(program.buffer)
@@ -73,15 +90,15 @@ def export_llm(
     model_or_dir: Any,
     max_seq_len: int,
     *,
-    output: Optional[PathLike] = None,
-    data: Optional[PathLike] = None,
+    output: PathLike | None = None,
+    data: PathLike | None = None,
     prefill_decode: bool = False,
     engine: str = "portable",
     dtype: torch.dtype = torch.float32,
-    max_context_len: Optional[int] = None,
-    progress: Optional[Callable[[str], None]] = None,
+    max_context_len: int | None = None,
+    progress: Callable[[str], None] | None = None,
     **options: Any,
-):
+) -> ExecutorchProgramManager:
     """Exports a causal LM as an ExecuTorch LLM program through the TensorRT delegate.
 
     Args:
@@ -124,11 +141,14 @@ def export_llm(
     """
     say = progress or (lambda line: None)
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"export_llm: dtype must be a torch.dtype (e.g. torch.float32), got "
-                        f"{dtype!r}")
+        raise TypeError(
+            f"export_llm: dtype must be a torch.dtype (e.g. torch.float32), got {dtype!r}"
+        )
     if "external_weights" in options:
-        raise TypeError("export_llm: pass data=path.ptd to keep the weights out of the .pte, "
-                        "not external_weights")
+        raise TypeError(
+            "export_llm: pass data=path.ptd to keep the weights out of the .pte, "
+            "not external_weights"
+        )
     if isinstance(model_or_dir, (str, os.PathLike)):
         model_dir = os.fspath(model_or_dir)
         say(f"loading {model_dir} ({dtype}, offline)")
@@ -141,14 +161,20 @@ def export_llm(
     max_context_len = max_seq_len if max_context_len is None else max_context_len
     check_lengths(model.config, max_seq_len, max_context_len)
     layout = "prefill + decode" if prefill_decode else "forward"
-    say(f"exporting {name} with torch.export: {layout}, T in [1, {max_seq_len}], cache of "
-        f"{max_context_len} positions")
+    say(
+        f"exporting {name} with torch.export: {layout}, T in [1, {max_seq_len}], cache of "
+        f"{max_context_len} positions"
+    )
     methods = export_decoder_methods(model, max_seq_len, max_context_len, prefill_decode)
     say(f"lowering to the TensorRT delegate (engine {engine})")
     options.setdefault("require_inplace", True)
     program = export(
-        methods, engine=engine, external_weights=data is not None,
-        constant_methods=llm_metadata(model, max_seq_len, max_context_len), **options)
+        methods,
+        engine=engine,
+        external_weights=data is not None,
+        constant_methods=llm_metadata(model, max_seq_len, max_context_len),
+        **options,
+    )
     say(f"program: {inspect(program).summary.engine_summary}")
     _write(program, output, data, say)
     return program

@@ -12,7 +12,7 @@ The runner takes BOS and the vocabulary size from its tokenizer; ``get_bos_id`` 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 MAX_SEQ_LEN = "get_max_seq_len"
 MAX_CONTEXT_LEN = "get_max_context_len"
@@ -23,7 +23,7 @@ USE_KV_CACHE = "use_kv_cache"
 ENABLE_DYNAMIC_SHAPE = "enable_dynamic_shape"
 
 
-def _ids(value: Any) -> List[int]:
+def _ids(value: Any) -> list[int]:
     if value is None:
         return []
     if isinstance(value, int):
@@ -31,7 +31,7 @@ def _ids(value: Any) -> List[int]:
     return [int(v) for v in value]
 
 
-def eos_ids(model: Any) -> List[int]:
+def eos_ids(model: Any) -> list[int]:
     """The end-of-sequence token ids of ``model``: its config's, then any further ones its
     generation config lists (instruct models end turns with extra tokens there), in order."""
     ids = _ids(getattr(model.config.get_text_config(), "eos_token_id", None))
@@ -42,7 +42,7 @@ def eos_ids(model: Any) -> List[int]:
     return ids
 
 
-def bos_id(model: Any) -> Optional[int]:
+def bos_id(model: Any) -> int | None:
     """The beginning-of-sequence token id of ``model`` (config, else generation config), or
     None when it has none (e.g. Qwen)."""
     value = getattr(model.config.get_text_config(), "bos_token_id", None)
@@ -51,14 +51,15 @@ def bos_id(model: Any) -> Optional[int]:
     return None if value is None else int(value)
 
 
-def llm_metadata(model: Any, max_seq_len: int, max_context_len: int,
-                 dynamic_shape: bool = True) -> Dict[str, Any]:
+def llm_metadata(
+    model: Any, max_seq_len: int, max_context_len: int, dynamic_shape: bool = True
+) -> dict[str, Any]:
     """``{method name: value}`` for ``executorch_trt.export(..., constant_methods=...)``:
     ``get_max_seq_len`` (tokens per call), ``get_max_context_len`` (cache positions),
     ``get_vocab_size``, ``use_kv_cache`` (True), ``enable_dynamic_shape`` (``dynamic_shape``:
     one call takes the whole prompt), ``get_bos_id`` and ``get_eos_ids`` when the model has
     them (the runner falls back to its tokenizer's)."""
-    methods: Dict[str, Any] = {
+    methods: dict[str, Any] = {
         MAX_SEQ_LEN: int(max_seq_len),
         MAX_CONTEXT_LEN: int(max_context_len),
         VOCAB_SIZE: int(model.config.get_text_config().vocab_size),

@@ -8,7 +8,7 @@ sharing, and for the Python runtime, whose methods share memory arenas). That pa
 at least one method one offset in one shared arena, in every method that mutates or reads it,
 sized for the first of them. It never compares the buffers: by name alone.
 
-The rule (issue 9, item 6), checked by ``check_buffer_sharing`` before lowering:
+The rule, checked by ``check_buffer_sharing`` before lowering:
 
 * A buffer FQN that some method mutates and that another method also has (mutated or read) is
   *shared* between them.
@@ -47,7 +47,8 @@ name for the model (both ``self.model``) so the FQNs match.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import cast
 
 import torch
 from torch.export import ExportedProgram
@@ -61,24 +62,24 @@ class SharedBuffer:
     methods among them that mutate it (``writers``)."""
 
     fqn: str
-    methods: Tuple[str, ...]
-    writers: Tuple[str, ...]
+    methods: tuple[str, ...]
+    writers: tuple[str, ...]
 
 
-def buffer_tensor(ep: ExportedProgram, fqn: str) -> Optional[torch.Tensor]:
+def buffer_tensor(ep: ExportedProgram, fqn: str) -> torch.Tensor | None:
     """The tensor of buffer ``fqn`` in ``ep``: ``ep.state_dict`` for a persistent buffer,
     ``ep.constants`` for a non-persistent one; ``None`` if ``ep`` holds neither."""
     if fqn in ep.state_dict:
-        return ep.state_dict[fqn]
-    return ep.constants.get(fqn)
+        return cast(torch.Tensor, ep.state_dict[fqn])
+    return cast(torch.Tensor | None, ep.constants.get(fqn))
 
 
-def shared_buffers(programs: Mapping[str, ExportedProgram]) -> List[SharedBuffer]:
+def shared_buffers(programs: Mapping[str, ExportedProgram]) -> list[SharedBuffer]:
     """The buffers ExecuTorch's ``share_mutable_buffers=True`` would share among
     ``programs`` (``{method: ExportedProgram}``): every buffer FQN mutated in at least one
     method and present (``graph_signature.buffers``) in at least two. Raises nothing."""
-    present: Dict[str, List[str]] = {}
-    writers: Dict[str, List[str]] = {}
+    present: dict[str, list[str]] = {}
+    writers: dict[str, list[str]] = {}
     for method, ep in programs.items():
         for fqn in ep.graph_signature.buffers:
             present.setdefault(fqn, []).append(method)
@@ -94,12 +95,17 @@ def shared_buffers(programs: Mapping[str, ExportedProgram]) -> List[SharedBuffer
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a is b:
         return True
-    return (a.device == b.device and a.dtype == b.dtype and a.shape == b.shape
-            and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
-            and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+    return (
+        a.device == b.device
+        and a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+        and a.storage_offset() == b.storage_offset()
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    )
 
 
-def _value_difference(a: torch.Tensor, b: torch.Tensor) -> Optional[str]:
+def _value_difference(a: torch.Tensor, b: torch.Tensor) -> str | None:
     """``None`` if ``a`` and ``b`` (same shape and dtype) hold the same bits, else where they
     first differ."""
     if a.device.type == "meta" or b.device.type == "meta":
@@ -113,8 +119,10 @@ def _value_difference(a: torch.Tensor, b: torch.Tensor) -> Optional[str]:
         return "differ bitwise"
     index = int(differ.nonzero()[0, 0])
     position = list(torch.unravel_index(torch.tensor(index), a.shape)) if a.dim() else []
-    return (f"differ at index {[int(p) for p in position]}: {flat_a[index].item()!r} vs "
-            f"{flat_b[index].item()!r}")
+    return (
+        f"differ at index {[int(p) for p in position]}: {flat_a[index].item()!r} vs "
+        f"{flat_b[index].item()!r}"
+    )
 
 
 def _role(buffer: SharedBuffer, method: str) -> str:
@@ -122,8 +130,14 @@ def _role(buffer: SharedBuffer, method: str) -> str:
 
 
 def _fix(explicit_ok: bool) -> str:
-    opt_in = (" (or, if they are the same model's state on purpose, pass "
-              "share_mutable_buffers=True to share it by name)") if explicit_ok else ""
+    opt_in = (
+        (
+            " (or, if they are the same model's state on purpose, pass "
+            "share_mutable_buffers=True to share it by name)"
+        )
+        if explicit_ok
+        else ""
+    )
     return (
         "To share it on purpose (e.g. prefill and decode of one model), export both methods "
         f"from one module instance{opt_in}. To keep them apart, rename the buffer in one of the "
@@ -142,7 +156,7 @@ class _HeldBuffer:
     writes: bool
 
 
-def _storage_range(t: torch.Tensor) -> Optional[Tuple[object, int, int]]:
+def _storage_range(t: torch.Tensor) -> tuple[object, int, int] | None:
     """``(storage key, first byte, end byte)`` of the memory ``t`` covers in its storage, or
     ``None`` when it has none to compare (no elements, a meta/fake tensor, no data)."""
     if t.device.type == "meta" or t.numel() == 0:
@@ -155,25 +169,28 @@ def _storage_range(t: torch.Tensor) -> Optional[Tuple[object, int, int]]:
         return None
     extent = 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
     start = t.storage_offset() * t.element_size()
-    return ((t.device, base), start, start + extent * t.element_size())
+    return ((t.device, base), int(start), int(start + extent * t.element_size()))
 
 
-def _common_suffix(a: str, b: str) -> Tuple[str, str, str]:
+def _common_suffix(a: str, b: str) -> tuple[str, str, str]:
     """Splits two FQNs into (prefix of ``a``, prefix of ``b``, common dotted suffix)."""
     parts_a, parts_b = a.split("."), b.split(".")
     n = 0
     while n < min(len(parts_a), len(parts_b)) and parts_a[-1 - n] == parts_b[-1 - n]:
         n += 1
-    return (".".join(parts_a[:len(parts_a) - n]), ".".join(parts_b[:len(parts_b) - n]),
-            ".".join(parts_a[len(parts_a) - n:]))
+    return (
+        ".".join(parts_a[: len(parts_a) - n]),
+        ".".join(parts_b[: len(parts_b) - n]),
+        ".".join(parts_a[len(parts_a) - n :]),
+    )
 
 
 def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None:
     """Raises ``ValueError`` when two methods hold overlapping memory of one tensor storage as
     buffers of different FQNs and some method mutates either name (module docstring): ExecuTorch
     would make them two buffers, so one method's writes would not reach the other."""
-    held: List[_HeldBuffer] = []
-    mutated = set()
+    held: list[_HeldBuffer] = []
+    mutated: set[str] = set()
     for method, ep in programs.items():
         writes = mutated_inputs(ep).buffers
         mutated.update(writes)
@@ -181,7 +198,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
             tensor = buffer_tensor(ep, fqn)
             if isinstance(tensor, torch.Tensor):
                 held.append(_HeldBuffer(method, fqn, tensor, fqn in writes))
-    by_storage: Dict[object, List[Tuple[_HeldBuffer, int, int]]] = {}
+    by_storage: dict[object, list[tuple[_HeldBuffer, int, int]]] = {}
     for h in held:
         where = _storage_range(h.tensor)
         if where is not None:
@@ -189,7 +206,7 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
     conflicts = []
     for entries in by_storage.values():
         for i, (a, a_start, a_end) in enumerate(entries):
-            for b, b_start, b_end in entries[i + 1:]:
+            for b, b_start, b_end in entries[i + 1 :]:
                 if a.method == b.method or a.fqn == b.fqn:
                     continue
                 if a_start >= b_end or b_start >= a_end:  # disjoint parts of one storage
@@ -204,11 +221,16 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
         a, b = b, a
     prefix_a, prefix_b, suffix = _common_suffix(a.fqn, b.fqn)
     if prefix_a and prefix_b and suffix:
-        example = (f" (the wrappers hold the model as {prefix_a!r} and {prefix_b!r}: store it as "
-                   f"{prefix_a!r} in both, so both methods have {a.fqn!r})")
+        example = (
+            f" (the wrappers hold the model as {prefix_a!r} and {prefix_b!r}: store it as "
+            f"{prefix_a!r} in both, so both methods have {a.fqn!r})"
+        )
     else:
         example = ""
-    role = lambda h: "writes" if h.writes else "reads"  # noqa: E731
+
+    def role(h: _HeldBuffer) -> str:
+        return "writes" if h.writes else "reads"
+
     raise ValueError(
         f"executorch_trt: methods {a.method!r} and {b.method!r} hold the same tensor "
         f"under different names: buffer {a.fqn!r} in {a.method!r} (which {role(a)} it) and "
@@ -220,8 +242,9 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
     )
 
 
-def check_buffer_sharing(programs: Mapping[str, ExportedProgram], *,
-                         share_by_name: bool = False) -> List[SharedBuffer]:
+def check_buffer_sharing(
+    programs: Mapping[str, ExportedProgram], *, share_by_name: bool = False
+) -> list[SharedBuffer]:
     """Checks that every buffer ``programs`` would share is one model's state (the rule in the
     module docstring) and returns the shared buffers.
 
@@ -263,17 +286,20 @@ def check_buffer_sharing(programs: Mapping[str, ExportedProgram], *,
                 raise ValueError(
                     f"{head}, but the two buffers differ ({', '.join(what)}), so they are not "
                     "the same model's state and one would overwrite the other's memory. "
-                    + _fix(explicit_ok=False))
+                    + _fix(explicit_ok=False)
+                )
             difference = _value_difference(ref, other)
             if difference is not None:
                 raise ValueError(
                     f"{head}, but their initial values {difference}, so they are not the same "
                     "model's state (and a fresh load would start from whichever method loads "
-                    "last). " + _fix(explicit_ok=False))
+                    "last). " + _fix(explicit_ok=False)
+                )
             if not share_by_name:
                 raise ValueError(
                     f"{head}. They have the same shape {list(ref.shape)}, dtype {ref.dtype} and "
                     "initial value but are different tensors (exported from different module "
                     f"instances), so what {method!r} writes, {ref_method!r} would read. "
-                    + _fix(explicit_ok=True))
+                    + _fix(explicit_ok=True)
+                )
     return shared

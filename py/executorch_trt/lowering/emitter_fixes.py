@@ -46,9 +46,11 @@ from __future__ import annotations
 import functools
 import warnings
 from importlib import metadata
+from typing import Any, cast
 
 from executorch.exir.emit import _emitter
-from executorch.exir.schema import TensorDataLocation
+from executorch.exir.schema import EValue, Tensor, TensorDataLocation
+from executorch.exir.tensor import TensorSpec
 
 from executorch_trt import quiet
 from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
@@ -64,10 +66,15 @@ _DEFINED_INITIAL_STATE = ("et_init_buffer", "executorch_trt_zero_initial_value")
 _INITIAL_STATE_WARNING = r"Mutation on a buffer in the model is detected\."
 
 
-def _is_planned_data_in_program(spec) -> bool:
+def _is_planned_data_in_program(spec: TensorSpec) -> bool:
     info = spec.extra_tensor_info
-    return (bool(spec.const) and spec.mem_id is not None and spec.mem_offset is not None
-            and info is not None and info.location == TensorDataLocation.SEGMENT)
+    return (
+        bool(spec.const)
+        and spec.mem_id is not None
+        and spec.mem_offset is not None
+        and info is not None
+        and info.location == TensorDataLocation.SEGMENT
+    )
 
 
 def apply() -> bool:
@@ -93,13 +100,18 @@ def _apply_buffer_sharing_check() -> None:
         return
 
     @functools.wraps(original)
-    def emit_program(methods, *args, **kwargs):
+    def emit_program(methods: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(methods, dict):
-            planned = {name: ep for name, ep in methods.items()
-                       if SHARES_BUFFERS in ep.graph_module.meta}
+            planned = {
+                name: ep for name, ep in methods.items() if SHARES_BUFFERS in ep.graph_module.meta
+            }
             if len(planned) > 1:
-                check_buffer_sharing(planned, share_by_name=any(
-                    ep.graph_module.meta[SHARES_BUFFERS] for ep in planned.values()))
+                check_buffer_sharing(
+                    planned,
+                    share_by_name=any(
+                        ep.graph_module.meta[SHARES_BUFFERS] for ep in planned.values()
+                    ),
+                )
         return original(methods, *args, **kwargs)
 
     setattr(emit_program, _SHARING_MARK, True)
@@ -112,7 +124,7 @@ def _apply_initial_state_warning_fix() -> None:
         return
 
     @functools.wraps(original)
-    def find_fqn_for_placeholder(self, target, spec):
+    def find_fqn_for_placeholder(self: Any, target: str, spec: TensorSpec | None) -> Any:
         meta = self.node.meta
         if quiet.verbose() or not any(meta.get(key) for key in _DEFINED_INITIAL_STATE):
             return original(self, target, spec)
@@ -125,7 +137,8 @@ def _apply_initial_state_warning_fix() -> None:
         return result
 
     setattr(find_fqn_for_placeholder, _WARNING_MARK, True)
-    _emitter._TopLevelEmitter._find_fqn_for_placeholder = find_fqn_for_placeholder
+    # The patch itself (mypy refuses assigning to a method).
+    _emitter._TopLevelEmitter._find_fqn_for_placeholder = find_fqn_for_placeholder  # type: ignore[method-assign,assignment]
 
 
 def _apply_named_mutable_data_fix() -> None:
@@ -134,7 +147,9 @@ def _apply_named_mutable_data_fix() -> None:
         return
 
     @functools.wraps(original)
-    def tensor_spec_to_evalue(self, spec, constant_tag=None):
+    def tensor_spec_to_evalue(
+        self: Any, spec: TensorSpec, constant_tag: str | None = None
+    ) -> EValue:
         if not _is_planned_data_in_program(spec):
             return original(self, spec, constant_tag)
         info = spec.extra_tensor_info
@@ -143,8 +158,9 @@ def _apply_named_mutable_data_fix() -> None:
             evalue = original(self, spec, constant_tag)
         finally:
             spec.extra_tensor_info = info
-        evalue.val.extra_tensor_info = info
+        cast(Tensor, evalue.val).extra_tensor_info = info  # a tensor spec's value
         return evalue
 
     setattr(tensor_spec_to_evalue, _MARK, True)
-    _emitter._Emitter._tensor_spec_to_evalue = tensor_spec_to_evalue
+    # The patch itself (mypy refuses assigning to a method).
+    _emitter._Emitter._tensor_spec_to_evalue = tensor_spec_to_evalue  # type: ignore[method-assign]

@@ -24,7 +24,8 @@ without it do not share their buffers (``decode`` would not see ``prefill``'s ca
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from executorch.exir import (
@@ -32,9 +33,8 @@ from executorch.exir import (
     ExecutorchProgramManager,
     to_edge_transform_and_lower,
 )
-from torch.export import ExportedProgram
-
 from executorch.exir.pass_manager import PassType
+from torch.export import ExportedProgram
 
 from executorch_trt import quiet
 from executorch_trt.engines import get_engine
@@ -94,7 +94,7 @@ def _export_hint(value: Any) -> str:
     return ". Use torch.export.export(module, example_inputs) to get an ExportedProgram"
 
 
-def transform_passes(**options) -> List[PassType]:
+def transform_passes(**options: Any) -> list[PassType]:
     """The ``transform_passes`` for ``to_edge_transform_and_lower`` of programs lowered with
     ``TensorRTPartitioner`` (give both the same ``engine``). Accepts the ``ExportOptions``
     names; unknown names raise ``TypeError``, bad values ``ValueError``. In order:
@@ -108,11 +108,11 @@ def transform_passes(**options) -> List[PassType]:
     return _transform_passes(ExportOptions.from_kwargs(**options))
 
 
-def _transform_passes(opts: ExportOptions) -> List[PassType]:
+def _transform_passes(opts: ExportOptions) -> list[PassType]:
     return edge_transform_passes(get_engine(opts.engine).supported_ops)
 
 
-def backend_config(**options) -> ExecutorchBackendConfig:
+def backend_config(**options: Any) -> ExecutorchBackendConfig:
     """The ``ExecutorchBackendConfig`` for ``to_executorch`` of a program lowered with
     ``TensorRTPartitioner``. Accepts the ``ExportOptions`` names; unknown names raise
     ``TypeError``, bad values ``ValueError``. One config can finalise several programs in
@@ -121,8 +121,9 @@ def backend_config(**options) -> ExecutorchBackendConfig:
     return _backend_config(ExportOptions.from_kwargs(**options))
 
 
-def _backend_config(opts: ExportOptions,
-                    method_names: Optional[Sequence[str]] = None) -> ExecutorchBackendConfig:
+def _backend_config(
+    opts: ExportOptions, method_names: Sequence[str] | None = None
+) -> ExecutorchBackendConfig:
     """``backend_config`` for options already validated; ``method_names`` in planning order
     (for messages)."""
     planner = InplaceMemoryPlanningPass(
@@ -141,12 +142,12 @@ def _backend_config(opts: ExportOptions,
 
 
 def export(
-    programs: Union[ExportedProgram, Dict[str, ExportedProgram]],
+    programs: ExportedProgram | dict[str, ExportedProgram],
     *,
     engine: str = "portable",
     kv_cache: str = "inplace",
-    constant_methods: Optional[Dict[str, Any]] = None,
-    **options,
+    constant_methods: dict[str, Any] | None = None,
+    **options: Any,
 ) -> ExecutorchProgramManager:
     """Lowers ``programs`` (one ``ExportedProgram``, emitted as method ``"forward"``, or
     ``{method_name: ExportedProgram}``, e.g. ``{"prefill": ..., "decode": ...}``) through
@@ -195,6 +196,10 @@ def export(
     partitioner = TensorRTPartitioner.from_options(opts, method_names=method_names)
     with quiet.lowering():  # torch's LeafSpec warnings from ExecuTorch's own deep copies
         edge = to_edge_transform_and_lower(
-            programs, transform_passes=_transform_passes(opts), partitioner=[partitioner],
-            constant_methods=constant_methods)
-    return edge.to_executorch(_backend_config(opts, method_names))
+            programs,
+            transform_passes=_transform_passes(opts),
+            partitioner=[partitioner],
+            constant_methods=constant_methods,
+        )
+    program: ExecutorchProgramManager = edge.to_executorch(_backend_config(opts, method_names))
+    return program

@@ -1,5 +1,6 @@
-"""``InplaceMemoryPlanningPass``: makes a delegate's aliased output *the same value* as the
-buffer it updates (DESIGN.md "The in-place trick (verified)").
+"""``InplaceMemoryPlanningPass``: makes a delegate's aliased output *the same value* as the buffer
+it updates (``docs/executorch_notes.md``, "Mutable buffers and memory planning": the in-place
+trick).
 
 Graph shape rewritten (top-level program, just before memory planning)::
 
@@ -15,36 +16,39 @@ The emitter then gives ``new`` and ``b_cache`` one value id: the ``DelegateCall`
 same EValue as input and output, no write-back ``copy_`` runs and no extra tensor is planned.
 The alias decision is read from the blob's metadata (``blob.read_metadata``: header and metadata
 only), never re-derived. A write-back whose output is not an alias of that buffer (copy-back
-mode, ordinary ops, another backend) is left in place, because ExecuTorch's write-back keeps it correct, but never silently: each one is
-explained and warned about, or rejected with ``require_inplace=True``
-(``executorch_trt.backend.diagnostics``).
+mode, ordinary ops, another backend) is left in place, because ExecuTorch's write-back keeps it
+correct, but never silently: each one is explained and warned about, or rejected with
+``require_inplace=True`` (``executorch_trt.backend.diagnostics``).
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from executorch.exir.delegate import executorch_call_delegate
+from executorch.exir.pass_base import PassResult
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.passes.memory_planning_pass import _MemoryPlanningState
-from executorch.exir.pass_base import PassResult
-from torch.export.exported_program import ExportGraphSignature
+from torch.export.graph_signature import ExportGraphSignature
 
-from executorch_trt.format.blob import read_metadata
 from executorch_trt.backend.diagnostics import WriteBack, explain_write_back, report_write_backs
-from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
-from executorch_trt.passes.cross_attn_cache import (check_cache_writes_exposed,
-                                                    plan_cond_caches_in_place)
-from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.format.blob import read_metadata
 from executorch_trt.format.wire import BACKEND_ID
+from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.graph.nodes import arg_int, arg_node, attr_name
+from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
+from executorch_trt.passes.cross_attn_cache import (
+    check_cache_writes_exposed,
+    plan_cond_caches_in_place,
+)
 
 
-def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict[int, int]:
+def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> dict[int, int]:
     """Output index -> input index (delegate argument positions) for a TensorRTBackend call."""
-    lowered_node = call.args[0]
-    lowered = getattr(graph_module, lowered_node.target, None)
+    lowered: Any = getattr(graph_module, attr_name(arg_node(call, 0)), None)
     if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return {}
     return read_metadata(lowered.processed_bytes).aliased_output_to_input()
@@ -52,7 +56,7 @@ def _aliases_of(graph_module: torch.fx.GraphModule, call: torch.fx.Node) -> Dict
 
 def _aliased_write_back(
     graph_module: torch.fx.GraphModule, copy: torch.fx.Node
-) -> Optional[torch.fx.Node]:
+) -> torch.fx.Node | None:
     """Returns the getitem of ``copy_(buffer, getitem)`` if the getitem is a TensorRTBackend
     output that the delegate writes into ``buffer``'s storage when the two are one value:
     either the blob aliases it to the argument that *is* ``buffer``, or the blob aliases it to
@@ -61,15 +65,15 @@ def _aliased_write_back(
     buffer, and no reader can see the write early); else ``None``."""
     if copy.op != "call_function" or copy.target != torch.ops.aten.copy_.default:
         return None
-    buffer, src = copy.args[0], copy.args[1]
+    buffer, src = arg_node(copy, 0), arg_node(copy, 1)
     if buffer.op != "placeholder" or src.op != "call_function":
         return None
     if src.target is not operator.getitem:
         return None
-    call, j = src.args
+    call, j = arg_node(src, 0), arg_int(src, 1)
     if call.op != "call_function" or call.target is not executorch_call_delegate:
         return None
-    lowered = getattr(graph_module, call.args[0].target, None)
+    lowered = getattr(graph_module, attr_name(arg_node(call, 0)), None)
     if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return None
     aliases = _aliases_of(graph_module, call)
@@ -79,7 +83,7 @@ def _aliased_write_back(
 
 
 def share_aliased_buffer_specs(
-    graph_module: torch.fx.GraphModule, graph_signature: Optional[ExportGraphSignature] = None
+    graph_module: torch.fx.GraphModule, graph_signature: ExportGraphSignature | None = None
 ) -> int:
     """Applies the rewrite in the module docstring; returns how many write-backs it removed."""
     removed = 0
@@ -89,8 +93,8 @@ def share_aliased_buffer_specs(
         if item is None or item in rewritten:  # one output cannot be two buffers
             continue
         rewritten.add(item)
-        buffer_spec = node.args[0].meta["spec"]
-        call, j = item.args
+        buffer_spec = arg_node(node, 0).meta["spec"]
+        call, j = arg_node(item, 0), arg_int(item, 1)
         item.meta["spec"] = buffer_spec
         specs = list(call.meta["spec"])
         specs[j] = buffer_spec
@@ -113,7 +117,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     """``MemoryPlanningPass`` that first binds ``torch.cond`` cross-attention cache outputs to
     their buffers (``passes.cross_attn_cache.plan_cond_caches_in_place``), applies
     ``share_aliased_buffer_specs``, and reports
-    every write-back it leaves (``inplace_diagnostics``).
+    every write-back it leaves (``backend.diagnostics``).
 
     Args (beyond every ``MemoryPlanningPass`` argument, e.g. ``share_mutable_buffers=True``):
         inplace: apply the rewrite (``False`` keeps ExecuTorch's write-back for every buffer,
@@ -135,16 +139,22 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     dtypes (ExecuTorch would place both at one offset sized for one of them).
     """
 
-    def __init__(self, *args, inplace: bool = True, require_inplace: bool = False,
-                 method_names: Optional[Sequence[str]] = None, share_by_name: bool = False,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        inplace: bool = True,
+        require_inplace: bool = False,
+        method_names: Sequence[str] | None = None,
+        share_by_name: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.share_by_name = share_by_name
         self.inplace = inplace
         self.require_inplace = require_inplace
         self.method_names = list(method_names) if method_names else None
         self._runs = 0
-        self.write_backs: List[WriteBack] = []
+        self.write_backs: list[WriteBack] = []
 
     def _method_name(self) -> str:
         if self.method_names and self._runs < len(self.method_names):
@@ -154,7 +164,7 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
     def run(
         self,
         graph_module: torch.fx.GraphModule,
-        graph_signature: Optional[ExportGraphSignature] = None,
+        graph_signature: ExportGraphSignature | None = None,
     ) -> PassResult:
         check_no_dropped_writes(graph_signature, self._method_name())
         check_cache_writes_exposed(graph_module, graph_signature, self._method_name())
@@ -176,9 +186,8 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
 
     def run_multimethod(self) -> None:
         try:
-            _check_shared_buffer_specs(self.state.mutable_buffers,
-                                       self.state.maybe_mutable_buffers)
-            super().run_multimethod()
+            _check_shared_buffer_specs(self.state.mutable_buffers, self.state.maybe_mutable_buffers)
+            super().run_multimethod()  # type: ignore[no-untyped-call]  # ExecuTorch's, unannotated
             report_write_backs(self.write_backs, self.require_inplace)
         finally:
             # A new program starts from scratch (ExecuTorch keeps these per instance).
@@ -187,7 +196,9 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
             self.write_backs = []
 
 
-def _check_shared_buffer_specs(mutable: Dict[str, set], maybe_mutable: Dict[str, set]) -> None:
+def _check_shared_buffer_specs(
+    mutable: dict[str, set[Any]], maybe_mutable: dict[str, set[Any]]
+) -> None:
     """Raises ``ValueError`` if the specs ExecuTorch will place at one offset (one FQN across
     methods, ``MemoryPlanningPass.run_multimethod``) differ in shape or dtype."""
     for fqn, specs in mutable.items():
@@ -198,4 +209,5 @@ def _check_shared_buffer_specs(mutable: Dict[str, set], maybe_mutable: Dict[str,
                 f"executorch_trt: mutable buffer {fqn!r} appears in several methods with "
                 f"different shapes/dtypes ({seen}); methods exported together share buffers "
                 "by name, so this would place them in one slot sized for one of them. Rename "
-                "the buffer in one module or export the methods as separate programs.")
+                "the buffer in one module or export the methods as separate programs."
+            )

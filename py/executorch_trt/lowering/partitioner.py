@@ -1,6 +1,6 @@
 """``TensorRTPartitioner``: tags the supported parts of an edge program for the delegate.
 
-Rules (DESIGN.md contract 1, "Ownership"):
+Rules (``docs/contract.md`` 1, "Ownership"):
 
 * Operators are the selected engine's (``Engine.supported_ops``), under the rules every engine
   shares (``operator_support.DelegateOperatorSupport``), grouped by
@@ -23,7 +23,7 @@ Rules (DESIGN.md contract 1, "Ownership"):
 * A method that mutates one of its *user inputs* (a cache passed as ``forward(cache, ...)`` and
   updated in place) is rejected (``graph_mutations.mutated_user_input_error``): ExecuTorch would
   return the new value as an extra output and leave the caller's tensor unchanged. The cache
-  must be a module buffer (issue 9, item 7).
+  must be a module buffer.
 * A ``torch.cond`` is taken whole when the engine takes it and everything in its branches
   (``operator_support``): its branch ``get_attr`` nodes get its tag. For each cross-attention
   cache it updates, ``expose_cross_attn_cache_writes`` made the ``cond``'s output for that
@@ -48,13 +48,13 @@ Rules (DESIGN.md contract 1, "Ownership"):
   edge lowering so KV writes reach ``preprocess`` in a recognisable form (by default
   ``select_scatter`` becomes a ``where`` over an ``arange`` mask, which reads and rewrites the
   whole cache), ``aten.linear`` when the engine takes it (else every call transposes every
-  weight: issue 13) and ``aten.scaled_dot_product_attention`` the portable engine's attention
-  kernel can run (else attention copies and reads the whole cache every step: issue 13).
+  weight) and ``aten.scaled_dot_product_attention`` the portable engine's attention
+  kernel can run (else attention copies and reads the whole cache every step).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
@@ -64,8 +64,12 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from executorch_trt.engines import get_engine
 from executorch_trt.format.wire import BACKEND_ID
-from executorch_trt.graph.dynamic_shapes import (check_dynamic_shapes, check_partition_boundary,
-                                                 declared_ranges, finite_ranges)
+from executorch_trt.graph.dynamic_shapes import (
+    check_dynamic_shapes,
+    check_partition_boundary,
+    declared_ranges,
+    finite_ranges,
+)
 from executorch_trt.graph.mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
 from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
@@ -75,33 +79,35 @@ from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
 from executorch_trt.passes.pipeline import prepare_aten_program
 from executorch_trt.passes.sdpa_layout import is_layout_pinned
 
-
 SDPA_OP = torch.ops.aten.scaled_dot_product_attention.default
 
 LIFTED_CONSTANT_PREFIX = "_lifted_tensor_constant"
 
 
-def mutated_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
+def mutated_buffer_placeholders(ep: ExportedProgram) -> list[torch.fx.Node]:
     """Placeholders of buffers that are ``BUFFER_MUTATION`` targets of ``ep``."""
     sig = ep.graph_signature
     mutated = set(sig.buffers_to_mutate.values())
     return [
-        n for n in ep.graph.nodes
+        n
+        for n in ep.graph.nodes
         if n.op == "placeholder" and sig.inputs_to_buffers.get(n.name) in mutated
     ]
 
 
-def module_buffer_placeholders(ep: ExportedProgram) -> List[torch.fx.Node]:
+def module_buffer_placeholders(ep: ExportedProgram) -> list[torch.fx.Node]:
     """Placeholders of the module's buffers (not ExecuTorch's lifted scalar constants)."""
     buffers = ep.graph_signature.inputs_to_buffers
     return [
-        n for n in ep.graph.nodes
-        if n.op == "placeholder" and n.name in buffers
+        n
+        for n in ep.graph.nodes
+        if n.op == "placeholder"
+        and n.name in buffers
         and not buffers[n.name].startswith(LIFTED_CONSTANT_PREFIX)
     ]
 
 
-def buffer_updates(ep: ExportedProgram, tag: str) -> Tuple[Tuple[str, str], ...]:
+def buffer_updates(ep: ExportedProgram, tag: str) -> tuple[tuple[str, str], ...]:
     """``(output node, buffer placeholder)`` name pairs of partition ``tag``: each output node
     inside the partition that is the method's ``BUFFER_MUTATION`` of a buffer whose placeholder
     feeds the same partition (``options.CompileOptions.buffer_updates``)."""
@@ -118,7 +124,7 @@ def buffer_updates(ep: ExportedProgram, tag: str) -> Tuple[Tuple[str, str], ...]
     return tuple(sorted(pairs))
 
 
-def shared_inputs(graph: torch.fx.Graph, tag: str) -> Tuple[str, ...]:
+def shared_inputs(graph: torch.fx.Graph, tag: str) -> tuple[str, ...]:
     """Names of nodes outside partition ``tag`` that feed it and are also used outside it.
 
     The lowered partition names its placeholders after these nodes, so the names identify
@@ -161,27 +167,43 @@ class TensorRTPartitioner(Partitioner):
     """
 
     def __init__(
-        self, engine: str = "portable", kv_cache: str = "inplace", freeze_buffers: bool = False,
-        require_inplace: bool = False, portable_xnnpack: bool = True,
-        external_weights: bool = False, method_names: Optional[Sequence[str]] = None,
+        self,
+        engine: str = "portable",
+        kv_cache: str = "inplace",
+        freeze_buffers: bool = False,
+        require_inplace: bool = False,
+        portable_xnnpack: bool = True,
+        external_weights: bool = False,
+        method_names: Sequence[str] | None = None,
     ) -> None:
         check_bool("TensorRTPartitioner: freeze_buffers", freeze_buffers)
-        self._init(ExportOptions(engine=engine, kv_cache=kv_cache,
-                                 require_inplace=require_inplace,
-                                 portable_xnnpack=portable_xnnpack,
-                                 external_weights=external_weights), freeze_buffers,
-                   method_names)
+        self._init(
+            ExportOptions(
+                engine=engine,
+                kv_cache=kv_cache,
+                require_inplace=require_inplace,
+                portable_xnnpack=portable_xnnpack,
+                external_weights=external_weights,
+            ),
+            freeze_buffers,
+            method_names,
+        )
 
     @classmethod
-    def from_options(cls, options: ExportOptions, freeze_buffers: bool = False,
-                     method_names: Optional[Sequence[str]] = None) -> "TensorRTPartitioner":
+    def from_options(
+        cls,
+        options: ExportOptions,
+        freeze_buffers: bool = False,
+        method_names: Sequence[str] | None = None,
+    ) -> TensorRTPartitioner:
         """A partitioner for options already validated (``executorch_trt.export``'s)."""
         partitioner = cls.__new__(cls)
         partitioner._init(options, freeze_buffers, method_names)
         return partitioner
 
-    def _init(self, options: ExportOptions, freeze_buffers: bool,
-              method_names: Optional[Sequence[str]]) -> None:
+    def _init(
+        self, options: ExportOptions, freeze_buffers: bool, method_names: Sequence[str] | None
+    ) -> None:
         super().__init__()
         self.options = options
         self.freeze_buffers = freeze_buffers
@@ -191,8 +213,8 @@ class TensorRTPartitioner(Partitioner):
         # declared dynamic ranges by symbol (None: two methods disagree). ExecuTorch transforms
         # every method before it partitions any, so a transform after a partition, or after a
         # refusal, starts the next lowering.
-        self._lowering: Dict[str, ExportedProgram] = {}
-        self._declared: Dict[str, Optional[Tuple[int, int]]] = {}
+        self._lowering: dict[str, ExportedProgram] = {}
+        self._declared: dict[str, tuple[int, int] | None] = {}
         self._partitioned = False
 
     def _method_label(self, index: int) -> str:
@@ -200,8 +222,7 @@ class TensorRTPartitioner(Partitioner):
             return self.method_names[index]
         return "forward" if index == 0 and not self.method_names else f"method #{index + 1}"
 
-    def transform_for_pre_decomposition(self, exported_program: ExportedProgram
-                                        ) -> ExportedProgram:
+    def transform_for_pre_decomposition(self, exported_program: ExportedProgram) -> ExportedProgram:
         """Prepares ATen program ``exported_program`` in place and returns it (module
         docstring, "Before decomposition"). Raises ``ValueError`` naming the method (by
         ``method_names``), the input or buffer, and what to do."""
@@ -225,8 +246,9 @@ class TensorRTPartitioner(Partitioner):
             raise mutated_user_input_error(user_inputs, method)
         self._lowering[method] = exported_program
         if self.options.shares_mutable_buffers and len(self._lowering) > 1:
-            check_buffer_sharing(self._lowering,
-                                 share_by_name=self.options.share_mutable_buffers is True)
+            check_buffer_sharing(
+                self._lowering, share_by_name=self.options.share_mutable_buffers is True
+            )
         for symbol, bounds in finite_ranges(exported_program.range_constraints).items():
             seen = self._declared.setdefault(symbol, bounds)
             if seen != bounds:
@@ -238,8 +260,9 @@ class TensorRTPartitioner(Partitioner):
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
         if mutated_user_inputs:
             raise mutated_user_input_error(mutated_user_inputs)
-        check_cache_writes_exposed(exported_program.graph_module,
-                                   exported_program.graph_signature, "TensorRTPartitioner")
+        check_cache_writes_exposed(
+            exported_program.graph_module, exported_program.graph_signature, "TensorRTPartitioner"
+        )
         partitions = CapabilityBasedPartitioner(
             exported_program.graph_module,
             self.operator_support,
@@ -259,54 +282,70 @@ class TensorRTPartitioner(Partitioner):
             assert "delegation_tag" not in node.meta, (
                 f"mutated buffer {node.name} was tagged into a delegate; it must stay above it"
             )
-        for tag in sorted({n.meta["delegation_tag"] for n in exported_program.graph.nodes
-                           if "delegation_tag" in n.meta}):
+        for tag in sorted(
+            {
+                n.meta["delegation_tag"]
+                for n in exported_program.graph.nodes
+                if "delegation_tag" in n.meta
+            }
+        ):
             check_partition_boundary(
                 exported_program,
-                [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag])
+                [n for n in exported_program.graph.nodes if n.meta.get("delegation_tag") == tag],
+            )
             # The user's declared ranges: the edge program's own start at 2 (dynamic_shapes).
             recorded = {k: v for k, v in self._declared.items() if v is not None}
             ranges = declared_ranges(exported_program, recorded)
             options = self.options.compile_options(
                 shared_inputs=shared_inputs(exported_program.graph, tag),
                 buffer_updates=buffer_updates(exported_program, tag),
-                symbol_ranges=[(name, lo, hi) for name, (lo, hi) in sorted(ranges.items())])
+                symbol_ranges=[(name, lo, hi) for name, (lo, hi) in sorted(ranges.items())],
+            )
             tags[tag] = DelegationSpec(BACKEND_ID, options.to_compile_specs())
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
 
     def ops_to_not_decompose(
         self, ep: ExportedProgram
-    ) -> Tuple[List[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
+    ) -> tuple[list[torch._ops.OpOverload], Callable[[torch.fx.Node], bool] | None]:
         """Keeps the KV-write ops ``aten.index_copy.default`` (else decomposed into
         ``index_put``), ``aten.select_scatter.default`` (else decomposed into a ``where``
         over the whole cache) and ``aten.index_fill`` (else decomposed into an ``index_copy``
         that, unlike ``index_fill``, rejects negative indices) intact; ``KVCacheUpdatePass``
         recognises all three.
 
-        Also keeps ``aten.linear.default`` (issue 13, DESIGN.md "Linear"): ``to_edge`` would
-        decompose it into ``permute_copy(weight)`` + ``mm``, and nothing folds the transpose, so
-        every call would transpose every weight (75% of a decode step in an ETDump profile).
-        Whole, it runs as ``linear.out`` (optimized kernels) or as one XNNPACK fully-connected
-        op (``engines/portable/builder.py``). Only when the selected engine takes
-        ``aten::linear``, and only at the top level (the filter below: a linear in a
-        ``torch.cond`` branch is decomposed, since the ``cond`` may stay outside the delegate).
-        ExecuTorch checks after partitioning that every kept node was delegated and raises
-        ``RuntimeError`` ("... was not decomposed or delegated") otherwise: a top-level linear
-        the partitioner leaves out (an output dtype the blob cannot describe) fails the
-        export rather than running on the host.
+        Also keeps ``aten.linear.default`` (``docs/executorch_notes.md``, "Linear"): ``to_edge``
+        would decompose it into ``permute_copy(weight)`` + ``mm``, and nothing folds the transpose,
+        so every call would transpose every weight (75% of a decode step in an ETDump profile).
+        Whole, it runs as ``linear.out`` (optimized kernels) or as one XNNPACK fully-connected op
+        (``engines/portable/builder.py``). Only when the selected engine takes ``aten::linear``, and
+        only at the top level (the filter below: a linear in a ``torch.cond`` branch is decomposed,
+        since the ``cond`` may stay outside the delegate). ExecuTorch checks after partitioning that
+        every kept node was delegated and raises ``RuntimeError`` ("... was not decomposed or
+        delegated") otherwise: a top-level linear the partitioner leaves out (an output dtype the
+        blob cannot describe) fails the export rather than running on the host.
 
-        And keeps ``aten.scaled_dot_product_attention.default`` (issue 13), top level only,
+        And keeps ``aten.scaled_dot_product_attention.default``, top level only,
         when the ``gqa_attention`` kernel can run it (float32, no dropout:
         ``passes.gqa_attention.sdpa_kernel_rejection``) and its exported result is contiguous
-        (e.g. one query row, as in decode) or pinned (``passes.sdpa_layout``; see the filter): decomposed, it is a ``repeat_kv``
-        copy of both caches and matrix products over the whole capacity every step; whole,
-        the portable engine runs it as ``executorch_trt::gqa_attention`` over the caches in
-        place and only at the positions the mask allows (``passes.gqa_attention``)."""
-        keep = [torch.ops.aten.index_copy.default, torch.ops.aten.select_scatter.default,
-                torch.ops.aten.index_fill.int_Scalar, torch.ops.aten.index_fill.int_Tensor]
-        whole = [op for op, name in ((torch.ops.aten.linear.default, "aten::linear"),
-                                     (SDPA_OP, "aten::scaled_dot_product_attention"))
-                 if name in self.operator_support.supported_ops]
+        (e.g. one query row, as in decode) or pinned (``passes.sdpa_layout``; see the filter):
+        decomposed, it is a ``repeat_kv`` copy of both caches and matrix products over the whole
+        capacity every step; whole, the portable engine runs it as ``executorch_trt::gqa_attention``
+        over the caches in place and only at the positions the mask allows
+        (``passes.gqa_attention``)."""
+        keep = [
+            torch.ops.aten.index_copy.default,
+            torch.ops.aten.select_scatter.default,
+            torch.ops.aten.index_fill.int_Scalar,
+            torch.ops.aten.index_fill.int_Tensor,
+        ]
+        whole = [
+            op
+            for op, name in (
+                (torch.ops.aten.linear.default, "aten::linear"),
+                (SDPA_OP, "aten::scaled_dot_product_attention"),
+            )
+            if name in self.operator_support.supported_ops
+        ]
         if not whole:
             return keep, None
         top_level = ep.graph_module.graph
@@ -327,9 +366,11 @@ class TensorRTPartitioner(Partitioner):
             # do when T == 1 (decode), when the export's result was contiguous anyway, or when
             # executorch_trt.export pinned the layout (passes.sdpa_layout).
             val = node.meta.get("val")
-            return (isinstance(val, torch.Tensor)
-                    and (val.is_contiguous() or is_layout_pinned(node))
-                    and sdpa_kernel_rejection(node) is None)
+            return (
+                isinstance(val, torch.Tensor)
+                and (val.is_contiguous() or is_layout_pinned(node))
+                and sdpa_kernel_rejection(node) is None
+            )
 
         return keep + whole, keep_node
 
@@ -347,11 +388,15 @@ def _take_conds_whole(ep: ExportedProgram) -> None:
             outside = [u for u in cache.users if u.meta.get("delegation_tag") != tag]
             if outside:
                 reader = outside[0]
-                what = "the program output" if reader.op == "output" else (
-                    f"{op_name(reader)} ({reader.name})")
+                what = (
+                    "the program output"
+                    if reader.op == "output"
+                    else (f"{op_name(reader)} ({reader.name})")
+                )
                 raise ValueError(
                     f"executorch_trt: the cross-attention cache '{cache.name}' that torch.cond "
                     f"'{cond.name}' updates is also read by {what}, which the delegate does not "
                     "take; the delegate updates the cache in place, so that reader could see "
                     "the new value too early. Read the cache only through the cond's output "
-                    "(or compute what reads it with operators the engine takes).")
+                    "(or compute what reads it with operators the engine takes)."
+                )

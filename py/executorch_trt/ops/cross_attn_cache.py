@@ -33,27 +33,36 @@ import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (defines th
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
 
-ALIAS_OUT_SCHEMA = ("alias.out(Tensor x, Tensor y, *, Tensor(a!) out0, Tensor(b!) out1) -> "
-                    "(Tensor(a!), Tensor(b!))")
-UPDATE_OUT_SCHEMA = ("update_cross_attn_cache.out(Tensor value, Tensor cache, *, "
-                     "Tensor(a!) out) -> Tensor(a!)")
+ALIAS_OUT_SCHEMA = (
+    "alias.out(Tensor x, Tensor y, *, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))"
+)
+UPDATE_OUT_SCHEMA = (
+    "update_cross_attn_cache.out(Tensor value, Tensor cache, *, Tensor(a!) out) -> Tensor(a!)"
+)
 
 
 def _check_update(value: torch.Tensor, cache: torch.Tensor) -> None:
     """The checks of custom_ops.py's ``_validate_cross_attn_cache_params``, as ValueErrors."""
     if value.dim() != 4 or cache.dim() != 4:
-        raise ValueError("update_cross_attn_cache: value and cache must be 4-D [B, H, S, D], "
-                         f"got rank {value.dim()} and {cache.dim()}")
+        raise ValueError(
+            "update_cross_attn_cache: value and cache must be 4-D [B, H, S, D], "
+            f"got rank {value.dim()} and {cache.dim()}"
+        )
     if value.dtype != cache.dtype:
-        raise ValueError(f"update_cross_attn_cache: value dtype {value.dtype} != cache dtype "
-                         f"{cache.dtype}")
+        raise ValueError(
+            f"update_cross_attn_cache: value dtype {value.dtype} != cache dtype {cache.dtype}"
+        )
     for d, what in ((0, "batch"), (1, "heads"), (3, "head dim")):
         if value.shape[d] != cache.shape[d]:
-            raise ValueError(f"update_cross_attn_cache: {what} differ: value "
-                             f"{tuple(value.shape)}, cache {tuple(cache.shape)}")
+            raise ValueError(
+                f"update_cross_attn_cache: {what} differ: value "
+                f"{tuple(value.shape)}, cache {tuple(cache.shape)}"
+            )
     if value.shape[2] > cache.shape[2]:
-        raise ValueError(f"update_cross_attn_cache: value sequence length {value.shape[2]} "
-                         f"exceeds the cache's {cache.shape[2]}")
+        raise ValueError(
+            f"update_cross_attn_cache: value sequence length {value.shape[2]} "
+            f"exceeds the cache's {cache.shape[2]}"
+        )
 
 
 def _check_out(name: str, like: torch.Tensor, out: torch.Tensor) -> None:
@@ -67,7 +76,7 @@ def _write(src: torch.Tensor, out: torch.Tensor) -> None:
         out.copy_(src)
 
 
-def _update_out(value, cache, *, out):
+def _update_out(value: torch.Tensor, cache: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
     _check_update(value, cache)
     _check_out("update_cross_attn_cache.out: out", cache, out)
     _write(cache, out)
@@ -75,13 +84,17 @@ def _update_out(value, cache, *, out):
     return out
 
 
-def _update_out_fake(value, cache, *, out):
+def _update_out_fake(
+    value: torch.Tensor, cache: torch.Tensor, *, out: torch.Tensor
+) -> torch.Tensor:
     _check_update(value, cache)
     _check_out("update_cross_attn_cache.out: out", cache, out)
     return out
 
 
-def _alias_out(x, y, *, out0, out1):
+def _alias_out(
+    x: torch.Tensor, y: torch.Tensor, *, out0: torch.Tensor, out1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     _check_out("alias.out: out0", x, out0)
     _check_out("alias.out: out1", y, out1)
     _write(x, out0)
@@ -89,7 +102,9 @@ def _alias_out(x, y, *, out0, out1):
     return out0, out1
 
 
-def _alias_out_fake(x, y, *, out0, out1):
+def _alias_out_fake(
+    x: torch.Tensor, y: torch.Tensor, *, out0: torch.Tensor, out1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     _check_out("alias.out: out0", x, out0)
     _check_out("alias.out: out1", y, out1)
     return out0, out1

@@ -24,7 +24,7 @@ rank or size the kernel rejects.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any
 
 import torch
 
@@ -35,19 +35,30 @@ SCHEMA = f"{OP_NAME}({_ARGS}) -> Tensor"
 OUT_SCHEMA = f"{OP_NAME}.out({_ARGS}, *, Tensor(a!) out) -> Tensor(a!)"
 
 
-def check_arguments(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    attn_mask: Optional[torch.Tensor], is_causal: bool) -> Optional[str]:
+def check_arguments(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+) -> str | None:
     """Why the kernel would reject these arguments (the C++ kernel's checks, on shapes and
     dtypes only), or ``None`` when it takes them. Works on fake tensors (``meta["val"]``)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if t.dtype != torch.float32 or t.dim() != 4:
             return f"{name} is {t.dim()}-D {t.dtype}, the kernel takes 4-D float32"
     batch, q_heads, q_len, depth = query.shape
-    if (key.shape[0] != batch or key.shape[3] != depth or value.shape[0] != batch
-            or tuple(value.shape[1:3]) != tuple(key.shape[1:3])):
-        return (f"shapes query {tuple(query.shape)}, key {tuple(key.shape)}, value "
-                f"{tuple(value.shape)} are not [B, H_q, T, E], [B, H_kv, S, E], "
-                "[B, H_kv, S, E_v]")
+    if (
+        key.shape[0] != batch
+        or key.shape[3] != depth
+        or value.shape[0] != batch
+        or tuple(value.shape[1:3]) != tuple(key.shape[1:3])
+    ):
+        return (
+            f"shapes query {tuple(query.shape)}, key {tuple(key.shape)}, value "
+            f"{tuple(value.shape)} are not [B, H_q, T, E], [B, H_kv, S, E], "
+            "[B, H_kv, S, E_v]"
+        )
     if key.shape[1] == 0 or q_heads % key.shape[1] != 0:
         return f"{q_heads} query heads are not a multiple of {key.shape[1]} key/value heads"
     if attn_mask is None:
@@ -63,38 +74,55 @@ def check_arguments(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return None
 
 
-def _check(query, key, value, attn_mask, is_causal) -> None:
+def _check(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+) -> None:
     reason = check_arguments(query, key, value, attn_mask, is_causal)
     if reason is not None:
         raise ValueError(f"gqa_attention: {reason}")
 
 
-def _reference(query, key, value, attn_mask, is_causal, scale):
+def _gqa_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+) -> torch.Tensor:
+    _check(query, key, value, attn_mask, is_causal)
     return torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
-        enable_gqa=True)
+        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=True
+    )
 
 
-def _gqa_attention(query, key, value, attn_mask, is_causal, scale):
-    _check(query, key, value, attn_mask, is_causal)
-    return _reference(query, key, value, attn_mask, is_causal, scale)
-
-
-def _gqa_attention_out(query, key, value, attn_mask, is_causal, scale, *, out):
-    _check(query, key, value, attn_mask, is_causal)
-    result = _reference(query, key, value, attn_mask, is_causal, scale)
+def _gqa_attention_out(*args: Any, out: torch.Tensor) -> torch.Tensor:
+    """``_gqa_attention(*args)`` (the schema's arguments, checked there) written into ``out``."""
+    result = _gqa_attention(*args)
     out.resize_(result.shape)
     out.copy_(result)
     return out
 
 
-def _gqa_attention_fake(query, key, value, attn_mask, is_causal, scale):
+def _gqa_attention_fake(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+) -> torch.Tensor:
     _check(query, key, value, attn_mask, is_causal)
     return query.new_empty((*query.shape[:3], value.shape[3]))
 
 
-def _gqa_attention_out_fake(query, key, value, attn_mask, is_causal, scale, *, out):
-    _check(query, key, value, attn_mask, is_causal)
+def _gqa_attention_out_fake(*args: Any, out: torch.Tensor) -> torch.Tensor:
+    """The schema's arguments as ``_gqa_attention_fake`` checks them (all but ``scale``)."""
+    _check(*args[:5])
     return out
 
 

@@ -40,9 +40,7 @@ def _check(cache: torch.Tensor, value: torch.Tensor, indices: torch.Tensor, dim:
         raise ValueError(f"kv_cache_update: dim {dim} out of range for rank {cache.dim()}")
     dim = dim % cache.dim()
     if value.dim() != cache.dim():
-        raise ValueError(
-            f"kv_cache_update: value rank {value.dim()} != cache rank {cache.dim()}"
-        )
+        raise ValueError(f"kv_cache_update: value rank {value.dim()} != cache rank {cache.dim()}")
     if value.dtype != cache.dtype:
         raise ValueError(f"kv_cache_update: value dtype {value.dtype} != cache dtype {cache.dtype}")
     for d in range(cache.dim()):
@@ -68,12 +66,16 @@ _lib.define(SCHEMA)
 _lib.define(OUT_SCHEMA)
 
 
-def _kv_cache_update(cache, value, indices, dim):
+def _kv_cache_update(
+    cache: torch.Tensor, value: torch.Tensor, indices: torch.Tensor, dim: int
+) -> torch.Tensor:
     dim = _check(cache, value, indices, dim)
     return cache.index_copy(dim, indices, value)
 
 
-def _kv_cache_update_out(cache, value, indices, dim, *, out):
+def _kv_cache_update_out(
+    cache: torch.Tensor, value: torch.Tensor, indices: torch.Tensor, dim: int, *, out: torch.Tensor
+) -> torch.Tensor:
     dim = _check(cache, value, indices, dim)
     if out.data_ptr() != cache.data_ptr():
         out.resize_(cache.shape)
@@ -82,12 +84,16 @@ def _kv_cache_update_out(cache, value, indices, dim, *, out):
     return out
 
 
-def _kv_cache_update_fake(cache, value, indices, dim):
+def _kv_cache_update_fake(
+    cache: torch.Tensor, value: torch.Tensor, indices: torch.Tensor, dim: int
+) -> torch.Tensor:
     _check(cache, value, indices, dim)
     return torch.empty_like(cache)
 
 
-def _kv_cache_update_out_fake(cache, value, indices, dim, *, out):
+def _kv_cache_update_out_fake(
+    cache: torch.Tensor, value: torch.Tensor, indices: torch.Tensor, dim: int, *, out: torch.Tensor
+) -> torch.Tensor:
     _check(cache, value, indices, dim)
     return out
 

@@ -23,25 +23,24 @@ updated in place" (``_inplace_lineage``), so ``state`` is never written: eager g
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import cast
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
 from torch.export import ExportedProgram
-from torch.export.exported_program import ExportGraphSignature
-from torch.export.graph_signature import OutputKind
+from torch.export.graph_signature import ExportGraphSignature, OutputKind
 
-from executorch_trt.graph.operator_support import STAYS_ON_HOST
 from executorch_trt.graph.edit import EDGE, insert_before
-
+from executorch_trt.graph.operator_support import STAYS_ON_HOST
 
 #: ``node.meta`` key of a snapshot node: the FQN of the buffer it copies (for messages).
 SNAPSHOT_OF = "executorch_trt_snapshot_of"
 
 
-def _dropped_writes(graph_module: torch.fx.GraphModule,
-                    signature: ExportGraphSignature) -> List[Tuple[int, str, torch.fx.Node]]:
+def _dropped_writes(
+    graph_module: torch.fx.GraphModule, signature: ExportGraphSignature
+) -> list[tuple[int, str, torch.fx.Node]]:
     """(output position, target FQN, source placeholder) of every buffer mutation whose new
     value is another placeholder."""
     output = graph_module.graph.output_node()
@@ -51,10 +50,13 @@ def _dropped_writes(graph_module: torch.fx.GraphModule,
     for k, spec in enumerate(signature.output_specs):
         if spec.kind != OutputKind.BUFFER_MUTATION or k >= len(flat):
             continue
-        value = flat[k]
-        if isinstance(value, torch.fx.Node) and value.op == "placeholder" \
-                and value.name != own.get(spec.target):
-            found.append((k, spec.target, value))
+        value, fqn = flat[k], cast(str, spec.target)  # a buffer mutation names its buffer
+        if (
+            isinstance(value, torch.fx.Node)
+            and value.op == "placeholder"
+            and value.name != own.get(fqn)
+        ):
+            found.append((k, fqn, value))
     return found
 
 
@@ -70,15 +72,21 @@ def materialise_buffer_to_buffer_writes(ep: ExportedProgram) -> int:
     first = next(n for n in gm.graph.nodes if n.op != "placeholder")
     for k, _, source in dropped:
         rank = source.meta["val"].dim()
-        snapshot = insert_before(first, EDGE.dim_order_ops._clone_dim_order.default, (source,),
-                                 {"dim_order": list(range(rank))})
-        snapshot.meta[SNAPSHOT_OF] = ep.graph_signature.inputs_to_buffers.get(source.name,
-                                                                              source.name)
+        snapshot = insert_before(
+            first,
+            EDGE.dim_order_ops._clone_dim_order.default,
+            (source,),
+            {"dim_order": list(range(rank))},
+        )
+        snapshot.meta[SNAPSHOT_OF] = ep.graph_signature.inputs_to_buffers.get(
+            source.name, source.name
+        )
         snapshot.meta[STAYS_ON_HOST] = True
         flat[k] = snapshot
         ep.graph_signature.output_specs[k].arg.name = snapshot.name
-    output.args = (type(output.args[0])(flat) if isinstance(output.args[0], (list, tuple))
-                   else flat[0],)
+    output.args = (
+        type(output.args[0])(flat) if isinstance(output.args[0], (list, tuple)) else flat[0],
+    )
     gm.graph.lint()
     gm.recompile()
     return len(dropped)
@@ -93,7 +101,7 @@ class BufferToBufferWritesPass(ExportedProgramPassBase):
         return ExportedProgramPassResult(exported_program, changed)
 
 
-def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: str) -> None:
+def check_no_dropped_writes(signature: ExportGraphSignature | None, method: str) -> None:
     """Raises ``ValueError`` if a buffer of ``method`` is assigned another buffer as it is
     (the write ExecuTorch drops); ``signature`` is the program's graph signature after
     ``insert_write_back_for_buffers_pass``. That pass also renames the mutation outputs out of
@@ -101,12 +109,15 @@ def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: s
     if signature is None:
         return
     own = {fqn: name for name, fqn in signature.inputs_to_buffers.items()}
-    involved = set()
+    involved: set[str] = set()
     for spec in signature.output_specs:
-        name = spec.arg.name
-        if spec.kind == OutputKind.BUFFER_MUTATION and name in signature.inputs_to_buffers \
-                and name != own.get(spec.target):
-            involved.update({spec.target, signature.inputs_to_buffers[name]})
+        name, fqn = spec.arg.name, cast(str, spec.target)
+        if (
+            spec.kind == OutputKind.BUFFER_MUTATION
+            and name in signature.inputs_to_buffers
+            and name != own.get(fqn)
+        ):
+            involved.update({fqn, signature.inputs_to_buffers[name]})
     if involved:
         raise ValueError(
             f"executorch_trt: {method}: a buffer is assigned another buffer as it is (e.g. "
@@ -115,4 +126,5 @@ def check_no_dropped_writes(signature: Optional[ExportGraphSignature], method: s
             "write, so the buffer would never change. Lower with "
             "to_edge_transform_and_lower(..., transform_passes=executorch_trt.transform_passes()) "
             "(executorch_trt.export does), which keeps the write, or assign a computed value "
-            "(state.copy_(init.clone())).")
+            "(state.copy_(init.clone()))."
+        )

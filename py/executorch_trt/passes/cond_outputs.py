@@ -36,16 +36,16 @@ the cache input itself (``plan_cond_caches_in_place``), never moved.
 from __future__ import annotations
 
 import operator
-from typing import List
 
 import torch
 from executorch.exir import memory
 from executorch.exir.pass_base import PassBase, PassResult
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.edit import EDGE, insert_before
+from executorch_trt.graph.nodes import arg_int, arg_node
 from executorch_trt.graph.operator_support import cond_branches, is_cond
 from executorch_trt.passes.cross_attn_cache import cond_cache_outputs
-from executorch_trt.graph.edit import EDGE, insert_before
 
 
 def copy_cond_outputs(ep: ExportedProgram) -> int:
@@ -59,15 +59,23 @@ def copy_cond_outputs(ep: ExportedProgram) -> int:
     flat = list(output.args[0])
     copies = 0
     for k, value in enumerate(flat):
-        if not (isinstance(value, torch.fx.Node) and value.target is operator.getitem
-                and isinstance(value.args[0], torch.fx.Node) and is_cond(value.args[0])):
+        if not (
+            isinstance(value, torch.fx.Node)
+            and value.target is operator.getitem
+            and isinstance(value.args[0], torch.fx.Node)
+            and is_cond(value.args[0])
+        ):
             continue
-        cond, j = value.args
+        cond, j = arg_node(value, 0), arg_int(value, 1)
         if j in cond_cache_outputs(ep.graph_module, cond):
             continue
         rank = value.meta["val"].dim()
-        copy = insert_before(output, EDGE.dim_order_ops._clone_dim_order.default, (value,),
-                             {"dim_order": list(range(rank))})
+        copy = insert_before(
+            output,
+            EDGE.dim_order_ops._clone_dim_order.default,
+            (value,),
+            {"dim_order": list(range(rank))},
+        )
         for spec in ep.graph_signature.output_specs:
             if spec.arg.name == value.name:
                 spec.arg.name = copy.name
@@ -80,8 +88,12 @@ def copy_cond_outputs(ep: ExportedProgram) -> int:
 
 
 #: Higher-order ops whose submodules ExecuTorch plans in the shared submodule region.
-_CONTROL_FLOW = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop,
-                 torch.ops.higher_order.map_impl, torch.ops.higher_order.scan)
+_CONTROL_FLOW = (
+    torch.ops.higher_order.cond,
+    torch.ops.higher_order.while_loop,
+    torch.ops.higher_order.map_impl,
+    torch.ops.higher_order.scan,
+)
 
 
 def _control_flow(node: torch.fx.Node) -> bool:
@@ -93,7 +105,7 @@ def _control_flow(node: torch.fx.Node) -> bool:
 _VIEWS = (EDGE.aten.view_copy.default, torch.ops.aten.view_copy.default, memory.view)
 
 
-def _readers(value: torch.fx.Node) -> List[torch.fx.Node]:
+def _readers(value: torch.fx.Node) -> list[torch.fx.Node]:
     """Every node that reads ``value``'s memory: its users, and the users of views of it."""
     readers, stack = [], list(value.users)
     while stack:
@@ -107,9 +119,9 @@ def _readers(value: torch.fx.Node) -> List[torch.fx.Node]:
 def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
     """In an edge graph (functional, before ``to_executorch``'s out-variant pass), copies each
     ``getitem(cond, j)`` (not a cache output) that is read after a later control-flow node of
-    the same graph or read through a ``view_copy``, and points every reader at the copy; likewise in every ``cond`` branch
-    (recursively). Returns the number of copies inserted; ``to_executorch`` renames the
-    outputs in the graph signature after its passes."""
+    the same graph or read through a ``view_copy``, and points every reader at the copy; likewise in
+    every ``cond`` branch (recursively). Returns the number of copies inserted; ``to_executorch``
+    renames the outputs in the graph signature after its passes."""
     graph = graph_module.graph
     nodes = list(graph.nodes)
     order = {n: i for i, n in enumerate(nodes)}
@@ -132,8 +144,12 @@ def copy_sibling_cond_outputs(graph_module: torch.fx.GraphModule) -> int:
             rank = item.meta["val"].dim()
             anchor = item.next
             readers = list(item.users)
-            copy = insert_before(anchor, EDGE.dim_order_ops._clone_dim_order.default, (item,),
-                                 {"dim_order": list(range(rank))})
+            copy = insert_before(
+                anchor,
+                EDGE.dim_order_ops._clone_dim_order.default,
+                (item,),
+                {"dim_order": list(range(rank))},
+            )
             for reader in readers:
                 reader.replace_input_with(item, copy)
             copies += 1

@@ -1,6 +1,6 @@
 """Cross-attention caches under ``torch.cond``: make the hidden write visible and in place.
 
-The pattern (``../shared/seeds/torch-cond-cross-attn-cache-ops.txt``)::
+The pattern (``docs/executorch_notes.md``, "``torch.cond`` and the cross-attention cache ops")::
 
     kv = torch.cond((cache != 0).any(),
                     lambda c, x: torch.ops.executorch.alias(c, x)[0],              # reuse
@@ -13,7 +13,7 @@ the cache is planned as a *constant* (SpecPropPass marks an unmutated buffer con
 then deduplicates equal constants, so two zero caches become one), the write lands in a
 scratch tensor and never persists, ``alias`` copies the cache every step, and with two or more
 layers one layer reads another's K/V, because all ``cond`` branches share one arena
-(ExecuTorch issue #21490: ``memory_planning.py`` plans every branch at offset 0).
+(pytorch/executorch#21490: ``memory_planning.py`` plans every branch at offset 0).
 
 Two rewrites fix it:
 
@@ -24,7 +24,7 @@ Two rewrites fix it:
   is the ``cond``'s output for it (``getitem(cond, j)``; both branches must return the cache
   at position ``j``). The cache becomes mutable state (never const, never deduplicated). A
   partitioner that takes the ``cond`` then returns the update as a delegate output, which
-  ``preprocess`` aliases to the cache input (``contract.decide_aliases``) and
+  ``preprocess`` aliases to the cache input (``backend.aliases.decide_aliases``) and
   ``InplaceMemoryPlanningPass`` makes the buffer's own value, as for any in-place KV write.
 * ``plan_cond_caches_in_place(graph_module)`` (after ``ToOutVarPass``, before memory
   planning; ``InplaceMemoryPlanningPass`` runs it on the top-level program, the portable
@@ -42,35 +42,45 @@ output position (the cache would be one thing in one branch and another in the o
 
 from __future__ import annotations
 
+import itertools
 import operator
-from typing import Dict, List, Optional, Set
+from typing import cast
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir import memory
 from torch.export import ExportedProgram
-from torch.export.exported_program import ExportGraphSignature
-from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
+from torch.export.graph_signature import (
+    ExportGraphSignature,
+    InputKind,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
 
-from executorch_trt.graph.operator_support import cond_branches, is_cond, op_name, schema_name
 from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.graph.nodes import arg_int, arg_node, args_of
+from executorch_trt.graph.operator_support import cond_branches, is_cond, op_name, schema_name
 
 UPDATE = "executorch::update_cross_attn_cache"
 ALIAS = "executorch::alias"
 
 
 def _cache_arg(node: torch.fx.Node) -> torch.fx.Node:
-    return node.args[1] if len(node.args) > 1 else node.kwargs["cache"]
+    return cast(torch.fx.Node, node.args[1] if len(node.args) > 1 else node.kwargs["cache"])
 
 
-def _updated_operands(branch: torch.fx.GraphModule) -> Set[int]:
+def _updated_operands(branch: torch.fx.GraphModule) -> set[int]:
     """Operand positions a branch passes as ``update_cross_attn_cache``'s ``cache``."""
     placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
-    return {placeholders.index(_cache_arg(n)) for n in branch.graph.nodes
-            if schema_name(n) == UPDATE and _cache_arg(n) in placeholders}
+    return {
+        placeholders.index(_cache_arg(n))
+        for n in branch.graph.nodes
+        if schema_name(n) == UPDATE and _cache_arg(n) in placeholders
+    }
 
 
-def _operand_names(graph_signature: Optional[ExportGraphSignature]) -> Dict[str, str]:
+def _operand_names(graph_signature: ExportGraphSignature | None) -> dict[str, str]:
     """``{placeholder name: how the user knows it}``: ``buffer 'layers.0.k_cache'``,
     ``method input 'x'``, ``parameter 'k.weight'``; empty without a signature."""
     if graph_signature is None:
@@ -85,13 +95,19 @@ def _operand_names(graph_signature: Optional[ExportGraphSignature]) -> Dict[str,
     return names
 
 
-def _describe_output(gm: torch.fx.GraphModule, cond: torch.fx.Node, branch: int, j: int,
-                     k: Optional[int], names: Dict[str, str]) -> str:
+def _describe_output(
+    gm: torch.fx.GraphModule,
+    cond: torch.fx.Node,
+    branch: int,
+    j: int,
+    k: int | None,
+    names: dict[str, str],
+) -> str:
     """What output ``j`` of branch ``branch`` (0 true, 1 false) of ``cond`` is, in the user's
     terms: the cond operand ``k`` it returns (named through ``names``), else the op computing
     it."""
     if k is not None:
-        operand = cond.args[3][k]
+        operand = args_of(cond)[3][k]
         return names.get(operand.name, f"'{operand.name}'")
     graph = cond_branches(gm, cond)[branch]
     outputs = pytree.tree_leaves(graph.graph.output_node().args[0])
@@ -101,9 +117,14 @@ def _describe_output(gm: torch.fx.GraphModule, cond: torch.fx.Node, branch: int,
     return "a computed tensor"
 
 
-def _mismatch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node, j: int,
-                    true_k: Optional[int], false_k: Optional[int],
-                    names: Dict[str, str]) -> ValueError:
+def _mismatch_error(
+    gm: torch.fx.GraphModule,
+    cond: torch.fx.Node,
+    j: int,
+    true_k: int | None,
+    false_k: int | None,
+    names: dict[str, str],
+) -> ValueError:
     cache_k = true_k if true_k is not None else false_k
     cache = _describe_output(gm, cond, 0 if true_k is not None else 1, j, cache_k, names)
     return ValueError(
@@ -114,26 +135,31 @@ def _mismatch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node, j: int,
         "that the output is the cache itself: return torch.ops.executorch.alias(cache, ...)[0] "
         "when reusing it (not a tensor computed from it, cache.clone() or a new tensor) and "
         "update_cross_attn_cache(value, cache) when recomputing, and compute from the cond's "
-        "output after the cond (k = torch.cond(...); out = k + extra).")
+        "output after the cond (k = torch.cond(...); out = k + extra)."
+    )
 
 
-def _returned_in_one_branch_error(gm: torch.fx.GraphModule, cond: torch.fx.Node, k: int,
-                                  names: Dict[str, str]) -> ValueError:
+def _returned_in_one_branch_error(
+    gm: torch.fx.GraphModule, cond: torch.fx.Node, k: int, names: dict[str, str]
+) -> ValueError:
     """The error for a cache operand ``k`` that ``cond`` updates but whose branches do not both
     return it at one output position."""
     true_map, false_map = (_branch_cache_outputs(b) for b in cond_branches(gm, cond))
     for j in sorted(set(true_map) | set(false_map)):
         if k in (true_map.get(j), false_map.get(j)):
             return _mismatch_error(gm, cond, j, true_map.get(j), false_map.get(j), names)
-    operand = cond.args[3][k]
+    operand = args_of(cond)[3][k]
     return ValueError(
         f"executorch_trt: torch.cond '{cond.name}' updates "
         f"{names.get(operand.name, repr(operand.name))} with update_cross_attn_cache but no "
         "branch returns it, so the update would be lost; return the update's result from the "
-        "recompute branch and alias(cache, ...)[0] from the reuse branch.")
+        "recompute branch and alias(cache, ...)[0] from the reuse branch."
+    )
 
 
-def _not_a_buffer_error(cond: torch.fx.Node, operand: torch.fx.Node, kind) -> ValueError:
+def _not_a_buffer_error(
+    cond: torch.fx.Node, operand: torch.fx.Node, kind: InputKind | None
+) -> ValueError:
     if operand.op != "placeholder":
         what = f"a computed tensor ({op_name(operand)}, e.g. a slice of the cache)"
     elif kind == InputKind.PARAMETER:
@@ -144,7 +170,8 @@ def _not_a_buffer_error(cond: torch.fx.Node, operand: torch.fx.Node, kind) -> Va
         f"executorch_trt: torch.cond '{cond.name}' updates '{operand.name}' with "
         f"update_cross_attn_cache, but '{operand.name}' is {what}, not a buffer: the update "
         "would not persist to the next call. Register the whole cache as a buffer "
-        "(register_buffer) and pass that buffer to the cond as it is.")
+        "(register_buffer) and pass that buffer to the cond as it is."
+    )
 
 
 def _contains_update(graph_module: torch.fx.GraphModule) -> bool:
@@ -167,11 +194,13 @@ def _check_no_nested_updates(gm: torch.fx.GraphModule, cond: torch.fx.Node) -> N
                     f"executorch_trt: a torch.cond inside a branch of torch.cond '{cond.name}' "
                     "updates a cross-attention cache; only a top-level torch.cond "
                     "may update a cache (its update would not persist otherwise). Use one "
-                    "top-level cond per cache, or one cond updating several caches.")
+                    "top-level cond per cache, or one cond updating several caches."
+                )
 
 
-def unexposed_cache_writes(graph_module: torch.fx.GraphModule,
-                           graph_signature: ExportGraphSignature) -> List[str]:
+def unexposed_cache_writes(
+    graph_module: torch.fx.GraphModule, graph_signature: ExportGraphSignature
+) -> list[str]:
     """FQNs of the buffers that ``update_cross_attn_cache`` (functional or ``.out``; at the top
     level or in a top-level ``cond``) updates and that are not BUFFER_MUTATION targets:
     ``expose_cross_attn_cache_writes`` was not applied, so ExecuTorch would plan the cache as
@@ -190,17 +219,18 @@ def unexposed_cache_writes(graph_module: torch.fx.GraphModule,
     return found
 
 
-def check_cache_writes_exposed(graph_module: torch.fx.GraphModule,
-                               graph_signature: Optional[ExportGraphSignature],
-                               where: str) -> None:
+def check_cache_writes_exposed(
+    graph_module: torch.fx.GraphModule, graph_signature: ExportGraphSignature | None, where: str
+) -> None:
     """Raises ``ValueError`` naming the buffers ``unexposed_cache_writes`` finds (``where``
     names the stage for the message); does nothing without a signature."""
     if graph_signature is None:
         return
     for node in _top_level_updates(graph_module):
         if _cache_arg(node).name in graph_signature.user_inputs:
-            raise _method_input_error(node, _cache_arg(node),
-                                      f"{where}: update_cross_attn_cache '{node.name}'")
+            raise _method_input_error(
+                node, _cache_arg(node), f"{where}: update_cross_attn_cache '{node.name}'"
+            )
     missing = unexposed_cache_writes(graph_module, graph_signature)
     if missing:
         raise ValueError(
@@ -211,7 +241,8 @@ def check_cache_writes_exposed(graph_module: torch.fx.GraphModule,
             "[TensorRTPartitioner()], ...), whose partitioner records them before "
             "decomposition (executorch_trt.export does), or call "
             "executorch_trt.passes.cross_attn_cache.expose_cross_attn_cache_writes(ep) on each "
-            "ExportedProgram before to_edge.")
+            "ExportedProgram before to_edge."
+        )
 
 
 def _output_item(cond: torch.fx.Node, j: int) -> torch.fx.Node:
@@ -225,30 +256,34 @@ def _output_item(cond: torch.fx.Node, j: int) -> torch.fx.Node:
     return item
 
 
-def _method_input_error(node: torch.fx.Node, operand: torch.fx.Node,
-                        where: str) -> ValueError:
+def _method_input_error(node: torch.fx.Node, operand: torch.fx.Node, where: str) -> ValueError:
     return ValueError(
         f"executorch_trt: {where} updates method input '{operand.name}' with "
         "update_cross_attn_cache; a method input is the caller's tensor for one call, so the "
         "cache would not persist to the next call and the caller's tensor would not be "
         "written (eager PyTorch writes into it). Register the cache as a buffer of the module "
-        "(register_buffer) so it is state the program owns.")
+        "(register_buffer) so it is state the program owns."
+    )
 
 
 def _is_view(node: torch.fx.Node) -> bool:
     """Whether ``node`` is an ATen view (its result aliases its input: ``slice``, ``view``,
     ``select``, ``transpose``...), read off the op's schema."""
     schema = getattr(node.target, "_schema", None)
-    return (node.op == "call_function" and schema is not None and bool(schema.returns)
-            and schema.returns[0].alias_info is not None
-            and not schema.returns[0].alias_info.is_write)
+    return (
+        node.op == "call_function"
+        and schema is not None
+        and bool(schema.returns)
+        and schema.returns[0].alias_info is not None
+        and not schema.returns[0].alias_info.is_write
+    )
 
 
-def _top_level_updates(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
+def _top_level_updates(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if schema_name(n) == UPDATE]
 
 
-def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[str]:
+def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: set[str]) -> list[str]:
     """Makes each ``update_cross_attn_cache(value, cache)`` outside a ``cond`` the eager
     write it is. The op declares no mutation, so torch.export records none: the graph goes on
     reading the old ``cache`` after the call, and a buffer it writes becomes a constant (the
@@ -272,20 +307,22 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
     kinds = {s.arg.name: s.kind for s in sig.input_specs}
     buffers = {s.arg.name: s.target for s in sig.input_specs if s.kind == InputKind.BUFFER}
     output = gm.graph.output_node()
-    mutation_specs = {s.target: k for k, s in enumerate(sig.output_specs)
-                      if s.kind == OutputKind.BUFFER_MUTATION}
+    mutation_specs = {
+        s.target: k for k, s in enumerate(sig.output_specs) if s.kind == OutputKind.BUFFER_MUTATION
+    }
     # The nodes that are a buffer's live value: its placeholder, and its last in-place write.
-    current: Dict[torch.fx.Node, str] = {
-        n: buffers[n.name] for n in gm.graph.nodes if n.op == "placeholder" and n.name in buffers}
+    current: dict[torch.fx.Node, str] = {
+        n: buffers[n.name] for n in gm.graph.nodes if n.op == "placeholder" and n.name in buffers
+    }
     out_args = list(output.args[0])
     for fqn, k in mutation_specs.items():
         if isinstance(out_args[k], torch.fx.Node):
             current[out_args[k]] = fqn
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
-    chains: Dict[torch.fx.Node, List[torch.fx.Node]] = {}
+    chains: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     for node in updates:
         chains.setdefault(_cache_arg(node), []).append(node)
-    last: Dict[str, torch.fx.Node] = {}
+    last: dict[str, torch.fx.Node] = {}
     for cache, chain in chains.items():
         where = f"update_cross_attn_cache '{chain[0].name}' (outside a torch.cond)"
         fqn = current.get(cache)
@@ -295,22 +332,25 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
             kind = str(kinds.get(cache.name)).split(".")[-1].lower().replace("_", " ")
             raise ValueError(
                 f"executorch_trt: {where} writes '{cache.name}', a {kind}, not a buffer: the "
-                "write would be lost. Register the cache as a buffer (register_buffer).")
+                "write would be lost. Register the cache as a buffer (register_buffer)."
+            )
         if fqn is None and _is_view(cache):
             raise ValueError(
                 f"executorch_trt: {where} writes '{cache.name}', a view "
                 f"({op_name(cache)}) of another tensor: eager PyTorch writes through the view "
                 "into that tensor, which the exported program cannot follow. Pass the whole "
-                "cache (a buffer) to update_cross_attn_cache.")
+                "cache (a buffer) to update_cross_attn_cache."
+            )
         if fqn in cond_fqns:
             raise ValueError(
                 f"executorch_trt: buffer '{fqn}' is updated by {where} and by a torch.cond; "
-                "update a cross-attention cache in one place.")
+                "update a cross-attention cache in one place."
+            )
         for reader in list(cache.users):  # live reads: the latest update before each
             before = [u for u in chain if order[u] < order[reader]]
             if before:
                 reader.replace_input_with(cache, before[-1])
-        for u, later in zip(chain, chain[1:]):  # snapshot reads after the next update
+        for u, later in itertools.pairwise(chain):  # snapshot reads after the next update
             late = [r for r in u.users if r is not later and order[r] > order[later]]
             if late:
                 with gm.graph.inserting_after(u):
@@ -322,8 +362,9 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
             last[fqn] = chain[-1]
     added = [(fqn, node) for fqn, node in last.items() if fqn not in mutation_specs]
     output.args = (tuple(n for _, n in added) + tuple(output.args[0]),)
-    sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name),
-                                       fqn) for fqn, n in added]
+    sig.output_specs[:0] = [
+        OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name), fqn) for fqn, n in added
+    ]
     for spec, arg in zip(sig.output_specs, output.args[0]):
         if isinstance(arg, torch.fx.Node) and isinstance(spec.arg, TensorArgument):
             spec.arg.name = arg.name
@@ -331,7 +372,7 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: Set[str]) -> List[
     return [fqn for fqn, _ in added]
 
 
-def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
+def expose_cross_attn_cache_writes(ep: ExportedProgram) -> list[str]:
     """Records each buffer a ``cond`` updates with ``update_cross_attn_cache`` as a
     BUFFER_MUTATION whose new value is the ``cond``'s output for it, ``getitem(cond, j)``
     (created if the program does not read it; module docstring), and each buffer updated
@@ -350,8 +391,8 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
     user_inputs = {s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT}
     kinds = {s.arg.name: s.kind for s in sig.input_specs}
     mutated = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
-    exposed: List[torch.fx.Node] = []
-    fqns: List[str] = []
+    exposed: list[torch.fx.Node] = []
+    fqns: list[str] = []
     for node in list(gm.graph.nodes):
         if not is_cond(node):
             continue
@@ -376,21 +417,27 @@ def expose_cross_attn_cache_writes(ep: ExportedProgram) -> List[str]:
         output = gm.graph.output_node()
         # BUFFER_MUTATION outputs come first in an ExportedProgram's output list.
         output.args = (tuple(exposed) + tuple(output.args[0]),)
-        sig.output_specs[:0] = [OutputSpec(OutputKind.BUFFER_MUTATION,
-                                           TensorArgument(name=n.name), fqn)
-                                for n, fqn in zip(exposed, fqns)]
+        sig.output_specs[:0] = [
+            OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name), fqn)
+            for n, fqn in zip(exposed, fqns)
+        ]
         gm.recompile()
-    cond_fqns = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION
-                 and any(s.arg.name == n.name for n in _cond_outputs(gm))}
+    cond_fqns = {
+        s.target
+        for s in sig.output_specs
+        if s.kind == OutputKind.BUFFER_MUTATION
+        and any(s.arg.name == n.name for n in _cond_outputs(gm))
+    }
     return fqns + _expose_top_level_updates(ep, cond_fqns)
 
 
-def _cond_outputs(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
-    return [u for n in gm.graph.nodes if is_cond(n) for u in n.users
-            if u.target is operator.getitem]
+def _cond_outputs(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [
+        u for n in gm.graph.nodes if is_cond(n) for u in n.users if u.target is operator.getitem
+    ]
 
 
-def _returned_operand(value, placeholders: List[torch.fx.Node]) -> Optional[int]:
+def _returned_operand(value: object, placeholders: list[torch.fx.Node]) -> int | None:
     """The operand position a functional branch output is the cache of:
     ``update_cross_attn_cache(v, placeholder k)`` or ``alias(..)[i]`` whose argument ``i`` is
     placeholder ``k``; ``None`` for anything else."""
@@ -398,14 +445,14 @@ def _returned_operand(value, placeholders: List[torch.fx.Node]) -> Optional[int]
         return None
     if schema_name(value) == UPDATE:
         source = _cache_arg(value)
-    elif value.target is operator.getitem and schema_name(value.args[0]) == ALIAS:
-        source = value.args[0].args[value.args[1]]
+    elif value.target is operator.getitem and schema_name(arg_node(value, 0)) == ALIAS:
+        source = arg_node(arg_node(value, 0), arg_int(value, 1))
     else:
         return None
     return placeholders.index(source) if source in placeholders else None
 
 
-def _branch_cache_outputs(branch: torch.fx.GraphModule) -> Dict[int, int]:
+def _branch_cache_outputs(branch: torch.fx.GraphModule) -> dict[int, int]:
     """``{output position: operand position}`` for the outputs of one functional branch that
     are a cache operand (``_returned_operand``)."""
     placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
@@ -414,7 +461,7 @@ def _branch_cache_outputs(branch: torch.fx.GraphModule) -> Dict[int, int]:
     return {j: k for j, k in found.items() if k is not None}
 
 
-def cond_cache_outputs(graph_module: torch.fx.GraphModule, cond: torch.fx.Node) -> Dict[int, int]:
+def cond_cache_outputs(graph_module: torch.fx.GraphModule, cond: torch.fx.Node) -> dict[int, int]:
     """``{output position: operand position}`` of ``cond`` (functional graph, before
     ``ToOutVarPass``) for the outputs both branches return as the same cache operand: the
     reuse branch as ``alias(cache, ...)[i]``, the recompute branch as
@@ -423,12 +470,12 @@ def cond_cache_outputs(graph_module: torch.fx.GraphModule, cond: torch.fx.Node) 
     return {j: k for j, k in true_map.items() if false_map.get(j) == k}
 
 
-def _drop_if_unused_alloc(graph: torch.fx.Graph, node) -> None:
+def _drop_if_unused_alloc(graph: torch.fx.Graph, node: object) -> None:
     if isinstance(node, torch.fx.Node) and node.target is memory.alloc and not node.users:
         graph.erase_node(node)
 
 
-def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
+def _rewrite_branch(branch: torch.fx.GraphModule) -> dict[int, int]:
     """In one (out-variant) branch: ``update_cross_attn_cache.out`` writes into its cache
     operand, ``alias.out(...)[i]`` becomes operand ``i``. Returns output position -> operand
     position for the outputs that now are an operand."""
@@ -463,7 +510,7 @@ def _rewrite_branch(branch: torch.fx.GraphModule) -> Dict[int, int]:
 
 def plan_cond_caches_in_place(
     graph_module: torch.fx.GraphModule,
-    graph_signature: Optional[ExportGraphSignature] = None,
+    graph_signature: ExportGraphSignature | None = None,
 ) -> int:
     """Applies the second rewrite of the module docstring to every ``cond`` of an
     out-variant graph (between ``ToOutVarPass`` and memory planning), and removes the
@@ -474,8 +521,11 @@ def plan_cond_caches_in_place(
     bound = 0
     items = []
     for cond in [n for n in graph_module.graph.nodes if is_cond(n)]:
-        if not any(schema_name(n) in (UPDATE, ALIAS) for b in cond_branches(graph_module, cond)
-                   for n in b.graph.nodes):
+        if not any(
+            schema_name(n) in (UPDATE, ALIAS)
+            for b in cond_branches(graph_module, cond)
+            for n in b.graph.nodes
+        ):
             continue
         true_map, false_map = (_rewrite_branch(b) for b in cond_branches(graph_module, cond))
         operands = cond.args[3]
@@ -483,8 +533,14 @@ def plan_cond_caches_in_place(
         flat = list(specs) if isinstance(specs, (list, tuple)) else [specs]
         for j in set(true_map) | set(false_map):
             if true_map.get(j) != false_map.get(j):
-                raise _mismatch_error(graph_module, cond, j, true_map.get(j),
-                                      false_map.get(j), _operand_names(graph_signature))
+                raise _mismatch_error(
+                    graph_module,
+                    cond,
+                    j,
+                    true_map.get(j),
+                    false_map.get(j),
+                    _operand_names(graph_signature),
+                )
             spec = operands[true_map[j]].meta["spec"]
             flat[j] = spec
             for user in cond.users:
@@ -495,8 +551,11 @@ def plan_cond_caches_in_place(
         cond.meta["spec"] = type(specs)(flat) if isinstance(specs, (list, tuple)) else flat[0]
     for item in items:
         for copy in list(item.users):
-            if (copy.target == torch.ops.aten.copy_.default and copy.args[1] is item
-                    and copy.args[0].meta.get("spec") is item.meta["spec"]):
+            if (
+                copy.target == torch.ops.aten.copy_.default
+                and copy.args[1] is item
+                and copy.args[0].meta.get("spec") is item.meta["spec"]
+            ):
                 remove_write_back(copy, item, graph_signature)
     if items:
         graph_module.recompile()

@@ -19,11 +19,11 @@ and, for the same reason, a constant of a partition input's shape no longer read
   ->
     out = aten.full(target.shape, v, dtype=target.dtype)
 
-For ``copy``, with the cast and the expand each omitted when not needed (``out`` becomes ``src`` itself
-when neither is). A copy that is a partition output keeps its node (its name is the output's
-binding name, which the program's signature and the partitioner's ``buffer_updates`` refer
-to): the node itself becomes the last op, a plain ``_to_dim_order_copy`` when nothing else is
-needed. Then dead nodes (e.g. the ``slice_copy`` that only fed the copy its shape) are removed.
+For ``copy``, with the cast and the expand each omitted when not needed (``out`` becomes ``src``
+itself when neither is). A copy that is a partition output keeps its node (its name is the output's
+binding name, which the program's signature and the partitioner's ``buffer_updates`` refer to): the
+node itself becomes the last op, a plain ``_to_dim_order_copy`` when nothing else is needed. Then
+dead nodes (e.g. the ``slice_copy`` that only fed the copy its shape) are removed.
 """
 
 from __future__ import annotations
@@ -31,9 +31,15 @@ from __future__ import annotations
 import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
+from executorch_trt.graph.edit import (
+    EDGE,
+    cast_to,
+    is_static,
+    reshape_to,
+    same_shape,
+    shape_argument,
+)
 from executorch_trt.graph.operator_support import schema_name
-from executorch_trt.graph.edit import (EDGE, cast_to, is_static, reshape_to, same_shape,
-                                       shape_argument)
 
 
 class FunctionalCopyPass(PassBase):
@@ -48,8 +54,10 @@ class FunctionalCopyPass(PassBase):
             if node.op != "call_function" or schema_name(node) != "aten::copy":
                 continue
             target, src = node.args[0], node.args[1]
-            t, s = target.meta.get("val"), src.meta.get("val") if isinstance(
-                src, torch.fx.Node) else None
+            t, s = (
+                target.meta.get("val"),
+                src.meta.get("val") if isinstance(src, torch.fx.Node) else None,
+            )
             if not isinstance(t, torch.Tensor) or not isinstance(s, torch.Tensor):
                 continue
             if any(u.op == "output" for u in node.users):
@@ -76,8 +84,10 @@ def _rewrite_in_place(node: torch.fx.Node, src: torch.fx.Node, target: torch.Ten
             value = reshape_to(node, value, padded)
         have = value.meta["val"].shape
         if any(not is_static(d) and not same_shape([h], [d]) for h, d in zip(have, target.shape)):
-            raise ValueError(f"copy_ of a {[str(h) for h in have]} value into a dynamic "
-                             f"{[str(d) for d in target.shape]} target is not supported")
+            raise ValueError(
+                f"copy_ of a {[str(h) for h in have]} value into a dynamic "
+                f"{[str(d) for d in target.shape]} target is not supported"
+            )
         node.target = EDGE.aten.expand_copy.default
         node.args, node.kwargs = (value, shape_argument(target.shape, "copy_")), {}
     else:
@@ -97,8 +107,11 @@ def _fill_without_reading(node: torch.fx.Node) -> bool:
     into ``full(x.shape, v, dtype=...)``, keeping the node; returns whether it did."""
     name = schema_name(node)
     source, val = node.args[0], node.meta.get("val")
-    if not isinstance(source, torch.fx.Node) or source.op != "placeholder" \
-            or not isinstance(val, torch.Tensor):
+    if (
+        not isinstance(source, torch.fx.Node)
+        or source.op != "placeholder"
+        or not isinstance(val, torch.Tensor)
+    ):
         return False
     position = _FILL_LIKE[name]
     fill = node.args[position] if position is not None else _IMPLIED_FILL[name]

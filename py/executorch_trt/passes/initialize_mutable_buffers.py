@@ -1,34 +1,40 @@
 """``InitializeMutableBuffersPass``: mutable buffers start from their exported value.
 
 ExecuTorch leaves a mutated buffer uninitialized at load unless its placeholder has
-``meta["et_init_buffer"] = True`` (DESIGN.md; ExecuTorch's ``InitializedMutableBufferPass`` does
-the same by name pattern); the emitter then serialises the initial value into the program's
-mutable data. This pass sets the flag on every placeholder except those
-``MarkZeroBuffersPass`` marked; the emitter only honours it for mutable buffers, so parameters, constants and
-user inputs are unaffected.
+``meta["et_init_buffer"] = True`` (``docs/executorch_notes.md``; ExecuTorch's
+``InitializedMutableBufferPass`` does the same by name pattern); the emitter then serialises the
+initial value into the program's mutable data. This pass sets the flag on every placeholder except
+those ``MarkZeroBuffersPass`` marked; the emitter only honours it for mutable buffers, so
+parameters, constants and user inputs are unaffected.
 
-One rule for the result (DESIGN.md contract 6): a fresh load starts from the exported initial
-values. A buffer whose initial value is all zeros (a KV cache, a step counter) is not
-serialised at all (``MarkZeroBuffersPass``): the runtime's planned memory starts
-zeroed (ExecuTorch's ``Module``, its Python runtime and ``executorch_trt``'s runtimes allocate it
+One rule for the result (``docs/contract.md`` 6, "Sessions"): a fresh load starts from the exported
+initial values. A buffer whose initial value is all zeros (a KV cache, a step counter) is not
+serialised at all (``MarkZeroBuffersPass``): the runtime's planned memory starts zeroed
+(ExecuTorch's ``Module``, its Python runtime and ``executorch_trt``'s runtimes allocate it
 zero-filled), so the cache costs no bytes in the ``.pte`` however large its capacity.
 """
 
 from __future__ import annotations
 
 import torch
-from executorch.exir.pass_base import (ExportedProgramPassBase, ExportedProgramPassResult,
-                                       PassBase, PassResult)
+from executorch.exir.pass_base import (
+    ExportedProgramPassBase,
+    ExportedProgramPassResult,
+    PassBase,
+    PassResult,
+)
 from torch.export import ExportedProgram
-
 
 #: ``node.meta`` key of a buffer placeholder whose initial value is all zeros.
 ZERO_INITIAL_VALUE = "executorch_trt_zero_initial_value"
 
 
-def _is_all_zero(value) -> bool:
-    return isinstance(value, torch.Tensor) and not value.is_meta and not bool(
-        value.detach().ne(0).any())
+def _is_all_zero(value: object) -> bool:
+    return (
+        isinstance(value, torch.Tensor)
+        and not value.is_meta
+        and not bool(value.detach().ne(0).any())
+    )
 
 
 class MarkZeroBuffersPass(ExportedProgramPassBase):

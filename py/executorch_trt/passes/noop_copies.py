@@ -2,7 +2,7 @@
 
 ``to_edge`` leaves copies whose result equals their operand: a ``repeat_kv``/mask
 ``expand_copy`` to the shape the tensor already has (17 of the 25 ``expand_copy`` of a decode
-step of the benchmark's Llama, issue 13), a ``clone``/``_clone_dim_order`` or a
+step of the benchmark's Llama), a ``clone``/``_clone_dim_order`` or a
 ``_to_copy``/``_to_dim_order_copy`` to the dtype and dim order it already has. Each still copies
 its whole operand on every call. Graph shape rewritten (one partition, top-level graph)::
 
@@ -40,32 +40,47 @@ operand's.
 from __future__ import annotations
 
 import operator
-from typing import Set
 
 import torch
 from executorch.exir.pass_base import PassBase, PassResult
 
-from executorch_trt.graph.operator_support import is_cond, schema_name
 from executorch_trt.graph.edit import same_shape
+from executorch_trt.graph.operator_support import is_cond, schema_name
 
 #: Copies whose result equals the operand whenever dtype, shape and dim order are unchanged.
-_ALWAYS_IDENTITY = frozenset({
-    "aten::clone", "aten::_to_copy", "aten::alias_copy",
-    "dim_order_ops::_to_dim_order_copy", "dim_order_ops::_clone_dim_order",
-})
+_ALWAYS_IDENTITY = frozenset(
+    {
+        "aten::clone",
+        "aten::_to_copy",
+        "aten::alias_copy",
+        "dim_order_ops::_to_dim_order_copy",
+        "dim_order_ops::_clone_dim_order",
+    }
+)
 #: Shape ops whose result equals the operand when the shape is unchanged (module docstring).
-_IDENTITY_IF_SAME_SHAPE = frozenset({
-    "aten::expand_copy", "aten::view_copy", "aten::slice_copy", "aten::squeeze_copy",
-    "aten::unsqueeze_copy", "aten::_unsafe_view", "aten::reshape", "aten::view",
-    "aten::expand",
-})
+_IDENTITY_IF_SAME_SHAPE = frozenset(
+    {
+        "aten::expand_copy",
+        "aten::view_copy",
+        "aten::slice_copy",
+        "aten::squeeze_copy",
+        "aten::unsqueeze_copy",
+        "aten::_unsafe_view",
+        "aten::reshape",
+        "aten::view",
+        "aten::expand",
+    }
+)
 NOOP_CANDIDATES = _ALWAYS_IDENTITY | _IDENTITY_IF_SAME_SHAPE
 
 #: Ops whose operands (or results) are written in place at run time (module docstring).
-_WRITES_IN_PLACE = frozenset({
-    "executorch_trt::kv_cache_update", "executorch::update_cross_attn_cache",
-    "executorch::alias",
-})
+_WRITES_IN_PLACE = frozenset(
+    {
+        "executorch_trt::kv_cache_update",
+        "executorch::update_cross_attn_cache",
+        "executorch::alias",
+    }
+)
 
 
 def _same_tensor_layout(a: object, b: object) -> bool:
@@ -80,14 +95,15 @@ def _same_tensor_layout(a: object, b: object) -> bool:
         return same_shape(a.stride(), b.stride())
 
 
-def _in_place_storage(graph: torch.fx.Graph) -> Set[torch.fx.Node]:
+def _in_place_storage(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     """Nodes whose storage is written in place at run time, or aliases such storage: every
     tensor operand and the result (with its ``getitem``s) of each ``_WRITES_IN_PLACE`` op and
     ``torch.cond``."""
-    found: Set[torch.fx.Node] = set()
+    found: set[torch.fx.Node] = set()
     for node in graph.nodes:
-        if node.op != "call_function" or not (is_cond(node)
-                                              or schema_name(node) in _WRITES_IN_PLACE):
+        if node.op != "call_function" or not (
+            is_cond(node) or schema_name(node) in _WRITES_IN_PLACE
+        ):
             continue
         found.add(node)
         found.update(u for u in node.users if u.target is operator.getitem)
@@ -112,7 +128,7 @@ class DropNoOpCopiesPass(PassBase):
 
     def __init__(self) -> None:
         super().__init__()
-        self.dropped: dict = {}
+        self.dropped: dict[str, int] = {}
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         graph = graph_module.graph
@@ -122,8 +138,7 @@ class DropNoOpCopiesPass(PassBase):
             if not is_noop_copy(node):
                 continue
             source = node.args[0]
-            if (source in in_place or node in in_place
-                    or any(u.op == "output" for u in node.users)):
+            if source in in_place or node in in_place or any(u.op == "output" for u in node.users):
                 continue
             node.replace_all_uses_with(source)
             graph.erase_node(node)

@@ -33,8 +33,6 @@ stages in this order. Each stage is a function here; its caller is named with it
 
 from __future__ import annotations
 
-from typing import FrozenSet, List
-
 from executorch.exir.pass_base import PassBase
 from executorch.exir.pass_manager import PassType
 from torch.export import ExportedProgram
@@ -45,8 +43,10 @@ from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 from executorch_trt.passes.functional_copies import FunctionalCopyPass
 from executorch_trt.passes.gqa_attention import use_gqa_attention
-from executorch_trt.passes.initialize_mutable_buffers import (InitializeMutableBuffersPass,
-                                                              MarkZeroBuffersPass)
+from executorch_trt.passes.initialize_mutable_buffers import (
+    InitializeMutableBuffersPass,
+    MarkZeroBuffersPass,
+)
 from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
@@ -56,7 +56,7 @@ from executorch_trt.passes.size_copies import SizeCopiesPass
 SDPA = "aten::scaled_dot_product_attention"
 
 
-def prepare_aten_program(ep: ExportedProgram, supported_ops: FrozenSet[str]) -> None:
+def prepare_aten_program(ep: ExportedProgram, supported_ops: frozenset[str]) -> None:
     """Stage 1: rewrites ATen program ``ep`` in place for an engine taking ``supported_ops``.
     Idempotent. Raises ``ValueError`` for a cross-attention cache write it cannot record
     (``expose_cross_attn_cache_writes``)."""
@@ -65,10 +65,13 @@ def prepare_aten_program(ep: ExportedProgram, supported_ops: FrozenSet[str]) -> 
         pin_sdpa_layout(ep)  # prefill SDPA can then stay whole
 
 
-def edge_transform_passes(supported_ops: FrozenSet[str]) -> List[PassType]:
+def edge_transform_passes(supported_ops: frozenset[str]) -> list[PassType]:
     """Stage 2: the ``transform_passes`` for an engine taking ``supported_ops``, in order."""
-    return [SizeCopiesPass(DelegateOperatorSupport(supported_ops)), BufferToBufferWritesPass(),
-            MarkZeroBuffersPass()]
+    return [
+        SizeCopiesPass(DelegateOperatorSupport(supported_ops)),
+        BufferToBufferWritesPass(),
+        MarkZeroBuffersPass(),
+    ]
 
 
 def canonicalise_partition(ep: ExportedProgram) -> None:
@@ -78,7 +81,7 @@ def canonicalise_partition(ep: ExportedProgram) -> None:
         pass_(ep.graph_module)
 
 
-def partition_passes() -> List[PassBase]:
+def partition_passes() -> list[PassBase]:
     """Stage 3's passes, in order (``canonicalise_partition``)."""
     return [FunctionalCopyPass(), KVCacheUpdatePass(), DropNoOpCopiesPass()]
 
@@ -90,15 +93,15 @@ def prepare_nested_program(ep: ExportedProgram) -> None:
     copy_cond_outputs(ep)
 
 
-def nested_finalise_passes() -> List[PassType]:
+def nested_finalise_passes() -> list[PassType]:
     """Stage 4's ``to_executorch`` passes of the nested program (after its XNNPACK lowering,
     which may reorder a ``cond``'s results)."""
     return [SiblingCondOutputsPass()]
 
 
-def finalise_passes(initialize_buffers: bool) -> List[PassType]:
+def finalise_passes(initialize_buffers: bool) -> list[PassType]:
     """Stage 5's ``to_executorch`` passes of the top-level program; ``initialize_buffers``:
     serialise the initial value of each non-zero mutable buffer (``et_init_buffer``)."""
-    passes: List[PassType] = [InitializeMutableBuffersPass()] if initialize_buffers else []
+    passes: list[PassType] = [InitializeMutableBuffersPass()] if initialize_buffers else []
     passes.append(SiblingCondOutputsPass())
     return passes

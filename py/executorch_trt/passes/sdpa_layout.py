@@ -10,8 +10,8 @@ it to ``[B, T, H*D]``, which that layout allows without a copy, so the graph rec
 ExecuTorch with a *contiguous* result, and the recorded ``view`` of its transpose fails
 ("Cannot view a tensor with shape ... and strides ..."); so until this pass only SDPA calls
 with a contiguous exported result (one query row: decode) were kept, and prefill attention ran
-decomposed: a ``repeat_kv`` copy of both caches and products over the whole capacity (issue 13's
-notes, issue 14's memory at 4096 positions).
+decomposed: a ``repeat_kv`` copy of both caches and products over the whole capacity (the
+benchmark's step time, and its memory at 4096 positions).
 
 The pass rewrites each top-level SDPA whose exported result is not contiguous::
 
@@ -33,6 +33,8 @@ from __future__ import annotations
 import torch
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.nodes import args_of
+
 aten = torch.ops.aten
 SDPA_OP = aten.scaled_dot_product_attention.default
 _SWAP_1_2 = [0, 2, 1, 3]
@@ -43,9 +45,9 @@ def _is_swap_1_2(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return False
     if node.target is aten.permute.default:
-        return list(node.args[1]) == _SWAP_1_2
+        return list(args_of(node)[1]) == _SWAP_1_2
     if node.target is aten.transpose.int:
-        return sorted(d % 4 for d in node.args[1:3]) == [1, 2]
+        return sorted(d % 4 for d in args_of(node)[1:3]) == [1, 2]
     return False
 
 
@@ -56,8 +58,11 @@ def is_layout_pinned(sdpa: torch.fx.Node) -> bool:
     if len(users) != 1 or not _is_swap_1_2(users[0]):
         return False
     clones = list(users[0].users)
-    if len(clones) != 1 or clones[0].target is not aten.clone.default or clones[0].kwargs.get(
-            "memory_format") is not torch.contiguous_format:
+    if (
+        len(clones) != 1
+        or clones[0].target is not aten.clone.default
+        or clones[0].kwargs.get("memory_format") is not torch.contiguous_format
+    ):
         return False
     back = list(clones[0].users)
     return len(back) == 1 and _is_swap_1_2(back[0])
@@ -72,15 +77,21 @@ def pin_sdpa_layout(ep: ExportedProgram) -> int:
     count = 0
     for node in list(graph.nodes):
         val = node.meta.get("val")
-        if (node.target is not SDPA_OP or not isinstance(val, torch.Tensor) or val.dim() != 4
-                or val.is_contiguous() or is_layout_pinned(node)):
+        if (
+            node.target is not SDPA_OP
+            or not isinstance(val, torch.Tensor)
+            or val.dim() != 4
+            or val.is_contiguous()
+            or is_layout_pinned(node)
+        ):
             continue
         users = list(node.users)
         with graph.inserting_after(node):
             swapped = graph.call_function(aten.transpose.int, (node, 1, 2))
         with graph.inserting_after(swapped):
-            packed = graph.call_function(aten.clone.default, (swapped,),
-                                         {"memory_format": torch.contiguous_format})
+            packed = graph.call_function(
+                aten.clone.default, (swapped,), {"memory_format": torch.contiguous_format}
+            )
         with graph.inserting_after(packed):
             restored = graph.call_function(aten.transpose.int, (packed, 1, 2))
         # Fake values for the next trace; source metadata so errors point at the attention.

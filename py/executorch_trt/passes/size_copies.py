@@ -23,7 +23,8 @@ A copy costs one ``executorch_prim`` call per use at run time (no tensor work).
 
 from __future__ import annotations
 
-from typing import Dict
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -32,8 +33,9 @@ from executorch.exir.pass_base import PassBase, PassResult
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, symbolic_op_name
 
 
-def _copy_size(size: torch.fx.Node, before: torch.fx.Node,
-               copies: Dict[torch.fx.Node, torch.fx.Node]) -> torch.fx.Node:
+def _copy_size(
+    size: torch.fx.Node, before: torch.fx.Node, copies: dict[torch.fx.Node, torch.fx.Node]
+) -> torch.fx.Node:
     """A copy of symbolic node ``size`` and of its symbolic ancestors, inserted before
     ``before``; tensor inputs are shared. ``copies`` maps originals to the copies made for
     this reader."""
@@ -41,24 +43,29 @@ def _copy_size(size: torch.fx.Node, before: torch.fx.Node,
         return size
     if size not in copies:
         args, kwargs = pytree.tree_map_only(
-            torch.fx.Node, lambda n: _copy_size(n, before, copies), (size.args, size.kwargs))
+            torch.fx.Node, lambda n: _copy_size(n, before, copies), (size.args, size.kwargs)
+        )
         with size.graph.inserting_before(before):
-            copy = size.graph.call_function(size.target, args, kwargs)
+            copy = size.graph.call_function(cast(Callable[..., Any], size.target), args, kwargs)
         copy.meta = dict(size.meta)
         copies[size] = copy
     return copies[size]
 
 
-def copy_sizes_for_delegated_readers(graph_module: torch.fx.GraphModule,
-                                     support: DelegateOperatorSupport) -> bool:
+def copy_sizes_for_delegated_readers(
+    graph_module: torch.fx.GraphModule, support: DelegateOperatorSupport
+) -> bool:
     """Rewrites ``graph_module``'s top-level graph in place (module docstring): every node
     ``support`` takes that reads a symbolic size ``support`` does not take reads its own copy
     instead. Returns whether anything changed."""
     submodules = dict(graph_module.named_modules())
     changed = False
     for node in list(graph_module.graph.nodes):
-        if (node.op != "call_function" or symbolic_op_name(node)
-                or not support.is_node_supported(submodules, node)):
+        if (
+            node.op != "call_function"
+            or symbolic_op_name(node)
+            or not support.is_node_supported(submodules, node)
+        ):
             continue
         for size in node.all_input_nodes:
             if symbolic_op_name(size) and not support.is_node_supported(submodules, size):
@@ -81,5 +88,6 @@ class SizeCopiesPass(PassBase):
         self.support = support
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        return PassResult(graph_module,
-                          copy_sizes_for_delegated_readers(graph_module, self.support))
+        return PassResult(
+            graph_module, copy_sizes_for_delegated_readers(graph_module, self.support)
+        )

@@ -47,17 +47,42 @@ it says ``partial=True``.
 
 from __future__ import annotations
 
-from executorch_trt.runtime.counters import (bytes_copied, cross_attn_cache_updates,
-                                             gqa_attention_positions_read)
-from executorch_trt.runtime.library import (BINDING_ENV, BINDING_RUNFILES_PATH, LIBRARY_ENV,
-                                            RUNFILES_PATH, LibraryNotFoundError, binding_path,
-                                            library_path, library_unavailable_reason,
-                                            load_library)
+from executorch_trt.runtime.counters import (
+    bytes_copied,
+    cross_attn_cache_updates,
+    gqa_attention_positions_read,
+)
+from executorch_trt.runtime.library import (
+    BINDING_ENV,
+    BINDING_RUNFILES_PATH,
+    LIBRARY_ENV,
+    RUNFILES_PATH,
+    LibraryNotFoundError,
+    binding_path,
+    library_path,
+    library_unavailable_reason,
+    load_library,
+)
 from executorch_trt.runtime.loading import load
 from executorch_trt.runtime.program import Method, Program
 from executorch_trt.runtime.tensors import MethodMetadata, TensorSpec
 
-__all__ = ["load", "Program", "Method", "TensorSpec", "MethodMetadata", "LibraryNotFoundError",
-           "library_path", "binding_path", "library_unavailable_reason", "load_library",
-           "bytes_copied", "cross_attn_cache_updates", "gqa_attention_positions_read",
-           "LIBRARY_ENV", "BINDING_ENV", "RUNFILES_PATH", "BINDING_RUNFILES_PATH"]
+__all__ = [
+    "load",
+    "Program",
+    "Method",
+    "TensorSpec",
+    "MethodMetadata",
+    "LibraryNotFoundError",
+    "library_path",
+    "binding_path",
+    "library_unavailable_reason",
+    "load_library",
+    "bytes_copied",
+    "cross_attn_cache_updates",
+    "gqa_attention_positions_read",
+    "LIBRARY_ENV",
+    "BINDING_ENV",
+    "RUNFILES_PATH",
+    "BINDING_RUNFILES_PATH",
+]

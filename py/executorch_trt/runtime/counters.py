@@ -13,7 +13,7 @@ def bytes_copied() -> int:
     """Bytes the delegate has copied in this process (cumulative, all loaded programs): the
     reflect copies it makes when ExecuTorch hands it an aliased output that is a separate
     tensor (copy-back / stock finalisation). 0 across decode steps means the in-place
-    contract held (DESIGN.md "In place"). Reads ``executorch_trt_bytes_copied()``."""
+    contract held (``docs/contract.md`` 2, "In place"). Reads ``executorch_trt_bytes_copied()``."""
     fn = load_library().executorch_trt_bytes_copied
     fn.restype = ctypes.c_uint64
     fn.argtypes = []

@@ -13,7 +13,7 @@ import ctypes
 import importlib.util
 import os
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from executorch_trt.format.wire import BACKEND_ID
 
@@ -27,7 +27,7 @@ _BINDING_FROM_LIBRARY = os.path.join("..", "py", "binding", "_runtime_binding.so
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _lock = threading.Lock()
-_loaded_library: Optional[ctypes.CDLL] = None
+_loaded_library: ctypes.CDLL | None = None
 _binding: Any = None
 
 
@@ -36,7 +36,9 @@ class LibraryNotFoundError(RuntimeError):
     ``binding_path``)."""
 
 
-def _runfiles_location(path: str) -> Optional[str]:
+def runfiles_location(path: str) -> str | None:
+    """The Bazel runfiles location of ``path`` (``workspace/relative/path``) when it is an
+    existing file, else ``None`` (outside Bazel, or without the ``bazel-runfiles`` package)."""
     try:
         from runfiles import Runfiles  # PyPI: bazel-runfiles
     except ImportError:
@@ -46,7 +48,7 @@ def _runfiles_location(path: str) -> Optional[str]:
     return found if found and os.path.isfile(found) else None
 
 
-def _from_env_package_or_runfiles(env_name: str, runfiles_path: str) -> Optional[str]:
+def _from_env_package_or_runfiles(env_name: str, runfiles_path: str) -> str | None:
     """``$env_name`` when set (it must name an existing file: ``LibraryNotFoundError``
     otherwise), else the file of that name in this package's directory (where the wheel
     installs it), else the Bazel runfiles location ``runfiles_path``, else ``None``."""
@@ -58,7 +60,7 @@ def _from_env_package_or_runfiles(env_name: str, runfiles_path: str) -> Optional
     in_package = os.path.join(_PACKAGE_DIR, os.path.basename(runfiles_path))
     if os.path.isfile(in_package):
         return in_package
-    return _runfiles_location(runfiles_path)
+    return runfiles_location(runfiles_path)
 
 
 def library_path() -> str:
@@ -105,7 +107,7 @@ def binding_path() -> str:
     )
 
 
-def library_unavailable_reason() -> Optional[str]:
+def library_unavailable_reason() -> str | None:
     """``None`` when ``library_path()`` and ``binding_path()`` find the delegate library and
     the binding, else why not (for a test's skip or failure reason: tests that need the library
     never pass vacuously)."""
@@ -135,7 +137,7 @@ def _load_binding() -> Any:
     return _binding
 
 
-def load_library(path: Optional[str] = None) -> ctypes.CDLL:
+def load_library(path: str | None = None) -> ctypes.CDLL:
     """Opens the runtime binding and then the delegate library once per process
     (``RTLD_GLOBAL``, so it registers into the ``libexecutorch.so`` the binding links), and
     checks that ``"TensorRTBackend"`` is then registered. Raises ``LibraryNotFoundError`` or

@@ -7,7 +7,7 @@ import errno
 import io
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Optional, Union
+from typing import Any, BinaryIO
 
 from executorch_trt.runtime import library
 from executorch_trt.runtime.program import Program
@@ -28,7 +28,8 @@ def _program_source(program: Any) -> Any:
             path = os.fsdecode(path)
         if os.path.isdir(path):
             raise IsADirectoryError(
-                errno.EISDIR, "executorch_trt.runtime.load: expected a .pte file, got a directory",
+                errno.EISDIR,
+                "executorch_trt.runtime.load: expected a .pte file, got a directory",
                 path,
             )
         if not os.path.isfile(path):
@@ -46,21 +47,27 @@ def _data_source(data: Any) -> str:
     """``load``'s ``data`` as a path string: ``TypeError`` unless ``str``/``os.PathLike``,
     ``FileNotFoundError`` naming it unless it is an existing file."""
     if not isinstance(data, (str, os.PathLike)):
-        raise TypeError("executorch_trt.runtime.load: data must be the path of a .ptd file "
-                        f"(str or pathlib.Path), got {type(data).__name__}")
+        raise TypeError(
+            "executorch_trt.runtime.load: data must be the path of a .ptd file "
+            f"(str or pathlib.Path), got {type(data).__name__}"
+        )
     path = os.fsdecode(os.fspath(data))
     if not os.path.isfile(path):
-        raise FileNotFoundError(errno.ENOENT, "executorch_trt.runtime.load: no such .ptd file",
-                                path)
+        raise FileNotFoundError(
+            errno.ENOENT, "executorch_trt.runtime.load: no such .ptd file", path
+        )
     return path
 
 
-_TEXT_MODE = ("executorch_trt.runtime.load: {} is a file object in text mode; a .pte is binary: "
-              "open the file in binary mode (open(path, 'rb')) or pass its path")
+_TEXT_MODE = (
+    "executorch_trt.runtime.load: {} is a file object in text mode; a .pte is binary: "
+    "open the file in binary mode (open(path, 'rb')) or pass its path"
+)
 
 
-def load(program: Union[str, Path, bytes, bytearray, BinaryIO],
-         data: Optional[Union[str, Path]] = None) -> Program:
+def load(
+    program: str | Path | bytes | bytearray | BinaryIO, data: str | Path | None = None
+) -> Program:
     """Loads a ``.pte`` (path, bytes or binary file object) with the delegate library
     registered, and every method of it (state starts from each buffer's initial value).
 
@@ -79,19 +86,21 @@ def load(program: Union[str, Path, bytes, bytearray, BinaryIO],
     ExecuTorch and the delegates logged while loading (also on stderr), which say why.
     """
     data_path = "" if data is None else _data_source(data)
-    data = _program_source(program)
+    content = _program_source(program)
     binding = library.binding()
-    if isinstance(data, str):
-        return Program(binding.load_file(data, data_path))
-    if hasattr(data, "read"):
+    if isinstance(content, str):
+        return Program(binding.load_file(content, data_path))
+    if hasattr(content, "read"):
         source = getattr(program, "name", type(program).__name__)
-        data = data.read()
-        if isinstance(data, str):
+        content = content.read()
+        if isinstance(content, str):
             raise TypeError(_TEXT_MODE.format(source))
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"executorch_trt.runtime.load: {source}.read() returned "
-                            f"{type(data).__name__}, not bytes: pass a binary file object")
+        if not isinstance(content, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"executorch_trt.runtime.load: {source}.read() returned "
+                f"{type(content).__name__}, not bytes: pass a binary file object"
+            )
         what = f"the .pte read from {source}"
     else:
-        what = f"the {len(data)} bytes of a .pte"
-    return Program(binding.load_bytes(data, what, data_path))
+        what = f"the {len(content)} bytes of a .pte"
+    return Program(binding.load_bytes(content, what, data_path))

@@ -4,26 +4,36 @@ bind and own, and its methods (see ``executorch_trt.runtime`` for state and thre
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
 from executorch_trt.format.scalar_types import torch_dtype
-from executorch_trt.runtime.tensors import (MethodMetadata, TensorSpec, input_arg, spec_of,
-                                            tensor_from_bytes)
+from executorch_trt.runtime.tensors import (
+    MethodMetadata,
+    TensorSpec,
+    input_arg,
+    spec_of,
+    tensor_from_bytes,
+)
 
 
 class Method:
     """A loaded method of a ``Program``. It keeps its program alive (``load(pte).load_method(name)``
     needs no other reference)."""
 
-    def __init__(self, program: "Program", name: str) -> None:
+    def __init__(self, program: Program, name: str) -> None:
         self._program = program
         self.name = name
 
-    def execute(self, inputs: Sequence[Any],
-                state: Optional[Mapping[str, torch.Tensor]] = None, *,
-                partial: bool = False) -> List[Any]:
+    def execute(
+        self,
+        inputs: Sequence[Any],
+        state: Mapping[str, torch.Tensor] | None = None,
+        *,
+        partial: bool = False,
+    ) -> list[Any]:
         """Runs the method on ``inputs`` (in the method's input order) and returns its user
         outputs as a list: tensors (copies, which the next call does not touch) and scalars.
 
@@ -58,7 +68,7 @@ class Method:
         upper bound (``"with shape at most [1, 64]"``) and the dimensions above it. The GIL is
         released while the method runs; see the module notes on threads.
         """
-        keep: List[torch.Tensor] = []  # alive until the call returns
+        keep: list[torch.Tensor] = []  # alive until the call returns
         args = [input_arg(x, i, keep) for i, x in enumerate(inputs)]
         program = self._program
         checked = program._check_state(state, partial) if state is not None else None
@@ -68,7 +78,8 @@ class Method:
             program._check_bound_in_place()
             outputs = program._session.execute(self.name, args)
         return [
-            tensor_from_bytes(out[0], torch_dtype(out[1]), out[2]) if isinstance(out, tuple)
+            tensor_from_bytes(out[0], torch_dtype(out[1]), out[2])
+            if isinstance(out, tuple)
             else out
             for out in outputs
         ]
@@ -96,19 +107,19 @@ class Program:
 
     def __init__(self, session: Any) -> None:
         self._session = session
-        self._specs: Dict[str, TensorSpec] = {
+        self._specs: dict[str, TensorSpec] = {
             name: TensorSpec(torch_dtype(code), tuple(sizes))
             for name, code, sizes, _ in session.buffers()
         }
         # What the program reads and writes: the tensor bound and its storage, kept alive here.
-        self._bound: Dict[str, _Bound] = {}
+        self._bound: dict[str, _Bound] = {}
         # Held by execute and bind_*, around the binding's own lock: a bind_state and an execute
         # (``execute(inputs, state=...)``) run under one hold, and a bound tensor is checked
         # right before the run that uses it.
         self._lock = threading.RLock()
 
     @property
-    def method_names(self) -> Set[str]:
+    def method_names(self) -> set[str]:
         """The names of the program's methods."""
         return set(self._session.method_names)
 
@@ -120,7 +131,7 @@ class Program:
         return Method(self, name)
 
     @property
-    def buffer_names(self) -> Tuple[str, ...]:
+    def buffer_names(self) -> tuple[str, ...]:
         """The names (FQNs, as exported: ``"key_cache_0"``, ``"layers.0.attn.k_cache"``) of the
         program's mutable buffers, in the order its methods declare them. Empty for a program
         exported with ``emit_mutable_buffer_names=False`` (or without mutable buffers)."""
@@ -137,9 +148,11 @@ class Program:
             raise KeyError(
                 f"no mutable buffer named {name!r}: this program has no named mutable buffers; "
                 "export it with emit_mutable_buffer_names=True (executorch_trt.export or "
-                "backend_config)")
-        raise KeyError(f"no mutable buffer named {name!r}; the program's buffers are "
-                       f"{list(self._specs)}")
+                "backend_config)"
+            )
+        raise KeyError(
+            f"no mutable buffer named {name!r}; the program's buffers are {list(self._specs)}"
+        )
 
     def buffer(self, name: str) -> torch.Tensor:
         """A tensor viewing the storage the program uses now for buffer ``name`` (no copy):
@@ -165,10 +178,11 @@ class Program:
                 f"buffer {name!r} has no storage: the program was exported with "
                 "alloc_mutable_buffers=False, so you provide it: "
                 f"bind_buffer({name!r}, torch.zeros({list(spec.shape)}, dtype={spec.dtype})) "
-                "or bind_state(new_state())")
+                "or bind_state(new_state())"
+            )
         return tensor_from_bytes(view, spec.dtype, spec.shape)
 
-    def new_state(self) -> Dict[str, torch.Tensor]:
+    def new_state(self) -> dict[str, torch.Tensor]:
         """``{name: tensor}`` for every buffer: new tensors (the caller's, contiguous, on the
         CPU) holding the buffer's initial value, i.e. its value in a freshly loaded program
         (the exported value; zeros for a buffer exported without one or with
@@ -184,16 +198,19 @@ class Program:
             initial = self._session.initial_value(name)
             if initial:
                 t.reshape(-1).view(torch.uint8).copy_(
-                    torch.frombuffer(bytearray(initial), dtype=torch.uint8))
+                    torch.frombuffer(bytearray(initial), dtype=torch.uint8)
+                )
             state[name] = t
         return state
 
-    def _check_bindable(self, name: str, tensor: Any) -> Tuple[str, int, int]:
+    def _check_bindable(self, name: str, tensor: Any) -> tuple[str, int, int]:
         name = self._known(name)
         spec = self._specs[name]
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"bind_buffer({name!r}): expected a torch.Tensor of {spec}, got "
-                            f"{type(tensor).__name__}")
+            raise TypeError(
+                f"bind_buffer({name!r}): expected a torch.Tensor of {spec}, got "
+                f"{type(tensor).__name__}"
+            )
         got = TensorSpec(tensor.dtype, tuple(tensor.shape))
         problems = []
         if got != spec:
@@ -201,37 +218,47 @@ class Program:
         if tensor.device.type != "cpu":
             problems.append(f"it is on {tensor.device}")
         if tensor.layout != torch.strided:
-            problems.append(f"it is not dense: its layout is {tensor.layout} (to_dense() is a "
-                            "new tensor: bind that)")
+            problems.append(
+                f"it is not dense: its layout is {tensor.layout} (to_dense() is a "
+                "new tensor: bind that)"
+            )
         elif not tensor.is_contiguous():
             problems.append(f"it is not contiguous (strides {tuple(tensor.stride())})")
         if tensor.is_neg() or tensor.is_conj():
             # The bit cannot be resolved in place: its memory holds the values before the lazy
             # negation/conjugation, which is what the program would read and write.
             bit, fix = ("negative", "neg") if tensor.is_neg() else ("conjugate", "conj")
-            problems.append(f"it has the {bit} bit set (a lazy {bit} view: its memory holds "
-                            f"the values before it; resolve_{fix}() is a new tensor: bind that)")
+            problems.append(
+                f"it has the {bit} bit set (a lazy {bit} view: its memory holds "
+                f"the values before it; resolve_{fix}() is a new tensor: bind that)"
+            )
         if problems:
             raise ValueError(
                 f"cannot bind buffer {name!r}: it is {spec} (dense, contiguous, on the CPU) but "
                 f"the tensor given is not: {'; '.join(problems)}. Pass a contiguous CPU tensor "
-                f"of {spec}, e.g. from new_state()")
+                f"of {spec}, e.g. from new_state()"
+            )
         return name, tensor.data_ptr(), tensor.numel() * tensor.element_size()
 
-    def _check_in_place(self, name: str, bound: "_Bound") -> None:
+    def _check_in_place(self, name: str, bound: _Bound) -> None:
         """``RuntimeError`` naming buffer ``name`` when the tensor bound to it no longer views
         the memory the program was given (the program would run on memory the tensor left,
         freed by a reallocating ``resize_``)."""
         t, spec = bound.tensor, self._specs[name]
-        if (t.data_ptr() == bound.data_ptr and t.dtype == spec.dtype
-                and tuple(t.shape) == spec.shape and t.is_contiguous()):
+        if (
+            t.data_ptr() == bound.data_ptr
+            and t.dtype == spec.dtype
+            and tuple(t.shape) == spec.shape
+            and t.is_contiguous()
+        ):
             return
         raise RuntimeError(
             f"buffer {name!r}: the tensor bound to it no longer views the memory that was bound "
             f"(data_ptr {bound.data_ptr:#x}, now {t.data_ptr():#x}; {spec} expected, it is "
             f"{TensorSpec(t.dtype, tuple(t.shape))}): t.set_(), a reallocating t.resize_() or "
             "t.data = ... moved it, and the program will not run on the memory it left. Bind it "
-            f"again: bind_buffer({name!r}, t) (its contents become the buffer's value)")
+            f"again: bind_buffer({name!r}, t) (its contents become the buffer's value)"
+        )
 
     def _check_bound_in_place(self, skip: Sequence[str] = ()) -> None:
         for name, bound in self._bound.items():
@@ -248,21 +275,25 @@ class Program:
             "every session would share the program's one state. If the program has state "
             "(e.g. a KV cache), export it with emit_mutable_buffer_names=True (the default of "
             "executorch_trt.export; backend_config for to_executorch); a program with no "
-            "state needs no session: call execute(inputs) without state")
+            "state needs no session: call execute(inputs) without state"
+        )
 
-    def _check_entries(self, state: Mapping[str, torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
+    def _check_entries(self, state: Mapping[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
         checked = []
         for name, tensor in state.items():
             self._check_bindable(name, tensor)
             checked.append((name, tensor))
         return checked
 
-    def _check_state(self, state: Mapping[str, torch.Tensor],
-                     partial: bool) -> List[Tuple[str, torch.Tensor]]:
+    def _check_state(
+        self, state: Mapping[str, torch.Tensor], partial: bool
+    ) -> list[tuple[str, torch.Tensor]]:
         """``state`` checked for ``bind_state(state, partial)`` (see there), nothing bound."""
         if not isinstance(state, Mapping):
-            raise TypeError("bind_state: expected a mapping {name: tensor} (e.g. new_state()), "
-                            f"got {type(state).__name__}")
+            raise TypeError(
+                "bind_state: expected a mapping {name: tensor} (e.g. new_state()), "
+                f"got {type(state).__name__}"
+            )
         self._require_names("bind_state()")
         for name in state:
             self._known(name)  # an unknown name is a KeyError before a missing one is reported
@@ -272,10 +303,11 @@ class Program:
                 f"bind_state(): the state has no tensor for buffer(s) {missing} (the program's "
                 f"buffers are {list(self._specs)}); they would stay bound to the previous "
                 "session. Pass every buffer (new_state() has them all), or bind only these on "
-                "purpose with bind_state(state, partial=True)")
+                "purpose with bind_state(state, partial=True)"
+            )
         return self._check_entries(state)
 
-    def _bind_checked(self, checked: List[Tuple[str, torch.Tensor]]) -> None:
+    def _bind_checked(self, checked: list[tuple[str, torch.Tensor]]) -> None:
         """Binds ``_check_state``'s result; the caller holds ``_lock``."""
         # Rechecked under the lock: another thread may have changed a tensor since.
         entries = [self._check_bindable(name, t) for name, t in checked]

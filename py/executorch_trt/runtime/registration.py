@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.quiet import logger
@@ -51,23 +51,30 @@ def register() -> Registration:
     return Registration(BACKEND_ID, lib._name, library.binding().__file__)
 
 
-def register_at_import() -> Optional[Registration]:
+def register_at_import() -> Registration | None:
     """``register()`` without raising, for ``import executorch_trt``: ``None`` when it failed.
     Silent when no library is found and none was configured (export-only use; the reason is
     logged to the ``executorch_trt`` logger at ``DEBUG``); a ``RuntimeWarning`` otherwise."""
     try:
         return register()
     except library.LibraryNotFoundError as e:
-        configured = [name for name in (library.LIBRARY_ENV, library.BINDING_ENV)
-                      if os.environ.get(name)]
+        configured = [
+            name for name in (library.LIBRARY_ENV, library.BINDING_ENV) if os.environ.get(name)
+        ]
         if not configured:
-            logger.debug("%s is not registered (exporting works; loading its programs does "
-                         "not): %s", BACKEND_ID, e)
+            logger.debug(
+                "%s is not registered (exporting works; loading its programs does not): %s",
+                BACKEND_ID,
+                e,
+            )
             return None
         reason = str(e)
     except (OSError, ImportError, RuntimeError) as e:
         reason = f"{type(e).__name__}: {e}"
-    warnings.warn(f"executorch_trt: {BACKEND_ID} is not registered, so programs that use it "
-                  f"do not load in this process (exporting works): {reason}",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"executorch_trt: {BACKEND_ID} is not registered, so programs that use it "
+        f"do not load in this process (exporting works): {reason}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
     return None

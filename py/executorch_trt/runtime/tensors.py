@@ -3,7 +3,8 @@ outputs returned from it (no copy where the layout allows)."""
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -14,7 +15,7 @@ class TensorSpec(NamedTuple):
     """A tensor's dtype and shape as the program declares it."""
 
     dtype: torch.dtype
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
 
     def __str__(self) -> str:
         return f"{str(self.dtype).replace('torch.', '')} {list(self.shape)}"
@@ -24,12 +25,11 @@ class MethodMetadata(NamedTuple):
     """A method's declared inputs and outputs, in order: a ``TensorSpec`` per tensor, ``None``
     for a value that is not a tensor (an int, a float, a bool)."""
 
-    inputs: Tuple[Optional[TensorSpec], ...]
-    outputs: Tuple[Optional[TensorSpec], ...]
+    inputs: tuple[TensorSpec | None, ...]
+    outputs: tuple[TensorSpec | None, ...]
 
 
-
-def spec_of(entry: tuple) -> Optional[TensorSpec]:
+def spec_of(entry: tuple[Any, ...]) -> TensorSpec | None:
     return TensorSpec(torch_dtype(entry[0]), tuple(entry[1])) if entry else None
 
 
@@ -43,14 +43,18 @@ def tensor_from_bytes(data: Any, dtype: torch.dtype, shape: Sequence[int]) -> to
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def input_arg(x: Any, index: int, keep: List[torch.Tensor]) -> Any:
+def input_arg(x: Any, index: int, keep: list[torch.Tensor]) -> Any:
     if isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
-            raise ValueError(f"input {index}: a tensor on {x.device}; ExecuTorch runs on CPU "
-                             "tensors (pass x.cpu())")
+            raise ValueError(
+                f"input {index}: a tensor on {x.device}; ExecuTorch runs on CPU "
+                "tensors (pass x.cpu())"
+            )
         if x.layout != torch.strided:
-            raise ValueError(f"input {index}: a tensor of layout {x.layout}; ExecuTorch takes "
-                             "dense (strided) tensors (pass x.to_dense())")
+            raise ValueError(
+                f"input {index}: a tensor of layout {x.layout}; ExecuTorch takes "
+                "dense (strided) tensors (pass x.to_dense())"
+            )
         # A negative or conjugate view's memory holds the values before negation/conjugation
         # (and contiguous() keeps the bit): resolve them, a copy, so the method sees the values.
         x = x.resolve_conj().resolve_neg()
@@ -59,9 +63,12 @@ def input_arg(x: Any, index: int, keep: List[torch.Tensor]) -> Any:
         keep.append(x)
         return (x.data_ptr(), scalar_type_code(x.dtype), tuple(x.shape))
     if isinstance(x, int) and not isinstance(x, bool) and not _INT64_MIN <= x <= _INT64_MAX:
-        raise ValueError(f"input {index}: the int {x} does not fit in int64 (ExecuTorch's int, "
-                         f"[{_INT64_MIN}, {_INT64_MAX}])")
+        raise ValueError(
+            f"input {index}: the int {x} does not fit in int64 (ExecuTorch's int, "
+            f"[{_INT64_MIN}, {_INT64_MAX}])"
+        )
     if x is None or isinstance(x, (bool, int, float)):
         return x
-    raise TypeError(f"input {index}: expected a torch.Tensor, int, float, bool or None, got "
-                    f"{type(x).__name__}")
+    raise TypeError(
+        f"input {index}: expected a torch.Tensor, int, float, bool or None, got {type(x).__name__}"
+    )

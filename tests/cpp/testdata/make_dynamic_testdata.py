@@ -1,4 +1,4 @@
-"""Generates the test data for the C++ dynamic-shape test (issue 15), with executorch_trt.
+"""Generates the test data for the C++ dynamic-shape test, with executorch_trt.
 
 Unlike make_kv_testdata.py (which writes its blob by hand so the C++ readers are tested
 against the format document, not the Python writer), this exports through the package: the
@@ -41,8 +41,11 @@ def main() -> None:
     args = parser.parse_args()
     rows = torch.export.Dim("T", min=1, max=MAX_ROWS)
     with torch.no_grad():
-        ep = torch.export.export(RowsIntoCache(), (torch.ones(3, 4), torch.arange(3)),
-                                 dynamic_shapes={"x": {0: rows}, "pos": {0: rows}})
+        ep = torch.export.export(
+            RowsIntoCache(),
+            (torch.ones(3, 4), torch.arange(3)),
+            dynamic_shapes={"x": {0: rows}, "pos": {0: rows}},
+        )
     et = executorch_trt.export(ep, require_inplace=True)
     with open(args.pte, "wb") as f:
         f.write(et.buffer)

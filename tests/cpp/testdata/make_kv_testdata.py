@@ -4,8 +4,8 @@ Writes, into the output directory:
   nested_kv.pte   the partition as a plain ExecuTorch program (the portable engine's
                   nested program), exported with alloc_graph_input=False and
                   alloc_graph_output=False; uses executorch_trt::kv_cache_update.out.
-  kv_blob.bin     a delegate blob (core/blob/FORMAT.md) with "engine": "portable" around
-                  nested_kv.pte (core/engine/PORTABLE_FORMAT.md), with the CHECKSUM
+  kv_blob.bin     a delegate blob (docs/formats/delegate_blob.md) with "engine": "portable" around
+                  nested_kv.pte (docs/formats/portable_payload.md), with the CHECKSUM
                   feature (BLAKE2b-64 over metadata, padding and payload).
   outer_kv.pte    a program whose whole forward is one "TensorRTBackend" delegate call
                   carrying kv_blob.bin.
@@ -127,8 +127,16 @@ def make_blob(metadata: dict, payload: bytes, features: int = 0b111) -> bytes:
     if features & 0b100:  # CHECKSUM: BLAKE2b-64 of [metadata_offset, end of payload)
         checksum = int.from_bytes(hashlib.blake2b(body, digest_size=8).digest(), "little")
     head = b"ETRT" + struct.pack(
-        "<IIIQQQQQQ", 64, 1, 0, features, metadata_offset, len(meta),
-        payload_offset, len(payload), checksum,
+        "<IIIQQQQQQ",
+        64,
+        1,
+        0,
+        features,
+        metadata_offset,
+        len(meta),
+        payload_offset,
+        len(payload),
+        checksum,
     )
     assert len(head) == 64
     return head + body
@@ -147,8 +155,12 @@ METADATA = {
     ],
     "outputs": [_b("k_cache_out", "float32", CACHE_SHAPE), _b("y", "float32", (1, 4))],
     "aliased_io": [
-        {"output": "k_cache_out", "input": "k_cache", "kind": "kv_cache_update",
-         "ownership": "caller"}
+        {
+            "output": "k_cache_out",
+            "input": "k_cache",
+            "kind": "kv_cache_update",
+            "ownership": "caller",
+        }
     ],
 }
 DESCRIPTOR = {

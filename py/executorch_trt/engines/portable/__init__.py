@@ -1,7 +1,7 @@
 """The portable engine: the partition as a nested ExecuTorch program, run on the CPU by the
-ExecuTorch runtime itself (the reference engine, DESIGN.md). It owns its builder
-(``builder.py``), its payload format (``payload.py``, ``core/engine/PORTABLE_FORMAT.md``) and
-the operators it takes (``operators.py``)."""
+ExecuTorch runtime itself (the reference engine, ``docs/architecture.md``). It owns its builder
+(``builder.py``) and the operators it takes (``operators.py``); its payload format is
+``executorch_trt.format.portable_payload`` (``docs/formats/portable_payload.md``)."""
 
 from executorch_trt.engines.base import Engine
 from executorch_trt.engines.portable import builder, operators

@@ -10,7 +10,7 @@ method's cache input itself, so the update lands in the caller's storage and not
 the arena all ``cond`` branches share (ExecuTorch #21490).
 
 With ``portable_xnnpack`` (the default, ``CompileOptions``) the nested program is first lowered
-with ExecuTorch's ``XnnpackPartitioner`` (issue 13): linears, matmuls, elementwise ops and
+with ExecuTorch's ``XnnpackPartitioner``: linears, matmuls, elementwise ops and
 softmax run as XNNPACK subgraphs (4x faster than ExecuTorch's portable kernels on the
 benchmark's decoder). What writes state in place stays outside XNNPACK, on ExecuTorch's
 kernels, so caches are still updated in the caller's storage with no copy:
@@ -23,7 +23,7 @@ otherwise see each node in two partitions ("found node ... in partition tensorrt
 partition tag0").
 The nested program keeps no data of its own: its XNNPACK weights and its other constants
 (emitted as external constants, ``external_constants=True``) go to the outer program's named
-data store, stored once per program (``shared_data.py``, issue 14).
+data store, stored once per program (``shared_data.py``).
 XNNPACK packs its weights at load, per nested method (the peak RSS of a program grows by about
 the weights' size). The runtime must register ``XnnpackBackend`` (``//core/engine:
 portable_engine`` links the wheel's backend library; the Python runtime loads the same one).
@@ -34,15 +34,17 @@ The payload descriptor lists the engine's binding names in nested-method order
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from executorch.exir.graph_module import get_control_flow_submodules
+from executorch.exir.pass_base import PassResult
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature
 
 from executorch_trt.engines.base import EnginePayload
 from executorch_trt.engines.portable.shared_data import split_nested_program
@@ -54,18 +56,22 @@ from executorch_trt.options import CompileOptions
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 from executorch_trt.passes.pipeline import nested_finalise_passes, prepare_nested_program
 
-
 METHOD_NAME = "forward"
 
 #: Ops that write state in place, kept out of XNNPACK (module docstring); ``torch.cond`` too.
-STATE_WRITERS = frozenset({"executorch_trt::kv_cache_update",
-                           "executorch::update_cross_attn_cache", "executorch::alias"})
+STATE_WRITERS = frozenset(
+    {"executorch_trt::kv_cache_update", "executorch::update_cross_attn_cache", "executorch::alias"}
+)
 
 
 class _NestedPlanningPass(MemoryPlanningPass):
     """ExecuTorch's planner, after binding ``cond`` cache outputs to their cache operands."""
 
-    def run(self, graph_module, graph_signature=None):
+    def run(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature | None = None,
+    ) -> PassResult:
         plan_cond_caches_in_place(graph_module)
         return super().run(graph_module, graph_signature)
 
@@ -86,8 +92,7 @@ class _NestedXnnpackPartitioner(Partitioner):
 
     def __init__(self) -> None:
         super().__init__()
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-            XnnpackPartitioner)
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         self._xnnpack = XnnpackPartitioner()
 
@@ -95,35 +100,37 @@ class _NestedXnnpackPartitioner(Partitioner):
         result = self._xnnpack.partition(exported_program)
         graph_module = result.tagged_exported_program.graph_module
         for node in graph_module.graph.nodes:
-            if node.op == "call_function" and (is_cond(node)
-                                               or schema_name(node) in STATE_WRITERS):
+            if node.op == "call_function" and (is_cond(node) or schema_name(node) in STATE_WRITERS):
                 node.meta.pop("delegation_tag", None)
         for _, submodule, _ in get_control_flow_submodules(graph_module):
             _strip_delegation_tags(submodule)
-        used = {n.meta["delegation_tag"] for n in graph_module.graph.nodes
-                if "delegation_tag" in n.meta}
+        used = {
+            n.meta["delegation_tag"] for n in graph_module.graph.nodes if "delegation_tag" in n.meta
+        }
         tags = {t: s for t, s in result.partition_tags.items() if t in used}
-        return PartitionResult(tagged_exported_program=result.tagged_exported_program,
-                               partition_tags=tags)
+        return PartitionResult(
+            tagged_exported_program=result.tagged_exported_program, partition_tags=tags
+        )
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
-          options: Optional[CompileOptions] = None) -> EnginePayload:
+def build(
+    ep: ExportedProgram, aliases: Sequence[AliasedIO], options: CompileOptions | None = None
+) -> EnginePayload:
     """Lowers ``ep`` to a nested ``.pte`` and wraps it in a portable payload.
 
     Args:
         ep: the partition program, edge dialect, no mutation outputs. Its nodes lose their
             ``delegation_tag`` metadata.
-        aliases: the alias decision for this partition (``contract.decide_aliases``). Not
+        aliases: the alias decision for this partition (``backend.aliases.decide_aliases``). Not
             needed to build: the nested program's ``kv_cache_update.out`` writes in place
             whenever the binding plan gives an output its input's storage, as the blob's
             ``aliased_io`` says.
         options: the partition's ``CompileOptions``; ``portable_xnnpack`` (default ``True``)
             lowers the nested program with XNNPACK (module docstring).
 
-    Returns the payload (``PORTABLE_FORMAT.md``) and the nested program's data, moved out of
-    it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested
-    method's input/output names or counts disagree with ``ep``'s signature.
+    Returns the payload (``docs/formats/portable_payload.md``) and the nested program's data, moved
+    out of it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested method's
+    input/output names or counts disagree with ``ep``'s signature.
     """
     del aliases  # the blob metadata carries them (module docstring)
     xnnpack = True if options is None else options.portable_xnnpack
@@ -138,9 +145,9 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
         manager = manager.to_backend(_NestedXnnpackPartitioner())
     config = ExecutorchBackendConfig(
         passes=nested_finalise_passes(),
-        memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False,
-                                                 alloc_graph_output=False),
-        external_constants=True)
+        memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False, alloc_graph_output=False),
+        external_constants=True,
+    )
     et = manager.to_executorch(config)
     nested_sig = et.exported_program(METHOD_NAME).graph_signature
     if list(nested_sig.user_inputs) != input_names:
@@ -158,7 +165,11 @@ def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
     # engine's output binding j is the partition's output j.
     external = options is not None and options.external_weights
     parts = split_nested_program(et, config, EXTERNAL_WEIGHTS_TAG if external else None)
-    descriptor = PortableDescriptor(inputs=tuple(input_names), outputs=tuple(output_names),
-                                    constants=tuple(sorted(parts.constants.items())))
-    return EnginePayload(payload=write_portable_payload(descriptor, parts.pte),
-                         named_data=parts.named_data)
+    descriptor = PortableDescriptor(
+        inputs=tuple(input_names),
+        outputs=tuple(output_names),
+        constants=tuple(sorted(parts.constants.items())),
+    )
+    return EnginePayload(
+        payload=write_portable_payload(descriptor, parts.pte), named_data=parts.named_data
+    )

@@ -14,10 +14,9 @@ writes into the cache the caller bound (``passes/cross_attn_cache.py``).
 
 from __future__ import annotations
 
-from typing import FrozenSet
-
 from executorch_trt.engines import op_groups
 
 #: Schema names (``namespace::name``) the portable engine takes.
-SUPPORTED_OPS: FrozenSet[str] = (op_groups.DECODER | op_groups.CROSS_ATTN_CACHE
-                                  | op_groups.CONTROL_FLOW)
+SUPPORTED_OPS: frozenset[str] = (
+    op_groups.DECODER | op_groups.CROSS_ATTN_CACHE | op_groups.CONTROL_FLOW
+)

@@ -1,4 +1,4 @@
-"""The nested program's data, moved to the outer program's named data store (issue 14).
+"""The nested program's data, moved to the outer program's named data store.
 
 A nested ``.pte`` built per method would carry its own copy of every weight it uses. Two
 kinds of data live in it:
@@ -20,9 +20,9 @@ tensors under the same path, and the same tensor under different paths.
 The outer program's named data has no tensor layouts when it is stored in the ``.pte``
 (ExecuTorch 1.5.1's ``PteDataMap::get_tensor_layout`` returns ``NotImplemented``), and the
 nested method needs one per external constant. So the payload descriptor lists each constant's
-layout (``ConstantLayout``; ``PORTABLE_FORMAT.md``, version 3) and the engine answers the
-nested method's layout queries from it, checking that each buffer has exactly the layout's
-byte size (``core/engine/constant_layouts_data_map.h``).
+layout (``ConstantLayout``; ``docs/formats/portable_payload.md``, version 3) and the engine answers
+the nested method's layout queries from it, checking that each buffer has exactly the layout's byte
+size (``core/engine/constant_layouts_data_map.h``).
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Dict, Optional
+from typing import cast
 
-from executorch.exir import ExecutorchBackendConfig
+from executorch.exir import ExecutorchBackendConfig, ExecutorchProgramManager
 from executorch.exir._serialize._named_data_store import NamedDataStore, NamedDataStoreOutput
 from executorch.exir._serialize._serialize import (
-    _extract_external_tensor_layouts, serialize_for_executorch)
+    _extract_external_tensor_layouts,
+    serialize_for_executorch,
+)
 from executorch.exir.schema import Tensor, TensorDataLocation
 from executorch.exir.tensor_layout import TensorLayout
 
@@ -46,8 +48,11 @@ CONSTANT_KEY_PREFIX = "executorch_trt.constant."
 
 
 def _layout_of(layout: TensorLayout) -> ConstantLayout:
-    return ConstantLayout(int(layout.scalar_type), tuple(int(s) for s in layout.sizes),
-                          tuple(int(d) for d in layout.dim_order))
+    return ConstantLayout(
+        int(layout.scalar_type),
+        tuple(int(s) for s in layout.sizes),
+        tuple(int(d) for d in layout.dim_order),
+    )
 
 
 def constant_key(layout: ConstantLayout, data: bytes) -> str:
@@ -71,12 +76,13 @@ class NestedProgramParts:
     """
 
     pte: bytes
-    named_data: Optional[NamedDataStoreOutput]
-    constants: Dict[str, ConstantLayout]
+    named_data: NamedDataStoreOutput | None
+    constants: dict[str, ConstantLayout]
 
 
-def split_nested_program(et, config: ExecutorchBackendConfig,
-                         external_tag: Optional[str]) -> NestedProgramParts:
+def split_nested_program(
+    et: ExecutorchProgramManager, config: ExecutorchBackendConfig, external_tag: str | None
+) -> NestedProgramParts:
     """Splits ``et`` (an ``ExecutorchProgramManager`` made with ``config``, whose
     ``external_constants`` is true) into ``NestedProgramParts`` (module docstring).
 
@@ -92,25 +98,38 @@ def split_nested_program(et, config: ExecutorchBackendConfig,
     nested = et._named_data
     if nested is not None:
         for key, entry in nested.pte_data.items():
-            store.add_named_data(key, nested.buffers[entry.buffer_index],
-                                 alignment=entry.alignment, external_tag=external_tag)
+            store.add_named_data(
+                key,
+                nested.buffers[entry.buffer_index],
+                alignment=entry.alignment,
+                external_tag=external_tag,
+            )
     layouts = _extract_external_tensor_layouts(emitted.program)
-    key_of_name: Dict[str, str] = {}
-    constants: Dict[str, ConstantLayout] = {}
-    for fqn_to_index in emitted.external_constant_map.values():
+    key_of_name: dict[str, str] = {}
+    constants: dict[str, ConstantLayout] = {}
+    # The emitter sets the map for every program it emits (typed Optional before it runs).
+    external = cast(dict[str, dict[str, int]], emitted.external_constant_map)
+    for fqn_to_index in external.values():
         for fqn, index in fqn_to_index.items():
             if fqn not in layouts:
-                raise ValueError(f"portable engine: external constant '{fqn}' has no tensor "
-                                 "in the nested program; this ExecuTorch emitter is not "
-                                 "supported")
+                raise ValueError(
+                    f"portable engine: external constant '{fqn}' has no tensor "
+                    "in the nested program; this ExecuTorch emitter is not "
+                    "supported"
+                )
             layout = _layout_of(layouts[fqn])
             data = bytes(emitted.external_constant_buffer[index])
             key = constant_key(layout, data)
             key_of_name[fqn] = key
             if key not in constants:
                 constants[key] = layout
-                store.add_named_data(key, data, alignment=config.constant_tensor_alignment,
-                                     external_tag=external_tag, tensor_layout=layouts[fqn])
+                store.add_named_data(
+                    key,
+                    data,
+                    alignment=config.constant_tensor_alignment,
+                    external_tag=external_tag,
+                    tensor_layout=layouts[fqn],
+                )
     for plan in emitted.program.execution_plan:
         for value in plan.values:
             info = value.val.extra_tensor_info if isinstance(value.val, Tensor) else None
@@ -120,10 +139,11 @@ def split_nested_program(et, config: ExecutorchBackendConfig,
             if name in key_of_name:
                 info.fully_qualified_name = key_of_name[name]
             elif name not in constants:  # not renamed already through a shared info object
-                raise ValueError(f"portable engine: external tensor '{name}' is not among "
-                                 "the emitted external constants")
-    stripped = dataclasses.replace(emitted, external_constant_buffer=[],
-                                   external_constant_map={})
+                raise ValueError(
+                    f"portable engine: external tensor '{name}' is not among "
+                    "the emitted external constants"
+                )
+    stripped = dataclasses.replace(emitted, external_constant_buffer=[], external_constant_map={})
     pte, _ = serialize_for_executorch(stripped, config, et._data_serializer, None)
     output = store.get_named_data_store_output()
     moved = output if output.pte_data or output.external_data else None

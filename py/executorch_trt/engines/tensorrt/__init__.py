@@ -1,5 +1,5 @@
-"""The TensorRT engine: a serialized TensorRT plan run through ``nvinfer1`` on CUDA (DESIGN.md
-"The TensorRT engine, on paper"). It owns its builder (``builder.py``; raises until a converter
+"""The TensorRT engine: a serialized TensorRT plan run through ``nvinfer1`` on CUDA
+(``docs/tensorrt_engine.md``). It owns its builder (``builder.py``; raises until a converter
 path exists) and the operators it takes (``operators.py``)."""
 
 from executorch_trt.engines.base import Engine

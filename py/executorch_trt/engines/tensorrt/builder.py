@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from torch.export import ExportedProgram
 
-from executorch_trt.format.blob import AliasedIO
 from executorch_trt.engines.base import EnginePayload
+from executorch_trt.format.blob import AliasedIO
 from executorch_trt.options import CompileOptions
 
 
@@ -17,11 +17,12 @@ def tensorrt_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("tensorrt", "torch_tensorrt"))
 
 
-def build(ep: ExportedProgram, aliases: Sequence[AliasedIO],
-          options: Optional[CompileOptions] = None) -> EnginePayload:
+def build(
+    ep: ExportedProgram, aliases: Sequence[AliasedIO], options: CompileOptions | None = None
+) -> EnginePayload:
     """Builds a serialized TensorRT plan for ``ep`` (an ``engines.base.EnginePayload``);
-    ``aliases`` (``backend.aliases.decide_aliases``) says which outputs the plan must write into their
-    input's storage (KV-cache update layer).
+    ``aliases`` (``backend.aliases.decide_aliases``) says which outputs the plan must write into
+    their input's storage (KV-cache update layer).
     ``options`` (``CompileOptions``) has nothing for this engine yet.
 
     Raises ``RuntimeError`` when TensorRT/torch_tensorrt is not available (this build has no

@@ -1,0 +1,40 @@
+"""Typed views of a ``torch.fx`` node's arguments, for the passes that read them.
+
+``torch.fx`` types ``Node.args`` as a tuple of ``Argument`` (a union of some twenty types:
+nodes, numbers, slices, dtypes, containers, ...) and ``Node.target`` as a callable or a string.
+A pass knows from the operator's schema which argument is a node and which an int; these
+helpers state it once for the type checker (``typing.cast``) and do nothing at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import torch
+
+
+def arg_node(node: torch.fx.Node, i: int) -> torch.fx.Node:
+    """``node.args[i]``, a node by the operator's schema (e.g. the tensor an op reads)."""
+    return cast(torch.fx.Node, node.args[i])
+
+
+def arg_int(node: torch.fx.Node, i: int) -> int:
+    """``node.args[i]``, an int by the operator's schema (e.g. a dimension or an index)."""
+    return cast(int, node.args[i])
+
+
+def attr_name(node: torch.fx.Node) -> str:
+    """The attribute of the graph module a ``get_attr`` node reads (its target)."""
+    return cast(str, node.target)
+
+
+def args_of(node: torch.fx.Node) -> tuple[Any, ...]:
+    """``node.args`` with each argument typed ``Any``, for a pass that destructures an op's
+    arguments by its schema and checks each one (``isinstance``, ``meta["val"]``) before use."""
+    return node.args
+
+
+def arg_nodes(node: torch.fx.Node, i: int) -> Sequence[torch.fx.Node]:
+    """``node.args[i]``, a list of nodes by the operator's schema (e.g. a ``cond``'s operands)."""
+    return cast(Sequence[torch.fx.Node], node.args[i])
