@@ -30,13 +30,13 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List
+from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-from benchmarks.bench_config import FULL_DIMS, QUICK_DIMS, ModelDims  # noqa: E402
+from benchmarks.bench_config import FULL_DIMS, QUICK_DIMS, ModelDims
 
 FULL = dict(dims=FULL_DIMS, capacity=2048, max_seq_len=512, shared=512, tail=8, held=1024)
 QUICK = dict(dims=QUICK_DIMS, capacity=64, max_seq_len=16, shared=16, tail=2, held=32)
@@ -44,7 +44,6 @@ QUICK = dict(dims=QUICK_DIMS, capacity=64, max_seq_len=16, shared=16, tail=2, he
 
 def _export(dims: ModelDims, capacity: int, max_seq_len: int, path: str) -> None:
     from decoder_model import build_model
-
     from executorch_trt import llm
 
     model = build_model(capacity, **{k: getattr(dims, k) for k in dims.__dataclass_fields__})
@@ -60,11 +59,11 @@ def _median_ms(run: Callable[[], None], repeats: int) -> float:
     return statistics.median(times[1:])
 
 
-def _tokens(generator: torch.Generator, n: int, vocab: int) -> List[int]:
+def _tokens(generator: torch.Generator, n: int, vocab: int) -> list[int]:
     return torch.randint(0, vocab, (n,), generator=generator).tolist()
 
 
-def measure(sizes: Dict, repeats: int, directory: str) -> Dict:
+def measure(sizes: dict, repeats: int, directory: str) -> dict:
     """Runs every measurement (module docstring); returns the results as a dict."""
     from executorch_trt import inspect, llm
 
@@ -109,7 +108,8 @@ def measure(sizes: Dict, repeats: int, directory: str) -> Dict:
     def copy_held() -> None:
         for name, tensor in state.items():
             program.layout.held(name, targets[name], held).copy_(
-                program.layout.held(name, tensor, held))
+                program.layout.held(name, tensor, held)
+            )
 
     copy_ms = _median_ms(copy_held, repeats)
     forks = []
@@ -144,9 +144,14 @@ def measure(sizes: Dict, repeats: int, directory: str) -> Dict:
         "capacity": sizes["capacity"],
         "max_seq_len": sizes["max_seq_len"],
         "export_s": export_s,
-        "prefix": {"shared_tokens": sizes["shared"], "tail_tokens": sizes["tail"],
-                   "reused_tokens": reused[-1], "first_ttft_ms": first_ms,
-                   "second_ttft_ms": second_ms, "ratio": second_ms / first_ms},
+        "prefix": {
+            "shared_tokens": sizes["shared"],
+            "tail_tokens": sizes["tail"],
+            "reused_tokens": reused[-1],
+            "first_ttft_ms": first_ms,
+            "second_ttft_ms": second_ms,
+            "ratio": second_ms / first_ms,
+        },
         "held_tokens": held,
         "held_bytes": held_bytes,
         "copy_held_ms": copy_ms,
@@ -157,28 +162,37 @@ def measure(sizes: Dict, repeats: int, directory: str) -> Dict:
     }
 
 
-def table(r: Dict) -> str:
+def table(r: dict) -> str:
     p, f, w, s = r["prefix"], r["fork"], r["rewind"], r["session_file"]
-    return "\n".join([
+    header = (
         f"sessions benchmark: {r['model']}; cache {r['capacity']} positions, "
         f"{r['max_seq_len']} tokens per call; {r['engine']}; {r['threads']} threads; "
-        f"median of {r['repeats']}",
+        f"median of {r['repeats']}"
+    )
+    prefix = (
         f"  time to first token, {p['shared_tokens']} shared + {p['tail_tokens']} own prompt "
         f"tokens: first session {p['first_ttft_ms']:.2f} ms, second (reused "
         f"{p['reused_tokens']} from the prefix cache) {p['second_ttft_ms']:.2f} ms: "
-        f"{p['ratio']:.3f}x",
+        f"{p['ratio']:.3f}x"
+    )
+    held = (
         f"  session holding {r['held_tokens']} tokens ({r['held_bytes']} bytes of state held): "
-        f"copying them {r['copy_held_ms']:.3f} ms",
+        f"copying them {r['copy_held_ms']:.3f} ms"
+    )
+    fork = (
         f"    fork {f['ms']:.3f} ms ({f['vs_copy']:.2f}x the copy); rewind to {w['to']} "
-        f"{w['ms']:.4f} ms, {w['bytes_copied']} bytes copied",
-        f"    save {s['save_ms']:.2f} ms, load {s['load_ms']:.2f} ms, file {s['bytes']} bytes",
-    ])
+        f"{w['ms']:.4f} ms, {w['bytes_copied']} bytes copied"
+    )
+    saved = f"    save {s['save_ms']:.2f} ms, load {s['load_ms']:.2f} ms, file {s['bytes']} bytes"
+    return "\n".join([header, prefix, held, fork, saved])
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", help="directory for sessions.json (default: $BUILD_WORKING_DIRECTORY"
-                                 "/benchmarks/results)")
+    p.add_argument(
+        "--out",
+        help="directory for sessions.json (default: $BUILD_WORKING_DIRECTORY/benchmarks/results)",
+    )
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="the toy model, small sizes")
@@ -189,8 +203,9 @@ def main(argv: List[str]) -> int:
     with tempfile.TemporaryDirectory() as directory:
         results = measure(QUICK if args.quick else FULL, args.repeats, directory)
     print(table(results))
-    out = args.out or os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", "."),
-                                   "benchmarks", "results")
+    out = args.out or os.path.join(
+        os.environ.get("BUILD_WORKING_DIRECTORY", "."), "benchmarks", "results"
+    )
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "sessions.json"), "w") as f:
         json.dump(results, f, indent=1)

@@ -9,7 +9,6 @@ from benchmarks import sessions
 
 
 class SessionsQuickTest(absltest.TestCase):
-
     def test_quick_run(self):
         with tempfile.TemporaryDirectory() as directory:
             r = sessions.measure(sessions.QUICK, repeats=1, directory=directory)
@@ -19,8 +18,7 @@ class SessionsQuickTest(absltest.TestCase):
         self.assertEqual(r["rewind"]["bytes_copied"], 0)
         dims = q["dims"]
         # The held positions of every K and V cache, and one int64 step counter per layer.
-        self.assertEqual(r["held_bytes"],
-                         dims.cache_nbytes(q["held"]) + 8 * dims.num_hidden_layers)
+        self.assertEqual(r["held_bytes"], dims.cache_nbytes(q["held"]) + 8 * dims.num_hidden_layers)
         self.assertGreater(r["session_file"]["bytes"], r["held_bytes"])
         self.assertIn("engine portable", r["engine"])
         text = sessions.table(r)

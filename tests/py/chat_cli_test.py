@@ -16,15 +16,14 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-from absl.testing import absltest  # noqa: E402
+from absl.testing import absltest
 
-import delegate_library  # noqa: E402
-import llm_test_models as M  # noqa: E402
-from executorch_trt import llm  # noqa: E402
-from executorch_trt.llm import chat  # noqa: E402
+import delegate_library
+import llm_test_models as M
+from executorch_trt import llm
+from executorch_trt.llm import chat
 
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
-                        "chat.py")
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "chat.py")
 
 
 def _hf_tokenizer(path):
@@ -36,8 +35,9 @@ def _hf_tokenizer(path):
     vocab["<s>"], vocab["</s>"] = M.BOS_ID, M.EOS_ID
     tokenizer = Tokenizer(models.BPE(vocab, [], unk_token=None))
     tokenizer.decoder = decoders.Fuse()
-    tokenizer.add_special_tokens([AddedToken("<s>", special=True),
-                                  AddedToken("</s>", special=True)])
+    tokenizer.add_special_tokens(
+        [AddedToken("<s>", special=True), AddedToken("</s>", special=True)]
+    )
     tokenizer.save(path)
     return path
 
@@ -48,7 +48,6 @@ def _text(ids):
 
 @delegate_library.needs_library
 class ChatTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls._tmp = tempfile.TemporaryDirectory()
@@ -70,9 +69,13 @@ class ChatTest(absltest.TestCase):
         return status, out.getvalue(), err.getvalue()
 
     def _process(self, *args, stdin=""):
-        return subprocess.run([sys.executable, LAUNCHER, *args], input=stdin,
-                              capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        return subprocess.run(
+            [sys.executable, LAUNCHER, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        )
 
     def _greedy_text(self, prompt_text, max_new_tokens, before=()):
         ids = list(before) or [M.BOS_ID]
@@ -83,30 +86,57 @@ class ChatTest(absltest.TestCase):
     def test_one_turn_streams_eager_greedy_text_and_its_statistics(self):
         for tokenizer in (self.tokenizer, self.tiktoken):
             with self.subTest(tokenizer=os.path.basename(tokenizer)):
-                status, out, err = self._main("--model", self.pte, "--tokenizer", tokenizer,
-                                              "--prompt", "hello there", "--max-new-tokens",
-                                              "12")
+                status, out, err = self._main(
+                    "--model",
+                    self.pte,
+                    "--tokenizer",
+                    tokenizer,
+                    "--prompt",
+                    "hello there",
+                    "--max-new-tokens",
+                    "12",
+                )
                 self.assertEqual(status, 0, err)
                 want, _ = self._greedy_text("hello there", 12)
                 self.assertEqual(out, want + "\n")
-                self.assertIn("engine portable (nested ExecuTorch program with XNNPACK, on the "
-                              "CPU)", err)
-                self.assertRegex(err, r"prompt 12 tokens \(0 reused from the prefix cache\), "
-                                      r"time to first token [0-9.]+ ms, prefill [0-9.]+ tok/s, "
-                                      r"generated \d+ tokens, decode [0-9.]+ tok/s; the "
-                                      r"session holds \d+ of 64 positions")
+                self.assertIn(
+                    "engine portable (nested ExecuTorch program with XNNPACK, on the CPU)", err
+                )
+                self.assertRegex(
+                    err,
+                    r"prompt 12 tokens \(0 reused from the prefix cache\), "
+                    r"time to first token [0-9.]+ ms, prefill [0-9.]+ tok/s, "
+                    r"generated \d+ tokens, decode [0-9.]+ tok/s; the "
+                    r"session holds \d+ of 64 positions",
+                )
 
     def test_a_session_file_survives_a_restart(self):
         path = os.path.join(self.create_tempdir().full_path, "chat.session")
-        common = ["--model", self.pte, "--tokenizer", self.tokenizer, "--max-new-tokens", "6",
-                  "--session", path]
+        common = [
+            "--model",
+            self.pte,
+            "--tokenizer",
+            self.tokenizer,
+            "--max-new-tokens",
+            "6",
+            "--session",
+            path,
+        ]
         first = self._process(*common, "--prompt", "the cat")
         second = self._process(*common, "--prompt", " sat.")
-        self.assertEqual((first.returncode, second.returncode), (0, 0),
-                         first.stderr + second.stderr)
+        self.assertEqual(
+            (first.returncode, second.returncode), (0, 0), first.stderr + second.stderr
+        )
         self.assertIn("resumed", second.stderr)
-        status, together, err = self._main("--model", self.pte, "--tokenizer", self.tokenizer,
-                                           "--max-new-tokens", "6", stdin="the cat\n sat.\n")
+        status, together, err = self._main(
+            "--model",
+            self.pte,
+            "--tokenizer",
+            self.tokenizer,
+            "--max-new-tokens",
+            "6",
+            stdin="the cat\n sat.\n",
+        )
         self.assertEqual(status, 0, err)
         self.assertEqual(first.stdout + second.stdout, together)
         turn1, ids = self._greedy_text("the cat", 6)
@@ -123,22 +153,29 @@ class ChatTest(absltest.TestCase):
         cases = [
             ([], "--model is required"),
             (["--model", self.pte], "--tokenizer is required"),
-            (["--model", "/nonexistent.pte", "--tokenizer", self.tokenizer],
-             "--model /nonexistent.pte: no such file"),
+            (
+                ["--model", "/nonexistent.pte", "--tokenizer", self.tokenizer],
+                "--model /nonexistent.pte: no such file",
+            ),
             (["--model", self.pte, "--tokenizer", self.pte], "no pytorch_tokenizers loader"),
             (["--model", self.tokenizer, "--tokenizer", self.tokenizer], "chat: "),
-            (["--model", self.pte, "--tokenizer", self.tokenizer, "--session", other],
-             "not a session file"),
-            (["--model", self.pte, "--tokenizer", self.tokenizer, "--max-new-tokens", "-1"],
-             "max-new-tokens"),
-            (["--model", self.pte, "--tokenizer", self.tokenizer, "extra"],
-             "unexpected arguments"),
-            (["--model", self.pte, "--tokenizer", self.tokenizer, "--prompt", "a" * 80],
-             "tokens do not fit"),
+            (
+                ["--model", self.pte, "--tokenizer", self.tokenizer, "--session", other],
+                "not a session file",
+            ),
+            (
+                ["--model", self.pte, "--tokenizer", self.tokenizer, "--max-new-tokens", "-1"],
+                "max-new-tokens",
+            ),
+            (["--model", self.pte, "--tokenizer", self.tokenizer, "extra"], "unexpected arguments"),
+            (
+                ["--model", self.pte, "--tokenizer", self.tokenizer, "--prompt", "a" * 80],
+                "tokens do not fit",
+            ),
         ]
         for args, message in cases:
             with self.subTest(args=args):
-                status, out, err = self._main(*args)
+                status, _out, err = self._main(*args)
                 self.assertEqual(status, 2, err)
                 self.assertIn(message, err)
         done = self._process("--model", "/nonexistent.pte", "--tokenizer", self.tokenizer)

@@ -23,8 +23,10 @@ def _snippets():
     readme = r.Rlocation("executorch_trt/README.md")
     docs = os.path.dirname(r.Rlocation("executorch_trt/docs/README.md"))
     found = {}
-    for path in [readme] + sorted(glob.glob(os.path.join(docs, "guide", "*.md"))):
-        for code, name in _BLOCK.findall(open(path).read()):
+    for path in [readme, *sorted(glob.glob(os.path.join(docs, "guide", "*.md")))]:
+        with open(path) as f:
+            text = f.read()
+        for code, name in _BLOCK.findall(text):
             where = f"{os.path.relpath(path, os.path.dirname(readme))}: {name}"
             if code not in found.values():
                 found[where] = code
@@ -33,7 +35,6 @@ def _snippets():
 
 @delegate_library.needs_library
 class DocSnippetsTest(absltest.TestCase):
-
     def test_the_docs_have_scripts(self):
         names = [where.split(": ")[1] for where in _snippets()]
         for expected in ("my_export.py", "conversation.py", "sessions.py"):
@@ -46,10 +47,13 @@ class DocSnippetsTest(absltest.TestCase):
                 script = os.path.join(directory, where.split(": ")[1])
                 with open(script, "w") as f:
                     f.write(code)
-                done = subprocess.run([sys.executable, script], cwd=directory,
-                                      capture_output=True, text=True,
-                                      env=dict(delegate_library.subprocess_env(),
-                                               HF_HUB_OFFLINE="1"))
+                done = subprocess.run(
+                    [sys.executable, script],
+                    cwd=directory,
+                    capture_output=True,
+                    text=True,
+                    env=dict(delegate_library.subprocess_env(), HF_HUB_OFFLINE="1"),
+                )
                 self.assertEqual(done.returncode, 0, f"{where}:\n{done.stderr[-3000:]}")
 
 

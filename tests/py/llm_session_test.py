@@ -13,18 +13,19 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import ClassVar
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
-import torch  # noqa: E402
-from absl.testing import absltest  # noqa: E402
-from runfiles import Runfiles  # noqa: E402
+import torch
+from absl.testing import absltest
+from runfiles import Runfiles
 
-import delegate_library  # noqa: E402
-import hf_models as H  # noqa: E402
-import llm_test_models as M  # noqa: E402
-from executorch_trt import llm, runtime  # noqa: E402
-from executorch_trt.llm import session_file  # noqa: E402
+import delegate_library
+import hf_models as H
+import llm_test_models as M
+from executorch_trt import llm, runtime
+from executorch_trt.llm import session_file
 
 MAX_SEQ_LEN = 16
 MAX_CONTEXT_LEN = 64
@@ -67,8 +68,8 @@ def _export(model, path, **kwargs):
 class _Programs:
     """Exported once per process (tests share them)."""
 
-    _dir = None
-    _cache = {}
+    _dir: ClassVar[str | None] = None
+    _cache: ClassVar[dict[str, tuple]] = {}
 
     @classmethod
     def get(cls, name):
@@ -93,7 +94,6 @@ class _Programs:
 
 @delegate_library.needs_library
 class SessionTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.model, cls.path = _Programs.get("llama")
@@ -102,20 +102,24 @@ class SessionTest(absltest.TestCase):
     def test_the_program_is_read_from_its_metadata(self):
         p = self.program
         self.assertEqual((p.prefill_method, p.decode_method), ("forward", "forward"))
-        self.assertEqual((p.max_seq_len, p.max_context_len, p.vocab_size),
-                         (MAX_SEQ_LEN, MAX_CONTEXT_LEN, M.VOCAB))
+        self.assertEqual(
+            (p.max_seq_len, p.max_context_len, p.vocab_size),
+            (MAX_SEQ_LEN, MAX_CONTEXT_LEN, M.VOCAB),
+        )
         self.assertEqual((p.bos_id, p.eos_ids), (M.BOS_ID, (M.EOS_ID,)))
-        self.assertEqual(sorted(p.layout.positional), sorted(
-            n for n in p.program.buffer_names if "cache" in n and "cumulative" not in n))
+        self.assertEqual(
+            sorted(p.layout.positional),
+            sorted(n for n in p.program.buffer_names if "cache" in n and "cumulative" not in n),
+        )
         self.assertTrue(all("cumulative_length" in n for n in p.layout.other))
 
     def test_prefill_and_decode_match_eager(self):
         s = self.program.new_session()
         # Longer than max_seq_len: two chunks.
-        prompt = PROMPT + [5, 6, 7, 8, 9, 10, 12]
+        prompt = [*PROMPT, 5, 6, 7, 8, 9, 10, 12]
         _assert_close(self, s.prefill(prompt), _eager_logits(self.model, prompt), "prefill")
         self.assertEqual((s.position, s.tokens), (len(prompt), prompt))
-        _assert_close(self, s.decode(17), _eager_logits(self.model, prompt + [17]), "decode")
+        _assert_close(self, s.decode(17), _eager_logits(self.model, [*prompt, 17]), "decode")
 
     def test_greedy_generate_matches_eager_greedy(self):
         s = self.program.new_session()
@@ -167,11 +171,15 @@ class SessionTest(absltest.TestCase):
             self.assertNotEqual(t.data_ptr(), parent.state[name].data_ptr(), name)
         a = parent.decode(40)
         b = child.decode(41)
-        _assert_close(self, a, _eager_logits(self.model, PROMPT + [40]), "parent")
-        _assert_close(self, b, _eager_logits(self.model, PROMPT + [41]), "child")
+        _assert_close(self, a, _eager_logits(self.model, [*PROMPT, 40]), "parent")
+        _assert_close(self, b, _eager_logits(self.model, [*PROMPT, 41]), "child")
         parent.rewind(3)
-        _assert_close(self, child.decode(42), _eager_logits(self.model, PROMPT + [41, 42]),
-                      "child after the parent rewound")
+        _assert_close(
+            self,
+            child.decode(42),
+            _eager_logits(self.model, [*PROMPT, 41, 42]),
+            "child after the parent rewound",
+        )
 
     def test_sampling_with_a_seed_is_reproducible(self):
         runs = []
@@ -215,14 +223,20 @@ class SessionTest(absltest.TestCase):
             s.decode(1)
         with self.assertRaisesRegex(ValueError, "no tokens given"):
             s.prefill([])
-        with self.assertRaisesRegex(ValueError, rf"token 1 is {M.VOCAB}, outside the "
-                                                rf"vocabulary \[0, {M.VOCAB}\)"):
+        with self.assertRaisesRegex(
+            ValueError,
+            rf"token 1 is {M.VOCAB}, outside the "
+            rf"vocabulary \[0, {M.VOCAB}\)",
+        ):
             s.prefill([1, M.VOCAB])
         with self.assertRaisesRegex(TypeError, "token 0 is 1.5, not an int"):
             s.prefill([1.5])
-        with self.assertRaisesRegex(ValueError, rf"{MAX_CONTEXT_LEN + 1} tokens do not fit: "
-                                                rf"the session holds 0 of {MAX_CONTEXT_LEN} "
-                                                rf"positions .*so {MAX_CONTEXT_LEN} more fit"):
+        with self.assertRaisesRegex(
+            ValueError,
+            rf"{MAX_CONTEXT_LEN + 1} tokens do not fit: "
+            rf"the session holds 0 of {MAX_CONTEXT_LEN} "
+            rf"positions .*so {MAX_CONTEXT_LEN} more fit",
+        ):
             s.prefill([1] * (MAX_CONTEXT_LEN + 1))
         self.assertEqual(s.position, 0)
         s.prefill([1, 2, 3])
@@ -249,7 +263,6 @@ class SessionTest(absltest.TestCase):
 
 @delegate_library.needs_library
 class SavedSessionTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.model, cls.path = _Programs.get("llama")
@@ -271,10 +284,14 @@ class SavedSessionTest(absltest.TestCase):
             "from executorch_trt import llm\n"
             "program = llm.load(sys.argv[1])\n"
             "s = program.load_session(sys.argv[2])\n"
-            "print(json.dumps({'tokens': s.tokens, 'next': list(s.generate(10))}))\n")
-        done = subprocess.run([sys.executable, "-c", script, self.path, path],
-                              capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+            "print(json.dumps({'tokens': s.tokens, 'next': list(s.generate(10))}))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script, self.path, path],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         result = json.loads(done.stdout.strip().splitlines()[-1])
         self.assertEqual(result["tokens"], PROMPT + first)
@@ -290,11 +307,12 @@ class SavedSessionTest(absltest.TestCase):
             self.assertTrue(torch.equal(held_s, held_t), name)
 
     def test_damaged_and_foreign_files_are_refused_and_nothing_changes(self):
-        s, _, path = self._saved()
+        _s, _, path = self._saved()
         live = self.program.new_session()
         live.prefill([1, 2, 3])
         before = {n: t.clone() for n, t in live.state.items()}
-        data = open(path, "rb").read()
+        with open(path, "rb") as f:
+            data = f.read()
         directory = self.create_tempdir().full_path
 
         def write(name, content):
@@ -315,18 +333,24 @@ class SavedSessionTest(absltest.TestCase):
             "newer": (write("newer", bytes(newer)), "newer executorch_trt .*version 2"),
         }
         for what, (p, message) in cases.items():
-            with self.subTest(what):
-                with self.assertRaisesRegex(ValueError, message):
-                    self.program.load_session(p)
+            with self.subTest(what), self.assertRaisesRegex(ValueError, message):
+                self.program.load_session(p)
         _, other_path = _Programs.get("llama_prefill_decode")
         other = llm.load(other_path)
-        with self.assertRaisesRegex(ValueError, r"saved from another program: .*the \.pte "
-                                                r"differs"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"saved from another program: .*the \.pte "
+            r"differs",
+        ):
             other.load_session(path)
         for n, t in live.state.items():
             self.assertTrue(torch.equal(t, before[n]), n)
-        _assert_close(self, live.decode(4), _eager_logits(self.model, [1, 2, 3, 4]),
-                      "a live session after the refusals")
+        _assert_close(
+            self,
+            live.decode(4),
+            _eager_logits(self.model, [1, 2, 3, 4]),
+            "a live session after the refusals",
+        )
 
     def test_a_failed_save_leaves_the_previous_file(self):
         s, _, path = self._saved()
@@ -351,7 +375,6 @@ class SavedSessionTest(absltest.TestCase):
 
 @delegate_library.needs_library
 class PrefixCacheTest(absltest.TestCase):
-
     @classmethod
     def setUpClass(cls):
         cls.model, cls.path = _Programs.get("llama")
@@ -359,16 +382,16 @@ class PrefixCacheTest(absltest.TestCase):
     def test_a_new_sessions_prefill_reuses_the_longest_cached_prefix(self):
         program = llm.load(self.path)
         cache = program.prefix_cache(max_bytes=1 << 24)
-        shared = PROMPT + [5, 6, 7, 8]
+        shared = [*PROMPT, 5, 6, 7, 8]
         first = program.new_session()
         first.prefill(shared)
         self.assertEqual(first.reused_tokens, 0)
         cases = [
-            (shared + [9, 10], len(shared)),    # the whole entry, then two tokens
-            (shared, len(shared)),              # equal: nothing runs
-            (shared[:6] + [30], 6),             # part of an entry (counters only)
-            (shared[:3], 2),                    # shorter than the entry: one token runs
-            ([40, 41], 0),                      # nothing shared
+            ([*shared, 9, 10], len(shared)),  # the whole entry, then two tokens
+            (shared, len(shared)),  # equal: nothing runs
+            ([*shared[:6], 30], 6),  # part of an entry (counters only)
+            (shared[:3], 2),  # shorter than the entry: one token runs
+            ([40, 41], 0),  # nothing shared
         ]
         for prompt, reused in cases:
             with self.subTest(prompt=prompt):
@@ -390,13 +413,13 @@ class PrefixCacheTest(absltest.TestCase):
         self.assertGreater(one_entry, program.layout.held_bytes(len(PROMPT)))
         cache = program.prefix_cache(max_bytes=int(one_entry * 2.5))
         for first in (50, 51, 52):
-            program.new_session().prefill([first] + PROMPT[1:])
+            program.new_session().prefill([first, *PROMPT[1:]])
         self.assertEqual((cache.entries, cache.bytes), (2, 2 * one_entry))
         s = program.new_session()
-        s.prefill([50] + PROMPT[1:])
+        s.prefill([50, *PROMPT[1:]])
         self.assertEqual(s.reused_tokens, 0)  # the least recently used: evicted
         s = program.new_session()
-        s.prefill([52] + PROMPT[1:])
+        s.prefill([52, *PROMPT[1:]])
         self.assertEqual(s.reused_tokens, len(PROMPT))
         too_small = program.prefix_cache(max_bytes=one_entry - 1)
         program.new_session().prefill(PROMPT)
@@ -405,7 +428,6 @@ class PrefixCacheTest(absltest.TestCase):
 
 @delegate_library.needs_library
 class OtherProgramsTest(absltest.TestCase):
-
     def test_prefill_decode_program(self):
         model, path = _Programs.get("llama_prefill_decode")
         program = llm.load(path)
@@ -426,18 +448,21 @@ class OtherProgramsTest(absltest.TestCase):
         for n in (len(prompt) + 3, 3):
             s.rewind(n)
             kept = s.tokens
-            _assert_close(self, s.decode(11), _eager_logits(model, kept + [11]),
-                          f"rewind({n}) then decode")
+            _assert_close(
+                self, s.decode(11), _eager_logits(model, [*kept, 11]), f"rewind({n}) then decode"
+            )
         fork = s.fork()
-        _assert_close(self, fork.decode(12), _eager_logits(model, s.tokens + [12]), "fork")
+        _assert_close(self, fork.decode(12), _eager_logits(model, [*s.tokens, 12]), "fork")
 
     def test_a_program_without_metadata_needs_max_context_len(self):
         pte = Runfiles.Create().Rlocation("executorch_trt/examples/kv_cache_decode.pte")
         with self.assertRaisesRegex(ValueError, "pass max_context_len="):
             llm.load(pte)
         program = llm.load(pte, max_context_len=128)
-        reference = json.load(open(Runfiles.Create().Rlocation(
-            "executorch_trt/examples/kv_cache_decode_reference.json")))
+        with open(
+            Runfiles.Create().Rlocation("executorch_trt/examples/kv_cache_decode_reference.json")
+        ) as f:
+            reference = json.load(f)
         want = [step["token"] for step in reference["steps"]]
         s = program.new_session()
         s.prefill(reference["prompt"])
@@ -487,11 +512,22 @@ def _export_counting(summary):
     module = CountingDecoder(summary=summary).eval()
     t = torch.export.Dim("T", min=1, max=8)
     with torch.no_grad():
-        ep = torch.export.export(module, (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
-                                 dynamic_shapes=({1: t}, {0: t}))
-    return llm.load(executorch_trt.export(ep, constant_methods={
-        "get_max_seq_len": 8, "get_max_context_len": 32, "get_vocab_size": 48,
-        "enable_dynamic_shape": True}).buffer)
+        ep = torch.export.export(
+            module,
+            (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
+            dynamic_shapes=({1: t}, {0: t}),
+        )
+    return llm.load(
+        executorch_trt.export(
+            ep,
+            constant_methods={
+                "get_max_seq_len": 8,
+                "get_max_context_len": 32,
+                "get_vocab_size": 48,
+                "enable_dynamic_shape": True,
+            },
+        ).buffer
+    )
 
 
 @delegate_library.needs_library
@@ -507,7 +543,7 @@ class StatefulProgramsTest(absltest.TestCase):
         for n in (7, 2, 5):  # a generated position, inside the prompt, inside a prefill chunk
             s.rewind(n)
             fresh = program.new_session()
-            want = fresh.prefill(s.tokens + [9, 10])
+            want = fresh.prefill([*s.tokens, 9, 10])
             _assert_close(self, s.prefill([9, 10]), want, f"rewind({n})")
             _assert_same_state(self, s, fresh, f"rewind({n})")
             self.assertEqual(list(s.generate(3)), list(fresh.generate(3)), f"rewind({n})")

@@ -34,12 +34,22 @@ if TYPE_CHECKING:
     from executorch_trt.llm.checkpoint import CheckpointError
     from executorch_trt.llm.export_llm import export_llm
 
-_LAZY = {"export_llm": "executorch_trt.llm.export_llm",
-         "CheckpointError": "executorch_trt.llm.checkpoint"}
+_LAZY = {
+    "export_llm": "executorch_trt.llm.export_llm",
+    "CheckpointError": "executorch_trt.llm.checkpoint",
+}
 
-__all__ = ["export_llm", "SUPPORTED_ARCHITECTURES", "CheckpointError",
-           "UnsupportedArchitectureError", "load", "LLMProgram", "Session", "PrefixCache",
-           "SamplingConfig"]
+__all__ = [
+    "export_llm",
+    "SUPPORTED_ARCHITECTURES",
+    "CheckpointError",
+    "UnsupportedArchitectureError",
+    "load",
+    "LLMProgram",
+    "Session",
+    "PrefixCache",
+    "SamplingConfig",
+]
 
 
 def __getattr__(name: str) -> Any:

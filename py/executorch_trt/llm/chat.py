@@ -28,38 +28,77 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, List, Optional, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
 from absl import flags
 
-USAGE = ("usage: ./bazelw run //:chat -- --model model.pte --tokenizer tokenizer.json "
-         "[--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
-         "[--seed S] [--session FILE] [--data model.ptd] [--max-context-len N]")
+if TYPE_CHECKING:
+    from executorch_trt.llm.session import Session
+
+USAGE = (
+    "usage: ./bazelw run //:chat -- --model model.pte --tokenizer tokenizer.json "
+    "[--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
+    "[--seed S] [--session FILE] [--data model.ptd] [--max-context-len N]"
+)
+
+
+def _value(fv: flags.FlagValues, name: str) -> Any:
+    """Flag ``name``'s parsed value (absl types it as optional; the definitions fix its type)."""
+    return fv[name].value
 
 
 def _define_flags() -> flags.FlagValues:
     fv = flags.FlagValues()
     flags.DEFINE_string("model", None, "the program (.pte)", flag_values=fv)
-    flags.DEFINE_string("tokenizer", None, "tokenizer.json, or a tiktoken/SentencePiece/"
-                        "llama2.c tokenizer file", flag_values=fv)
-    flags.DEFINE_string("data", None, "the program's .ptd (weights outside the .pte)",
-                        flag_values=fv)
-    flags.DEFINE_string("prompt", None, "one turn; without it each line of stdin is a turn",
-                        flag_values=fv)
-    flags.DEFINE_integer("max-new-tokens", 64, "most tokens generated per turn", lower_bound=0,
-                         flag_values=fv)
+    flags.DEFINE_string(
+        "tokenizer",
+        None,
+        "tokenizer.json, or a tiktoken/SentencePiece/llama2.c tokenizer file",
+        flag_values=fv,
+    )
+    flags.DEFINE_string(
+        "data", None, "the program's .ptd (weights outside the .pte)", flag_values=fv
+    )
+    flags.DEFINE_string(
+        "prompt", None, "one turn; without it each line of stdin is a turn", flag_values=fv
+    )
+    flags.DEFINE_integer(
+        "max-new-tokens", 64, "most tokens generated per turn", lower_bound=0, flag_values=fv
+    )
     flags.DEFINE_float("temperature", 0.0, "0 is greedy", lower_bound=0.0, flag_values=fv)
-    flags.DEFINE_integer("top-k", 0, "sample among the k most likely (0: all)", lower_bound=0,
-                         flag_values=fv)
-    flags.DEFINE_float("top-p", 1.0, "sample in the smallest set with this probability",
-                       lower_bound=0.0, upper_bound=1.0, flag_values=fv)
+    flags.DEFINE_integer(
+        "top-k", 0, "sample among the k most likely (0: all)", lower_bound=0, flag_values=fv
+    )
+    flags.DEFINE_float(
+        "top-p",
+        1.0,
+        "sample in the smallest set with this probability",
+        lower_bound=0.0,
+        upper_bound=1.0,
+        flag_values=fv,
+    )
     flags.DEFINE_integer("seed", None, "seed of the sampling", flag_values=fv)
-    flags.DEFINE_string("session", None, "load the conversation from this file when it "
-                        "exists, save it there after every turn", flag_values=fv)
-    flags.DEFINE_integer("max-context-len", None, "KV cache positions, for a program without "
-                         "get_max_context_len", lower_bound=1, flag_values=fv)
-    flags.DEFINE_integer("prefix-cache-bytes", 0, "keep prompt states for reuse by later "
-                         "turns' prefill (0: off)", lower_bound=0, flag_values=fv)
+    flags.DEFINE_string(
+        "session",
+        None,
+        "load the conversation from this file when it exists, save it there after every turn",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max-context-len",
+        None,
+        "KV cache positions, for a program without get_max_context_len",
+        lower_bound=1,
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "prefix-cache-bytes",
+        0,
+        "keep prompt states for reuse by later turns' prefill (0: off)",
+        lower_bound=0,
+        flag_values=fv,
+    )
     flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
     return fv
 
@@ -82,10 +121,12 @@ class Tokenizer:
             import tokenizers
 
             hf = tokenizers.Tokenizer.from_file(path)
-            self._encode: Callable[[str], List[int]] = (
-                lambda text: hf.encode(text, add_special_tokens=False).ids)
-            self._decode: Callable[[List[int]], str] = (
-                lambda ids: hf.decode(ids, skip_special_tokens=True))
+            self._encode: Callable[[str], list[int]] = lambda text: (
+                hf.encode(text, add_special_tokens=False).ids
+            )
+            self._decode: Callable[[list[int]], str] = lambda ids: hf.decode(
+                ids, skip_special_tokens=True
+            )
             return
         import pytorch_tokenizers as P
 
@@ -97,26 +138,42 @@ class Tokenizer:
             except Exception as exc:  # noqa: BLE001 - each loader raises its own error
                 errors.append(f"{kind.__name__}: {str(exc).strip().splitlines()[0]}")
                 continue
-            self._encode = lambda text, t=tokenizer: list(t.encode(text, 0, 0))
-            self._decode = lambda ids, t=tokenizer: "".join(t.decode(i) for i in ids)
+            self._encode, self._decode = _pytorch_tokenizer_calls(tokenizer)
             return
-        raise _UsageError(f"--tokenizer {path}: not a tokenizer.json, and no pytorch_tokenizers "
-                          f"loader reads it ({'; '.join(errors)})")
+        raise _UsageError(
+            f"--tokenizer {path}: not a tokenizer.json, and no pytorch_tokenizers "
+            f"loader reads it ({'; '.join(errors)})"
+        )
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str) -> list[int]:
         return list(self._encode(text))
 
-    def decode(self, ids: List[int]) -> str:
+    def decode(self, ids: list[int]) -> str:
         return self._decode(ids) if ids else ""
 
 
-def _parse(argv: List[str]) -> flags.FlagValues:
+def _pytorch_tokenizer_calls(
+    tokenizer: Any,
+) -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
+    """``(encode, decode)`` over a loaded ``pytorch_tokenizers`` tokenizer (no BOS or EOS added;
+    ``decode`` joins each token's text)."""
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, 0, 0))
+
+    def decode(ids: list[int]) -> str:
+        return "".join(tokenizer.decode(i) for i in ids)
+
+    return encode, decode
+
+
+def _parse(argv: list[str]) -> flags.FlagValues:
     fv = _define_flags()
     try:
         rest = fv(argv)
     except flags.Error as exc:
         raise _UsageError(str(exc)) from None
-    if fv["help"].value:
+    if _value(fv, "help"):
         return fv
     if len(rest) > 1:
         raise _UsageError(f"unexpected arguments {rest[1:]} (every input is a --flag)")
@@ -130,27 +187,38 @@ def _parse(argv: List[str]) -> flags.FlagValues:
     return fv
 
 
-def _turn(session, tokenizer: Tokenizer, text: str, fv: flags.FlagValues, out: TextIO,
-          err: TextIO) -> None:
+def _turn(
+    session: Session,
+    tokenizer: Tokenizer,
+    text: str,
+    fv: flags.FlagValues,
+    out: TextIO,
+    err: TextIO,
+) -> None:
     model = session.model
     ids = tokenizer.encode(text)
     if session.position == 0 and model.bos_id is not None:
-        ids = [model.bos_id] + ids
+        ids = [model.bos_id, *ids]
     if not ids:
         return
     start = time.perf_counter()
     session.prefill(ids)
     prefill_s = time.perf_counter() - start
     reused = session.reused_tokens
-    generated: List[int] = []
+    generated: list[int] = []
     shown = ""
     start = time.perf_counter()
-    for token in session.generate(fv["max-new-tokens"].value, fv["temperature"].value,
-                                  fv["top-k"].value, fv["top-p"].value, fv["seed"].value,
-                                  stop_tokens=model.eos_ids):
+    for token in session.generate(
+        _value(fv, "max-new-tokens"),
+        _value(fv, "temperature"),
+        _value(fv, "top-k"),
+        _value(fv, "top-p"),
+        _value(fv, "seed"),
+        stop_tokens=model.eos_ids,
+    ):
         generated.append(token)
         text_so_far = tokenizer.decode([t for t in generated if t not in model.eos_ids])
-        out.write(text_so_far[len(shown):])
+        out.write(text_so_far[len(shown) :])
         out.flush()
         shown = text_so_far
     decode_s = time.perf_counter() - start
@@ -162,32 +230,39 @@ def _turn(session, tokenizer: Tokenizer, text: str, fv: flags.FlagValues, out: T
         f"token {prefill_s * 1e3:.1f} ms, prefill {ran / prefill_s if ran else 0.0:.1f} tok/s, "
         f"generated {len(generated)} tokens, decode "
         f"{len(generated) / decode_s if generated else 0.0:.1f} tok/s; the session holds "
-        f"{session.position} of {model.max_context_len} positions\n")
+        f"{session.position} of {model.max_context_len} positions\n"
+    )
     err.flush()
 
 
-def main(argv: Optional[List[str]] = None, stdin: TextIO = sys.stdin, out: TextIO = sys.stdout,
-         err: TextIO = sys.stderr) -> int:
+def main(
+    argv: list[str] | None = None,
+    stdin: TextIO = sys.stdin,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
     argv = sys.argv if argv is None else argv
     try:
         fv = _parse(argv)
     except _UsageError as exc:
         err.write(f"chat: {exc}\n{USAGE}\n")
         return 2
-    if fv["help"].value:
+    if _value(fv, "help"):
         out.write(__doc__.strip() + "\n\nflags:\n" + fv.main_module_help() + "\n")
         return 0
 
     from executorch_trt import llm
 
-    session_path = _resolve(fv["session"].value) if fv["session"].value else None
+    session_path = _resolve(_value(fv, "session")) if _value(fv, "session") else None
     try:
-        tokenizer = Tokenizer(_resolve(fv["tokenizer"].value))
-        model = llm.load(_resolve(fv["model"].value),
-                         _resolve(fv["data"].value) if fv["data"].value else None,
-                         max_context_len=fv["max-context-len"].value)
-        if fv["prefix-cache-bytes"].value:
-            model.prefix_cache(fv["prefix-cache-bytes"].value)
+        tokenizer = Tokenizer(_resolve(_value(fv, "tokenizer")))
+        model = llm.load(
+            _resolve(_value(fv, "model")),
+            _resolve(_value(fv, "data")) if _value(fv, "data") else None,
+            max_context_len=_value(fv, "max-context-len"),
+        )
+        if _value(fv, "prefix-cache-bytes"):
+            model.prefix_cache(_value(fv, "prefix-cache-bytes"))
         if session_path is not None and os.path.exists(session_path):
             session = model.load_session(session_path)
             resumed = f", resumed {session.position} tokens from {session_path}"
@@ -197,9 +272,10 @@ def main(argv: Optional[List[str]] = None, stdin: TextIO = sys.stdin, out: TextI
     except (_UsageError, ValueError, OSError, RuntimeError) as exc:
         err.write(f"chat: {exc}\n")
         return 2
-    err.write(f"chat: {fv['model'].value}: {_engine_summary(_resolve(fv['model'].value))}"
-              f"{resumed}\n")
-    turns = [fv["prompt"].value] if fv["prompt"].value is not None else None
+    err.write(
+        f"chat: {_value(fv, 'model')}: {_engine_summary(_resolve(_value(fv, 'model')))}{resumed}\n"
+    )
+    turns = [_value(fv, "prompt")] if _value(fv, "prompt") is not None else None
     try:
         if turns is None:
             for line in stdin:

@@ -24,7 +24,8 @@ import collections
 import dataclasses
 import hashlib
 import threading
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -36,18 +37,19 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class _Entry:
-    tokens: Tuple[int, ...]
+    tokens: tuple[int, ...]
     #: The held part of every buffer (``StateLayout.held``), copied.
-    state: Dict[str, torch.Tensor]
+    state: dict[str, torch.Tensor]
     logits: torch.Tensor
-    counters: FrozenSet[str]
-    snapshots: Dict[int, Dict[str, torch.Tensor]]
+    counters: frozenset[str]
+    snapshots: dict[int, dict[str, torch.Tensor]]
     nbytes: int
 
 
 def _key(tokens: Sequence[int]) -> str:
-    return hashlib.sha256(torch.tensor(list(tokens), dtype=torch.int64).numpy().tobytes()
-                          ).hexdigest()
+    return hashlib.sha256(
+        torch.tensor(list(tokens), dtype=torch.int64).numpy().tobytes()
+    ).hexdigest()
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -62,7 +64,7 @@ class PrefixCache:
     def __init__(self, layout: StateLayout, max_bytes: int) -> None:
         self._layout = layout
         self.max_bytes = max_bytes
-        self._entries: "collections.OrderedDict[str, _Entry]" = collections.OrderedDict()
+        self._entries: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
         self._lock = threading.Lock()
         self.bytes = 0
         self.hits = 0
@@ -77,7 +79,7 @@ class PrefixCache:
             self._entries.clear()
             self.bytes = 0
 
-    def store(self, session: "Session") -> None:
+    def store(self, session: Session) -> None:
         """Keeps ``session``'s state under its tokens (after its prefill)."""
         key = _key(session._tokens)
         with self._lock:
@@ -85,17 +87,31 @@ class PrefixCache:
                 self._entries.move_to_end(key)
                 return
         position = session.position
-        state = {name: self._layout.held(name, tensor, position).clone()
-                 for name, tensor in session._live_state().items()}
+        state = {
+            name: self._layout.held(name, tensor, position).clone()
+            for name, tensor in session._live_state().items()
+        }
         assert session._logits is not None
-        snapshots = {p: {n: t.clone() for n, t in snap.items()}
-                     for p, snap in session._snapshots.items() if p <= position}
-        nbytes = (sum(_nbytes(t) for t in state.values()) + _nbytes(session._logits)
-                  + sum(_nbytes(t) for snap in snapshots.values() for t in snap.values()))
+        snapshots = {
+            p: {n: t.clone() for n, t in snap.items()}
+            for p, snap in session._snapshots.items()
+            if p <= position
+        }
+        nbytes = (
+            sum(_nbytes(t) for t in state.values())
+            + _nbytes(session._logits)
+            + sum(_nbytes(t) for snap in snapshots.values() for t in snap.values())
+        )
         if nbytes > self.max_bytes:
             return
-        entry = _Entry(tuple(session._tokens), state, session._logits.clone(),
-                       frozenset(session._counters), snapshots, nbytes)
+        entry = _Entry(
+            tuple(session._tokens),
+            state,
+            session._logits.clone(),
+            frozenset(session._counters),
+            snapshots,
+            nbytes,
+        )
         with self._lock:
             if key in self._entries:
                 return
@@ -105,10 +121,10 @@ class PrefixCache:
             self._entries[key] = entry
             self.bytes += nbytes
 
-    def _best(self, ids: List[int]) -> Tuple[Optional[_Entry], int]:
+    def _best(self, ids: list[int]) -> tuple[_Entry | None, int]:
         """The entry to reuse for a prefill of ``ids`` and how many tokens of it (0: none)."""
         others = frozenset(self._layout.other)
-        best: Tuple[Optional[_Entry], int] = (None, 0)
+        best: tuple[_Entry | None, int] = (None, 0)
         for entry in reversed(self._entries.values()):  # most recent first: wins ties
             shared = 0
             for a, b in zip(entry.tokens, ids):
@@ -125,7 +141,7 @@ class PrefixCache:
                 best = (entry, usable)
         return best
 
-    def restore(self, ids: List[int], session: "Session") -> int:
+    def restore(self, ids: list[int], session: Session) -> int:
         """Copies the longest reusable prefix of ``ids`` into empty ``session``; returns its
         length (0 when nothing is reused). The caller runs the rest."""
         with self._lock:
@@ -140,7 +156,8 @@ class PrefixCache:
         for name, tensor in state.items():
             if name in self._layout.positional:
                 self._layout.held(name, tensor, k).copy_(
-                    self._layout.held(name, entry.state[name], k))
+                    self._layout.held(name, entry.state[name], k)
+                )
             elif whole:
                 tensor.copy_(entry.state[name])
             else:  # every other buffer is a token counter (_best)
@@ -148,7 +165,10 @@ class PrefixCache:
         session._tokens = list(entry.tokens[:k])
         session._logits = entry.logits.clone() if whole else None
         session._counters = set(entry.counters)
-        session._snapshots = {p: {n: t.clone() for n, t in snap.items()}
-                              for p, snap in entry.snapshots.items() if p <= k}
+        session._snapshots = {
+            p: {n: t.clone() for n, t in snap.items()}
+            for p, snap in entry.snapshots.items()
+            if p <= k
+        }
         session._record()
         return k

@@ -27,7 +27,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Union
 
 import torch
 
@@ -53,14 +53,19 @@ class LLMProgram:
     * ``prefill_method``/``decode_method``: the method names a session calls.
     """
 
-    def __init__(self, program: runtime.Program, source: Union[str, bytes],
-                 data: Optional[str] = None, max_context_len: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        program: runtime.Program,
+        source: str | bytes,
+        data: str | None = None,
+        max_context_len: int | None = None,
+    ) -> None:
         self.program = program
         self._source = source
         self._data = data
-        self._fingerprint: Optional[Dict[str, Any]] = None
+        self._fingerprint: dict[str, Any] | None = None
         self._fingerprint_lock = threading.Lock()
-        self._prefix_cache: Optional[PrefixCache] = None
+        self._prefix_cache: PrefixCache | None = None
         methods = program.method_names
         meta = _metadata(program)
         if "forward" in methods:
@@ -71,73 +76,94 @@ class LLMProgram:
             raise ValueError(
                 f"llm.load: the program has methods {sorted(methods)}; an LLM program has "
                 "forward(tokens, positions), or prefill and decode (export it with "
-                "executorch_trt.llm.export_llm)")
+                "executorch_trt.llm.export_llm)"
+            )
         if not program.buffer_names:
             raise ValueError(
                 "llm.load: the program has no named mutable buffers, so a session cannot own "
                 "its KV cache; export it with emit_mutable_buffer_names=True (the default of "
-                "executorch_trt.export and export_llm)")
+                "executorch_trt.export and export_llm)"
+            )
         prefill_tokens, self.positions_are_start = self._check_signature(self.prefill_method)
         decode_tokens, _ = self._check_signature(self.decode_method)
         if decode_tokens != 1 and self.decode_method != "forward":
-            raise ValueError(f"llm.load: decode takes {decode_tokens} tokens per call; a "
-                             "decode method takes one token ([1, 1])")
+            raise ValueError(
+                f"llm.load: decode takes {decode_tokens} tokens per call; a "
+                "decode method takes one token ([1, 1])"
+            )
         self.max_seq_len = int(meta.get(names.MAX_SEQ_LEN, prefill_tokens))
         if self.max_seq_len > prefill_tokens:
-            raise ValueError(f"llm.load: get_max_seq_len says {self.max_seq_len} tokens per "
-                             f"call, but {self.prefill_method} takes at most {prefill_tokens}")
+            raise ValueError(
+                f"llm.load: get_max_seq_len says {self.max_seq_len} tokens per "
+                f"call, but {self.prefill_method} takes at most {prefill_tokens}"
+            )
         #: Whether the prefill method takes any length up to max_seq_len; None: not known yet
         #: (no enable_dynamic_shape metadata; the first shorter chunk tells).
-        self.prefill_is_dynamic: Optional[bool] = (
-            bool(meta[names.ENABLE_DYNAMIC_SHAPE]) if names.ENABLE_DYNAMIC_SHAPE in meta
-            else (False if prefill_tokens == 1 else None))
-        if self.prefill_method == "forward" and prefill_tokens > 1 \
-                and self.prefill_is_dynamic is False:
+        self.prefill_is_dynamic: bool | None = (
+            bool(meta[names.ENABLE_DYNAMIC_SHAPE])
+            if names.ENABLE_DYNAMIC_SHAPE in meta
+            else (False if prefill_tokens == 1 else None)
+        )
+        if (
+            self.prefill_method == "forward"
+            and prefill_tokens > 1
+            and self.prefill_is_dynamic is False
+        ):
             raise ValueError(
                 f"llm.load: forward takes exactly {prefill_tokens} tokens per call and there is "
                 "no decode method, so no single token can be run; export forward with a "
-                "dynamic length (torch.export.Dim) or add a decode method")
-        capacity = max_context_len or meta.get(names.MAX_CONTEXT_LEN) or meta.get(
-            names.MAX_SEQ_LEN)
+                "dynamic length (torch.export.Dim) or add a decode method"
+            )
+        capacity = max_context_len or meta.get(names.MAX_CONTEXT_LEN) or meta.get(names.MAX_SEQ_LEN)
         if capacity is None:
             raise ValueError(
                 "llm.load: the program has no get_max_context_len (nor get_max_seq_len) method "
-                "saying how many positions its KV cache has; pass max_context_len=")
+                "saying how many positions its KV cache has; pass max_context_len="
+            )
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"llm.load: max_context_len must be a positive int, got "
-                             f"{capacity!r}")
+            raise ValueError(f"llm.load: max_context_len must be a positive int, got {capacity!r}")
         specs = {name: program.buffer_spec(name) for name in program.buffer_names}
         self.layout = StateLayout.of(specs, capacity)
         if not self.layout.positional:
             raise ValueError(
                 f"llm.load: no buffer of the program has a dimension of {capacity} positions "
                 f"(max_context_len), so none is a KV cache; the buffers are "
-                f"{ {n: list(s.shape) for n, s in specs.items()} }")
+                f"{ {n: list(s.shape) for n, s in specs.items()} }"
+            )
         self.max_context_len = capacity
         self.vocab_size = int(meta.get(names.VOCAB_SIZE) or self._logits_width())
         bos = meta.get(names.BOS_ID)
-        self.bos_id: Optional[int] = None if bos is None else int(bos)
+        self.bos_id: int | None = None if bos is None else int(bos)
         eos = meta.get(names.EOS_IDS, ())
-        self.eos_ids: Tuple[int, ...] = tuple(int(e) for e in
-                                              (eos if isinstance(eos, (list, tuple)) else [eos]))
+        self.eos_ids: tuple[int, ...] = tuple(
+            int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])
+        )
 
-    def _check_signature(self, method: str) -> Tuple[int, bool]:
+    def _check_signature(self, method: str) -> tuple[int, bool]:
         """(most tokens per call, whether positions are the first token's only) of ``method``;
         ``ValueError`` naming the method unless it takes ``(int64 [1, T], int64 [T] or [1])``."""
         spec = self.program.load_method(method).metadata
-        inputs = spec.inputs
-        if (len(inputs) != 2 or any(s is None or s.dtype != torch.int64 for s in inputs)
-                or len(inputs[0].shape) != 2 or inputs[0].shape[0] != 1
-                or len(inputs[1].shape) != 1):
-            declared = ", ".join(str(s) for s in inputs)
+        inputs = [s for s in spec.inputs if s is not None]
+        if (
+            len(spec.inputs) != 2
+            or len(inputs) != 2
+            or any(s.dtype != torch.int64 for s in inputs)
+            or len(inputs[0].shape) != 2
+            or inputs[0].shape[0] != 1
+            or len(inputs[1].shape) != 1
+        ):
+            declared = ", ".join(str(s) for s in spec.inputs)
             raise ValueError(
                 f"llm.load: {method} takes ({declared}); an LLM method takes tokens int64 "
-                "[1, T] and positions int64 [T] (or [1]: the first token's)")
+                "[1, T] and positions int64 [T] (or [1]: the first token's)"
+            )
         tokens = inputs[0].shape[1]
         positions = inputs[1].shape[0]
         if positions not in (tokens, 1):
-            raise ValueError(f"llm.load: {method} takes {tokens} tokens but {positions} "
-                             "positions; positions are one per token, or the first token's")
+            raise ValueError(
+                f"llm.load: {method} takes {tokens} tokens but {positions} "
+                "positions; positions are one per token, or the first token's"
+            )
         return tokens, positions == 1 and tokens > 1
 
     def _logits_width(self) -> int:
@@ -169,21 +195,23 @@ class LLMProgram:
         return self._prefix_cache
 
     @property
-    def fingerprint(self) -> Dict[str, Any]:
+    def fingerprint(self) -> dict[str, Any]:
         """What a saved session must match: the buffers (name, dtype, shape) and the SHA-256 of
         the program's bytes (and of its ``.ptd``, when it has one). Computed once."""
         with self._fingerprint_lock:
             if self._fingerprint is None:
                 self._fingerprint = {
-                    "buffers": [[name, str(spec.dtype).replace("torch.", ""), list(spec.shape)]
-                                for name, spec in self.layout.specs.items()],
+                    "buffers": [
+                        [name, str(spec.dtype).replace("torch.", ""), list(spec.shape)]
+                        for name, spec in self.layout.specs.items()
+                    ],
                     "program_sha256": _sha256(self._source),
                     "data_sha256": None if self._data is None else _sha256(self._data),
                 }
             return self._fingerprint
 
 
-def _sha256(source: Union[str, bytes]) -> str:
+def _sha256(source: str | bytes) -> str:
     digest = hashlib.sha256()
     if isinstance(source, bytes):
         digest.update(source)
@@ -194,16 +222,23 @@ def _sha256(source: Union[str, bytes]) -> str:
     return digest.hexdigest()
 
 
-_METADATA = (names.MAX_SEQ_LEN, names.MAX_CONTEXT_LEN, names.VOCAB_SIZE, names.BOS_ID,
-             names.EOS_IDS, names.ENABLE_DYNAMIC_SHAPE, names.USE_KV_CACHE)
+_METADATA = (
+    names.MAX_SEQ_LEN,
+    names.MAX_CONTEXT_LEN,
+    names.VOCAB_SIZE,
+    names.BOS_ID,
+    names.EOS_IDS,
+    names.ENABLE_DYNAMIC_SHAPE,
+    names.USE_KV_CACHE,
+)
 
 
-def _metadata(program: runtime.Program) -> Dict[str, Any]:
+def _metadata(program: runtime.Program) -> dict[str, Any]:
     """``{name: value}`` of the LLM runner's metadata methods the program has."""
-    found: Dict[str, Any] = {}
+    found: dict[str, Any] = {}
     for name in _METADATA:
         if name in program.method_names:
-            values: List[Any] = program.load_method(name).execute([])
+            values: list[Any] = program.load_method(name).execute([])
             value: Any = values if name == names.EOS_IDS else values[0]
             if isinstance(value, torch.Tensor):
                 value = value.tolist()
@@ -211,8 +246,9 @@ def _metadata(program: runtime.Program) -> Dict[str, Any]:
     return found
 
 
-def load(program: Union[PathLike, bytes], data: Optional[PathLike] = None, *,
-         max_context_len: Optional[int] = None) -> LLMProgram:
+def load(
+    program: PathLike | bytes, data: PathLike | None = None, *, max_context_len: int | None = None
+) -> LLMProgram:
     """Loads an LLM program (module docstring): ``program`` a ``.pte`` path or its bytes,
     ``data`` its ``.ptd`` (weights kept outside the ``.pte``), ``max_context_len`` the KV cache
     positions when the program has no ``get_max_context_len`` method.
@@ -221,7 +257,7 @@ def load(program: Union[PathLike, bytes], data: Optional[PathLike] = None, *,
     missing for a program that is not an LLM program (no forward/prefill+decode, other input
     types, no named buffers, no cache of ``max_context_len`` positions)."""
     if isinstance(program, (bytes, bytearray, memoryview)):
-        source: Union[str, bytes] = bytes(program)
+        source: str | bytes = bytes(program)
     else:
         source = os.fsdecode(os.fspath(program))
     data_path = None if data is None else os.fsdecode(os.fspath(data))

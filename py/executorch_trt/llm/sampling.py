@@ -5,7 +5,6 @@ top-p, then a draw from the softmax)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import torch
 
@@ -28,7 +27,7 @@ class SamplingConfig:
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
-    seed: Optional[int] = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("temperature", "top_p"):
@@ -37,27 +36,31 @@ class SamplingConfig:
                 raise TypeError(f"generate: {name} must be a number, got {value!r}")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int):
             raise TypeError(f"generate: top_k must be an int, got {self.top_k!r}")
-        if self.seed is not None and (isinstance(self.seed, bool)
-                                      or not isinstance(self.seed, int)):
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
             raise TypeError(f"generate: seed must be an int or None, got {self.seed!r}")
         if not self.temperature >= 0.0:
-            raise ValueError(f"generate: temperature must be >= 0 (0 is greedy), got "
-                             f"{self.temperature}")
+            raise ValueError(
+                f"generate: temperature must be >= 0 (0 is greedy), got {self.temperature}"
+            )
         if self.top_k < 0:
-            raise ValueError(f"generate: top_k must be >= 0 (0 keeps every token), got "
-                             f"{self.top_k}")
+            raise ValueError(
+                f"generate: top_k must be >= 0 (0 keeps every token), got {self.top_k}"
+            )
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"generate: top_p must be in (0, 1], got {self.top_p}")
 
-    def generator(self) -> Optional[torch.Generator]:
+    def generator(self) -> torch.Generator | None:
         """A generator seeded with ``seed``, or None for torch's global one."""
         if self.seed is None:
             return None
         return torch.Generator().manual_seed(self.seed)
 
 
-def next_token(logits: torch.Tensor, config: SamplingConfig,
-               generator: Optional[torch.Generator] = None) -> int:
+def next_token(
+    logits: torch.Tensor, config: SamplingConfig, generator: torch.Generator | None = None
+) -> int:
     """The next token id for ``logits`` (float, ``[V]``) under ``config``; ``generator`` (from
     ``config.generator()``, kept across the steps of one generation) makes draws repeatable."""
     if config.temperature == 0.0:
@@ -71,7 +74,6 @@ def next_token(logits: torch.Tensor, config: SamplingConfig,
         cumulative = torch.softmax(ordered, dim=-1).cumsum(dim=-1)
         # Drop a token when the ones before it already reach top_p (the first always stays).
         drop = cumulative - torch.softmax(ordered, dim=-1) >= config.top_p
-        scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop),
-                                    float("-inf"))
+        scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
     probabilities = torch.softmax(scores, dim=-1)
     return int(torch.multinomial(probabilities, 1, generator=generator))

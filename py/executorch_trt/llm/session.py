@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Union
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -37,22 +38,27 @@ if TYPE_CHECKING:
 #: ``rewind`` is refused unless those buffers are token counters.
 SNAPSHOT_LIMIT = 1 << 20
 
-Tokens = Union[Sequence[int], torch.Tensor]
+Tokens = Sequence[int] | torch.Tensor
 
 
 class Session:
     """One conversation (module docstring). Made by ``LLMProgram.new_session``, ``fork``,
     ``LLMProgram.load_session``."""
 
-    def __init__(self, model: "LLMProgram", state: Optional[Dict[str, torch.Tensor]] = None,
-                 tokens: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        model: LLMProgram,
+        state: dict[str, torch.Tensor] | None = None,
+        tokens: Sequence[int] = (),
+    ) -> None:
         self.model = model
         self._layout = model.layout
-        self._state: Optional[Dict[str, torch.Tensor]] = (
-            state if state is not None else model.program.new_state())
-        self._tokens: List[int] = list(tokens)
+        self._state: dict[str, torch.Tensor] | None = (
+            state if state is not None else model.program.new_state()
+        )
+        self._tokens: list[int] = list(tokens)
         #: Logits of the last token held ([vocab]), None when not computed (after a rewind).
-        self._logits: Optional[torch.Tensor] = None
+        self._logits: torch.Tensor | None = None
         self._lock = threading.RLock()
         other = self._layout.other
         other_bytes = sum(self._state[n].numel() * self._state[n].element_size() for n in other)
@@ -60,7 +66,7 @@ class Session:
         #: Other buffers that have held the number of tokens held after every call so far.
         self._counters = {n for n in other if _is_count(self._state[n], len(self._tokens))}
         #: position -> the other buffers' values after the call that ended there.
-        self._snapshots: Dict[int, Dict[str, torch.Tensor]] = {}
+        self._snapshots: dict[int, dict[str, torch.Tensor]] = {}
         self._record()
         self.reused_tokens = 0
 
@@ -72,12 +78,12 @@ class Session:
         return len(self._tokens)
 
     @property
-    def tokens(self) -> List[int]:
+    def tokens(self) -> list[int]:
         """The ids the session holds, in order (a copy)."""
         return list(self._tokens)
 
     @property
-    def state(self) -> Dict[str, torch.Tensor]:
+    def state(self) -> dict[str, torch.Tensor]:
         """The session's state: ``{buffer name: tensor}`` (its own tensors; the program updates
         them in place). Read between calls; do not resize or replace them."""
         return dict(self._live_state())
@@ -93,10 +99,12 @@ class Session:
             self._snapshots.clear()
             self._logits = None
 
-    def _live_state(self) -> Dict[str, torch.Tensor]:
+    def _live_state(self) -> dict[str, torch.Tensor]:
         if self._state is None:
-            raise RuntimeError("this session is closed (close() freed its state); start a new "
-                               "one with new_session() or fork() before closing")
+            raise RuntimeError(
+                "this session is closed (close() freed its state); start a new "
+                "one with new_session() or fork() before closing"
+            )
         return self._state
 
     # --- running tokens -----------------------------------------------------------------------
@@ -143,9 +151,15 @@ class Session:
             assert self._logits is not None
             return self._logits.clone()
 
-    def generate(self, max_new_tokens: int = 32, temperature: float = 0.0, top_k: int = 0,
-                 top_p: float = 1.0, seed: Optional[int] = None,
-                 stop_tokens: Iterable[int] = ()) -> Iterator[int]:
+    def generate(
+        self,
+        max_new_tokens: int = 32,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop_tokens: Iterable[int] = (),
+    ) -> Iterator[int]:
         """Yields up to ``max_new_tokens`` new token ids, each chosen from the logits of the one
         before (``sampling.SamplingConfig``: greedy when ``temperature == 0``) and run before it
         is yielded, so the session holds every token yielded. Stops after a token of
@@ -153,16 +167,21 @@ class Session:
 
         Raises ``ValueError`` on an empty session (prefill first), for a negative
         ``max_new_tokens`` and bad sampling settings (when the iteration starts)."""
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
-                or max_new_tokens < 0:
-            raise ValueError(f"generate: max_new_tokens must be an int >= 0, got "
-                             f"{max_new_tokens!r}")
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or max_new_tokens < 0
+        ):
+            raise ValueError(
+                f"generate: max_new_tokens must be an int >= 0, got {max_new_tokens!r}"
+            )
         config = SamplingConfig(temperature, top_k, top_p, seed)
         stop = {int(t) for t in stop_tokens}
         return self._generate(max_new_tokens, config, stop)
 
-    def _generate(self, max_new_tokens: int, config: SamplingConfig,
-                  stop: Set[int]) -> Iterator[int]:
+    def _generate(
+        self, max_new_tokens: int, config: SamplingConfig, stop: set[int]
+    ) -> Iterator[int]:
         generator = config.generator()
         for _ in range(max_new_tokens):
             with self._lock:
@@ -187,7 +206,7 @@ class Session:
         assert self._logits is not None
         return self._logits
 
-    def _advance(self, ids: List[int]) -> None:
+    def _advance(self, ids: list[int]) -> None:
         """Runs ``ids`` after the held tokens (the caller checked them and holds the lock)."""
         model = self.model
         chunk = model.max_seq_len
@@ -207,7 +226,7 @@ class Session:
                 model.prefill_is_dynamic = True
             ids = ids[n:]
 
-    def _run(self, ids: List[int]) -> None:
+    def _run(self, ids: list[int]) -> None:
         """One call of the program on ``ids`` at the next positions; updates what the session
         keeps."""
         model = self.model
@@ -218,8 +237,9 @@ class Session:
             positions = torch.tensor([start], dtype=torch.long)
         else:
             positions = torch.arange(start, start + len(ids), dtype=torch.long)
-        outputs = model.program.load_method(method).execute([tokens, positions],
-                                                            state=self._live_state())
+        outputs = model.program.load_method(method).execute(
+            [tokens, positions], state=self._live_state()
+        )
         logits = outputs[0]
         self._logits = logits.reshape(-1, logits.shape[-1])[-1].to(torch.float32)
         self._tokens.extend(ids)
@@ -247,8 +267,10 @@ class Session:
         with self._lock:
             self._live_state()
             if not 0 <= n <= self.position:
-                raise ValueError(f"rewind({n}): the session holds {self.position} tokens; n "
-                                 f"must be in [0, {self.position}]")
+                raise ValueError(
+                    f"rewind({n}): the session holds {self.position} tokens; n "
+                    f"must be in [0, {self.position}]"
+                )
             self._rewind(n)
 
     def _rewind(self, n: int) -> None:
@@ -256,13 +278,14 @@ class Session:
             return
         state = self._live_state()
         other = [name for name in self._layout.other if name not in self._counters]
-        replay: List[int] = []
+        replay: list[int] = []
         if other:
             if not self._snapshots:
                 raise ValueError(
                     f"rewind({n}): buffers {other} are not indexed by position and are too "
                     f"large to snapshot after each call (> {SNAPSHOT_LIMIT} bytes); rewind is "
-                    "only possible by starting a new session")
+                    "only possible by starting a new session"
+                )
             boundary = max(p for p in self._snapshots if p <= n)
             for name in other:
                 state[name].copy_(self._snapshots[boundary][name])
@@ -277,7 +300,7 @@ class Session:
         if replay:
             self._advance(replay)
 
-    def fork(self) -> "Session":
+    def fork(self) -> Session:
         """An independent session holding the same tokens and state: the first ``position``
         entries of each cache and the other buffers are copied into new tensors (``StateLayout.
         held_bytes(position)`` bytes). The two then diverge independently."""
@@ -286,13 +309,14 @@ class Session:
             fresh = self.model.program.new_state()
             for name, tensor in state.items():
                 self._layout.held(name, fresh[name], self.position).copy_(
-                    self._layout.held(name, tensor, self.position))
+                    self._layout.held(name, tensor, self.position)
+                )
             child = Session(self.model, fresh, self._tokens)
             child._adopt(self)
             return child
 
     @staticmethod
-    def restored(model: "LLMProgram", saved: SavedSession) -> "Session":
+    def restored(model: LLMProgram, saved: SavedSession) -> Session:
         """The session ``saved`` (``session_file.read_session``) describes."""
         session = Session(model, saved.state, saved.tokens)
         session._logits = saved.logits
@@ -301,16 +325,17 @@ class Session:
             session._snapshots = saved.snapshots
         return session
 
-    def _adopt(self, other: "Session") -> None:
+    def _adopt(self, other: Session) -> None:
         """Takes ``other``'s bookkeeping (same tokens and state values)."""
         self._logits = None if other._logits is None else other._logits.clone()
         self._counters = set(other._counters)
-        self._snapshots = {p: {n: t.clone() for n, t in snap.items()}
-                           for p, snap in other._snapshots.items()}
+        self._snapshots = {
+            p: {n: t.clone() for n, t in snap.items()} for p, snap in other._snapshots.items()
+        }
 
     # --- save ---------------------------------------------------------------------------------
 
-    def save(self, path: "str | os.PathLike[str]") -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the conversation to ``path`` atomically (``session_file``): token ids, the
         held part of every buffer, and the program's fingerprint, under a checksum.
         ``LLMProgram.load_session`` restores it."""
@@ -320,12 +345,18 @@ class Session:
 
     # --- checks -------------------------------------------------------------------------------
 
-    def _check_tokens(self, tokens: Tokens, call: str) -> List[int]:
+    def _check_tokens(self, tokens: Tokens, call: str) -> list[int]:
         if isinstance(tokens, torch.Tensor):
-            if tokens.dim() != 1 or tokens.dtype.is_floating_point or tokens.dtype.is_complex \
-                    or tokens.dtype == torch.bool:
-                raise TypeError(f"{call}: a tensor of token ids must be 1-D and integer, got "
-                                f"{tokens.dtype} {list(tokens.shape)}")
+            if (
+                tokens.dim() != 1
+                or tokens.dtype.is_floating_point
+                or tokens.dtype.is_complex
+                or tokens.dtype == torch.bool
+            ):
+                raise TypeError(
+                    f"{call}: a tensor of token ids must be 1-D and integer, got "
+                    f"{tokens.dtype} {list(tokens.shape)}"
+                )
             ids = [int(t) for t in tokens.tolist()]
         else:
             ids = []
@@ -338,8 +369,7 @@ class Session:
         vocab = self.model.vocab_size
         for i, t in enumerate(ids):
             if not 0 <= t < vocab:
-                raise ValueError(f"{call}: token {i} is {t}, outside the vocabulary "
-                                 f"[0, {vocab})")
+                raise ValueError(f"{call}: token {i} is {t}, outside the vocabulary [0, {vocab})")
         return ids
 
     def _check_room(self, count: int, call: str) -> None:
@@ -348,10 +378,15 @@ class Session:
             raise ValueError(
                 f"{call}: {count} tokens do not fit: the session holds {self.position} of "
                 f"{self._layout.capacity} positions (max_context_len), so {room} more fit; "
-                "rewind or start a new session")
+                "rewind or start a new session"
+            )
 
 
 def _is_count(tensor: torch.Tensor, count: int) -> bool:
     """Whether ``tensor`` is an integer scalar holding ``count``."""
-    return (tensor.numel() == 1 and not tensor.dtype.is_floating_point
-            and tensor.dtype != torch.bool and int(tensor.reshape(-1)[0]) == count)
+    return (
+        tensor.numel() == 1
+        and not tensor.dtype.is_floating_point
+        and tensor.dtype != torch.bool
+        and int(tensor.reshape(-1)[0]) == count
+    )

@@ -14,7 +14,8 @@ The header::
      "program": {"buffers": [[name, dtype, shape], ...], "program_sha256": ..., "data_sha256": ...},
      "tokens": [ids held], "counters": [names],
      "tensors": [{"role": "buffer" | "snapshot" | "logits", "name": ..., "position": p (a
-                  snapshot's), "dtype": ..., "shape": [stored shape], "offset": ..., "nbytes": ...}],
+                  snapshot's), "dtype": ..., "shape": [stored shape], "offset": ...,
+                  "nbytes": ...}],
      "data_size": bytes}
 
 A positional buffer (a KV cache) is stored for the positions held only (its shape along the
@@ -38,7 +39,7 @@ import json
 import os
 import struct
 import tempfile
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -59,13 +60,13 @@ def _raw(tensor: torch.Tensor) -> bytes:
     return tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
-def write_session(session: "Session", path: "PathLike") -> None:
+def write_session(session: Session, path: PathLike) -> None:
     """Writes ``session`` to ``path`` (module docstring); the caller holds its lock."""
     model = session.model
     layout = model.layout
     position = session.position
-    blobs: List[bytes] = []
-    tensors: List[Dict[str, Any]] = []
+    blobs: list[bytes] = []
+    tensors: list[dict[str, Any]] = []
     offset = 0
 
     def add(role: str, name: str, tensor: torch.Tensor, **extra: Any) -> None:
@@ -73,10 +74,20 @@ def write_session(session: "Session", path: "PathLike") -> None:
         data = _raw(tensor)
         dtype = dtype_name(tensor.dtype)
         if dtype is None:
-            raise ValueError(f"save: buffer {name!r} has dtype {tensor.dtype}, which a session "
-                             "file cannot hold")
-        tensors.append(dict(role=role, name=name, dtype=dtype, shape=list(tensor.shape),
-                            offset=offset, nbytes=len(data), **extra))
+            raise ValueError(
+                f"save: buffer {name!r} has dtype {tensor.dtype}, which a session file cannot hold"
+            )
+        tensors.append(
+            dict(
+                role=role,
+                name=name,
+                dtype=dtype,
+                shape=list(tensor.shape),
+                offset=offset,
+                nbytes=len(data),
+                **extra,
+            )
+        )
         blobs.append(data)
         offset += len(data)
 
@@ -87,11 +98,17 @@ def write_session(session: "Session", path: "PathLike") -> None:
             add("snapshot", name, tensor, position=p)
     if session._logits is not None:
         add("logits", "logits", session._logits)
-    header = json.dumps({
-        "format": FORMAT, "version": FORMAT_VERSION, "program": model.fingerprint,
-        "tokens": session._tokens, "counters": sorted(session._counters),
-        "tensors": tensors, "data_size": offset,
-    }).encode("utf-8")
+    header = json.dumps(
+        {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "program": model.fingerprint,
+            "tokens": session._tokens,
+            "counters": sorted(session._counters),
+            "tensors": tensors,
+            "data_size": offset,
+        }
+    ).encode("utf-8")
     digest = hashlib.sha256()
     prefix = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(header)) + header
     digest.update(prefix)
@@ -115,7 +132,7 @@ def write_session(session: "Session", path: "PathLike") -> None:
         raise
 
 
-def _fingerprint_difference(saved: Any, current: Dict[str, Any]) -> Optional[str]:
+def _fingerprint_difference(saved: Any, current: dict[str, Any]) -> str | None:
     """What differs between the fingerprint a file was saved from and the program's."""
     if not isinstance(saved, dict):
         return "the file has no program fingerprint"
@@ -129,14 +146,19 @@ def _fingerprint_difference(saved: Any, current: Dict[str, Any]) -> Optional[str
     if extra:
         problems.append(f"the file has buffers this program does not ({extra})")
     for name in sorted(set(buffers) & set(saved_buffers)):
-        if [list(x) if isinstance(x, list) else x for x in saved_buffers[name]] != \
-                [list(x) if isinstance(x, list) else x for x in buffers[name]]:
-            problems.append(f"buffer {name!r} is {saved_buffers[name]} in the file and "
-                            f"{buffers[name]} in this program")
+        if [list(x) if isinstance(x, list) else x for x in saved_buffers[name]] != [
+            list(x) if isinstance(x, list) else x for x in buffers[name]
+        ]:
+            problems.append(
+                f"buffer {name!r} is {saved_buffers[name]} in the file and "
+                f"{buffers[name]} in this program"
+            )
     for key, what in (("program_sha256", "the .pte"), ("data_sha256", "the .ptd")):
         if saved.get(key) != current[key]:
-            problems.append(f"{what} differs (SHA-256 {str(saved.get(key))[:16]}... in the "
-                            f"file, {str(current[key])[:16]}... here)")
+            problems.append(
+                f"{what} differs (SHA-256 {str(saved.get(key))[:16]}... in the "
+                f"file, {str(current[key])[:16]}... here)"
+            )
     return "; ".join(problems) or None
 
 
@@ -145,14 +167,14 @@ class SavedSession:
     """What a session file holds, read and checked (``read_session``); the state is a whole
     new state of the program with the held part filled in."""
 
-    tokens: List[int]
-    state: Dict[str, torch.Tensor]
-    counters: List[str]
-    snapshots: Dict[int, Dict[str, torch.Tensor]]
-    logits: Optional[torch.Tensor]
+    tokens: list[int]
+    state: dict[str, torch.Tensor]
+    counters: list[str]
+    snapshots: dict[int, dict[str, torch.Tensor]]
+    logits: torch.Tensor | None
 
 
-def read_session(model: "LLMProgram", path: "PathLike") -> SavedSession:
+def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
     """The session saved at ``path`` for ``model`` (module docstring for the checks)."""
     where = os.fspath(path)
     with open(where, "rb") as f:
@@ -162,39 +184,46 @@ def read_session(model: "LLMProgram", path: "PathLike") -> SavedSession:
         return ValueError(f"load_session: {where}: {problem}")
 
     if len(data) < _HEADER.size + _DIGEST:
-        raise bad(f"truncated: {len(data)} bytes, shorter than a session file's header and "
-                  "checksum")
+        raise bad(
+            f"truncated: {len(data)} bytes, shorter than a session file's header and checksum"
+        )
     magic, version, _, header_size = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise bad(f"not a session file (magic {magic!r}, expected {MAGIC!r})")
     if version > FORMAT_VERSION:
-        raise bad(f"written by a newer executorch_trt (session format version {version}); this "
-                  f"one reads version {FORMAT_VERSION}: upgrade it to load the file")
+        raise bad(
+            f"written by a newer executorch_trt (session format version {version}); this "
+            f"one reads version {FORMAT_VERSION}: upgrade it to load the file"
+        )
     if version < 1:
         raise bad(f"session format version {version} is not a version")
     if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
-        raise bad(f"truncated or corrupted ({len(data)} bytes; the SHA-256 at its end does not "
-                  "match its contents); save the session again")
+        raise bad(
+            f"truncated or corrupted ({len(data)} bytes; the SHA-256 at its end does not "
+            "match its contents); save the session again"
+        )
     try:
-        header = json.loads(data[_HEADER.size:_HEADER.size + header_size].decode("utf-8"))
+        header = json.loads(data[_HEADER.size : _HEADER.size + header_size].decode("utf-8"))
         tokens, counters, entries = header["tokens"], header["counters"], header["tensors"]
         data_size = header["data_size"]
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
         raise bad(f"its header cannot be read ({exc})") from None
     base = _HEADER.size + header_size
     if base + data_size + _DIGEST != len(data):
-        raise bad(f"its header says {base + data_size + _DIGEST} bytes, the file has "
-                  f"{len(data)}")
+        raise bad(f"its header says {base + data_size + _DIGEST} bytes, the file has {len(data)}")
     difference = _fingerprint_difference(header.get("program"), model.fingerprint)
     if difference:
         raise bad(f"saved from another program: {difference}")
-    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens) \
-            or len(tokens) > model.max_context_len:
+    if (
+        not isinstance(tokens, list)
+        or not all(isinstance(t, int) for t in tokens)
+        or len(tokens) > model.max_context_len
+    ):
         raise bad("its token ids are not a list of at most max_context_len ints")
     position = len(tokens)
     state = model.program.new_state()
-    snapshots: Dict[int, Dict[str, torch.Tensor]] = {}
-    logits: Optional[torch.Tensor] = None
+    snapshots: dict[int, dict[str, torch.Tensor]] = {}
+    logits: torch.Tensor | None = None
     seen = set()
     for entry in entries:
         tensor, key = _tensor(entry, data, base, data_size, bad)
@@ -204,8 +233,10 @@ def read_session(model: "LLMProgram", path: "PathLike") -> SavedSession:
                 raise bad(f"buffer {name!r} is not this program's")
             target = model.layout.held(name, state[name], position)
             if tuple(target.shape) != tuple(tensor.shape) or target.dtype != tensor.dtype:
-                raise bad(f"buffer {name!r} is {tensor.dtype} {list(tensor.shape)}, "
-                          f"{position} tokens need {target.dtype} {list(target.shape)}")
+                raise bad(
+                    f"buffer {name!r} is {tensor.dtype} {list(tensor.shape)}, "
+                    f"{position} tokens need {target.dtype} {list(target.shape)}"
+                )
             target.copy_(tensor)
             seen.add(name)
         elif role == "snapshot":
@@ -219,12 +250,14 @@ def read_session(model: "LLMProgram", path: "PathLike") -> SavedSession:
             raise bad(f"unknown tensor role {role!r}")
     if seen != set(state):
         raise bad(f"no data for buffer(s) {sorted(set(state) - seen)}")
-    return SavedSession(list(tokens), state,
-                        [c for c in counters if c in model.layout.other], snapshots, logits)
+    return SavedSession(
+        list(tokens), state, [c for c in counters if c in model.layout.other], snapshots, logits
+    )
 
 
-def _tensor(entry: Any, data: bytes, base: int, data_size: int,
-            bad: Any) -> Tuple[torch.Tensor, Tuple[str, str]]:
+def _tensor(
+    entry: Any, data: bytes, base: int, data_size: int, bad: Any
+) -> tuple[torch.Tensor, tuple[str, str]]:
     """One stored tensor (a copy), checked against its extent."""
     try:
         role, name, dtype_text = entry["role"], entry["name"], entry["dtype"]
@@ -240,11 +273,18 @@ def _tensor(entry: Any, data: bytes, base: int, data_size: int,
             raise bad(f"tensor {name!r} has a negative size in {shape}")
         numel *= s
     expected = numel * torch.empty((), dtype=dtype).element_size()
-    if not isinstance(offset, int) or not isinstance(nbytes, int) or nbytes != expected \
-            or offset < 0 or offset + nbytes > data_size:
-        raise bad(f"tensor {name!r} ({dtype_text} {shape}) does not fit its extent "
-                  f"(offset {offset!r}, {nbytes!r} bytes, data {data_size} bytes)")
-    raw = bytearray(data[base + offset:base + offset + nbytes])
+    if (
+        not isinstance(offset, int)
+        or not isinstance(nbytes, int)
+        or nbytes != expected
+        or offset < 0
+        or offset + nbytes > data_size
+    ):
+        raise bad(
+            f"tensor {name!r} ({dtype_text} {shape}) does not fit its extent "
+            f"(offset {offset!r}, {nbytes!r} bytes, data {data_size} bytes)"
+        )
+    raw = bytearray(data[base + offset : base + offset + nbytes])
     if not raw:
         return torch.empty(shape, dtype=dtype), (role, name)
     return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape), (role, name)

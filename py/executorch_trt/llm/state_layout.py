@@ -21,7 +21,7 @@ them only to a call boundary (``Session.rewind``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Tuple
+from collections.abc import Mapping
 
 import torch
 
@@ -39,15 +39,15 @@ class StateLayout:
     """
 
     capacity: int
-    positional: Dict[str, int]
-    other: Tuple[str, ...]
-    specs: Dict[str, TensorSpec]
+    positional: dict[str, int]
+    other: tuple[str, ...]
+    specs: dict[str, TensorSpec]
 
     @staticmethod
-    def of(specs: Mapping[str, TensorSpec], capacity: int) -> "StateLayout":
+    def of(specs: Mapping[str, TensorSpec], capacity: int) -> StateLayout:
         """Classifies ``specs`` (``{name: TensorSpec}``, ``Program.buffer_spec`` of each
         buffer) for a cache of ``capacity`` positions."""
-        positional: Dict[str, int] = {}
+        positional: dict[str, int] = {}
         other = []
         for name, spec in specs.items():
             dims = [d for d, size in enumerate(spec.shape) if size == capacity]
@@ -73,4 +73,3 @@ class StateLayout:
                 numel *= positions if self.positional.get(name) == d else size
             total += numel * torch.empty((), dtype=spec.dtype).element_size()
         return total
-
