@@ -13,7 +13,7 @@
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
 #include "core/common/little_endian.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 
 // libexecutorch.so exports the inline functions of its own FlatBuffers release and of its own
 // code generated from this schema under the same names as ours: hidden, each side binds to its

@@ -22,7 +22,7 @@
 #include "core/blob/blob_header.h"
 #include "core/common/little_endian.h"
 #include "core/common/runtime_types.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 #include "tests/cpp/test_util.h"
 
 namespace executorch_trt {

@@ -4,7 +4,7 @@
 // ExecuTorch 1.5.1's PteDataMap): layouts come from the descriptor, a buffer of the wrong size
 // is refused, keys outside the descriptor pass through, a missing key says NotFound.
 
-#include "core/engine/constant_layouts_data_map.h"
+#include "core/engine/portable/constant_layouts_data_map.h"
 
 #include <gtest/gtest.h>
 

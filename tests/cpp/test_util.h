@@ -23,7 +23,7 @@
 #include "core/blob/blob_header.h"
 #include "core/blob/checksum.h"
 #include "core/engine/engine.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 
 namespace executorch_trt {
 namespace testing {

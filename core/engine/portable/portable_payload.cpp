@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 
 #include <cinttypes>
 #include <cstring>

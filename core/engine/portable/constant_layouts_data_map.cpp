@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/engine/constant_layouts_data_map.h"
+#include "core/engine/portable/constant_layouts_data_map.h"
 
 #include <utility>
 

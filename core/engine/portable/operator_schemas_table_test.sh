@@ -8,8 +8,8 @@ if diff -u "$1" "$2"; then
   exit 0
 fi
 echo
-echo "core/engine/operator_schemas_table.cc is stale (the pinned torch/ExecuTorch or an own"
+echo "core/engine/portable/operator_schemas_table.cc is stale (the pinned torch/ExecuTorch or an own"
 echo "kernel's schema changed). Update it from the checkout:"
-echo "  ./bazelw build //core/engine:operator_schemas_table_regenerated &&"
-echo "  cp bazel-bin/core/engine/operator_schemas_table.regenerated.cc core/engine/operator_schemas_table.cc"
+echo "  ./bazelw build //core/engine/portable:operator_schemas_table_regenerated &&"
+echo "  cp bazel-bin/core/engine/portable/operator_schemas_table.regenerated.cc core/engine/portable/operator_schemas_table.cc"
 exit 1

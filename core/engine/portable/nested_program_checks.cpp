@@ -4,7 +4,7 @@
 // the C++ code flatc generates from ExecuTorch's own schema (//core/schema:program_schema),
 // after flatbuffers::Verifier has checked every offset, length and alignment in it.
 
-#include "core/engine/nested_program_checks.h"
+#include "core/engine/portable/nested_program_checks.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -27,7 +27,7 @@
 #include "core/schema/program_generated.h"
 #pragma GCC visibility pop
 
-#include "core/engine/operator_schemas.h"
+#include "core/engine/portable/operator_schemas.h"
 
 namespace executorch_trt {
 namespace {

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/engine/portable_engine.h"
+#include "core/engine/portable/portable_engine.h"
 
 #include <cinttypes>
 #include <cstring>
@@ -17,11 +17,11 @@
 #include "core/common/num_bytes.h"
 #include "core/common/runtime_types.h"
 #include "core/common/shape_string.h"
-#include "core/engine/constant_layouts_data_map.h"
-#include "core/engine/empty_named_data_map.h"
-#include "core/engine/nested_delegate_checks.h"
-#include "core/engine/nested_program_checks.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/constant_layouts_data_map.h"
+#include "core/engine/portable/empty_named_data_map.h"
+#include "core/engine/portable/nested_delegate_checks.h"
+#include "core/engine/portable/nested_program_checks.h"
+#include "core/engine/portable/portable_payload.h"
 
 namespace executorch_trt {
 namespace {
