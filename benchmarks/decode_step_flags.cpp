@@ -42,11 +42,11 @@ std::vector<std::string> SplitCommas(const std::string& s) {
 }
 
 // "NAME=NUMEL,NAME=NUMEL,..." -> caches.
-bool ParseCaches(const std::string& s, std::vector<examples::CacheBuffer>* caches) {
+bool ParseCaches(const std::string& s, std::vector<extension::CacheBuffer>* caches) {
   caches->clear();
   for (const std::string& part : SplitCommas(s)) {
     const size_t eq = part.rfind('=');
-    examples::CacheBuffer cache;
+    extension::CacheBuffer cache;
     if (eq == std::string::npos || eq == 0 ||
         !ParseInt(part.substr(eq + 1), 1, std::numeric_limits<int64_t>::max(), &cache.numel)) {
       return false;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/prefill_decode_program.h"
+#include "extension/program/prefill_decode_program.h"
 
 namespace executorch_trt::benchmarks {
 
@@ -23,7 +23,7 @@ struct DecodeStepFlags {
   std::string model;  // the .pte (methods prefill and decode); required
   // Every KV cache of the program: name and float32 element count; bound to memory this
   // process owns. Required (decode.py passes the model's cache buffers).
-  std::vector<examples::CacheBuffer> caches;
+  std::vector<extension::CacheBuffer> caches;
   std::vector<int64_t> prompt;  // prefill token ids; its length T is the exported prefill length
   int64_t token = 1;            // the decode step's token id
   int64_t max_seq_len = 0;      // cache capacity in positions; required

@@ -32,8 +32,8 @@
 // an unreadable/invalid model or reference (a message naming the file and the problem).
 //
 // The pieces are kv_cache_decode_check's (runner_main.h, runner_flags.h,
-// prefill_decode_program.h, runner_checks.h, runner_report.h): the reference's format makes
-// the checks encoder-decoder ones.
+// extension/program/prefill_decode_program.h, runner_checks.h, runner_report.h): the
+// reference's format makes the checks encoder-decoder ones.
 
 #include "examples/runner_main.h"
 

@@ -31,8 +31,8 @@
 // an unreadable/invalid model or reference (a message naming the file and the problem).
 //
 // The pieces: runner_main.h (the main, shared with cross_attn_decode_check), runner_flags.h
-// (the command line), prefill_decode_program.h (loading the program and binding caller-owned
-// caches: the part to copy into an application), runner_checks.h (the three checks),
+// (the command line), extension/program/prefill_decode_program.h (loading the program and
+// binding caller-owned caches: the library an application links), runner_checks.h (the checks),
 // runner_report.h (what is printed), plan_delegates.h (each method's delegates and the engine
 // each runs on, read from the program: the header and the closing line name them).
 

@@ -33,9 +33,11 @@
 #include <string_view>
 #include <vector>
 
-#include "examples/float_tensor.h"
+#include "extension/program/float_tensor.h"
 
 namespace executorch_trt::examples {
+
+using extension::FloatTensor;
 
 struct CacheSpec {
   std::string name;            // buffer FQN, e.g. "inner.key_cache_0"

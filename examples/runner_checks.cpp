@@ -12,13 +12,17 @@
 
 #include "core/binding/copy_counter.h"
 #include "core/kernels/cross_attn_cache.h"
-#include "examples/prefill_decode_program.h"
+#include "extension/program/prefill_decode_program.h"
 
 namespace executorch_trt::examples {
 namespace {
 
 using executorch::aten::Tensor;
 using executorch::runtime::Error;
+using extension::CacheBuffer;
+using extension::Phase;
+using extension::PhaseName;
+using extension::PrefillDecodeProgram;
 
 int64_t Argmax(const std::vector<float>& v) {
   return std::max_element(v.begin(), v.end()) - v.begin();

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// program_session.h: a LoadedProgram (core/program/loaded_program.h) as
+// program_session.h: a LoadedProgram (extension/program/loaded_program.h) as
 // executorch_trt.runtime uses it: inputs and outputs as plain values, every call serialized by
 // the program's own lock. No Python in here: the binding (module.cpp) converts and releases
 // the GIL around these calls.
@@ -16,9 +16,13 @@
 #include <vector>
 
 #include "core/common/runtime_types.h"
-#include "core/program/loaded_program.h"
+#include "extension/program/loaded_program.h"
 
 namespace executorch_trt::python {
+
+using extension::BufferBinding;
+using extension::LoadedProgram;
+using extension::NamedBuffer;
 
 // One input of a method: a tensor over the caller's memory (contiguous, not copied here) or
 // a scalar.

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/program/loaded_program.h"
+#include "extension/program/loaded_program.h"
 
 #include <algorithm>
 #include <cstring>
@@ -19,7 +19,7 @@
 
 #include "core/common/error_text.h"
 
-namespace executorch_trt {
+namespace executorch_trt::extension {
 namespace {
 
 using executorch::runtime::MethodMeta;
@@ -429,4 +429,4 @@ std::string LoadedProgram::UnknownBufferMessage(std::string_view name) const {
          "'; the program's named buffers are: " + BufferNameList();
 }
 
-}  // namespace executorch_trt
+}  // namespace executorch_trt::extension

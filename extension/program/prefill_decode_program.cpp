@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "examples/prefill_decode_program.h"
+#include "extension/program/prefill_decode_program.h"
 
 #include <utility>
 
@@ -8,7 +8,7 @@
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 
-namespace executorch_trt::examples {
+namespace executorch_trt::extension {
 namespace {
 
 using executorch::aten::Tensor;
@@ -210,4 +210,4 @@ Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens,
   return Error::Ok;
 }
 
-}  // namespace executorch_trt::examples
+}  // namespace executorch_trt::extension
