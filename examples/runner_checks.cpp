@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "core/binding/copy_counter.h"
+#include "core/common/shape_string.h"
 #include "core/kernels/cross_attn_cache.h"
 #include "extension/program/prefill_decode_program.h"
 
@@ -64,14 +65,6 @@ std::string StepName(int utterance, int step) {
   std::string name =
       step == 0 ? std::string("step 0 (prefill)") : "step " + std::to_string(step) + " (decode)";
   return utterance < 0 ? name : "utterance " + std::to_string(utterance) + ", " + name;
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 Phase PhaseOfStep(int step) { return step == 0 ? Phase::kPrefill : Phase::kDecode; }

@@ -18,6 +18,7 @@
 #include <executorch/runtime/executor/method_meta.h>
 
 #include "core/common/error_text.h"
+#include "core/common/shape_string.h"
 
 namespace executorch_trt::extension {
 namespace {
@@ -27,14 +28,6 @@ using executorch::runtime::MethodMeta;
 // Planned buffers shared between methods, as Module(share_memory_arenas=true) shares them:
 // mem_id 1 (activations) and mem_id 2 (mutable buffers shared with share_mutable_buffers).
 constexpr size_t kSharedPlannedBuffers = 2;
-
-std::string SpecString(ScalarType dtype, const std::vector<int64_t>& sizes) {
-  std::string s = std::string(executorch::runtime::toString(dtype)) + " [";
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(sizes[i]);
-  }
-  return s + "]";
-}
 
 const std::vector<uint8_t>& NoBytes() {
   static const std::vector<uint8_t> empty;
