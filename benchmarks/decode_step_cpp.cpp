@@ -375,13 +375,13 @@ int main(int argc, char** argv) {
   DecodeStepFlags flags;
   std::string error;
   switch (ParseDecodeStepFlags(argc, argv, &flags, &error)) {
-    case FlagStatus::kHelp:
+    case ParseStatus::kHelp:
       std::fputs(kUsage, stdout);
       return kExitOk;
-    case FlagStatus::kUsage:
+    case ParseStatus::kUsage:
       std::fprintf(stderr, "%s: %s\n\n%s", kName, error.c_str(), kUsage);
       return kExitUsage;
-    case FlagStatus::kRun:
+    case ParseStatus::kRun:
       break;
   }
   return Run(flags);
