@@ -18,6 +18,10 @@ namespace executorch_trt::nested_plan {
 namespace {
 
 // operator_schemas.h numbers the value types as the flatbuffer union does.
+static_assert(kTagNull == 1u << static_cast<int>(fb::KernelTypes::Null) &&
+                  kTagOptionalTensorList ==
+                      1u << static_cast<int>(fb::KernelTypes::OptionalTensorList),
+              "operator_schemas.h's kTag constants are the flatbuffer KernelTypes' bits");
 static_assert(static_cast<int>(fb::KernelTypes::Null) == 1 &&
                   static_cast<int>(fb::KernelTypes::Int) == 2 &&
                   static_cast<int>(fb::KernelTypes::Bool) == 3 &&

@@ -4,12 +4,13 @@
 # kernel calls by an old schema.
 set -uo pipefail
 if diff -u "$1" "$2"; then
-  echo "operator_schemas_table.cc is up to date"
+  echo "operator_schemas.txt is up to date"
   exit 0
 fi
 echo
-echo "core/engine/portable/operator_schemas_table.cc is stale (the pinned torch/ExecuTorch or an own"
-echo "kernel's schema changed). Update it from the checkout:"
-echo "  ./bazelw build //core/engine/portable:operator_schemas_table_regenerated &&"
-echo "  cp bazel-bin/core/engine/portable/operator_schemas_table.regenerated.cc core/engine/portable/operator_schemas_table.cc"
+echo "core/engine/portable/operator_schemas.txt is stale (the pinned torch/ExecuTorch or an"
+echo "own kernel's schema changed). Update it from the checkout:"
+echo "  ./bazelw build //core/engine/portable:operator_schemas_regenerated &&"
+echo "  cp bazel-bin/core/engine/portable/operator_schemas.regenerated.txt \\"
+echo "     core/engine/portable/operator_schemas.txt"
 exit 1
