@@ -14,13 +14,12 @@
 
 #include <executorch/runtime/platform/runtime.h>
 
+#include "core/common/runtime_types.h"
+
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::runtime::Error;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
 using executorch::runtime::TensorLayout;
 
 // Named data without layouts: get_tensor_layout says NotImplemented for a key it has and

@@ -20,10 +20,6 @@ namespace executorch_trt::examples {
 namespace {
 
 using executorch::runtime::Error;
-using testing::ProgramSize;
-using testing::ReadAll;
-using testing::TempPath;
-using testing::WriteTemp;
 
 // Runfiles-relative (bazel test runs in the runfiles root).
 constexpr const char* kInplace = "examples/kv_cache_decode.pte";

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-namespace executorch_trt::examples::testing {
+namespace executorch_trt::examples {
 
 // The bytes of the file at `path` (empty if it does not open).
 inline std::vector<uint8_t> ReadAll(const std::string& path) {
@@ -62,4 +62,4 @@ inline std::string WriteTemp(const std::string& name, const std::vector<uint8_t>
   return WriteTemp(name, bytes.data(), bytes.size());
 }
 
-}  // namespace executorch_trt::examples::testing
+}  // namespace executorch_trt::examples

@@ -6,12 +6,11 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "core/common/runtime_types.h"
+
 namespace executorch_trt {
 
-using executorch::runtime::Error;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
-using executorch::runtime::Span;
 using executorch::runtime::TensorLayout;
 
 ConstantLayoutsDataMap::ConstantLayoutsDataMap(const executorch::runtime::NamedDataMap* base,
