@@ -35,6 +35,19 @@ struct Flags {
   bool user_paths = false;          // --model/--reference came from the command line
 };
 
+// The --help text of the flags both runners describe alike, and the exit status: each runner's
+// usage (its synopsis, what it does and its own flags) ends with it.
+inline constexpr char kSharedFlagsUsage[] =
+    "  --data PATH          the program's external data file (.ptd), for a program exported\n"
+    "                       with external_weights=True (relative to where you ran Bazel,\n"
+    "                       or to the current directory when run directly)\n"
+    "  --checksum-tol C     cache checksums: |diff| <= C * max(1, sum|cache|) (default 1e-4)\n"
+    "  --sessions K         interleaved conversations for the sessions check (default 2;\n"
+    "                       0 skips it; at most 64)\n"
+    "  --quiet              no per-step progress lines\n"
+    "\n"
+    "Exit status: 0 PASS, 1 a check failed, 2 bad usage or unreadable/invalid input.\n";
+
 // Parses argv[1, argc) into *flags (ParseCommandLine: `--name VALUE` or `--name=VALUE`). Without
 // --model and --reference, takes --default-model and --default-reference; kUsage with *error
 // when only one of --model and --reference is given, or neither they nor the defaults. Never
