@@ -54,8 +54,8 @@
 #include "benchmarks/decode_step_flags.h"
 #include "benchmarks/step_stats.h"
 #include "examples/plan_delegates.h"
-#include "extension/program/prefill_decode_program.h"
 #include "examples/readable_file.h"
+#include "extension/program/prefill_decode_program.h"
 
 // libexecutorch_threadpool.so's CPU thread pool (XNNPACK and the optimized kernels run on
 // it). The wheel's SDK ships the library but not its header (extension/threadpool/
@@ -74,10 +74,10 @@ ThreadPool* get_threadpool();
 namespace executorch_trt::benchmarks {
 namespace {
 
+using executorch::runtime::Error;
 using extension::CacheBuffer;
 using extension::Phase;
 using extension::PrefillDecodeProgram;
-using executorch::runtime::Error;
 
 constexpr char kName[] = "decode_step_cpp";
 

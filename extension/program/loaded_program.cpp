@@ -37,7 +37,7 @@ const std::vector<uint8_t>& NoBytes() {
 // A file's loader. Memory-mapped (ExecuTorch's MmapDataLoader, as its Module loads files), not
 // read: a weight is then read where it lies in the file instead of copied into a heap buffer,
 // and the pages a delegate no longer needs (XNNPACK's unpacked weights, once packed) are
-// unmapped when it frees them (issue 14). No mlock: the process may not be allowed to lock a
+// unmapped when it frees them. No mlock: the process may not be allowed to lock a
 // large program, and paging it is the kernel's choice.
 Result<executorch::extension::MmapDataLoader> MapFile(const std::string& path) {
   return executorch::extension::MmapDataLoader::from(
