@@ -10,8 +10,8 @@
 //
 // What it does, mirroring decode.py's timing worker (benchmarks/measure.py):
 //   1. loads the program's prefill and decode methods into shared arenas
-//      (examples/prefill_decode_program.h) and binds every KV cache to zeroed memory this
-//      process owns (BindCaches): the delegate updates that memory in place;
+//      (extension/program/prefill_decode_program.h) and binds every KV cache to zeroed memory
+//      this process owns (BindCaches): the delegate updates that memory in place;
 //   2. fills every cache position: chunks of T = prompt-length positions covering
 //      0 .. max_seq_len-1 (the last chunk ends at max_seq_len), then the prompt itself at
 //      0 .. T-1 (measure.fill_positions). PrefillDecodeProgram runs prefill only at positions
@@ -54,8 +54,8 @@
 #include "benchmarks/decode_step_flags.h"
 #include "benchmarks/step_stats.h"
 #include "examples/plan_delegates.h"
-#include "examples/prefill_decode_program.h"
 #include "examples/readable_file.h"
+#include "extension/program/prefill_decode_program.h"
 
 // libexecutorch_threadpool.so's CPU thread pool (XNNPACK and the optimized kernels run on
 // it). The wheel's SDK ships the library but not its header (extension/threadpool/
@@ -74,9 +74,10 @@ ThreadPool* get_threadpool();
 namespace executorch_trt::benchmarks {
 namespace {
 
-using examples::Phase;
-using examples::PrefillDecodeProgram;
 using executorch::runtime::Error;
+using extension::CacheBuffer;
+using extension::Phase;
+using extension::PrefillDecodeProgram;
 
 constexpr char kName[] = "decode_step_cpp";
 
@@ -142,7 +143,7 @@ std::vector<int64_t> ChunkStarts(int64_t capacity, int64_t t) {
 // An error naming the cache whose tensor has no dimension of `capacity` positions (the
 // program was exported for another --max-seq-len), or "" when every cache has one.
 std::string CapacityMismatch(const PrefillDecodeProgram& program,
-                             const std::vector<examples::CacheBuffer>& caches, int64_t capacity) {
+                             const std::vector<CacheBuffer>& caches, int64_t capacity) {
   for (size_t i = 0; i < caches.size(); ++i) {
     const executorch::aten::Tensor& t = program.cache(Phase::kDecode, i);
     bool found = false;
@@ -288,7 +289,7 @@ int Run(const DecodeStepFlags& flags) {
   // Step 1: caller-owned caches, zeroed (a fresh conversation).
   std::vector<std::vector<float>> memory;
   int64_t cache_nbytes = 0;
-  for (const examples::CacheBuffer& cache : flags.caches) {
+  for (const CacheBuffer& cache : flags.caches) {
     memory.emplace_back(static_cast<size_t>(cache.numel), 0.0f);
     cache_nbytes += cache.numel * static_cast<int64_t>(sizeof(float));
   }
@@ -374,13 +375,13 @@ int main(int argc, char** argv) {
   DecodeStepFlags flags;
   std::string error;
   switch (ParseDecodeStepFlags(argc, argv, &flags, &error)) {
-    case FlagStatus::kHelp:
+    case ParseStatus::kHelp:
       std::fputs(kUsage, stdout);
       return kExitOk;
-    case FlagStatus::kUsage:
+    case ParseStatus::kUsage:
       std::fprintf(stderr, "%s: %s\n\n%s", kName, error.c_str(), kUsage);
       return kExitUsage;
-    case FlagStatus::kRun:
+    case ParseStatus::kRun:
       break;
   }
   return Run(flags);

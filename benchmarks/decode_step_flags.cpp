@@ -2,9 +2,77 @@
 
 #include "benchmarks/decode_step_flags.h"
 
-#include <cerrno>
-#include <cstdlib>
 #include <limits>
+
+#include <absl/flags/flag.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <absl/strings/string_view.h>
+
+namespace executorch_trt::benchmarks {
+
+// --caches: "NAME=NUMEL,NAME=NUMEL,...", every KV cache and its float32 element count.
+struct CacheList {
+  std::vector<extension::CacheBuffer> caches;
+};
+
+// --prompt: "ID,ID,...", token ids >= 0.
+struct TokenIds {
+  std::vector<int64_t> ids;
+};
+
+// Abseil's parsers of the two (found by argument-dependent lookup); false for any malformed
+// item. Messages come from the flag's expectation (ParseDecodeStepFlags).
+bool AbslParseFlag(absl::string_view text, CacheList* out, std::string* /*error*/) {
+  out->caches.clear();
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    const size_t eq = part.rfind('=');
+    extension::CacheBuffer cache;
+    if (eq == absl::string_view::npos || eq == 0 ||
+        !absl::SimpleAtoi(part.substr(eq + 1), &cache.numel) || cache.numel < 1) {
+      return false;
+    }
+    cache.name = std::string(part.substr(0, eq));
+    out->caches.push_back(cache);
+  }
+  return true;
+}
+
+std::string AbslUnparseFlag(const CacheList& list) {
+  return absl::StrJoin(list.caches, ",", [](std::string* out, const extension::CacheBuffer& c) {
+    out->append(c.name + "=" + std::to_string(c.numel));
+  });
+}
+
+bool AbslParseFlag(absl::string_view text, TokenIds* out, std::string* /*error*/) {
+  out->ids.clear();
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(part, &id) || id < 0) {
+      return false;
+    }
+    out->ids.push_back(id);
+  }
+  return true;
+}
+
+std::string AbslUnparseFlag(const TokenIds& ids) { return absl::StrJoin(ids.ids, ","); }
+
+}  // namespace executorch_trt::benchmarks
+
+using executorch_trt::benchmarks::CacheList;
+using executorch_trt::benchmarks::TokenIds;
+
+ABSL_FLAG(std::string, model, "", "the .pte with methods prefill and decode");
+ABSL_FLAG(CacheList, caches, {}, "every KV cache as NAME=NUMEL, comma-separated");
+ABSL_FLAG(TokenIds, prompt, {}, "prefill token ids, comma-separated");
+ABSL_FLAG(int64_t, max_seq_len, 0, "cache capacity in positions");
+ABSL_FLAG(int64_t, token, 1, "the decode step's token id");
+ABSL_FLAG(int64_t, warmup, 5, "untimed decode steps first");
+ABSL_FLAG(int64_t, repeats, 100, "timed decode steps");
+ABSL_FLAG(int64_t, threads, 0, "ExecuTorch's CPU thread pool size (0: its own default)");
+ABSL_FLAG(std::string, json, "", "where to write the JSON result (default: stdout)");
 
 namespace executorch_trt::benchmarks {
 namespace {
@@ -12,153 +80,49 @@ namespace {
 constexpr int64_t kMaxCount = 1000000;  // warm-up and timed steps
 constexpr int64_t kMaxThreads = 1024;
 
-// A whole decimal integer in [lo, hi]; false otherwise (empty, trailing text, overflow).
-bool ParseInt(const std::string& s, int64_t lo, int64_t hi, int64_t* out) {
-  if (s.empty()) {
-    return false;
-  }
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (*end != '\0' || errno != 0 || v < lo || v > hi) {
-    return false;
-  }
-  *out = v;
-  return true;
+std::function<bool(const int64_t&)> Between(int64_t lo, int64_t hi) {
+  return [lo, hi](const int64_t& v) { return v >= lo && v <= hi; };
 }
 
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = s.find(',', start);
-    parts.push_back(
-        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) {
-      return parts;
-    }
-    start = comma + 1;
-  }
+std::string Range(int64_t lo, int64_t hi) {
+  return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
 }
 
-// "NAME=NUMEL,NAME=NUMEL,..." -> caches.
-bool ParseCaches(const std::string& s, std::vector<examples::CacheBuffer>* caches) {
-  caches->clear();
-  for (const std::string& part : SplitCommas(s)) {
-    const size_t eq = part.rfind('=');
-    examples::CacheBuffer cache;
-    if (eq == std::string::npos || eq == 0 ||
-        !ParseInt(part.substr(eq + 1), 1, std::numeric_limits<int64_t>::max(), &cache.numel)) {
-      return false;
-    }
-    cache.name = part.substr(0, eq);
-    caches->push_back(cache);
-  }
-  return true;
-}
-
-bool ParseIds(const std::string& s, std::vector<int64_t>* ids) {
-  ids->clear();
-  for (const std::string& part : SplitCommas(s)) {
-    int64_t id = 0;
-    if (!ParseInt(part, 0, std::numeric_limits<int64_t>::max(), &id)) {
-      return false;
-    }
-    ids->push_back(id);
-  }
-  return true;
-}
-
-std::string ResolveUserPath(const std::string& path) {
-  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || cwd == nullptr) {
-    return path;
-  }
-  return std::string(cwd) + "/" + path;
-}
-
-// Sets flag `name` to `value`; false with *error naming the flag when `name` is unknown or
-// `value` is invalid.
-bool SetFlag(const std::string& name, const std::string& value, DecodeStepFlags* flags,
-             std::string* error) {
-  const auto bad = [&](const std::string& what) {
-    *error = name + " must be " + what + ", got '" + value + "'";
-    return false;
-  };
-  constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
-  if (name == "--model") {
-    if (value.empty()) {
-      return bad("a path to a .pte file");
-    }
-    flags->model = ResolveUserPath(value);
-  } else if (name == "--json") {
-    if (value.empty()) {
-      return bad("a file path");
-    }
-    flags->json = ResolveUserPath(value);
-  } else if (name == "--caches") {
-    if (!ParseCaches(value, &flags->caches)) {
-      return bad("comma-separated NAME=NUMEL (every KV cache buffer and its element count)");
-    }
-  } else if (name == "--prompt") {
-    if (!ParseIds(value, &flags->prompt)) {
-      return bad("comma-separated token ids (integers >= 0)");
-    }
-  } else if (name == "--token") {
-    if (!ParseInt(value, 0, kMaxId, &flags->token)) {
-      return bad("a token id (an integer >= 0)");
-    }
-  } else if (name == "--max-seq-len") {
-    if (!ParseInt(value, 1, kMaxId, &flags->max_seq_len)) {
-      return bad("a positive integer (the cache capacity in positions)");
-    }
-  } else if (name == "--warmup") {
-    if (!ParseInt(value, 0, kMaxCount, &flags->warmup)) {
-      return bad("an integer in [0, " + std::to_string(kMaxCount) + "]");
-    }
-  } else if (name == "--repeats") {
-    if (!ParseInt(value, 1, kMaxCount, &flags->repeats)) {
-      return bad("an integer in [1, " + std::to_string(kMaxCount) + "]");
-    }
-  } else if (name == "--threads") {
-    if (!ParseInt(value, 0, kMaxThreads, &flags->threads)) {
-      return bad("an integer in [0, " + std::to_string(kMaxThreads) +
-                 "] (0: ExecuTorch's default)");
-    }
-  } else {
-    *error = "unknown flag " + name;
-    return false;
-  }
-  return true;
-}
+bool NotEmpty(const std::string& s) { return !s.empty(); }
 
 }  // namespace
 
-FlagStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags, std::string* error) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      return FlagStatus::kHelp;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      *error = "unexpected argument '" + arg + "' (flags are --name VALUE or --name=VALUE)";
-      return FlagStatus::kUsage;
-    }
-    std::string value;
-    const size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      *error = "flag " + arg + " needs a value";
-      return FlagStatus::kUsage;
-    }
-    if (!SetFlag(arg, value, flags, error)) {
-      return FlagStatus::kUsage;
-    }
+ParseStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags,
+                                 std::string* error) {
+  using examples::MakeToolFlag;
+  constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
+  const std::vector<examples::ToolFlag> tool_flags = {
+      MakeToolFlag(FLAGS_model, "a path to a .pte file", NotEmpty),
+      MakeToolFlag(FLAGS_json, "a file path", NotEmpty),
+      MakeToolFlag(FLAGS_caches,
+                   "comma-separated NAME=NUMEL (every KV cache buffer and its element count)"),
+      MakeToolFlag(FLAGS_prompt, "comma-separated token ids (integers >= 0)"),
+      MakeToolFlag(FLAGS_token, "a token id (an integer >= 0)", Between(0, kMaxId)),
+      MakeToolFlag(FLAGS_max_seq_len, "a positive integer (the cache capacity in positions)",
+                   Between(1, kMaxId)),
+      MakeToolFlag(FLAGS_warmup, Range(0, kMaxCount), Between(0, kMaxCount)),
+      MakeToolFlag(FLAGS_repeats, Range(1, kMaxCount), Between(1, kMaxCount)),
+      MakeToolFlag(FLAGS_threads, Range(0, kMaxThreads) + " (0: ExecuTorch's default)",
+                   Between(0, kMaxThreads)),
+  };
+  const ParseStatus status = examples::ParseCommandLine(argc, argv, tool_flags, error);
+  if (status != ParseStatus::kRun) {
+    return status;
   }
+  flags->model = examples::ResolveUserPath(absl::GetFlag(FLAGS_model));
+  flags->json = examples::ResolveUserPath(absl::GetFlag(FLAGS_json));
+  flags->caches = absl::GetFlag(FLAGS_caches).caches;
+  flags->prompt = absl::GetFlag(FLAGS_prompt).ids;
+  flags->token = absl::GetFlag(FLAGS_token);
+  flags->max_seq_len = absl::GetFlag(FLAGS_max_seq_len);
+  flags->warmup = absl::GetFlag(FLAGS_warmup);
+  flags->repeats = absl::GetFlag(FLAGS_repeats);
+  flags->threads = absl::GetFlag(FLAGS_threads);
   for (const char* required : {"--model", "--caches", "--prompt", "--max-seq-len"}) {
     const std::string name = required;
     if ((name == "--model" && flags->model.empty()) ||
@@ -166,7 +130,7 @@ FlagStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags, s
         (name == "--prompt" && flags->prompt.empty()) ||
         (name == "--max-seq-len" && flags->max_seq_len == 0)) {
       *error = name + " is required";
-      return FlagStatus::kUsage;
+      return ParseStatus::kUsage;
     }
   }
   const auto prompt_len = static_cast<int64_t>(flags->prompt.size());
@@ -174,9 +138,9 @@ FlagStatus ParseDecodeStepFlags(int argc, char** argv, DecodeStepFlags* flags, s
     *error = "--max-seq-len " + std::to_string(flags->max_seq_len) +
              " must exceed the prompt length " + std::to_string(prompt_len) +
              " (--prompt): the decode step runs at position " + std::to_string(prompt_len);
-    return FlagStatus::kUsage;
+    return ParseStatus::kUsage;
   }
-  return FlagStatus::kRun;
+  return ParseStatus::kRun;
 }
 
 }  // namespace executorch_trt::benchmarks

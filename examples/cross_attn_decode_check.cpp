@@ -32,8 +32,8 @@
 // an unreadable/invalid model or reference (a message naming the file and the problem).
 //
 // The pieces are kv_cache_decode_check's (runner_main.h, runner_flags.h,
-// prefill_decode_program.h, runner_checks.h, runner_report.h): the reference's format makes
-// the checks encoder-decoder ones.
+// extension/program/prefill_decode_program.h, runner_checks.h, runner_report.h): the
+// reference's format makes the checks encoder-decoder ones.
 
 #include "examples/runner_main.h"
 
@@ -61,22 +61,13 @@ constexpr char kUsage[] =
     "                       methods encode/prefill/decode, see README), relative to where you\n"
     "                       ran Bazel; give --model and --reference together. Without them\n"
     "                       the Bazel target checks its built-in example program.\n"
-    "  --data PATH          the program's external data file (.ptd), for a program exported\n"
-    "                       with external_weights=True (relative to where you ran Bazel,\n"
-    "                       or to the current directory when run directly)\n"
     "  --reference PATH     its JSON reference (eager PyTorch, same weights, two utterances)\n"
     "  --steps N            decode steps of the last utterance in the run check, of each\n"
     "                       in the sessions check (default: all in the reference)\n"
     "  --tol T              logits and encoder output: max|diff| <= T * max(1, max|ref|)\n"
     "                       (default 1e-4)\n"
-    "  --checksum-tol C     cache checksums: |diff| <= C * max(1, sum|cache|) (default 1e-4)\n"
-    "  --sessions K         interleaved conversations for the sessions check (default 2;\n"
-    "                       0 skips it; at most 64)\n"
     "  --allow-state-copies report state bytes copied but do not fail on them (correctness\n"
-    "                       only)\n"
-    "  --quiet              no per-step progress lines\n"
-    "\n"
-    "Exit status: 0 PASS, 1 a check failed, 2 bad usage or unreadable/invalid input.\n";
+    "                       only)\n";
 
 }  // namespace
 }  // namespace executorch_trt::examples

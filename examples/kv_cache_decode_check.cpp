@@ -31,8 +31,8 @@
 // an unreadable/invalid model or reference (a message naming the file and the problem).
 //
 // The pieces: runner_main.h (the main, shared with cross_attn_decode_check), runner_flags.h
-// (the command line), prefill_decode_program.h (loading the program and binding caller-owned
-// caches: the part to copy into an application), runner_checks.h (the three checks),
+// (the command line), extension/program/prefill_decode_program.h (loading the program and
+// binding caller-owned caches: the library an application links), runner_checks.h (the checks),
 // runner_report.h (what is printed), plan_delegates.h (each method's delegates and the engine
 // each runs on, read from the program: the header and the closing line name them).
 
@@ -62,21 +62,12 @@ constexpr char kUsage[] =
     "                       methods prefill/decode, see README), relative to where you ran\n"
     "                       Bazel; give --model and --reference together. Without them the\n"
     "                       Bazel target checks its built-in example program.\n"
-    "  --data PATH          the program's external data file (.ptd), for a program exported\n"
-    "                       with external_weights=True (relative to where you ran Bazel,\n"
-    "                       or to the current directory when run directly)\n"
     "  --reference PATH     its JSON reference (eager PyTorch, same weights)\n"
     "  --steps N            decode steps to check (default: all in the reference)\n"
     "  --tol T              logits: max|diff| <= T * max(1, max|ref|) (default 1e-4)\n"
-    "  --checksum-tol C     cache checksums: |diff| <= C * max(1, sum|cache|) (default 1e-4)\n"
-    "  --sessions K         interleaved conversations for the sessions check (default 2;\n"
-    "                       0 skips it; at most 64)\n"
     "  --allow-state-copies report state bytes copied but do not fail on them: checks a\n"
     "                       program that legitimately copies its state back (e.g. exported\n"
-    "                       with kv_cache=\"copy_back\") for correctness only\n"
-    "  --quiet              no per-step progress lines\n"
-    "\n"
-    "Exit status: 0 PASS, 1 a check failed, 2 bad usage or unreadable/invalid input.\n";
+    "                       with kv_cache=\"copy_back\") for correctness only\n";
 
 }  // namespace
 }  // namespace executorch_trt::examples

@@ -1,44 +1,23 @@
 // plan_copies.cpp: see plan_copies.h. The program flatbuffer is read with the C++ code flatc
-// generates from ExecuTorch's own schema (//examples:program_schema), after
-// flatbuffers::Verifier has checked every offset, length and alignment in it.
+// generates from ExecuTorch's own schema (pte_file.h), after flatbuffers::Verifier has checked
+// every offset, length and alignment in it.
 #include "examples/plan_copies.h"
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <utility>
 
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 
-// libexecutorch.so exports the inline functions of its own FlatBuffers release and of its own
-// code generated from this schema (flatbuffers::Verifier::*, executorch_flatbuffer::*::Verify)
-// under the same names as ours. Exported from a binary, our 2.0.8 copies would replace
-// ExecuTorch's at load time and break its verifier (every Program::load with
-// InternalConsistency fails); hidden, each side binds to its own.
-#pragma GCC visibility push(hidden)
-#include <flatbuffers/flatbuffers.h>
-
-#include "core/schema/program_generated.h"
-#pragma GCC visibility pop
+#include "examples/pte_file.h"
 
 namespace executorch_trt::examples {
 namespace {
 
-namespace fb = executorch_flatbuffer;
 using executorch::aten::ScalarType;
 using executorch::runtime::Error;
 using executorch::runtime::Result;
-
-// ExecuTorch's extended header (schema/extended_header.h, not shipped in the wheel's SDK): at
-// byte 8, magic "eh00", uint32 header length (>= 24), uint64 program size, uint64 segment base
-// offset.
-constexpr size_t kExtendedHeaderOffset = 8;
-constexpr size_t kExtendedHeaderMinLength = 24;
-constexpr size_t kHeadBytes = 64;
-
-// flatbuffers::Verifier asserts that a buffer is smaller than this (32-bit signed offsets).
-constexpr uint64_t kMaxFlatbufferSize = FLATBUFFERS_MAX_BUFFER_SIZE;
 
 constexpr const char* kCopyOp = "aten::copy_";
 constexpr const char* kCopyIndexOp = "executorch_prim::et_copy_index";
@@ -57,19 +36,6 @@ size_t ElementSize(fb::ScalarType type) {
     default:
       return 0;
   }
-}
-
-uint64_t LoadLE(const uint8_t* p, size_t width) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < width; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
-
-// Optional fields: an absent string is "", an absent vector has no elements.
-std::string Str(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
-template <typename T>
-uint32_t Size(const flatbuffers::Vector<T>* v) {
-  return v == nullptr ? 0 : v->size();
 }
 
 // "Int (tag 2)", or "tag 42" for a tag this schema does not know.
@@ -245,12 +211,10 @@ Result<ProgramCopies> ParseProgramCopies(const uint8_t* data, size_t size,
   size = static_cast<size_t>(std::min<uint64_t>(size, kMaxFlatbufferSize - 1));
   // The verifier and the generated accessors load scalars in place: give them a buffer at
   // least as aligned as the builder's (a caller's unaligned buffer is copied).
-  std::unique_ptr<std::max_align_t[]> aligned;
+  std::unique_ptr<AlignedBytes> aligned;
   if (reinterpret_cast<uintptr_t>(data) % alignof(std::max_align_t) != 0) {
-    aligned.reset(
-        new std::max_align_t[(size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)]);
-    std::memcpy(aligned.get(), data, size);
-    data = reinterpret_cast<const uint8_t*>(aligned.get());
+    aligned = std::make_unique<AlignedBytes>(data, size);
+    data = aligned->data();
   }
   flatbuffers::Verifier verifier(data, size);
   if (!fb::VerifyProgramBuffer(verifier)) {
@@ -283,52 +247,20 @@ Result<ProgramCopies> ParseProgramCopies(const uint8_t* data, size_t size,
 }
 
 Result<ProgramCopies> ReadProgramCopies(const std::string& path, std::string* error) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    *error = path + ": cannot open";
-    return Error::AccessFailed;
+  const std::string prefix = path + ": cannot read the execution plan: ";
+  Result<PteFile> file = PteFile::Open(path, prefix, error);
+  if (!file.ok()) {
+    return file.error();
   }
-  // The file's size, then its head (enough for the extended header).
-  const long end = std::fseek(f, 0, SEEK_END) == 0 ? std::ftell(f) : -1;
-  if (end < 0 || std::fseek(f, 0, SEEK_SET) != 0) {
-    std::fclose(f);
-    *error = path + ": cannot read (not a regular file?)";
-    return Error::AccessFailed;
-  }
-  const uint64_t file_size = static_cast<uint64_t>(end);
-  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(file_size, kHeadBytes)));
-  if (std::fread(head.data(), 1, head.size(), f) != head.size()) {
-    std::fclose(f);
-    *error = path + ": cannot read";
-    return Error::AccessFailed;
-  }
-  // With an extended header, the program flatbuffer is its first `program_size` bytes (the
-  // segments, e.g. weights, follow and are not needed); without one, the whole file.
-  uint64_t program_size = file_size;
-  if (head.size() >= kExtendedHeaderOffset + kExtendedHeaderMinLength &&
-      std::memcmp(head.data() + kExtendedHeaderOffset, "eh00", 4) == 0) {
-    const uint8_t* header = head.data() + kExtendedHeaderOffset;
-    const uint64_t header_length = LoadLE(header + 4, 4);
-    program_size = LoadLE(header + 8, 8);
-    if (header_length < kExtendedHeaderMinLength || program_size < 8 || program_size > file_size) {
-      std::fclose(f);
-      *error = path + ": cannot read the execution plan: corrupt extended header (length " +
-               std::to_string(header_length) + ", program size " + std::to_string(program_size) +
-               ", file " + std::to_string(file_size) + " bytes)";
-      return Error::InvalidProgram;
-    }
-  }
+  const uint64_t program_size = file->program_size();
   if (program_size >= kMaxFlatbufferSize) {
-    std::fclose(f);
-    *error = path + ": cannot read the execution plan: program of " + std::to_string(program_size) +
+    *error = prefix + "program of " + std::to_string(program_size) +
              " bytes, more than a flatbuffer can hold";
     return Error::InvalidProgram;
   }
+  // The segments (e.g. weights) that follow the program are not needed.
   std::vector<uint8_t> bytes(static_cast<size_t>(program_size));
-  const bool read = bytes.empty() || (std::fseek(f, 0, SEEK_SET) == 0 &&
-                                      std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  std::fclose(f);
-  if (!read) {
+  if (!file->ReadAt(0, bytes.data(), bytes.size())) {
     *error = path + ": cannot read " + std::to_string(program_size) + " bytes";
     return Error::AccessFailed;
   }

@@ -25,7 +25,7 @@
 //
 // Reading. `Program`/`Method` expose no execution plan, so it is read from the file with
 // FlatBuffers: C++ code that Debian's flatc generates at build time from the schema in the
-// pinned ExecuTorch wheel (`executorch/schema/program.fbs`, //examples:program_schema), used
+// pinned ExecuTorch wheel (`executorch/schema/program.fbs`, //core/schema:program_schema), used
 // only after `flatbuffers::Verifier` has checked the whole program flatbuffer (every offset,
 // length and alignment within the bytes read from the file): a corrupt or truncated file is an
 // error, never a read past the buffer.

@@ -5,95 +5,21 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <memory>
 #include <utility>
 
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
-#include "core/common/little_endian.h"
-#include "core/engine/portable_payload.h"
-
-// libexecutorch.so exports the inline functions of its own FlatBuffers release and of its own
-// code generated from this schema under the same names as ours: hidden, each side binds to its
-// own (plan_copies.cpp says more).
-#pragma GCC visibility push(hidden)
-#include <flatbuffers/flatbuffers.h>
-
-#include "core/schema/program_generated.h"
-#pragma GCC visibility pop
+#include "core/engine/portable/portable_payload.h"
+#include "examples/pte_file.h"
 
 namespace executorch_trt::examples {
 namespace {
 
-namespace fb = executorch_flatbuffer;
 using executorch::runtime::Error;
 using executorch::runtime::Result;
 
 constexpr const char* kTensorRTBackend = "TensorRTBackend";
 constexpr const char* kXnnpackBackend = "XnnpackBackend";
-
-// ExecuTorch's extended header (schema/extended_header.h, not in the wheel's SDK): at byte 8,
-// magic "eh00", u32 header length (>= 24), u64 program size, u64 segment base offset.
-constexpr size_t kExtendedHeaderOffset = 8;
-constexpr size_t kExtendedHeaderMinLength = 24;
-constexpr size_t kHeadBytes = kExtendedHeaderOffset + kExtendedHeaderMinLength;
-
-// flatbuffers::Verifier asserts that a buffer is smaller than this (32-bit signed offsets).
-constexpr uint64_t kMaxFlatbufferSize = FLATBUFFERS_MAX_BUFFER_SIZE;
-
-// Bytes in storage aligned as the flatbuffer builder aligns (the generated accessors load
-// scalars in place; an arbitrary std::vector<uint8_t> promises no alignment).
-class AlignedBytes {
- public:
-  explicit AlignedBytes(size_t size)
-      : storage_(
-            new std::max_align_t[(size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)]),
-        size_(size) {}
-  AlignedBytes(const uint8_t* data, size_t size) : AlignedBytes(size) {
-    if (size != 0) std::memcpy(storage_.get(), data, size);
-  }
-  uint8_t* data() { return reinterpret_cast<uint8_t*>(storage_.get()); }
-  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(storage_.get()); }
-  size_t size() const { return size_; }
-
- private:
-  std::unique_ptr<std::max_align_t[]> storage_;
-  size_t size_;
-};
-
-// A file open for reading, closed when it goes out of scope.
-class InputFile {
- public:
-  explicit InputFile(const std::string& path) : f_(std::fopen(path.c_str(), "rb")) {}
-  ~InputFile() {
-    if (f_ != nullptr) std::fclose(f_);
-  }
-  InputFile(const InputFile&) = delete;
-  InputFile& operator=(const InputFile&) = delete;
-
-  bool is_open() const { return f_ != nullptr; }
-  // The file's size in bytes, or -1 if it has none (not a regular file).
-  int64_t Size() {
-    const long end = std::fseek(f_, 0, SEEK_END) == 0 ? std::ftell(f_) : -1;
-    return end;
-  }
-  // Reads `size` bytes at `offset` into `out`; false if the file is shorter or a read fails.
-  bool ReadAt(uint64_t offset, uint8_t* out, size_t size) {
-    if (size == 0) return true;
-    if (offset > static_cast<uint64_t>(INT64_MAX) ||
-        std::fseek(f_, static_cast<long>(offset), SEEK_SET) != 0) {
-      return false;
-    }
-    return std::fread(out, 1, size, f_) == size;
-  }
-
- private:
-  std::FILE* f_;
-};
-
-std::string Str(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
 
 // "XNNPACK" for XnnpackBackend, else the backend id itself.
 std::string BackendShortName(const std::string& backend) {
@@ -103,13 +29,7 @@ std::string BackendShortName(const std::string& backend) {
 // The backend ids the delegates of every method of the program in `nested` refer to, each
 // once, in first-use order. False if `nested` is not a program flatbuffer that verifies.
 bool NestedBackends(const AlignedBytes& nested, std::vector<std::string>* backends) {
-  if (nested.size() < 8 ||
-      !flatbuffers::BufferHasIdentifier(nested.data(), fb::ProgramIdentifier())) {
-    return false;
-  }
-  flatbuffers::Verifier verifier(nested.data(),
-                                 std::min<size_t>(nested.size(), kMaxFlatbufferSize - 1));
-  if (!fb::VerifyProgramBuffer(verifier)) return false;
+  if (!VerifiesAsProgram(nested.data(), nested.size())) return false;
   const auto* plans = fb::GetProgram(nested.data())->execution_plan();
   for (uint32_t p = 0; plans != nullptr && p < plans->size(); ++p) {
     const auto* delegates = plans->Get(p)->delegates();
@@ -279,46 +199,20 @@ std::string ProgramDelegates::EnginesRun(const std::vector<std::string>& names) 
 
 Result<ProgramDelegates> ReadProgramDelegates(const std::string& path, std::string* error) {
   const std::string prefix = path + ": cannot read the program's delegates: ";
-  InputFile file(path);
-  if (!file.is_open()) {
-    *error = path + ": cannot open";
-    return Error::AccessFailed;
+  Result<PteFile> file = PteFile::Open(path, prefix, error);
+  if (!file.ok()) {
+    return file.error();
   }
-  const int64_t size = file.Size();
-  if (size < 0) {
-    *error = path + ": cannot read (not a regular file?)";
-    return Error::AccessFailed;
-  }
-  const uint64_t file_size = static_cast<uint64_t>(size);
-  uint8_t head[kHeadBytes] = {};
-  const size_t head_size = static_cast<size_t>(std::min<uint64_t>(file_size, kHeadBytes));
-  if (!file.ReadAt(0, head, head_size)) {
-    *error = path + ": cannot read";
-    return Error::AccessFailed;
-  }
-  // With an extended header the flatbuffer is its first `program_size` bytes and the segments
-  // start at `segment_base`; without one, the whole file is the flatbuffer (no segments).
-  uint64_t program_size = file_size;
-  uint64_t segment_base = 0;
-  if (head_size == kHeadBytes && std::memcmp(head + kExtendedHeaderOffset, "eh00", 4) == 0) {
-    const uint8_t* header = head + kExtendedHeaderOffset;
-    const uint32_t length = ReadU32(header + 4);
-    program_size = ReadU64(header + 8);
-    segment_base = ReadU64(header + 16);
-    if (length < kExtendedHeaderMinLength || program_size < 8 || program_size > file_size) {
-      *error = prefix + "corrupt extended header (length " + std::to_string(length) +
-               ", program size " + std::to_string(program_size) + ", file " +
-               std::to_string(file_size) + " bytes)";
-      return Error::InvalidProgram;
-    }
-  }
+  const uint64_t file_size = file->file_size();
+  const uint64_t program_size = file->program_size();
+  const uint64_t segment_base = file->segment_base();
   if (program_size < 8 || program_size >= kMaxFlatbufferSize) {
     *error = prefix + "a program flatbuffer of " + std::to_string(program_size) +
              " bytes (not an ExecuTorch program, or more than a flatbuffer can hold)";
     return Error::InvalidProgram;
   }
   AlignedBytes bytes(static_cast<size_t>(program_size));
-  if (!file.ReadAt(0, bytes.data(), bytes.size())) {
+  if (!file->ReadAt(0, bytes.data(), bytes.size())) {
     *error = path + ": cannot read " + std::to_string(program_size) + " bytes";
     return Error::AccessFailed;
   }
@@ -358,7 +252,7 @@ Result<ProgramDelegates> ReadProgramDelegates(const std::string& path, std::stri
             ReadBlob(AlignedBytes(where.inline_data, static_cast<size_t>(where.size)), &delegate);
           } else {
             AlignedBytes blob(static_cast<size_t>(where.size));
-            if (file.ReadAt(where.file_offset, blob.data(), blob.size())) {
+            if (file->ReadAt(where.file_offset, blob.data(), blob.size())) {
               ReadBlob(blob, &delegate);
             } else {
               delegate.problem = "cannot read its segment";

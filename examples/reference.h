@@ -14,7 +14,7 @@
 //            step 0 = after prefill, step k = after the k-th decode step.
 //   prompts: (optional) [{prompt:[T' token ids], steps:[as above]}]: further conversations,
 //            each from empty caches, with prompts of other lengths for the same loaded
-//            program (a prefill exported with a dynamic length, issue 15). Each has at
+//            program (a prefill exported with a dynamic length). Each has at
 //            least one step; their steps count independently of the main conversation's.
 //
 // "executorch_trt.cross_attn_decode_reference/1" (examples/export_cross_attn_decode.py), an
@@ -33,9 +33,11 @@
 #include <string_view>
 #include <vector>
 
-#include "examples/float_tensor.h"
+#include "extension/program/float_tensor.h"
 
 namespace executorch_trt::examples {
+
+using extension::FloatTensor;
 
 struct CacheSpec {
   std::string name;            // buffer FQN, e.g. "inner.key_cache_0"
@@ -78,8 +80,8 @@ struct Reference {
   // features, caches may be cross caches).
   bool encoder_decoder = false;
   // "inplace" or "copy_back": how the program was exported. The runner fails on any state
-  // copied whatever this says (DESIGN.md "In place"); for "copy_back" its message says to use
-  // --allow-state-copies.
+  // copied whatever this says (the in-place contract: a step copies no state); for
+  // "copy_back" its message says to use --allow-state-copies.
   std::string kv_cache;
   std::vector<int64_t> prompt;
   std::vector<CacheSpec> caches;

@@ -11,14 +11,19 @@
 #include <tuple>
 
 #include "core/binding/copy_counter.h"
+#include "core/common/shape_string.h"
 #include "core/kernels/cross_attn_cache.h"
-#include "examples/prefill_decode_program.h"
+#include "extension/program/prefill_decode_program.h"
 
 namespace executorch_trt::examples {
 namespace {
 
 using executorch::aten::Tensor;
 using executorch::runtime::Error;
+using extension::CacheBuffer;
+using extension::Phase;
+using extension::PhaseName;
+using extension::PrefillDecodeProgram;
 
 int64_t Argmax(const std::vector<float>& v) {
   return std::max_element(v.begin(), v.end()) - v.begin();
@@ -60,14 +65,6 @@ std::string StepName(int utterance, int step) {
   std::string name =
       step == 0 ? std::string("step 0 (prefill)") : "step " + std::to_string(step) + " (decode)";
   return utterance < 0 ? name : "utterance " + std::to_string(utterance) + ", " + name;
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 Phase PhaseOfStep(int step) { return step == 0 ? Phase::kPrefill : Phase::kDecode; }

@@ -4,8 +4,8 @@
 // eager-PyTorch reference (examples/reference.h): kv_cache_decode_check's (a decoder-only
 // program, one conversation) and cross_attn_decode_check's (an encoder-decoder program with
 // an `encode` method and cross-attention caches, several utterances). Each loads the program
-// afresh with PrefillDecodeProgram (examples/prefill_decode_program.h) and returns an Outcome;
-// none throws or exits. Progress lines go to stdout unless flags.quiet.
+// afresh with PrefillDecodeProgram (extension/program/prefill_decode_program.h) and returns an
+// Outcome; none throws or exits. Progress lines go to stdout unless flags.quiet.
 
 #pragma once
 

@@ -2,128 +2,70 @@
 
 #include "examples/runner_flags.h"
 
-#include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
-#include <iterator>
+#include <vector>
+
+#include <absl/flags/flag.h>
+
+ABSL_FLAG(std::string, model, "", "the program (.pte), relative to where you ran Bazel");
+ABSL_FLAG(std::string, reference, "", "its eager-PyTorch reference (JSON)");
+ABSL_FLAG(std::string, data, "", "the program's external data file (.ptd)");
+ABSL_FLAG(std::string, default_model, "", "the Bazel target's program (runfiles-relative)");
+ABSL_FLAG(std::string, default_reference, "", "the Bazel target's reference");
+ABSL_FLAG(int, steps, -1, "decode steps to check (-1: all in the reference)");
+ABSL_FLAG(int, sessions, 2, "interleaved conversations for the sessions check");
+ABSL_FLAG(double, tol, 1e-4, "logits: max|diff| <= tol * max(1, max|ref|)");
+ABSL_FLAG(double, checksum_tol, 1e-4, "cache checksums: |diff| <= tol * max(1, sum|cache|)");
+ABSL_FLAG(bool, quiet, false, "no per-step progress lines");
+ABSL_FLAG(bool, allow_state_copies, false, "report state bytes copied, do not fail on them");
 
 namespace executorch_trt::examples {
 namespace {
 
 constexpr int kMaxSessions = 64;
-constexpr double kMaxSteps = 1e6;
+constexpr int kMaxSteps = 1000000;
 
-bool ParseNumber(const std::string& s, double* out) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v)) {
-    return false;
-  }
-  *out = v;
-  return true;
+std::function<bool(const int&)> AtMost(int max) {
+  return [max](const int& v) { return v >= 0 && v <= max; };
 }
 
-bool IsValueFlag(const std::string& arg) {
-  static const char* const kValueFlags[] = {
-      "--model", "--reference", "--default-model", "--default-reference",
-      "--steps", "--sessions",  "--tol",           "--checksum-tol",
-      "--data",
-  };
-  return std::find_if(std::begin(kValueFlags), std::end(kValueFlags),
-                      [&](const char* k) { return arg == k; }) != std::end(kValueFlags);
-}
-
-// Sets the flag `arg` (one IsValueFlag accepts) to `value`; false with *error if `value` is
-// out of range.
-bool SetValueFlag(const std::string& arg, const std::string& value, Flags* flags,
-                  std::string* error) {
-  double number = 0;
-  if (arg == "--model") {
-    flags->model = value;
-  } else if (arg == "--reference") {
-    flags->reference = value;
-  } else if (arg == "--data") {
-    if (value.empty()) {
-      *error = "--data needs the path of a .ptd file";
-      return false;
-    }
-    flags->data = value;
-  } else if (arg == "--default-model") {
-    flags->default_model = value;
-  } else if (arg == "--default-reference") {
-    flags->default_reference = value;
-  } else if (arg == "--steps" || arg == "--sessions") {
-    const double limit = arg == "--steps" ? kMaxSteps : kMaxSessions;
-    if (!ParseNumber(value, &number) || number < 0 || number != std::floor(number) ||
-        number > limit) {
-      *error = arg + " must be an integer in [0, " + std::to_string(static_cast<long>(limit)) +
-               "], got '" + value + "'";
-      return false;
-    }
-    (arg == "--steps" ? flags->steps : flags->sessions) = static_cast<int>(number);
-  } else {  // --tol, --checksum-tol
-    if (!ParseNumber(value, &number) || number <= 0) {
-      *error = arg + " must be a positive number, got '" + value + "'";
-      return false;
-    }
-    (arg == "--tol" ? flags->tol : flags->checksum_tol) = number;
-  }
-  return true;
-}
-
-std::string ResolveUserPath(const std::string& path) {
-  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || cwd == nullptr) {
-    return path;
-  }
-  return std::string(cwd) + "/" + path;
-}
+bool Positive(const double& v) { return std::isfinite(v) && v > 0; }
 
 }  // namespace
 
 ParseStatus ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      return ParseStatus::kHelp;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      *error = "unexpected argument '" + arg + "' (flags are --name VALUE or --name=VALUE)";
-      return ParseStatus::kUsage;
-    }
-    std::string value;
-    bool has_value = false;
-    const size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    if (arg == "--quiet" || arg == "--allow-state-copies") {
-      if (has_value) {
-        *error = arg + " takes no value";
-        return ParseStatus::kUsage;
-      }
-      (arg == "--quiet" ? flags->quiet : flags->allow_state_copies) = true;
-      continue;
-    }
-    if (!IsValueFlag(arg)) {
-      *error = "unknown flag " + arg;
-      return ParseStatus::kUsage;
-    }
-    if (!has_value) {
-      if (i + 1 >= argc) {
-        *error = "flag " + arg + " needs a value";
-        return ParseStatus::kUsage;
-      }
-      value = argv[++i];
-    }
-    if (!SetValueFlag(arg, value, flags, error)) {
-      return ParseStatus::kUsage;
-    }
+  const std::string positive = "a positive number";
+  const std::vector<ToolFlag> tool_flags = {
+      MakeToolFlag(FLAGS_model),
+      MakeToolFlag(FLAGS_reference),
+      MakeToolFlag(FLAGS_data, "the path of a .ptd file",
+                   [](const std::string& path) { return !path.empty(); }),
+      MakeToolFlag(FLAGS_default_model),
+      MakeToolFlag(FLAGS_default_reference),
+      MakeToolFlag(FLAGS_steps, "an integer in [0, " + std::to_string(kMaxSteps) + "]",
+                   AtMost(kMaxSteps)),
+      MakeToolFlag(FLAGS_sessions, "an integer in [0, " + std::to_string(kMaxSessions) + "]",
+                   AtMost(kMaxSessions)),
+      MakeToolFlag(FLAGS_tol, positive, Positive),
+      MakeToolFlag(FLAGS_checksum_tol, positive, Positive),
+      MakeToolFlag(FLAGS_quiet),
+      MakeToolFlag(FLAGS_allow_state_copies),
+  };
+  const ParseStatus status = ParseCommandLine(argc, argv, tool_flags, error);
+  if (status != ParseStatus::kRun) {
+    return status;
   }
+  flags->model = absl::GetFlag(FLAGS_model);
+  flags->reference = absl::GetFlag(FLAGS_reference);
+  flags->data = absl::GetFlag(FLAGS_data);
+  flags->default_model = absl::GetFlag(FLAGS_default_model);
+  flags->default_reference = absl::GetFlag(FLAGS_default_reference);
+  flags->steps = absl::GetFlag(FLAGS_steps);
+  flags->sessions = absl::GetFlag(FLAGS_sessions);
+  flags->tol = absl::GetFlag(FLAGS_tol);
+  flags->checksum_tol = absl::GetFlag(FLAGS_checksum_tol);
+  flags->quiet = absl::GetFlag(FLAGS_quiet);
+  flags->allow_state_copies = absl::GetFlag(FLAGS_allow_state_copies);
   if (flags->model.empty() != flags->reference.empty()) {
     *error = "give --model and --reference together (a program and the reference written for it)";
     return ParseStatus::kUsage;

@@ -49,11 +49,11 @@ int RunnerMain(int argc, char** argv, const RunnerSpec& spec) {
   std::string error;
   const ParseStatus parsed = ParseFlags(argc, argv, &flags, &error);
   if (parsed == ParseStatus::kHelp) {
-    std::fputs(spec.usage, stdout);
+    std::printf("%s%s", spec.usage, kSharedFlagsUsage);
     return kExitPass;
   }
   if (parsed != ParseStatus::kRun) {
-    std::fprintf(stderr, "%s: %s\n\n%s", spec.name, error.c_str(), spec.usage);
+    std::fprintf(stderr, "%s: %s\n\n%s%s", spec.name, error.c_str(), spec.usage, kSharedFlagsUsage);
     return kExitUsage;
   }
   ResolveUserPaths(&flags);

@@ -10,8 +10,10 @@ namespace executorch_trt::examples {
 
 // What distinguishes one runner from the other.
 struct RunnerSpec {
-  const char* name;   // the binary's name, the prefix of its messages
-  const char* usage;  // the --help text (also printed after a usage error)
+  const char* name;  // the binary's name, the prefix of its messages
+  // The --help text up to the shared flags (runner_flags.h's kSharedFlagsUsage follows it;
+  // both are printed after a usage error too).
+  const char* usage;
   // An encoder-decoder program (methods encode, prefill, decode; a reference in the
   // cross_attn_decode_reference format) rather than a decoder-only one (prefill, decode;
   // kv_cache_decode_reference).

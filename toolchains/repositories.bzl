@@ -11,13 +11,16 @@ load("//toolchains:python_headers.bzl", "python_headers")
 load("//toolchains:system_library.bzl", "system_library")
 load("//toolchains:tensorrt.bzl", "tensorrt_config")
 
-# Debian packages ./bazelw installs: (repository, Debian package, path, name it is mounted as).
+# Debian packages ./bazelw installs: (repository, Debian package, path, name it is mounted as,
+# library files from /usr/lib/<multiarch>/).
 _SYSTEM_LIBRARIES = [
-    ("googletest", "googletest", "/usr/src/googletest", None),
-    ("nlohmann_json", "nlohmann-json3-dev", "/usr/include/nlohmann", "nlohmann"),
-    ("flatbuffers", "libflatbuffers-dev", "/usr/include/flatbuffers", "flatbuffers"),
-    ("flatc", "flatbuffers-compiler", "/usr/bin/flatc", "flatc"),
-    ("pybind11", "pybind11-dev", "/usr/include/pybind11", "pybind11"),
+    ("googletest", "googletest", "/usr/src/googletest", None, []),
+    ("nlohmann_json", "nlohmann-json3-dev", "/usr/include/nlohmann", "nlohmann", []),
+    ("flatbuffers", "libflatbuffers-dev", "/usr/include/flatbuffers", "flatbuffers", []),
+    ("flatc", "flatbuffers-compiler", "/usr/bin/flatc", "flatc", []),
+    ("pybind11", "pybind11-dev", "/usr/include/pybind11", "pybind11", []),
+    ("abseil", "libabsl-dev", "/usr/include/absl", "absl", []),
+    ("libb2", "libb2-dev", "/usr/include/blake2.h", "blake2.h", ["libb2.a"]),
 ]
 
 def executorch_trt_repositories():
@@ -42,12 +45,13 @@ def executorch_trt_repositories():
         requirements = "//:requirements.txt",
     )
     tensorrt_config(name = "tensorrt_config")
-    for name, package, path, mount_as in _SYSTEM_LIBRARIES:
+    for name, package, path, mount_as, libraries in _SYSTEM_LIBRARIES:
         kwargs = {"mount_as": mount_as} if mount_as else {}
         system_library(
             name = name,
             build_file = "//third_party:%s.BUILD" % name,
             debian_package = package,
+            libraries = libraries,
             path = path,
             **kwargs
         )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks that the C++ sources (core/, examples/, benchmarks/, py/binding/, tests/) are formatted as
-# .clang-format says.
+# Checks that the C++ sources (core/, extension/, examples/, benchmarks/, py/binding/, tests/) are
+# formatted as .clang-format says.
 # usage: tools/check_format.sh [--fix]
 # Exit 0 when formatted (or, without clang-format on PATH, after saying it skipped), 1 listing
 # the files that are not. --fix rewrites them in place. CI installs Debian's clang-format
@@ -18,7 +18,7 @@ if ! command -v clang-format >/dev/null 2>&1; then
   exit 0
 fi
 
-mapfile -t files < <(git ls-files --cached --others --exclude-standard 'core/*.h' 'core/*.cpp' 'examples/*.h' 'examples/*.cpp' 'benchmarks/*.h' 'benchmarks/*.cpp' 'py/*.h' 'py/*.cpp' \
+mapfile -t files < <(git ls-files --cached --others --exclude-standard 'core/*.h' 'core/*.cpp' 'extension/*.h' 'extension/*.cpp' 'examples/*.h' 'examples/*.cpp' 'benchmarks/*.h' 'benchmarks/*.cpp' 'py/*.h' 'py/*.cpp' \
   'tests/*.h' 'tests/*.cpp' 'tests/*.cc')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format --style=file -i "${files[@]}"

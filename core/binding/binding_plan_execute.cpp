@@ -18,14 +18,6 @@
 namespace executorch_trt {
 namespace {
 
-std::string SizesString(const Tensor& t) {
-  std::string s = "[";
-  for (ssize_t i = 0; i < t.dim(); ++i) {
-    s += (i ? ", " : "") + std::to_string(t.size(i));
-  }
-  return s + "]";
-}
-
 Error NotATensor(const EValue* arg, size_t index, const PlannedBinding& b) {
   if (arg != nullptr && arg->isTensor()) {
     return Error::Ok;
@@ -42,7 +34,7 @@ Error WrongArgument(const Tensor& t, size_t index, const PlannedBinding& b) {
          "executorch_trt: delegate argument %zu (%s '%s') is %s %s (%zu bytes), the "
          "engine expects %s %s (%zu bytes); pass tensors of the exported shape and dtype.",
          index, TensorIOModeName(b.mode), b.name.c_str(), DTypeName(t.scalar_type()).c_str(),
-         SizesString(t).c_str(), t.nbytes(), DTypeName(b.dtype).c_str(),
+         ShapeString(t.sizes()).c_str(), t.nbytes(), DTypeName(b.dtype).c_str(),
          ShapeString(b.shape).c_str(), b.nbytes);
   return Error::InvalidArgument;
 }
@@ -201,7 +193,7 @@ Error BindingPlan::Execute(Engine& engine, Span<EValue*> args) const {
                "executorch_trt: the engine wrote output '%s' with shape %s, but this call's "
                "dynamic sizes make it %s; the engine and its blob disagree, re-export.",
                b.name.c_str(), written.ok() ? ShapeString(written.get()).c_str() : "(unknown)",
-               SizesString(t).c_str());
+               ShapeString(t.sizes()).c_str());
         return Error::InvalidState;
       }
     }

@@ -2,21 +2,18 @@
 
 #include "core/binding/copy_counter.h"
 
-#include <atomic>
+#include "core/common/process_counter.h"
 
 namespace executorch_trt {
 namespace {
 
-std::atomic<uint64_t>& Counter() {
-  static std::atomic<uint64_t> counter{0};
-  return counter;
-}
+ProcessCounter bytes_copied;
 
 }  // namespace
 
-void AddBytesCopied(uint64_t nbytes) { Counter().fetch_add(nbytes, std::memory_order_relaxed); }
+void AddBytesCopied(uint64_t nbytes) { bytes_copied.Add(nbytes); }
 
-uint64_t BytesCopied() { return Counter().load(std::memory_order_relaxed); }
+uint64_t BytesCopied() { return bytes_copied.Read(); }
 
 }  // namespace executorch_trt
 

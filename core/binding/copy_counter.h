@@ -3,8 +3,8 @@
 // copy_counter.h: a process-wide count of the bytes the delegate copied to reflect an
 // in-place update into a separate output tensor.
 //
-// The in-place contract (DESIGN.md, "In place") says a decode step copies no cache
-// bytes when the exporter made the aliased output the same value as the buffer. Tests
+// The in-place contract: a decode step copies no cache bytes when the exporter made the
+// aliased output the same value as the buffer. Tests
 // and benchmarks read this counter to prove it. It counts only the delegate's own
 // reflect copies (BindingPlan execution), not copies ExecuTorch or kernels make.
 

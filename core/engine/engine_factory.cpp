@@ -6,8 +6,8 @@
 
 #include <executorch/runtime/platform/log.h>
 
-#include "core/engine/portable_engine.h"
-#include "core/engine/tensorrt_engine.h"
+#include "core/engine/portable/portable_engine.h"
+#include "core/engine/tensorrt/tensorrt_engine.h"
 
 namespace executorch_trt {
 

@@ -29,11 +29,11 @@ namespace executorch_trt {
 // TensorRT runtime).
 //
 // Errors are those of the engine's own constructor, each logged there:
-//   - EngineKind::kPortable: PortableEngine::Create (core/engine/portable_engine.h):
+//   - EngineKind::kPortable: PortableEngine::Create (core/engine/portable/portable_engine.h):
 //     Error::InvalidProgram / Error::DelegateInvalidCompatibility for a bad payload
 //     (PortablePayload::Parse), the nested program's load errors, e.g.
 //     Error::OperatorMissing for a kernel not linked in.
-//   - EngineKind::kTensorRT: CreateTensorRTEngine (core/engine/tensorrt_engine.h):
+//   - EngineKind::kTensorRT: CreateTensorRTEngine (core/engine/tensorrt/tensorrt_engine.h):
 //     Error::NotSupported in a build without TensorRT, else Error::InvalidProgram or
 //     Error::NotImplemented.
 // Never crashes on any bytes. Thread-safe.

@@ -2,7 +2,6 @@
 
 #include "core/kernels/cross_attn_cache.h"
 
-#include <atomic>
 #include <cinttypes>
 #include <cstring>
 
@@ -10,6 +9,7 @@
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "core/common/process_counter.h"
 #include "core/common/runtime_types.h"
 #include "core/kernels/register_once.h"
 
@@ -18,10 +18,7 @@ namespace {
 
 using executorch::runtime::KernelRuntimeContext;
 
-std::atomic<uint64_t>& UpdateCounter() {
-  static std::atomic<uint64_t> counter{0};
-  return counter;
-}
+ProcessCounter cache_updates;
 
 bool IsContiguous(const Tensor& t) { return executorch::runtime::tensor_is_contiguous(t); }
 
@@ -108,11 +105,11 @@ Tensor& UpdateCrossAttnCacheOut(KernelRuntimeContext& ctx, const Tensor& value, 
   for (size_t i = 0; i < blocks && value_block > 0; ++i) {
     std::memcpy(dst + i * cache_block, src + i * value_block, value_block);
   }
-  UpdateCounter().fetch_add(1, std::memory_order_relaxed);
+  cache_updates.Add(1);
   return out;
 }
 
-uint64_t CrossAttnCacheUpdates() { return UpdateCounter().load(std::memory_order_relaxed); }
+uint64_t CrossAttnCacheUpdates() { return cache_updates.Read(); }
 
 void AliasOut(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   constexpr const char* kOp = "alias";

@@ -1,11 +1,11 @@
 // Copyright (c) executorch-trt authors.
 
 #include "core/kernels/gqa_attention.h"
+#include "core/common/process_counter.h"
 #include "core/common/runtime_types.h"
 #include "core/kernels/register_once.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -22,10 +22,7 @@ namespace {
 
 using executorch::runtime::KernelRuntimeContext;
 
-std::atomic<uint64_t>& PositionsRead() {
-  static std::atomic<uint64_t> count{0};
-  return count;
-}
+ProcessCounter positions_read;
 
 // The mask broadcast to [B, H_q, T, S]: element (b, h, t, s) is at
 // b * stride[0] + h * stride[1] + t * stride[2] + s * stride[3] (a size-1 dimension gets
@@ -275,11 +272,11 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
       }
     }
   }
-  PositionsRead().fetch_add(read, std::memory_order_relaxed);
+  positions_read.Add(read);
   return out;
 }
 
-uint64_t GqaAttentionPositionsRead() { return PositionsRead().load(std::memory_order_relaxed); }
+uint64_t GqaAttentionPositionsRead() { return positions_read.Read(); }
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/program/loaded_program.h"
+#include "extension/program/loaded_program.h"
 #include "py/binding/program_session.h"
 #include "py/binding/runtime_setup.h"
 #include "py/binding/safe_text.h"
@@ -214,7 +214,7 @@ PYBIND11_MODULE(_runtime_binding, m) {
       .def("buffers",
            [](const ProgramSession& s) {
              py::list out;
-             for (const executorch_trt::NamedBuffer& b : s.buffers()) {
+             for (const executorch_trt::extension::NamedBuffer& b : s.buffers()) {
                out.append(py::make_tuple(etp::Text(b.name), static_cast<int>(b.dtype),
                                          py::tuple(py::cast(b.sizes)), b.nbytes));
              }
@@ -224,7 +224,7 @@ PYBIND11_MODULE(_runtime_binding, m) {
            [](const ProgramSession& s) { return etp::Text(s.BufferNameList()); })
       .def("buffer_view",
            [](const std::shared_ptr<ProgramSession>& s, const std::string& name) -> py::object {
-             const executorch_trt::NamedBuffer* buffer = nullptr;
+             const executorch_trt::extension::NamedBuffer* buffer = nullptr;
              for (const auto& b : s->buffers()) {
                if (b.name == name) {
                  buffer = &b;

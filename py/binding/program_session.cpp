@@ -12,6 +12,7 @@
 #include <executorch/runtime/executor/method_meta.h>
 
 #include "core/common/error_text.h"
+#include "core/common/shape_string.h"
 #include "py/binding/stderr_log.h"
 
 namespace executorch_trt::python {
@@ -25,21 +26,6 @@ using executorch::runtime::Tag;
 std::string Logged(const LogCapture& capture, const std::string& if_none = "") {
   const std::string lines = capture.Lines();
   return lines.empty() ? if_none : "; ExecuTorch logged:\n" + lines;
-}
-
-template <typename Sizes>
-std::string SizesString(const Sizes& sizes) {
-  std::string s = "[";
-  size_t i = 0;
-  for (auto size : sizes) {
-    s += (i++ ? ", " : "") + std::to_string(size);
-  }
-  return s + "]";
-}
-
-template <typename Sizes>
-std::string SpecString(ScalarType dtype, const Sizes& sizes) {
-  return std::string(executorch::runtime::toString(dtype)) + " " + SizesString(sizes);
 }
 
 std::string InputString(const InputValue& v) {
@@ -92,7 +78,7 @@ std::string DeclaredInput(const MethodMeta& meta, size_t i, bool dynamic, const 
   }
   const auto bound = info->sizes();
   std::string s = "tensor " + std::string(executorch::runtime::toString(info->scalar_type())) +
-                  " with shape at most " + SizesString(bound) + ", a dynamic shape";
+                  " with shape at most " + ShapeString(bound) + ", a dynamic shape";
   if (given.kind != InputValue::Kind::kTensor) {
     return s;
   }

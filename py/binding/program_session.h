@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// program_session.h: a LoadedProgram (core/program/loaded_program.h) as
+// program_session.h: a LoadedProgram (extension/program/loaded_program.h) as
 // executorch_trt.runtime uses it: inputs and outputs as plain values, every call serialized by
 // the program's own lock. No Python in here: the binding (module.cpp) converts and releases
 // the GIL around these calls.
@@ -16,34 +16,37 @@
 #include <vector>
 
 #include "core/common/runtime_types.h"
-#include "core/program/loaded_program.h"
+#include "extension/program/loaded_program.h"
 
 namespace executorch_trt::python {
 
-// One input of a method: a tensor over the caller's memory (contiguous, not copied here) or
-// a scalar.
-struct InputValue {
+using extension::BufferBinding;
+using extension::LoadedProgram;
+using extension::NamedBuffer;
+
+// What an input or output of a method holds apart from a tensor's storage and shape: its
+// kind, a tensor's dtype, or a scalar's value (the member its kind names).
+struct MethodValue {
   enum class Kind { kTensor, kInt, kDouble, kBool, kNone };
   Kind kind = Kind::kNone;
-  void* data = nullptr;  // kTensor: the caller's memory, valid for the whole Execute
-  ScalarType dtype = ScalarType::Float;
-  std::vector<int32_t> sizes;
+  ScalarType dtype = ScalarType::Float;  // kTensor
   int64_t int_value = 0;
   double double_value = 0;
   bool bool_value = false;
 };
 
+// One input of a method: a tensor over the caller's memory (contiguous, not copied here) or
+// a scalar.
+struct InputValue : MethodValue {
+  void* data = nullptr;  // kTensor: the caller's memory, valid for the whole Execute
+  std::vector<int32_t> sizes;
+};
+
 // One output of a method: a tensor's bytes (a copy: the method's output memory is reused by
 // its next execute) or a scalar.
-struct OutputValue {
-  enum class Kind { kTensor, kInt, kDouble, kBool, kNone };
-  Kind kind = Kind::kNone;
+struct OutputValue : MethodValue {
   std::vector<uint8_t> bytes;
-  ScalarType dtype = ScalarType::Float;
   std::vector<int64_t> sizes;
-  int64_t int_value = 0;
-  double double_value = 0;
-  bool bool_value = false;
 };
 
 // A tensor's dtype and shape as metadata records it.

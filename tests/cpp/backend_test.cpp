@@ -22,7 +22,7 @@
 #include "core/blob/blob_header.h"
 #include "core/common/little_endian.h"
 #include "core/common/runtime_types.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 #include "tests/cpp/test_util.h"
 
 namespace executorch_trt {
@@ -31,19 +31,11 @@ namespace {
 using executorch::runtime::BackendInterface;
 using executorch::runtime::DelegateHandle;
 using executorch::runtime::FreeableBuffer;
+using testing::KvModelStep;
 using testing::OwnedTensor;
 
-constexpr int kRows = 8;
-constexpr int kDim = 4;
-
-// Reference: the cache after writing 2x+1 at row pos, and y = column sums.
-void Reference(std::vector<float>* cache, const std::vector<float>& x, int64_t pos,
-               std::vector<float>* y) {
-  for (int d = 0; d < kDim; ++d) (*cache)[pos * kDim + d] = 2 * x[d] + 1;
-  y->assign(kDim, 0.0f);
-  for (int r = 0; r < kRows; ++r)
-    for (int d = 0; d < kDim; ++d) (*y)[d] += (*cache)[r * kDim + d];
-}
+constexpr int kRows = testing::kKvRows;
+constexpr int kDim = testing::kKvDim;
 
 class BackendTest : public ::testing::Test {
  protected:
@@ -92,7 +84,7 @@ class BackendTest : public ::testing::Test {
     EValue c(cache.tensor()), xe(x.tensor()), pe(pos.tensor()), ye(y.tensor());
     ASSERT_EQ(Execute(handle, {&c, &xe, &pe, &c, &ye}), Error::Ok);
     std::vector<float> expected(kRows * kDim, 0.0f), expected_y;
-    Reference(&expected, {1, 2, 3, 4}, 3, &expected_y);
+    KvModelStep(&expected, {1, 2, 3, 4}, 3, &expected_y);
     EXPECT_EQ(cache.data(), expected);
     EXPECT_EQ(y.data(), expected_y);
   }
@@ -126,7 +118,7 @@ TEST_F(BackendTest, InPlaceWhenTheOutputIsTheCacheValue) {
     EValue x_ev(x.tensor()), pos_ev(pos.tensor()), y_ev(y.tensor());
     // args: k_cache, x, pos | k_cache_out (same value as k_cache), y
     ASSERT_EQ(Execute(handle.get(), {&cache_ev, &x_ev, &pos_ev, &cache_ev, &y_ev}), Error::Ok);
-    Reference(&expected_cache, xv, p, &expected_y);
+    KvModelStep(&expected_cache, xv, p, &expected_y);
     EXPECT_EQ(cache.data(), expected_cache) << "pos " << p;  // state persists across calls
     EXPECT_EQ(y.data(), expected_y);
     EXPECT_EQ(cache_ev.toTensor().const_data_ptr(), storage);
@@ -151,7 +143,7 @@ TEST_F(BackendTest, ReflectsIntoASeparateOutputAndCountsTheBytes) {
   EXPECT_EQ(BytesCopied() - before, 128u);
   EXPECT_EQ(executorch_trt_bytes_copied(), BytesCopied());
   std::vector<float> expected(kRows * kDim, 1.0f), expected_y;
-  Reference(&expected, {1, 2, 3, 4}, 7, &expected_y);
+  KvModelStep(&expected, {1, 2, 3, 4}, 7, &expected_y);
   EXPECT_EQ(cache.data(), expected) << "the caller's cache is updated in place";
   EXPECT_EQ(cache_out.data(), expected) << "and reflected into the separate output";
   EXPECT_EQ(y.data(), expected_y);
@@ -220,7 +212,7 @@ TEST_F(BackendTest, RunsThroughModuleWithTheCopyBackPath) {
     ASSERT_TRUE(out.ok()) << static_cast<int>(out.error());
     ASSERT_EQ(out->size(), 2u);
     EXPECT_EQ(BytesCopied() - before, 128u);
-    Reference(&expected_cache, xv, p, &expected_y);
+    KvModelStep(&expected_cache, xv, p, &expected_y);
     const auto& k = (*out)[0].toTensor();
     const auto& y = (*out)[1].toTensor();
     EXPECT_EQ(std::vector<float>(k.const_data_ptr<float>(), k.const_data_ptr<float>() + 32),

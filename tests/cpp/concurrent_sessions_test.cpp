@@ -40,8 +40,8 @@ using executorch::runtime::Method;
 using executorch::runtime::Program;
 using testing::OwnedTensor;
 
-constexpr int kRows = 8;
-constexpr int kDim = 4;
+constexpr int kRows = testing::kKvRows;
+constexpr int kDim = testing::kKvDim;
 constexpr int kThreads = 4;
 constexpr int kSteps = 12;
 
@@ -65,10 +65,8 @@ Transcript Expected(int session) {
   for (int step = 0; step < kSteps; ++step) {
     const std::vector<float> x = StepInput(session, step);
     const int64_t pos = StepPos(session, step);
-    for (int d = 0; d < kDim; ++d) cache[pos * kDim + d] = 2 * x[d] + 1;
-    std::vector<float> y(kDim, 0.0f);
-    for (int r = 0; r < kRows; ++r)
-      for (int d = 0; d < kDim; ++d) y[d] += cache[r * kDim + d];
+    std::vector<float> y;
+    testing::KvModelStep(&cache, x, pos, &y);
     t.caches.push_back(cache);
     t.ys.push_back(y);
   }

@@ -22,7 +22,7 @@
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
 #include "core/blob/dtype_name.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 #include "tests/cpp/test_util.h"
 
 namespace executorch_trt {

@@ -4,7 +4,7 @@
 // ExecuTorch 1.5.1's PteDataMap): layouts come from the descriptor, a buffer of the wrong size
 // is refused, keys outside the descriptor pass through, a missing key says NotFound.
 
-#include "core/engine/constant_layouts_data_map.h"
+#include "core/engine/portable/constant_layouts_data_map.h"
 
 #include <gtest/gtest.h>
 
@@ -14,13 +14,12 @@
 
 #include <executorch/runtime/platform/runtime.h>
 
+#include "core/common/runtime_types.h"
+
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::runtime::Error;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
 using executorch::runtime::TensorLayout;
 
 // Named data without layouts: get_tensor_layout says NotImplemented for a key it has and

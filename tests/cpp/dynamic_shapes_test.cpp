@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// Dynamic shapes end to end (issue 15): dynamic_rows.pte (tests/cpp/testdata/
+// Dynamic shapes end to end: dynamic_rows.pte (tests/cpp/testdata/
 // make_dynamic_testdata.py) through ExecuTorch's Module: forward(x[T, 4], pos[T]) with T in
 // [1, 8] writes rows 2x+1 of its cache[8, 4] in place and returns y = 3(2x+1) [T, 4] and the
 // cache's column sums [1, 4]. One loaded program runs every T; sizes outside the range, or

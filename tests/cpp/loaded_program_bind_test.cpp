@@ -16,11 +16,14 @@
 
 #include <executorch/runtime/platform/runtime.h>
 
-#include "core/program/loaded_program.h"
-#include "examples/prefill_decode_program.h"
+#include "extension/program/loaded_program.h"
+#include "extension/program/prefill_decode_program.h"
 
 namespace executorch_trt {
 namespace {
+
+using extension::LoadedProgram;
+using extension::NamedBuffer;
 
 constexpr char kProgram[] = "examples/kv_cache_decode.pte";
 
@@ -189,8 +192,8 @@ TEST_F(LoadedProgramBindTest, TheSameMemoryTwiceOrAgainIsFine) {
 // PrefillDecodeProgram binds all its caches in one BindBuffers call: a cache listed twice is
 // refused at load (one of its two memories would go unused), null memory at bind.
 TEST(PrefillDecodeProgramBindTest, RefusesACacheListedTwiceAndNullMemory) {
-  using examples::CacheBuffer;
-  using examples::PrefillDecodeProgram;
+  using extension::CacheBuffer;
+  using extension::PrefillDecodeProgram;
   executorch::runtime::runtime_init();
   std::string error;
   auto loaded = LoadedProgram::LoadFile(kProgram, {}, &error);

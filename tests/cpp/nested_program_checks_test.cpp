@@ -1,11 +1,11 @@
 // Copyright (c) executorch-trt authors.
 //
-// CheckNestedProgram (core/engine/nested_program_checks.h): every nested program the exporter
-// writes passes (the test blob's and every portable partition of the example programs, XNNPACK
-// delegates included), and the nested programs of the inputs the fuzzers crashed or exhausted
-// memory with (tests/fuzz/regressions/) are rejected before anything is loaded or run.
+// CheckNestedProgram (core/engine/portable/nested_program_checks.h): every nested program the
+// exporter writes passes (the test blob's and every portable partition of the example programs,
+// XNNPACK delegates included), and the nested programs of the inputs the fuzzers crashed or
+// exhausted memory with (tests/fuzz/regressions/) are rejected before anything is loaded or run.
 
-#include "core/engine/nested_program_checks.h"
+#include "core/engine/portable/nested_program_checks.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include <executorch/runtime/platform/platform.h>
 #include <executorch/runtime/platform/runtime.h>
 
-// As in core/engine/nested_program_checks.cpp: libexecutorch.so exports the same inline
+// As in core/engine/portable/nested_program_checks.cpp: libexecutorch.so exports the same inline
 // FlatBuffers functions; hidden, the test binds to its own.
 #pragma GCC visibility push(hidden)
 #include <flatbuffers/flatbuffers.h>
@@ -28,9 +28,9 @@
 
 #include "core/blob/blob_header.h"
 #include "core/blob/delegate_metadata.h"
-#include "core/engine/nested_delegate_checks.h"
-#include "core/engine/operator_schemas.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/nested_delegate_checks.h"
+#include "core/engine/portable/operator_schemas.h"
+#include "core/engine/portable/portable_payload.h"
 #include "tests/cpp/test_util.h"
 
 namespace executorch_trt {

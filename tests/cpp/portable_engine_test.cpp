@@ -4,7 +4,7 @@
 // tests/cpp/testdata/make_kv_testdata.py (engine order: x, pos, k_cache | y,
 // k_cache_out; k_cache_out aliases k_cache).
 
-#include "core/engine/portable_engine.h"
+#include "core/engine/portable/portable_engine.h"
 
 #include <gtest/gtest.h>
 

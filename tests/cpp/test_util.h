@@ -2,7 +2,8 @@
 //
 // test_util.h: helpers shared by the C++ tests: blob and payload writers (the same
 // byte layout as core/blob/FORMAT.md and core/engine/PORTABLE_FORMAT.md), owning tensor
-// holders, test data paths, and a descriptive Engine for BindingPlan validation tests.
+// holders, test data paths, the kv test model in closed form, and a descriptive Engine for
+// BindingPlan validation tests.
 
 #pragma once
 
@@ -23,7 +24,7 @@
 #include "core/blob/blob_header.h"
 #include "core/blob/checksum.h"
 #include "core/engine/engine.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 
 namespace executorch_trt {
 namespace testing {
@@ -93,6 +94,22 @@ inline std::string TestDataPath(const std::string& name) {
 inline std::vector<uint8_t> ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), {});
+}
+
+// The kv test model (tests/cpp/testdata/make_kv_testdata.py: kv_blob.bin, nested_kv.pte,
+// outer_kv.pte): k_cache_out = k_cache [1, kKvRows, kKvDim] with row pos set to 2x+1;
+// y = k_cache_out.sum(dim=1).
+inline constexpr int kKvRows = 8;
+inline constexpr int kKvDim = 4;
+
+// One step of the kv test model in closed form: row `pos` of *cache (kKvRows * kKvDim floats)
+// becomes 2x+1, and *y the column sums of the cache after that.
+inline void KvModelStep(std::vector<float>* cache, const std::vector<float>& x, int64_t pos,
+                        std::vector<float>* y) {
+  for (int d = 0; d < kKvDim; ++d) (*cache)[pos * kKvDim + d] = 2 * x[d] + 1;
+  y->assign(kKvDim, 0.0f);
+  for (int r = 0; r < kKvRows; ++r)
+    for (int d = 0; d < kKvDim; ++d) (*y)[d] += (*cache)[r * kKvDim + d];
 }
 
 // An owning contiguous tensor: storage, sizes, strides, dim order and TensorImpl.

@@ -44,3 +44,16 @@ def runner_test(name, exit_code, expect, model = None, reference = None, flags =
         args = args + flags,
         data = data,
     )
+
+def runner_tests(cases, **common):
+    """A runner_test per case: `cases` are dicts of runner_test's arguments, each taking the
+    arguments in `common` it does not set itself. A case's `program` P stands for --model
+    //examples:P.pte with --reference //examples:P_reference.json."""
+    for case in cases:
+        args = dict(common)
+        args.update(case)
+        program = args.pop("program", None)
+        if program:
+            args["model"] = "//examples:%s.pte" % program
+            args["reference"] = "//examples:%s_reference.json" % program
+        runner_test(**args)

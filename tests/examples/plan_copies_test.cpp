@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "examples/reference.h"
+#include "tests/examples/pte_test_files.h"
 
 namespace executorch_trt::examples {
 namespace {
@@ -26,28 +27,6 @@ constexpr const char* kInplaceReference = "examples/kv_cache_decode_reference.js
 constexpr const char* kCopyBack = "examples/kv_cache_copy_back.pte";
 constexpr const char* kUnplanned = "examples/kv_cache_inplace_without_planning.pte";
 constexpr const char* kMap = "tests/examples/map.pte";
-
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::vector<uint8_t> bytes;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return bytes;
-  uint8_t chunk[65536];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
-    bytes.insert(bytes.end(), chunk, chunk + n);
-  std::fclose(f);
-  return bytes;
-}
-
-// The program flatbuffer's size: the extended header's program size (all these files have one).
-size_t ProgramSize(const std::vector<uint8_t>& pte) {
-  EXPECT_GE(pte.size(), 24u);
-  EXPECT_EQ(std::memcmp(pte.data() + 8, "eh00", 4), 0);
-  uint64_t size = 0;
-  for (int i = 0; i < 8; ++i) size |= uint64_t{pte[16 + i]} << (8 * i);
-  EXPECT_LE(size, pte.size());
-  return static_cast<size_t>(size);
-}
 
 ProgramCopies MustRead(const std::string& path) {
   std::string error;
@@ -264,18 +243,6 @@ TEST(PlanCopiesTest, NotAProgram) {
   EXPECT_NE(error.find("only 5 bytes"), std::string::npos) << error;
 }
 
-std::string TempPath(const char* name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
-
-void WriteFile(const std::string& path, const uint8_t* data, size_t n) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  ASSERT_EQ(std::fwrite(data, 1, n, f), n);
-  std::fclose(f);
-}
-
 TEST(PlanCopiesTest, FileErrors) {
   std::string error;
   auto missing = ReadProgramCopies(TempPath("no_such.pte"), &error);
@@ -286,8 +253,7 @@ TEST(PlanCopiesTest, FileErrors) {
   // Cut inside the flatbuffer: the extended header promises more than the file has.
   const std::vector<uint8_t> pte = ReadAll(kInplace);
   ASSERT_GT(pte.size(), 200u);
-  const std::string cut_path = TempPath("cut.pte");
-  WriteFile(cut_path, pte.data(), 100);
+  const std::string cut_path = WriteTemp("cut.pte", pte.data(), 100);
   error.clear();
   auto cut = ReadProgramCopies(cut_path, &error);
   ASSERT_FALSE(cut.ok());
@@ -297,15 +263,13 @@ TEST(PlanCopiesTest, FileErrors) {
       << error;
 
   // The whole flatbuffer, none of the segments: the plan is all there.
-  const std::string head_path = TempPath("head.pte");
-  WriteFile(head_path, pte.data(), ProgramSize(pte));
+  const std::string head_path = WriteTemp("head.pte", pte.data(), ProgramSize(pte));
   error.clear();
   auto head = ReadProgramCopies(head_path, &error);
   ASSERT_TRUE(head.ok()) << error;
   EXPECT_TRUE(SameCopies(*head, MustRead(kInplace)));
 
-  const std::string empty_path = TempPath("empty.pte");
-  WriteFile(empty_path, pte.data(), 0);
+  const std::string empty_path = WriteTemp("empty.pte", pte.data(), 0);
   error.clear();
   auto empty = ReadProgramCopies(empty_path, &error);
   ASSERT_FALSE(empty.ok());

@@ -15,6 +15,8 @@
 #include <executorch/runtime/platform/runtime.h>
 #include <gtest/gtest.h>
 
+#include "tests/examples/pte_test_files.h"
+
 namespace executorch_trt::examples {
 namespace {
 
@@ -33,46 +35,11 @@ constexpr const char* kPortableWithXnnpack =
     "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program with XNNPACK, on "
     "the CPU)";
 
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::vector<uint8_t> bytes;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return bytes;
-  uint8_t chunk[65536];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
-    bytes.insert(bytes.end(), chunk, chunk + n);
-  std::fclose(f);
-  return bytes;
-}
-
-// The program flatbuffer's size: the extended header's program size (all these files have one).
-size_t ProgramSize(const std::vector<uint8_t>& pte) {
-  EXPECT_GE(pte.size(), 24u);
-  EXPECT_EQ(std::memcmp(pte.data() + 8, "eh00", 4), 0);
-  uint64_t size = 0;
-  for (int i = 0; i < 8; ++i) size |= uint64_t{pte[16 + i]} << (8 * i);
-  EXPECT_LE(size, pte.size());
-  return static_cast<size_t>(size);
-}
-
 // Offset of the first delegate blob ("ETRT") in `pte[from, to)`, or `to` if there is none.
 size_t FindBlob(const std::vector<uint8_t>& pte, size_t from, size_t to) {
   const char magic[] = "ETRT";
   auto it = std::search(pte.begin() + from, pte.begin() + to, magic, magic + 4);
   return static_cast<size_t>(it - pte.begin());
-}
-
-// Writes `bytes` to `name` in the test's temporary directory; returns the path.
-std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  EXPECT_NE(f, nullptr) << path;
-  if (f != nullptr) {
-    EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-    std::fclose(f);
-  }
-  return path;
 }
 
 ProgramDelegates MustRead(const std::string& path) {

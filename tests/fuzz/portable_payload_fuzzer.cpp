@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/engine/portable_engine.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_engine.h"
+#include "core/engine/portable/portable_payload.h"
 #include "tests/fuzz/fuzz_support.h"
 
 using executorch_trt::PortableEngine;

@@ -1,10 +1,10 @@
 // Copyright (c) executorch-trt authors.
 //
 // prefill_decode_program.h: a loaded prefill/decode program whose KV caches the caller can
-// own. This is the part of kv_cache_decode_check and cross_attn_decode_check to copy into an
-// application, together with the LoadedProgram it is built on
-// (core/program/loaded_program.{h,cpp}: shared arenas, buffers by name, binding); both depend
-// only on ExecuTorch.
+// own. kv_cache_decode_check and cross_attn_decode_check run on it, and an application links
+// it (//extension/program:prefill_decode_program), together with the LoadedProgram it is
+// built on (loaded_program.h: shared arenas, buffers by name, binding); both depend only on
+// ExecuTorch, not on the delegate.
 //
 // The program (a .pte) has two methods that share their KV caches:
 //   prefill(input_ids int64 [1, T], cache_position int64 [T])  -> logits float32 [1, T, V]
@@ -53,10 +53,10 @@
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/method_meta.h>
 
-#include "core/program/loaded_program.h"
-#include "examples/float_tensor.h"
+#include "extension/program/float_tensor.h"
+#include "extension/program/loaded_program.h"
 
-namespace executorch_trt::examples {
+namespace executorch_trt::extension {
 
 // One of the program's methods.
 enum class Phase {
@@ -173,4 +173,4 @@ class PrefillDecodeProgram {
   std::vector<executorch::aten::Tensor> cache_tensors_[2];
 };
 
-}  // namespace executorch_trt::examples
+}  // namespace executorch_trt::extension

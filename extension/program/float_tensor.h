@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace executorch_trt::examples {
+namespace executorch_trt::extension {
 
 struct FloatTensor {
   std::vector<int64_t> shape;  // sizes, outermost first
@@ -17,4 +17,4 @@ struct FloatTensor {
   bool empty() const { return shape.empty(); }
 };
 
-}  // namespace executorch_trt::examples
+}  // namespace executorch_trt::extension

@@ -20,11 +20,15 @@
 #include <executorch/runtime/core/named_data_map.h>
 #include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/method_meta.h>
 #include <executorch/runtime/executor/program.h>
 
 #include "core/engine/engine.h"
 
 namespace executorch_trt {
+
+struct ConstantLayoutSpec;
+struct PortablePayload;
 
 // An Engine over a portable payload (core/engine/PORTABLE_FORMAT.md).
 //
@@ -105,14 +109,35 @@ class PortableEngine final : public Engine {
   };
 
   PortableEngine() = default;
+  // Create()'s work, in phases (each logs its own errors): parse the payload, LoadProgram,
+  // DescribeBindings, AllocatePlannedMemory, PrepareNamedData, LoadMethod.
   executorch::runtime::Error Load(const uint8_t* payload, size_t size,
                                   const executorch::runtime::NamedDataMap* named_data);
+  // program_ over the payload's nested program (over owned_program_ when it is not 16-byte
+  // aligned), verified and checked (nested_program_checks.h).
+  executorch::runtime::Error LoadProgram(const PortablePayload& payload);
+  // bindings_ from the method's metadata, named by the payload's descriptor.
+  executorch::runtime::Error DescribeBindings(const executorch::runtime::MethodMeta& meta,
+                                              const PortablePayload& payload);
+  // The dtype, shape and sizes of binding `b` (name, mode and method_index set) from `meta`.
+  static executorch::runtime::Error DescribeTensor(const executorch::runtime::MethodMeta& meta,
+                                                   Binding* b);
+  // The method's planned buffers and memory_manager_.
+  executorch::runtime::Error AllocatePlannedMemory(const executorch::runtime::MethodMeta& meta);
+  // data_map_ (the outer program's named data and `constants`' layouts), and the nested
+  // XNNPACK delegates checked against it (nested_delegate_checks.h).
+  executorch::runtime::Error PrepareNamedData(const executorch::runtime::NamedDataMap* named_data,
+                                              std::vector<ConstantLayoutSpec> constants);
+  // method_, with XNNPACK's weight cache on.
+  executorch::runtime::Error LoadMethod();
   const Binding* Find(const std::string& name) const;
   Binding* Find(const std::string& name);
 
   // Declaration order is destruction order in reverse: the Method goes first, then
   // the memory it was loaded into, then the Program and its data.
   std::vector<uint8_t> owned_program_;
+  const uint8_t* program_data_ = nullptr;  // the nested program: the payload's or owned_program_
+  size_t program_size_ = 0;
   std::unique_ptr<executorch::extension::BufferDataLoader> loader_;
   std::unique_ptr<executorch::runtime::Program> program_;
   executorch::extension::MallocMemoryAllocator method_allocator_;

@@ -39,7 +39,7 @@
 
 #include "core/common/runtime_types.h"
 
-namespace executorch_trt {
+namespace executorch_trt::extension {
 
 // A named mutable buffer of the program, as its methods declare it.
 struct NamedBuffer {
@@ -200,4 +200,4 @@ class LoadedProgram {
   std::vector<std::vector<uint8_t>> initial_values_;  // by buffers_ index
 };
 
-}  // namespace executorch_trt
+}  // namespace executorch_trt::extension

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/program/loaded_program.h"
+#include "extension/program/loaded_program.h"
 
 #include <algorithm>
 #include <cstring>
@@ -18,8 +18,9 @@
 #include <executorch/runtime/executor/method_meta.h>
 
 #include "core/common/error_text.h"
+#include "core/common/shape_string.h"
 
-namespace executorch_trt {
+namespace executorch_trt::extension {
 namespace {
 
 using executorch::runtime::MethodMeta;
@@ -27,14 +28,6 @@ using executorch::runtime::MethodMeta;
 // Planned buffers shared between methods, as Module(share_memory_arenas=true) shares them:
 // mem_id 1 (activations) and mem_id 2 (mutable buffers shared with share_mutable_buffers).
 constexpr size_t kSharedPlannedBuffers = 2;
-
-std::string SpecString(ScalarType dtype, const std::vector<int64_t>& sizes) {
-  std::string s = std::string(executorch::runtime::toString(dtype)) + " [";
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(sizes[i]);
-  }
-  return s + "]";
-}
 
 const std::vector<uint8_t>& NoBytes() {
   static const std::vector<uint8_t> empty;
@@ -44,7 +37,7 @@ const std::vector<uint8_t>& NoBytes() {
 // A file's loader. Memory-mapped (ExecuTorch's MmapDataLoader, as its Module loads files), not
 // read: a weight is then read where it lies in the file instead of copied into a heap buffer,
 // and the pages a delegate no longer needs (XNNPACK's unpacked weights, once packed) are
-// unmapped when it frees them (issue 14). No mlock: the process may not be allowed to lock a
+// unmapped when it frees them. No mlock: the process may not be allowed to lock a
 // large program, and paging it is the kernel's choice.
 Result<executorch::extension::MmapDataLoader> MapFile(const std::string& path) {
   return executorch::extension::MmapDataLoader::from(
@@ -429,4 +422,4 @@ std::string LoadedProgram::UnknownBufferMessage(std::string_view name) const {
          "'; the program's named buffers are: " + BufferNameList();
 }
 
-}  // namespace executorch_trt
+}  // namespace executorch_trt::extension

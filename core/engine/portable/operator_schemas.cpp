@@ -2,7 +2,7 @@
 //
 // operator_schemas.cpp: lookup in the generated table (see operator_schemas.h).
 
-#include "core/engine/operator_schemas.h"
+#include "core/engine/portable/operator_schemas.h"
 
 #include <algorithm>
 #include <cstdio>

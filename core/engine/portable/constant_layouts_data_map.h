@@ -15,7 +15,7 @@
 
 #include <executorch/runtime/core/named_data_map.h>
 
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 
 namespace executorch_trt {
 

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/engine/tensorrt_engine.h"
+#include "core/engine/tensorrt/tensorrt_engine.h"
 
 #include <executorch/runtime/platform/log.h>
 

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/portable_payload.h"
 
 #include <cinttypes>
 #include <cstring>
@@ -14,14 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/common/little_endian.h"
+#include "core/common/runtime_types.h"
 
 namespace executorch_trt {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::runtime::Error;
 using executorch::runtime::kTensorDimensionLimit;
-using executorch::runtime::Result;
 using json = nlohmann::json;
 
 Error Fail(const std::string& message) {

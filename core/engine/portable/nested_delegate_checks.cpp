@@ -3,7 +3,7 @@
 // nested_delegate_checks.cpp: see nested_delegate_checks.h. Both flatbuffers are read with the
 // code flatc generates from the pinned wheel's schemas (//core/schema).
 
-#include "core/engine/nested_delegate_checks.h"
+#include "core/engine/portable/nested_delegate_checks.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -1,17 +1,16 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/engine/constant_layouts_data_map.h"
+#include "core/engine/portable/constant_layouts_data_map.h"
 
 #include <utility>
 
 #include <executorch/runtime/platform/log.h>
 
+#include "core/common/runtime_types.h"
+
 namespace executorch_trt {
 
-using executorch::runtime::Error;
 using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
-using executorch::runtime::Span;
 using executorch::runtime::TensorLayout;
 
 ConstantLayoutsDataMap::ConstantLayoutsDataMap(const executorch::runtime::NamedDataMap* base,

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "core/engine/portable_engine.h"
+#include "core/engine/portable/portable_engine.h"
 
 #include <cinttypes>
 #include <cstring>
@@ -17,11 +17,11 @@
 #include "core/common/num_bytes.h"
 #include "core/common/runtime_types.h"
 #include "core/common/shape_string.h"
-#include "core/engine/constant_layouts_data_map.h"
-#include "core/engine/empty_named_data_map.h"
-#include "core/engine/nested_delegate_checks.h"
-#include "core/engine/nested_program_checks.h"
-#include "core/engine/portable_payload.h"
+#include "core/engine/portable/constant_layouts_data_map.h"
+#include "core/engine/portable/empty_named_data_map.h"
+#include "core/engine/portable/nested_delegate_checks.h"
+#include "core/engine/portable/nested_program_checks.h"
+#include "core/engine/portable/portable_payload.h"
 
 namespace executorch_trt {
 namespace {
@@ -39,6 +39,23 @@ void ContiguousStrides(const std::vector<int32_t>& sizes, std::vector<int32_t>* 
   strides->assign(sizes.size(), 1);
   for (size_t i = sizes.size(); i > 1; --i) {
     (*strides)[i - 2] = (*strides)[i - 1] * sizes[i - 1];
+  }
+}
+
+// One short line per cause: ExecuTorch truncates a long log line.
+void LogMethodLoadFailure(Error err) {
+  ET_LOG(Error,
+         "executorch_trt: portable engine: loading the nested method failed (error "
+         "0x%" PRIx32 ").",
+         static_cast<uint32_t>(err));
+  if (err == Error::OperatorMissing) {
+    ET_LOG(Error,
+           "executorch_trt: link the kernels the partition uses "
+           "(libexecutorch_kernels_optimized.so, libexecutorch_trt.so).");
+  } else if (err == Error::NotFound) {
+    ET_LOG(Error,
+           "executorch_trt: a weight's key (logged above) is not in the program's data: "
+           "load the program with its .ptd (external_weights=True).");
   }
 }
 
@@ -65,14 +82,38 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
   if (!payload.ok()) {
     return payload.error();
   }
-  const uint8_t* program_data = payload->program;
-  if (reinterpret_cast<uintptr_t>(program_data) % 16 != 0) {
-    // new[] storage is aligned for any fundamental type (16 bytes on x86-64/aarch64).
-    owned_program_.assign(program_data, program_data + payload->program_size);
-    program_data = owned_program_.data();
+  Error err = LoadProgram(*payload);
+  if (err != Error::Ok) {
+    return err;
   }
-  loader_ = std::make_unique<executorch::extension::BufferDataLoader>(program_data,
-                                                                      payload->program_size);
+  Result<MethodMeta> meta = program_->method_meta(kMethodName);
+  if (!meta.ok()) {
+    ET_LOG(Error, "executorch_trt: portable engine: the nested program has no method '%s'.",
+           kMethodName);
+    return Error::InvalidProgram;
+  }
+  err = DescribeBindings(*meta, *payload);
+  if (err == Error::Ok) {
+    err = AllocatePlannedMemory(*meta);
+  }
+  if (err == Error::Ok) {
+    err = PrepareNamedData(named_data, std::move(payload->constants));
+  }
+  if (err == Error::Ok) {
+    err = LoadMethod();
+  }
+  return err;
+}
+
+Error PortableEngine::LoadProgram(const PortablePayload& payload) {
+  program_data_ = payload.program;
+  program_size_ = payload.program_size;
+  if (reinterpret_cast<uintptr_t>(program_data_) % 16 != 0) {
+    // new[] storage is aligned for any fundamental type (16 bytes on x86-64/aarch64).
+    owned_program_.assign(program_data_, program_data_ + program_size_);
+    program_data_ = owned_program_.data();
+  }
+  loader_ = std::make_unique<executorch::extension::BufferDataLoader>(program_data_, program_size_);
   // InternalConsistency runs the flatbuffer verifier over the whole nested program, so a
   // corrupted program (offsets, vector lengths, tables) is rejected here instead of
   // crashing at load_method or execute. The blob checksum (core/blob/FORMAT.md) catches
@@ -85,89 +126,95 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
            "(error 0x%" PRIx32
            "); the blob is corrupt or from an incompatible "
            "ExecuTorch.",
-           payload->program_size, static_cast<uint32_t>(program.error()));
+           program_size_, static_cast<uint32_t>(program.error()));
     return program.error();
   }
   // ExecuTorch's loader does not range-check the execution plan (an operator index past the
   // table crashes at execute; nested_program_checks.h).
-  const Error checked = CheckNestedProgram(program_data, payload->program_size, kMethodName);
+  const Error checked = CheckNestedProgram(program_data_, program_size_, kMethodName);
   if (checked != Error::Ok) {
     return checked;
   }
   program_ = std::make_unique<executorch::runtime::Program>(std::move(program.get()));
+  return Error::Ok;
+}
 
-  Result<MethodMeta> meta = program_->method_meta(kMethodName);
-  if (!meta.ok()) {
-    ET_LOG(Error, "executorch_trt: portable engine: the nested program has no method '%s'.",
-           kMethodName);
-    return Error::InvalidProgram;
-  }
-  if (meta->num_inputs() != payload->inputs.size() ||
-      meta->num_outputs() != payload->outputs.size()) {
+Error PortableEngine::DescribeBindings(const MethodMeta& meta, const PortablePayload& payload) {
+  if (meta.num_inputs() != payload.inputs.size() || meta.num_outputs() != payload.outputs.size()) {
     ET_LOG(Error,
            "executorch_trt: portable engine: the descriptor names %zu inputs and %zu "
            "outputs but the nested method has %zu inputs and %zu outputs; the blob "
            "writer is broken, re-export.",
-           payload->inputs.size(), payload->outputs.size(), meta->num_inputs(),
-           meta->num_outputs());
+           payload.inputs.size(), payload.outputs.size(), meta.num_inputs(), meta.num_outputs());
     return Error::InvalidProgram;
   }
-
-  // Describe every binding from the method's own metadata.
-  const size_t num_inputs = payload->inputs.size();
-  for (size_t i = 0; i < num_inputs + payload->outputs.size(); ++i) {
+  const size_t num_inputs = payload.inputs.size();
+  for (size_t i = 0; i < num_inputs + payload.outputs.size(); ++i) {
     const bool is_input = i < num_inputs;
     const size_t index = is_input ? i : i - num_inputs;
     Binding b;
-    b.name = is_input ? payload->inputs[index] : payload->outputs[index];
+    b.name = is_input ? payload.inputs[index] : payload.outputs[index];
     b.mode = is_input ? TensorIOMode::kInput : TensorIOMode::kOutput;
     b.method_index = index;
-    Result<Tag> tag = is_input ? meta->input_tag(index) : meta->output_tag(index);
-    if (!tag.ok() || tag.get() != Tag::Tensor) {
-      ET_LOG(Error,
-             "executorch_trt: portable engine: nested %s %zu ('%s') is not a tensor; "
-             "engine bindings must be tensors.",
-             is_input ? "input" : "output", index, b.name.c_str());
-      return Error::InvalidProgram;
+    const Error err = DescribeTensor(meta, &b);
+    if (err != Error::Ok) {
+      return err;
     }
-    Result<TensorInfo> info =
-        is_input ? meta->input_tensor_meta(index) : meta->output_tensor_meta(index);
-    if (!info.ok()) {
-      return info.error();
-    }
-    if (info->is_memory_planned()) {
-      ET_LOG(Error,
-             "executorch_trt: portable engine: nested %s '%s' is memory-planned, so it "
-             "cannot share the caller's storage; export the nested program with "
-             "MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False).",
-             is_input ? "input" : "output", b.name.c_str());
-      return Error::InvalidProgram;
-    }
-    b.dtype = info->scalar_type();
-    const Span<const int32_t> sizes = info->sizes();
-    const Span<const uint8_t> dim_order = info->dim_order();
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      b.shape.push_back(sizes[d]);
-      b.runtime_sizes.push_back(sizes[d]);
-      if (dim_order.size() != sizes.size() || dim_order[d] != d) {
-        ET_LOG(Error,
-               "executorch_trt: portable engine: nested binding '%s' has a non-contiguous "
-               "dim order; only contiguous tensors are supported.",
-               b.name.c_str());
-        return Error::InvalidProgram;
-      }
-      b.dim_order.push_back(static_cast<uint8_t>(d));
-    }
-    ContiguousStrides(b.runtime_sizes, &b.strides);
-    b.nbytes = info->nbytes();
-    b.runtime_nbytes = b.nbytes;
     index_by_name_.emplace(b.name, bindings_.size());
     bindings_.push_back(std::move(b));
   }
+  return Error::Ok;
+}
 
-  // Memory: planned buffers sized per MethodMeta, malloc for method-lifetime data.
-  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
-    Result<int64_t> buffer_size = meta->memory_planned_buffer_size(i);
+Error PortableEngine::DescribeTensor(const MethodMeta& meta, Binding* b) {
+  const bool is_input = b->mode == TensorIOMode::kInput;
+  const size_t index = b->method_index;
+  Result<Tag> tag = is_input ? meta.input_tag(index) : meta.output_tag(index);
+  if (!tag.ok() || tag.get() != Tag::Tensor) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine: nested %s %zu ('%s') is not a tensor; "
+           "engine bindings must be tensors.",
+           is_input ? "input" : "output", index, b->name.c_str());
+    return Error::InvalidProgram;
+  }
+  Result<TensorInfo> info =
+      is_input ? meta.input_tensor_meta(index) : meta.output_tensor_meta(index);
+  if (!info.ok()) {
+    return info.error();
+  }
+  if (info->is_memory_planned()) {
+    ET_LOG(Error,
+           "executorch_trt: portable engine: nested %s '%s' is memory-planned, so it "
+           "cannot share the caller's storage; export the nested program with "
+           "MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False).",
+           is_input ? "input" : "output", b->name.c_str());
+    return Error::InvalidProgram;
+  }
+  b->dtype = info->scalar_type();
+  const Span<const int32_t> sizes = info->sizes();
+  const Span<const uint8_t> dim_order = info->dim_order();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    b->shape.push_back(sizes[d]);
+    b->runtime_sizes.push_back(sizes[d]);
+    if (dim_order.size() != sizes.size() || dim_order[d] != d) {
+      ET_LOG(Error,
+             "executorch_trt: portable engine: nested binding '%s' has a non-contiguous "
+             "dim order; only contiguous tensors are supported.",
+             b->name.c_str());
+      return Error::InvalidProgram;
+    }
+    b->dim_order.push_back(static_cast<uint8_t>(d));
+  }
+  ContiguousStrides(b->runtime_sizes, &b->strides);
+  b->nbytes = info->nbytes();
+  b->runtime_nbytes = b->nbytes;
+  return Error::Ok;
+}
+
+Error PortableEngine::AllocatePlannedMemory(const MethodMeta& meta) {
+  // Planned buffers sized per MethodMeta, malloc for method-lifetime data.
+  for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
+    Result<int64_t> buffer_size = meta.memory_planned_buffer_size(i);
     if (!buffer_size.ok() || buffer_size.get() < 0) {
       return Error::InvalidProgram;
     }
@@ -182,22 +229,25 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
       Span<Span<uint8_t>>(planned_spans_.data(), planned_spans_.size()));
   memory_manager_ = std::make_unique<executorch::runtime::MemoryManager>(
       &method_allocator_, planned_memory_.get(), &temp_allocator_);
+  return Error::Ok;
+}
 
+Error PortableEngine::PrepareNamedData(const executorch::runtime::NamedDataMap* named_data,
+                                       std::vector<ConstantLayoutSpec> constants) {
   // The outer program's named data, plus the layouts of the nested method's external
   // constants (constant_layouts_data_map.h).
   data_map_ = std::make_unique<ConstantLayoutsDataMap>(
-      named_data != nullptr ? named_data : &kNoNamedData, std::move(payload->constants));
+      named_data != nullptr ? named_data : &kNoNamedData, std::move(constants));
   // ExecuTorch's XnnpackBackend does not compare a constant's dims with its data size
   // (nested_delegate_checks.h): check the nested XNNPACK delegates before they are compiled.
-  const Error delegates_checked = CheckNestedXnnpackDelegates(program_data, payload->program_size,
-                                                              kMethodName, data_map_.get());
-  if (delegates_checked != Error::Ok) {
-    return delegates_checked;
-  }
+  return CheckNestedXnnpackDelegates(program_data_, program_size_, kMethodName, data_map_.get());
+}
+
+Error PortableEngine::LoadMethod() {
   // XNNPACK's weight cache (ExecuTorch's "weight_cache_enabled" XnnpackBackend option): the
   // nested XNNPACK delegates of every method and partition share the weights they pack, by
-  // named-data key, instead of each packing its own copy (issue 14; the cache is process-wide
-  // and reference-counted per weight in ExecuTorch 1.5.1).
+  // named-data key, instead of each packing its own copy (the cache is process-wide and
+  // reference-counted per weight in ExecuTorch 1.5.1).
   executorch::runtime::BackendOptions<1> xnnpack_options;
   executorch::runtime::LoadBackendOptionsMap backend_options;
   Error options_err = xnnpack_options.set_option("weight_cache_enabled", true);
@@ -211,20 +261,7 @@ Error PortableEngine::Load(const uint8_t* payload_bytes, size_t size,
       program_->load_method(kMethodName, memory_manager_.get(), /*event_tracer=*/nullptr,
                             data_map_.get(), &backend_options);
   if (!method.ok()) {
-    // One short line per cause: ExecuTorch truncates a long log line.
-    ET_LOG(Error,
-           "executorch_trt: portable engine: loading the nested method failed (error "
-           "0x%" PRIx32 ").",
-           static_cast<uint32_t>(method.error()));
-    if (method.error() == Error::OperatorMissing) {
-      ET_LOG(Error,
-             "executorch_trt: link the kernels the partition uses "
-             "(libexecutorch_kernels_optimized.so, libexecutorch_trt.so).");
-    } else if (method.error() == Error::NotFound) {
-      ET_LOG(Error,
-             "executorch_trt: a weight's key (logged above) is not in the program's data: "
-             "load the program with its .ptd (external_weights=True).");
-    }
+    LogMethodLoadFailure(method.error());
     return method.error();
   }
   method_ = std::make_unique<executorch::runtime::Method>(std::move(method.get()));

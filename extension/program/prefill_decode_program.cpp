@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 
-#include "examples/prefill_decode_program.h"
+#include "extension/program/prefill_decode_program.h"
 
 #include <utility>
 
@@ -8,15 +8,15 @@
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 
-namespace executorch_trt::examples {
+#include "core/common/error_text.h"
+
+namespace executorch_trt::extension {
 namespace {
 
 using executorch::aten::Tensor;
 using executorch::runtime::Error;
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Result;
-
-std::string ErrorCode(Error err) { return std::to_string(static_cast<int>(err)); }
 
 // Also the method's index in the LoadedProgram: Load() loads the methods in Phase order.
 size_t PhaseIndex(Phase phase) { return static_cast<size_t>(phase); }
@@ -143,7 +143,7 @@ Error PrefillDecodeProgram::Encode(const FloatTensor& features, FloatTensor* sta
     err = method.execute();
   }
   if (err != Error::Ok) {
-    *error = "encode failed with error " + ErrorCode(err);
+    *error = "encode failed with error " + ErrorText(err);
     return err;
   }
   if (method.outputs_size() == 0 || !method.get_output(0).isTensor() ||
@@ -191,7 +191,7 @@ Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens,
     err = method.execute();
   }
   if (err != Error::Ok) {
-    *error = std::string(PhaseName(phase)) + " failed with error " + ErrorCode(err);
+    *error = std::string(PhaseName(phase)) + " failed with error " + ErrorText(err);
     return err;
   }
   if (method.outputs_size() == 0 || !method.get_output(0).isTensor()) {
@@ -210,4 +210,4 @@ Error PrefillDecodeProgram::Run(Phase phase, const std::vector<int64_t>& tokens,
   return Error::Ok;
 }
 
-}  // namespace executorch_trt::examples
+}  // namespace executorch_trt::extension
