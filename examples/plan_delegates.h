@@ -7,10 +7,10 @@
 // (`backend_delegate_data`) or in a segment after it (ExecuTorch's default: at the extended
 // header's segment base offset plus the segment's offset). A TensorRTBackend blob is parsed
 // with the backend's own readers (BlobHeader::Parse, checksum included, then
-// DelegateMetadata::Parse; core/blob/FORMAT.md): its metadata's `engine` is the engine
+// DelegateMetadata::Parse; docs/formats/delegate_blob.md): its metadata's `engine` is the engine
 // TensorRTBackend::init creates for it (it has no other way to choose one), so it is the engine
 // that runs that delegate. For the portable engine, the backends its nested program delegates
-// to (XnnpackBackend) come from the payload (core/engine/PORTABLE_FORMAT.md). Other backends'
+// to (XnnpackBackend) come from the payload (docs/formats/portable_payload.md). Other backends'
 // blobs are not read: their backend id is all that is reported.
 //
 // Reading. The program flatbuffer is checked by flatbuffers::Verifier before use (as in

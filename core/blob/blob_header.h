@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// blob_header.h: the fixed 64-byte header of a delegate blob (core/blob/FORMAT.md).
+// blob_header.h: the fixed 64-byte header of a delegate blob (docs/formats/delegate_blob.md).
 //
 // The header locates the metadata JSON and the engine payload inside the blob and
 // states the format version and the features a reader must understand. Parsing fails
@@ -50,7 +50,7 @@ enum BlobFeature : uint64_t {
 inline constexpr uint64_t kBlobKnownFeatures =
     kBlobFeatureAliasedIo | kBlobFeatureOwnership | kBlobFeatureChecksum;
 
-// Byte offsets of the header fields (the table in core/blob/FORMAT.md), all little-endian.
+// Byte offsets of the header fields (the table in docs/formats/delegate_blob.md), all little-endian.
 inline constexpr size_t kBlobOffsetMagic = 0;              // char[4] "ETRT"
 inline constexpr size_t kBlobOffsetHeaderSize = 4;         // u32
 inline constexpr size_t kBlobOffsetFormatVersion = 8;      // u32

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// checksum.h: the integrity checksum of a delegate blob (core/blob/FORMAT.md, feature
+// checksum.h: the integrity checksum of a delegate blob (docs/formats/delegate_blob.md, feature
 // bit CHECKSUM).
 //
 // The checksum is BLAKE2b (RFC 7693) with an 8-byte digest and no key ("BLAKE2b-64": the

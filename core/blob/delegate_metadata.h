@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// delegate_metadata.h: the metadata JSON of a delegate blob (core/blob/FORMAT.md).
+// delegate_metadata.h: the metadata JSON of a delegate blob (docs/formats/delegate_blob.md).
 //
 // The metadata is the exporter's statement of the delegate's interface: the engine that
 // runs it, the tensors bound to each delegate argument (in argument order), and which
@@ -21,7 +21,7 @@ namespace executorch_trt {
 
 // Which engine executes the payload.
 enum class EngineKind {
-  kPortable,  // nested ExecuTorch program (core/engine/PORTABLE_FORMAT.md)
+  kPortable,  // nested ExecuTorch program (docs/formats/portable_payload.md)
   kTensorRT,  // serialized TensorRT plan
 };
 

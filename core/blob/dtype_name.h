@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// dtype_name.h: the dtype vocabulary of the delegate blob (core/blob/FORMAT.md).
+// dtype_name.h: the dtype vocabulary of the delegate blob (docs/formats/delegate_blob.md).
 //
 // The blob names element types with short strings ("float32", "int64", ...). This file
 // maps them to and from ExecuTorch's `ScalarType`, the type the rest of the runtime uses.

@@ -1,7 +1,7 @@
 // Copyright (c) executorch-trt authors.
 //
 // little_endian.h: reads of the unsigned little-endian integers every on-disk header of
-// the delegate stores (core/blob/FORMAT.md, core/engine/PORTABLE_FORMAT.md). Independent
+// the delegate stores (docs/formats/delegate_blob.md, docs/formats/portable_payload.md). Independent
 // of the host's byte order and alignment.
 
 #pragma once

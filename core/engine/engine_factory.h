@@ -19,7 +19,7 @@
 namespace executorch_trt {
 
 // Creates the engine of kind `kind` over `size` bytes of engine payload at `payload` (the
-// payload section of a delegate blob, core/blob/FORMAT.md). `named_data` is the program's
+// payload section of a delegate blob, docs/formats/delegate_blob.md). `named_data` is the program's
 // named data (BackendInitContext::get_named_data_map(); may be null): a portable engine's
 // nested program resolves the data its own delegates stored there (XNNPACK's weights, stored
 // once per program however many methods use them). Borrowed; it must outlive the engine.

@@ -1,7 +1,7 @@
 // Copyright (c) executorch-trt authors.
 //
 // test_util.h: helpers shared by the C++ tests: blob and payload writers (the same
-// byte layout as core/blob/FORMAT.md and core/engine/PORTABLE_FORMAT.md), owning tensor
+// byte layout as docs/formats/delegate_blob.md and docs/formats/portable_payload.md), owning tensor
 // holders, test data paths, the kv test model in closed form, and a descriptive Engine for
 // BindingPlan validation tests.
 

@@ -1,6 +1,6 @@
 // Copyright (c) executorch-trt authors.
 //
-// portable_payload_fuzzer: the payload of a "portable" blob (core/engine/PORTABLE_FORMAT.md)
+// portable_payload_fuzzer: the payload of a "portable" blob (docs/formats/portable_payload.md)
 // on arbitrary bytes: PortablePayload::Parse, and for an accepted payload the whole
 // PortableEngine load (nested program verification, method metadata, memory planning,
 // load_method) and the description of its bindings. An accepted payload must place the nested

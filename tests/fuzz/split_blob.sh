@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # split_blob.sh BLOB METADATA_OUT PAYLOAD_OUT: writes the metadata JSON and the engine payload
-# of a delegate blob (core/blob/FORMAT.md; offsets and sizes are little-endian u64 in the
+# of a delegate blob (docs/formats/delegate_blob.md; offsets and sizes are little-endian u64 in the
 # header), the seeds of the metadata and portable payload fuzzers.
 set -euo pipefail
 u64() { od -An -tu8 -j "$2" -N 8 --endian=little "$1" | tr -d ' '; }

@@ -14,7 +14,7 @@ The inputs it found are kept under ``regressions/load_fuzz/`` and must fail to l
 * ``xnnpack_weight_dims_past_data.bin`` (seed 7, mutation 1085): the nested XNNPACK delegate's
   weight dims changed from [8, 8] to [8, 3473416]; ExecuTorch's XnnpackBackend handed XNNPACK the
   256-byte weight with those dims and ``xnn_create_fully_connected_nc_f32`` read past it
-  (SIGSEGV at load). Fixed by ``core/engine/nested_delegate_checks.h``.
+  (SIGSEGV at load). Fixed by ``core/engine/portable/nested_delegate_checks.h``.
 
 By hand, longer: ``LOAD_FUZZ_MUTATIONS=10000 LOAD_FUZZ_SEED=7 ./bazelw test
 //tests/py:load_fuzz_test --test_env=LOAD_FUZZ_MUTATIONS --test_env=LOAD_FUZZ_SEED

@@ -116,7 +116,7 @@ Error PortableEngine::LoadProgram(const PortablePayload& payload) {
   loader_ = std::make_unique<executorch::extension::BufferDataLoader>(program_data_, program_size_);
   // InternalConsistency runs the flatbuffer verifier over the whole nested program, so a
   // corrupted program (offsets, vector lengths, tables) is rejected here instead of
-  // crashing at load_method or execute. The blob checksum (core/blob/FORMAT.md) catches
+  // crashing at load_method or execute. The blob checksum (docs/formats/delegate_blob.md) catches
   // corruption first; this also covers blobs from writers without it.
   Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
       loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);

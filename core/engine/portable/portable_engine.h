@@ -30,7 +30,7 @@ namespace executorch_trt {
 struct ConstantLayoutSpec;
 struct PortablePayload;
 
-// An Engine over a portable payload (core/engine/PORTABLE_FORMAT.md).
+// An Engine over a portable payload (docs/formats/portable_payload.md).
 //
 // Binding names come from the payload descriptor; dtypes and shapes from the
 // nested method's MethodMeta. The nested program must be exported with

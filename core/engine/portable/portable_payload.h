@@ -1,7 +1,7 @@
 // Copyright (c) executorch-trt authors.
 //
 // portable_payload.h: the engine payload of a "portable" blob
-// (core/engine/PORTABLE_FORMAT.md): a 32-byte header, a JSON descriptor of the engine's
+// (docs/formats/portable_payload.md): a 32-byte header, a JSON descriptor of the engine's
 // I/O binding names and of the nested method's external constants, and a nested ExecuTorch
 // program (.pte). Which output updates which
 // input in place is not in the payload: it is stored once, in the blob metadata's
@@ -27,7 +27,7 @@ inline constexpr uint32_t kPortablePayloadVersion = 3;
 inline constexpr uint32_t kPortablePayloadMinVersion = 2;
 inline constexpr size_t kPortablePayloadHeaderSize = 32;
 
-// Byte offsets of the payload header fields (the table in core/engine/PORTABLE_FORMAT.md),
+// Byte offsets of the payload header fields (the table in docs/formats/portable_payload.md),
 // all little-endian.
 inline constexpr size_t kPortablePayloadOffsetMagic = 0;           // char[4] "ETPE"
 inline constexpr size_t kPortablePayloadOffsetVersion = 4;         // u32

@@ -14,7 +14,7 @@ constant the nested method loads from the outer program's named data
 (``ConstantLayout``, by key). Version 2 (no ``"constants"``) is still read; version
 1 (with ``"aliases"``) is rejected (re-export).
 
-The reader follows the C++ one (``PortablePayload::Parse``, ``core/engine/portable_payload.cpp``)
+The reader follows the C++ one (``PortablePayload::Parse``, ``core/engine/portable/portable_payload.cpp``)
 check for check: names are non-empty strings, unique over inputs and outputs together; constant
 keys are non-empty and unique, scalar types known, sizes non-negative int32, dim orders
 permutations.
@@ -38,7 +38,7 @@ READABLE_VERSIONS = (2, 3)
 MAX_RANK = 16
 HEADER_SIZE = 32
 #: Byte offset of each header field (C++ ``kPortablePayloadOffset*`` in
-#: ``core/engine/portable_payload.h``): 4-byte magic, u32 version, then u64s.
+#: ``core/engine/portable/portable_payload.h``): 4-byte magic, u32 version, then u64s.
 HEADER_OFFSETS = {
     "magic": 0,
     "version": 4,

@@ -3,7 +3,7 @@
 ``executorch_trt.runtime`` runs programs on the project's own binding over ExecuTorch's C++
 runtime (``_runtime_binding``, built from ``//py/binding``: ExecuTorch's ``Program`` and
 ``Method`` with shared memory arenas, the same ``LoadedProgram`` as the C++ runner,
-``core/program/loaded_program.h``). The delegate library (``libexecutorch_trt.so``, built from
+``extension/program/loaded_program.h``). The delegate library (``libexecutorch_trt.so``, built from
 ``//core``) registers the ``"TensorRTBackend"`` backend and its kernels in the same
 ``libexecutorch.so`` the binding links; ``load`` opens it with ``ctypes.CDLL(path,
 RTLD_GLOBAL)``. Programs without the delegate load and run as well.

@@ -22,7 +22,7 @@ The outer program's named data has no tensor layouts when it is stored in the ``
 nested method needs one per external constant. So the payload descriptor lists each constant's
 layout (``ConstantLayout``; ``docs/formats/portable_payload.md``, version 3) and the engine answers
 the nested method's layout queries from it, checking that each buffer has exactly the layout's byte
-size (``core/engine/constant_layouts_data_map.h``).
+size (``core/engine/portable/constant_layouts_data_map.h``).
 """
 
 from __future__ import annotations
