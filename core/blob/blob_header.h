@@ -50,7 +50,8 @@ enum BlobFeature : uint64_t {
 inline constexpr uint64_t kBlobKnownFeatures =
     kBlobFeatureAliasedIo | kBlobFeatureOwnership | kBlobFeatureChecksum;
 
-// Byte offsets of the header fields (the table in docs/formats/delegate_blob.md), all little-endian.
+// Byte offsets of the header fields (the table in docs/formats/delegate_blob.md), all
+// little-endian.
 inline constexpr size_t kBlobOffsetMagic = 0;              // char[4] "ETRT"
 inline constexpr size_t kBlobOffsetHeaderSize = 4;         // u32
 inline constexpr size_t kBlobOffsetFormatVersion = 8;      // u32

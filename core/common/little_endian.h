@@ -1,8 +1,8 @@
 // Copyright (c) executorch-trt authors.
 //
 // little_endian.h: reads of the unsigned little-endian integers every on-disk header of
-// the delegate stores (docs/formats/delegate_blob.md, docs/formats/portable_payload.md). Independent
-// of the host's byte order and alignment.
+// the delegate stores (docs/formats/delegate_blob.md, docs/formats/portable_payload.md).
+// Independent of the host's byte order and alignment.
 
 #pragma once
 

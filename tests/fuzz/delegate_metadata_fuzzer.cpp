@@ -62,8 +62,8 @@ const DescribedEngine& Engine(int which) {
 
 using Json = nlohmann::json;
 
-// Strings the metadata format gives meaning to (docs/formats/delegate_blob.md): every quoted word of
-// metadata.dict (keep the two alike), plus "delegate", "" and "\xff".
+// Strings the metadata format gives meaning to (docs/formats/delegate_blob.md): every quoted word
+// of metadata.dict (keep the two alike), plus "delegate", "" and "\xff".
 constexpr const char* kWords[] = {
     "engine",
     "portable",

@@ -13,8 +13,8 @@ namespace executorch_trt::fuzz {
 // runtime (executorch::runtime::runtime_init). Call once, from LLVMFuzzerInitialize.
 void InitRuntimeForFuzzing();
 
-// If `blob` has a header whose required features include CHECKSUM (docs/formats/delegate_blob.md) and
-// whose covered range [metadata_offset, payload_offset + payload_size) lies inside `blob`
+// If `blob` has a header whose required features include CHECKSUM (docs/formats/delegate_blob.md)
+// and whose covered range [metadata_offset, payload_offset + payload_size) lies inside `blob`
 // without overflow, stores the BLAKE2b-64 of that range in the checksum field, so a mutated
 // metadata or payload byte reaches the parsers behind the check instead of failing it.
 // Leaves any other blob unchanged. Never reads outside `blob`.

@@ -63,6 +63,16 @@ class ChatTest(absltest.TestCase):
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
+    def _model_args(self, max_new_tokens):
+        return [
+            "--model",
+            self.pte,
+            "--tokenizer",
+            self.tokenizer,
+            "--max-new-tokens",
+            max_new_tokens,
+        ]
+
     def _main(self, *args, stdin=""):
         out, err = io.StringIO(), io.StringIO()
         status = chat.main(["chat", *args], io.StringIO(stdin), out, err)
@@ -112,31 +122,14 @@ class ChatTest(absltest.TestCase):
 
     def test_a_session_file_survives_a_restart(self):
         path = os.path.join(self.create_tempdir().full_path, "chat.session")
-        common = [
-            "--model",
-            self.pte,
-            "--tokenizer",
-            self.tokenizer,
-            "--max-new-tokens",
-            "6",
-            "--session",
-            path,
-        ]
+        common = [*self._model_args("6"), "--session", path]
         first = self._process(*common, "--prompt", "the cat")
         second = self._process(*common, "--prompt", " sat.")
         self.assertEqual(
             (first.returncode, second.returncode), (0, 0), first.stderr + second.stderr
         )
         self.assertIn("resumed", second.stderr)
-        status, together, err = self._main(
-            "--model",
-            self.pte,
-            "--tokenizer",
-            self.tokenizer,
-            "--max-new-tokens",
-            "6",
-            stdin="the cat\n sat.\n",
-        )
+        status, together, err = self._main(*self._model_args("6"), stdin="the cat\n sat.\n")
         self.assertEqual(status, 0, err)
         self.assertEqual(first.stdout + second.stdout, together)
         turn1, ids = self._greedy_text("the cat", 6)

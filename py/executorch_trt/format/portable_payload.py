@@ -14,10 +14,10 @@ constant the nested method loads from the outer program's named data
 (``ConstantLayout``, by key). Version 2 (no ``"constants"``) is still read; version
 1 (with ``"aliases"``) is rejected (re-export).
 
-The reader follows the C++ one (``PortablePayload::Parse``, ``core/engine/portable/portable_payload.cpp``)
-check for check: names are non-empty strings, unique over inputs and outputs together; constant
-keys are non-empty and unique, scalar types known, sizes non-negative int32, dim orders
-permutations.
+The reader follows the C++ one (``PortablePayload::Parse``,
+``core/engine/portable/portable_payload.cpp``) check for check: names are non-empty strings,
+unique over inputs and outputs together; constant keys are non-empty and unique, scalar
+types known, sizes non-negative int32, dim orders permutations.
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from absl import flags
 
+from executorch_trt.llm.command_line import UsageError, parse, resolve, value
+
 if TYPE_CHECKING:
     from executorch_trt.llm.session import Session
 
@@ -41,11 +43,6 @@ USAGE = (
     "[--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
     "[--seed S] [--session FILE] [--data model.ptd] [--max-context-len N]"
 )
-
-
-def _value(fv: flags.FlagValues, name: str) -> Any:
-    """Flag ``name``'s parsed value (absl types it as optional; the definitions fix its type)."""
-    return fv[name].value
 
 
 def _define_flags() -> flags.FlagValues:
@@ -103,15 +100,6 @@ def _define_flags() -> flags.FlagValues:
     return fv
 
 
-class _UsageError(Exception):
-    pass
-
-
-def _resolve(path: str) -> str:
-    base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
-    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
-
-
 class Tokenizer:
     """``encode(text) -> ids`` and ``decode(ids) -> text`` over one of the supported files."""
 
@@ -140,7 +128,7 @@ class Tokenizer:
                 continue
             self._encode, self._decode = _pytorch_tokenizer_calls(tokenizer)
             return
-        raise _UsageError(
+        raise UsageError(
             f"--tokenizer {path}: not a tokenizer.json, and no pytorch_tokenizers "
             f"loader reads it ({'; '.join(errors)})"
         )
@@ -168,22 +156,11 @@ def _pytorch_tokenizer_calls(
 
 
 def _parse(argv: list[str]) -> flags.FlagValues:
-    fv = _define_flags()
-    try:
-        rest = fv(argv)
-    except flags.Error as exc:
-        raise _UsageError(str(exc)) from None
-    if _value(fv, "help"):
-        return fv
-    if len(rest) > 1:
-        raise _UsageError(f"unexpected arguments {rest[1:]} (every input is a --flag)")
-    for name in ("model", "tokenizer"):
-        if fv[name].value is None:
-            raise _UsageError(f"--{name} is required")
+    fv = parse(_define_flags(), argv, ("model", "tokenizer"))
     for name in ("model", "tokenizer", "data"):
-        value = fv[name].value
-        if value is not None and not os.path.isfile(_resolve(value)):
-            raise _UsageError(f"--{name} {value}: no such file")
+        given = value(fv, name)
+        if given is not None and not value(fv, "help") and not os.path.isfile(resolve(given)):
+            raise UsageError(f"--{name} {given}: no such file")
     return fv
 
 
@@ -209,11 +186,11 @@ def _turn(
     shown = ""
     start = time.perf_counter()
     for token in session.generate(
-        _value(fv, "max-new-tokens"),
-        _value(fv, "temperature"),
-        _value(fv, "top-k"),
-        _value(fv, "top-p"),
-        _value(fv, "seed"),
+        value(fv, "max-new-tokens"),
+        value(fv, "temperature"),
+        value(fv, "top-k"),
+        value(fv, "top-p"),
+        value(fv, "seed"),
         stop_tokens=model.eos_ids,
     ):
         generated.append(token)
@@ -244,38 +221,38 @@ def main(
     argv = sys.argv if argv is None else argv
     try:
         fv = _parse(argv)
-    except _UsageError as exc:
+    except UsageError as exc:
         err.write(f"chat: {exc}\n{USAGE}\n")
         return 2
-    if _value(fv, "help"):
+    if value(fv, "help"):
         out.write(__doc__.strip() + "\n\nflags:\n" + fv.main_module_help() + "\n")
         return 0
 
     from executorch_trt import llm
 
-    session_path = _resolve(_value(fv, "session")) if _value(fv, "session") else None
+    session_path = resolve(value(fv, "session")) if value(fv, "session") else None
     try:
-        tokenizer = Tokenizer(_resolve(_value(fv, "tokenizer")))
+        tokenizer = Tokenizer(resolve(value(fv, "tokenizer")))
         model = llm.load(
-            _resolve(_value(fv, "model")),
-            _resolve(_value(fv, "data")) if _value(fv, "data") else None,
-            max_context_len=_value(fv, "max-context-len"),
+            resolve(value(fv, "model")),
+            resolve(value(fv, "data")) if value(fv, "data") else None,
+            max_context_len=value(fv, "max-context-len"),
         )
-        if _value(fv, "prefix-cache-bytes"):
-            model.prefix_cache(_value(fv, "prefix-cache-bytes"))
+        if value(fv, "prefix-cache-bytes"):
+            model.prefix_cache(value(fv, "prefix-cache-bytes"))
         if session_path is not None and os.path.exists(session_path):
             session = model.load_session(session_path)
             resumed = f", resumed {session.position} tokens from {session_path}"
         else:
             session = model.new_session()
             resumed = ""
-    except (_UsageError, ValueError, OSError, RuntimeError) as exc:
+    except (UsageError, ValueError, OSError, RuntimeError) as exc:
         err.write(f"chat: {exc}\n")
         return 2
     err.write(
-        f"chat: {_value(fv, 'model')}: {_engine_summary(_resolve(_value(fv, 'model')))}{resumed}\n"
+        f"chat: {value(fv, 'model')}: {_engine_summary(resolve(value(fv, 'model')))}{resumed}\n"
     )
-    turns = [_value(fv, "prompt")] if _value(fv, "prompt") is not None else None
+    turns = [value(fv, "prompt")] if value(fv, "prompt") is not None else None
     try:
         if turns is None:
             for line in stdin:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from absl import flags
+
+from executorch_trt.llm.command_line import UsageError, parse, resolve, value
 
 USAGE = (
     "usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
@@ -27,12 +28,6 @@ USAGE = (
 )
 
 _DTYPES = ("float32", "bfloat16", "float16")
-
-
-def _value(fv: flags.FlagValues, name: str) -> Any:
-    """Flag ``name``'s parsed value (absl types every value Optional; ``_parse`` has checked
-    that the required ones are given)."""
-    return fv[name].value
 
 
 def _define_flags() -> flags.FlagValues:
@@ -78,37 +73,12 @@ def _define_flags() -> flags.FlagValues:
     return fv
 
 
-class _UsageError(Exception):
-    pass
-
-
-def _resolve(path: str) -> str:
-    base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
-    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
-
-
-def _parse(argv: list[str]) -> flags.FlagValues:
-    fv = _define_flags()
-    try:
-        rest = fv(argv)
-    except flags.Error as exc:
-        raise _UsageError(str(exc)) from None
-    if fv["help"].value:
-        return fv
-    if len(rest) > 1:
-        raise _UsageError(f"unexpected arguments {rest[1:]} (every input is a --flag)")
-    for name in ("model-dir", "max-seq-len", "output"):
-        if fv[name].value is None:
-            raise _UsageError(f"--{name} is required")
-    return fv
-
-
 def _check_output(flag: str, path: str) -> None:
     parent = os.path.dirname(path) or "."
     if os.path.isdir(path):
-        raise _UsageError(f"--{flag} {path} is a directory; give a file path")
+        raise UsageError(f"--{flag} {path} is a directory; give a file path")
     if not os.path.isdir(parent):
-        raise _UsageError(f"--{flag} {path}: directory {parent} does not exist")
+        raise UsageError(f"--{flag} {path}: directory {parent} does not exist")
 
 
 def _error(exc: BaseException) -> str:
@@ -120,8 +90,8 @@ def _error(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     try:
-        fv = _parse(argv)
-    except _UsageError as exc:
+        fv = parse(_define_flags(), argv, ("model-dir", "max-seq-len", "output"))
+    except UsageError as exc:
         print(f"{_error(exc)}\n{USAGE}", file=sys.stderr)
         return 2
     if fv["help"].value:
@@ -132,21 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     from executorch_trt.llm.checkpoint import CheckpointError, read_config
     from executorch_trt.llm.export_llm import check_lengths, export_llm
 
-    model_dir = _resolve(_value(fv, "model-dir"))
-    output = _resolve(_value(fv, "output"))
-    data = _resolve(fv["data"].value) if fv["data"].value else None
+    model_dir = resolve(value(fv, "model-dir"))
+    output = resolve(value(fv, "output"))
+    data = resolve(fv["data"].value) if fv["data"].value else None
     try:
         _check_output("output", output)
         if data is not None:
             _check_output("data", data)
             if data == output:
-                raise _UsageError("--data and --output name the same file")
+                raise UsageError("--data and --output name the same file")
         # The directory, config.json, architecture and lengths, before the weights are read.
         config = read_config(model_dir)
-        max_seq_len = _value(fv, "max-seq-len")
+        max_seq_len = value(fv, "max-seq-len")
         max_context_len = fv["max-context-len"].value or max_seq_len
         check_lengths(config, max_seq_len, max_context_len)
-    except (_UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
+    except (UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
         print(f"{_error(exc)}\n{USAGE}", file=sys.stderr)
         return 2
 
@@ -161,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             max_seq_len,
             output=output,
             data=data,
-            prefill_decode=_value(fv, "prefill-decode"),
-            engine=_value(fv, "engine"),
-            dtype=getattr(torch, _value(fv, "dtype")),
+            prefill_decode=value(fv, "prefill-decode"),
+            engine=value(fv, "engine"),
+            dtype=getattr(torch, value(fv, "dtype")),
             max_context_len=max_context_len,
             progress=progress,
         )

@@ -108,15 +108,11 @@ def _gqa_attention_out(*args: Any, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _gqa_attention_fake(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    is_causal: bool,
-    scale: float | None,
-) -> torch.Tensor:
-    _check(query, key, value, attn_mask, is_causal)
+def _gqa_attention_fake(*args: Any) -> torch.Tensor:
+    """The result's shape for the schema's arguments, checked as ``_gqa_attention`` does."""
+    _check(*args[:5])
+    query: torch.Tensor = args[0]
+    value: torch.Tensor = args[2]
     return query.new_empty((*query.shape[:3], value.shape[3]))
 
 
