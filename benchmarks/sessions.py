@@ -14,7 +14,9 @@ engine, on the CPU) with a cache of `capacity` positions, and loaded with
   each pair. The ratio second / first is the target (<= 0.2).
 * **rewind and fork** of a session holding `held` tokens, against copying the state those
   tokens use (`layout.held_bytes(held)` bytes, one `copy_` per buffer into preallocated
-  tensors: the floor for any copy of the held positions). Rewind copies nothing.
+  tensors: the floor for any copy of the held positions), and against the same copy into a
+  newly allocated zeroed state of the full capacity (what a fork, which owns new tensors, must
+  do at least). Rewind copies nothing.
 * **save and load** of that session: the file's size, `save` and `load_session` times.
 
 The table goes to stdout and `sessions.json` to `--out`. `--quick` runs the benchmark's toy
@@ -112,13 +114,17 @@ def measure(sizes: dict, repeats: int, directory: str) -> dict:
             )
 
     copy_ms = _median_ms(copy_held, repeats)
-    forks = []
 
-    def fork() -> None:
-        forks.append(session.fork())
+    def allocate_and_copy_held() -> None:
+        fresh = {n: torch.zeros_like(t) for n, t in state.items()}
+        for name, tensor in state.items():
+            program.layout.held(name, fresh[name], held).copy_(
+                program.layout.held(name, tensor, held)
+            )
 
-    fork_ms = _median_ms(fork, repeats)
-    fork_positions = forks[-1].position
+    allocate_copy_ms = _median_ms(allocate_and_copy_held, repeats)
+    fork_positions = session.fork().position
+    fork_ms = _median_ms(lambda: session.fork().close(), repeats)
 
     # Each rewind needs a session at `held` tokens: a fresh fork per run, not timed.
     rewinds = []
@@ -155,7 +161,13 @@ def measure(sizes: dict, repeats: int, directory: str) -> dict:
         "held_tokens": held,
         "held_bytes": held_bytes,
         "copy_held_ms": copy_ms,
-        "fork": {"ms": fork_ms, "positions": fork_positions, "vs_copy": fork_ms / copy_ms},
+        "allocate_and_copy_held_ms": allocate_copy_ms,
+        "fork": {
+            "ms": fork_ms,
+            "positions": fork_positions,
+            "vs_copy": fork_ms / copy_ms,
+            "vs_allocate_and_copy": fork_ms / allocate_copy_ms,
+        },
         "rewind": {"ms": rewind_ms, "to": held // 2, "bytes_copied": 0},
         "session_file": {"bytes": size, "save_ms": save_ms, "load_ms": load_ms},
         "repeats": repeats,
@@ -177,10 +189,12 @@ def table(r: dict) -> str:
     )
     held = (
         f"  session holding {r['held_tokens']} tokens ({r['held_bytes']} bytes of state held): "
-        f"copying them {r['copy_held_ms']:.3f} ms"
+        f"copying them {r['copy_held_ms']:.3f} ms (into a new zeroed state "
+        f"{r['allocate_and_copy_held_ms']:.3f} ms)"
     )
     fork = (
-        f"    fork {f['ms']:.3f} ms ({f['vs_copy']:.2f}x the copy); rewind to {w['to']} "
+        f"    fork {f['ms']:.3f} ms ({f['vs_copy']:.2f}x the copy, "
+        f"{f['vs_allocate_and_copy']:.2f}x with the new state); rewind to {w['to']} "
         f"{w['ms']:.4f} ms, {w['bytes_copied']} bytes copied"
     )
     saved = f"    save {s['save_ms']:.2f} ms, load {s['load_ms']:.2f} ms, file {s['bytes']} bytes"

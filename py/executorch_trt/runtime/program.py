@@ -117,6 +117,8 @@ class Program:
         # (``execute(inputs, state=...)``) run under one hold, and a bound tensor is checked
         # right before the run that uses it.
         self._lock = threading.RLock()
+        #: Each buffer's exported initial value (None: zeros), read on first use.
+        self._initial_values: dict[str, torch.Tensor | None] | None = None
 
     @property
     def method_names(self) -> set[str]:
@@ -192,16 +194,24 @@ class Program:
         buffer names (``buffer_names == ()``): its state cannot be bound by name, so an empty
         state would bind nothing and every "session" would share the program's one state."""
         self._require_names("new_state()")
-        state = {}
-        for name, spec in self._specs.items():
-            t = torch.zeros(spec.shape, dtype=spec.dtype)
-            initial = self._session.initial_value(name)
-            if initial:
-                t.reshape(-1).view(torch.uint8).copy_(
+        if self._initial_values is None:  # read once: a program's initial values never change
+            initial_values: dict[str, torch.Tensor | None] = {}
+            for name, spec in self._specs.items():
+                initial = self._session.initial_value(name)
+                initial_values[name] = (
                     torch.frombuffer(bytearray(initial), dtype=torch.uint8)
+                    .view(spec.dtype)
+                    .reshape(spec.shape)
+                    if initial
+                    else None
                 )
-            state[name] = t
-        return state
+            self._initial_values = initial_values
+        return {
+            name: torch.zeros(spec.shape, dtype=spec.dtype) if initial is None else initial.clone()
+            for (name, spec), initial in zip(
+                self._specs.items(), self._initial_values.values(), strict=True
+            )
+        }
 
     def _check_bindable(self, name: str, tensor: Any) -> tuple[str, int, int]:
         name = self._known(name)
