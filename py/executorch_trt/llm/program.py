@@ -196,7 +196,7 @@ class LLMProgram:
 
     @property
     def fingerprint(self) -> dict[str, Any]:
-        """What a saved session must match: the buffers (name, dtype, shape) and the SHA-256 of
+        """What a saved session must match: the buffers (name, dtype, shape) and the BLAKE2b-256 of
         the program's bytes (and of its ``.ptd``, when it has one). Computed once."""
         with self._fingerprint_lock:
             if self._fingerprint is None:
@@ -205,14 +205,14 @@ class LLMProgram:
                         [name, str(spec.dtype).replace("torch.", ""), list(spec.shape)]
                         for name, spec in self.layout.specs.items()
                     ],
-                    "program_sha256": _sha256(self._source),
-                    "data_sha256": None if self._data is None else _sha256(self._data),
+                    "program_blake2b": _blake2b(self._source),
+                    "data_blake2b": None if self._data is None else _blake2b(self._data),
                 }
             return self._fingerprint
 
 
-def _sha256(source: str | bytes) -> str:
-    digest = hashlib.sha256()
+def _blake2b(source: str | bytes) -> str:
+    digest = hashlib.blake2b(digest_size=32)
     if isinstance(source, bytes):
         digest.update(source)
     else:

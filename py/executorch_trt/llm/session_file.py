@@ -6,12 +6,13 @@ Layout (little-endian)::
     8   version u32 (FORMAT_VERSION) | 12 reserved u32 (0) | 16 header_size u64
     24  header: UTF-8 JSON (below)
     ..  data: the tensors' bytes, at the header's offsets (relative to the data's start)
-    end SHA-256 (32 bytes) of every byte before it
+    end BLAKE2b-256 (32 bytes) of every byte before it
 
 The header::
 
     {"format": "executorch_trt.session", "version": 1,
-     "program": {"buffers": [[name, dtype, shape], ...], "program_sha256": ..., "data_sha256": ...},
+     "program": {"buffers": [[name, dtype, shape], ...], "program_blake2b": ...,
+                 "data_blake2b": ...},
      "tokens": [ids held], "counters": [names],
      "tensors": [{"role": "buffer" | "snapshot" | "logits", "name": ..., "position": p (a
                   snapshot's), "dtype": ..., "shape": [stored shape], "offset": ...,
@@ -22,7 +23,9 @@ A positional buffer (a KV cache) is stored for the positions held only (its shap
 position dimension is the number of tokens), the others whole; ``snapshot`` entries are the
 session's saved values of its non-positional buffers (``session.py``), ``logits`` the last
 token's. ``program`` is the fingerprint of the program it was saved from
-(``LLMProgram.fingerprint``): the buffers, and SHA-256 of the ``.pte`` and of its ``.ptd``.
+(``LLMProgram.fingerprint``): the buffers, and the BLAKE2b-256 of the ``.pte`` and of its ``.ptd``.
+BLAKE2b (RFC 7693, 32-byte digest: ``hashlib.blake2b(digest_size=32)``, libb2 in C++) is the
+hash the delegate blob's checksum uses too, so C++ reads and writes the same files.
 
 Writing is atomic (a temporary file in the same directory, then ``os.replace``): a crash leaves
 the old file or the new one. Reading checks, in this order, and raises ``ValueError`` naming
@@ -109,7 +112,7 @@ def write_session(session: Session, path: PathLike) -> None:
             "data_size": offset,
         }
     ).encode("utf-8")
-    digest = hashlib.sha256()
+    digest = hashlib.blake2b(digest_size=_DIGEST)
     prefix = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(header)) + header
     digest.update(prefix)
     for blob in blobs:
@@ -153,10 +156,10 @@ def _fingerprint_difference(saved: Any, current: dict[str, Any]) -> str | None:
                 f"buffer {name!r} is {saved_buffers[name]} in the file and "
                 f"{buffers[name]} in this program"
             )
-    for key, what in (("program_sha256", "the .pte"), ("data_sha256", "the .ptd")):
+    for key, what in (("program_blake2b", "the .pte"), ("data_blake2b", "the .ptd")):
         if saved.get(key) != current[key]:
             problems.append(
-                f"{what} differs (SHA-256 {str(saved.get(key))[:16]}... in the "
+                f"{what} differs (BLAKE2b {str(saved.get(key))[:16]}... in the "
                 f"file, {str(current[key])[:16]}... here)"
             )
     return "; ".join(problems) or None
@@ -197,9 +200,9 @@ def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
         )
     if version < 1:
         raise bad(f"session format version {version} is not a version")
-    if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
+    if hashlib.blake2b(data[:-_DIGEST], digest_size=_DIGEST).digest() != data[-_DIGEST:]:
         raise bad(
-            f"truncated or corrupted ({len(data)} bytes; the SHA-256 at its end does not "
+            f"truncated or corrupted ({len(data)} bytes; the BLAKE2b-256 at its end does not "
             "match its contents); save the session again"
         )
     try:
