@@ -1,0 +1,76 @@
+// Copyright (c) executorch-trt authors.
+
+#include "extension/llm/state_layout.h"
+
+#include <cstring>
+
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+
+namespace executorch_trt::extension::llm {
+
+StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t capacity) {
+  StateLayout layout;
+  layout.capacity_ = capacity;
+  for (const NamedBuffer& named : buffers) {
+    BufferLayout b;
+    b.name = named.name;
+    b.dtype = named.dtype;
+    b.sizes = named.sizes;
+    b.nbytes = named.nbytes;
+    b.element_size = executorch::runtime::elementSize(named.dtype);
+    int found = 0;
+    for (size_t d = 0; d < b.sizes.size(); ++d) {
+      if (b.sizes[d] == capacity) {
+        b.positional_dim = static_cast<int>(d);
+        ++found;
+      }
+    }
+    if (found != 1) {
+      // None, or several: which one is the position is not known.
+      b.positional_dim = -1;
+      layout.other_.push_back(layout.buffers_.size());
+    }
+    layout.buffers_.push_back(std::move(b));
+  }
+  return layout;
+}
+
+size_t StateLayout::Find(std::string_view name) const {
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (buffers_[i].name == name) {
+      return i;
+    }
+  }
+  return buffers_.size();
+}
+
+std::vector<int64_t> StateLayout::HeldSizes(size_t index, int64_t positions) const {
+  std::vector<int64_t> sizes = buffers_[index].sizes;
+  if (buffers_[index].positional()) {
+    sizes[buffers_[index].positional_dim] = positions;
+  }
+  return sizes;
+}
+
+size_t StateLayout::HeldBytes(size_t index, int64_t positions) const {
+  size_t total = 0;
+  ForEachHeldPiece(index, positions, [&](size_t, size_t size) { total += size; });
+  return total;
+}
+
+size_t StateLayout::HeldBytes(int64_t positions) const {
+  size_t total = 0;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    total += HeldBytes(i, positions);
+  }
+  return total;
+}
+
+void StateLayout::CopyHeld(size_t index, int64_t positions, const uint8_t* from,
+                           uint8_t* to) const {
+  ForEachHeldPiece(index, positions, [&](size_t offset, size_t size) {
+    std::memcpy(to + offset, from + offset, size);
+  });
+}
+
+}  // namespace executorch_trt::extension::llm
