@@ -1,0 +1,563 @@
+// Copyright (c) executorch-trt authors.
+//
+// extension/llm's LlmProgram and Session on real programs (run on the portable engine, CPU):
+//   - the example program (examples/kv_cache_decode.pte: prefill/decode, no metadata methods,
+//     so max_context_len 128 is given; per-layer cumulative_length step counters besides the
+//     KV caches): greedy generation equals the eager reference's tokens and logits;
+//     rewind-then-continue equals a fresh session fed the kept tokens (logits and state); a
+//     fork and its parent diverge independently; save -> load -> continue equals
+//     uninterrupted; damaged and other programs' files are refused naming the problem, with a
+//     live session untouched; two sessions on two threads equal each alone; bad use is refused
+//     with the reason; the same model with a prefill exported for one length runs longer
+//     prompts in chunks of it;
+//   - a forward-form program with ExecuTorch's LLM metadata methods and a non-positional
+//     buffer that is not a counter (testdata/make_llm_testdata.py): the metadata is read,
+//     greedy generation equals eager and stops at get_eos_ids, and rewind restores that buffer
+//     from a snapshot and runs the tokens after it again, also after a save and a load.
+// Cross-language session files (Python <-> C++) are tested by //tests/py:llm_session_cpp_test.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <executorch/runtime/platform/runtime.h>
+
+#include "extension/llm/llm_program.h"
+#include "extension/llm/session.h"
+
+namespace executorch_trt {
+namespace {
+
+using extension::llm::BufferLayout;
+using extension::llm::LlmProgram;
+using extension::llm::Session;
+
+constexpr char kExample[] = "examples/kv_cache_decode.pte";
+constexpr char kExampleReference[] = "examples/kv_cache_decode_reference.json";
+constexpr char kStaticPrefill[] = "examples/kv_cache_static_prefill.pte";
+constexpr char kCounting[] = "tests/cpp/testdata/counting_llm.pte";
+constexpr char kCountingReference[] = "tests/cpp/testdata/counting_llm_reference.json";
+constexpr int64_t kExampleContext = 128;
+
+nlohmann::json ReadJson(const char* path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+std::vector<int64_t> Ids(const nlohmann::json& j) { return j.get<std::vector<int64_t>>(); }
+
+std::vector<int64_t> Concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::shared_ptr<LlmProgram> Load(const std::string& path, int64_t max_context_len = 0) {
+  executorch::runtime::runtime_init();
+  std::string error;
+  auto program = LlmProgram::Load(path, &error, "", max_context_len);
+  EXPECT_TRUE(program.ok()) << error;
+  return program.ok() ? program.get() : nullptr;
+}
+
+// max|got - want| <= 1e-4 * max(1, max|want|), as executorch_trt.llm's tests compare logits.
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  float scale = 1.0f;
+  float diff = 0.0f;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(want[i]));
+    diff = std::max(diff, std::fabs(got[i] - want[i]));
+  }
+  EXPECT_LE(diff, 1e-4f * scale) << what << ": max |dlogit| " << diff;
+}
+
+std::vector<float> Logits(Result<std::vector<float>> result, const std::string& error) {
+  EXPECT_TRUE(result.ok()) << error;
+  return result.ok() ? result.get() : std::vector<float>();
+}
+
+std::vector<float> PrefillOk(Session& s, const std::vector<int64_t>& ids) {
+  std::string error;
+  return Logits(s.Prefill(ids, &error), error);
+}
+
+std::vector<float> DecodeOk(Session& s, int64_t id) {
+  std::string error;
+  return Logits(s.Decode(id, &error), error);
+}
+
+std::vector<int64_t> GenerateOk(Session& s, int64_t n, const std::vector<int64_t>& stop = {}) {
+  std::string error;
+  auto tokens = s.Generate(n, stop, &error);
+  EXPECT_TRUE(tokens.ok()) << error;
+  return tokens.ok() ? tokens.get() : std::vector<int64_t>();
+}
+
+void RewindOk(Session& s, int64_t n) {
+  std::string error;
+  EXPECT_EQ(s.Rewind(n, &error), Error::Ok) << error;
+}
+
+std::vector<uint8_t> Held(const Session& s, const std::string& name) {
+  std::string error;
+  auto held = s.HeldBuffer(name, &error);
+  EXPECT_TRUE(held.ok()) << error;
+  return held.ok() ? held.get() : std::vector<uint8_t>();
+}
+
+// `a` and `b` hold the same tokens and the same held state: float buffers (the caches) to
+// 1e-5, every other buffer (the step counters) exactly. `exact`: floats bit for bit too.
+void ExpectSameState(const Session& a, const Session& b, const std::string& what,
+                     bool exact = false) {
+  EXPECT_EQ(a.tokens(), b.tokens()) << what;
+  for (const BufferLayout& buffer : a.program()->layout().buffers()) {
+    const std::vector<uint8_t> x = Held(a, buffer.name);
+    const std::vector<uint8_t> y = Held(b, buffer.name);
+    ASSERT_EQ(x.size(), y.size()) << what << ": " << buffer.name;
+    if (buffer.dtype != ScalarType::Float || exact) {
+      EXPECT_TRUE(x == y) << what << ": " << buffer.name << " differs";
+      continue;
+    }
+    const auto* fx = reinterpret_cast<const float*>(x.data());
+    const auto* fy = reinterpret_cast<const float*>(y.data());
+    float diff = 0.0f;
+    for (size_t i = 0; i < x.size() / sizeof(float); ++i) {
+      diff = std::max(diff, std::fabs(fx[i] - fy[i]));
+    }
+    EXPECT_LE(diff, 1e-5f) << what << ": " << buffer.name;
+  }
+}
+
+// A directory of its own for each test's files.
+std::string TempDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(base != nullptr ? base : "/tmp") + "/llm_session_XXXXXX";
+  EXPECT_NE(::mkdtemp(dir.data()), nullptr);
+  return dir;
+}
+
+std::vector<char> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// --- the example program ------------------------------------------------------------------
+
+class ExampleProgramTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    program_ = Load(kExample, kExampleContext);
+    reference_ = ReadJson(kExampleReference);
+  }
+  static void TearDownTestSuite() { program_.reset(); }
+
+  void SetUp() override {
+    ASSERT_NE(program_, nullptr);
+    ASSERT_TRUE(reference_.is_object()) << kExampleReference;
+    prompt_ = Ids(reference_["prompt"]);
+  }
+
+  std::unique_ptr<Session> Fresh(const std::vector<int64_t>& ids) {
+    auto s = program_->NewSession();
+    PrefillOk(*s, ids);
+    return s;
+  }
+
+  static std::shared_ptr<LlmProgram> program_;
+  static nlohmann::json reference_;
+  std::vector<int64_t> prompt_;
+};
+
+std::shared_ptr<LlmProgram> ExampleProgramTest::program_;
+nlohmann::json ExampleProgramTest::reference_;
+
+TEST_F(ExampleProgramTest, ReadsTheProgram) {
+  const LlmProgram& p = *program_;
+  EXPECT_EQ(p.prefill_method(), "prefill");
+  EXPECT_EQ(p.decode_method(), "decode");
+  EXPECT_EQ(p.max_context_len(), kExampleContext);
+  EXPECT_EQ(p.vocab_size(), static_cast<int64_t>(reference_["steps"][0]["logits"].size()));
+  EXPECT_TRUE(p.prefill_is_dynamic());
+  EXPECT_FALSE(p.bos_id().has_value());
+  EXPECT_TRUE(p.eos_ids().empty());
+  size_t positional = 0;
+  for (const BufferLayout& b : p.layout().buffers()) {
+    if (b.positional()) {
+      ++positional;
+      EXPECT_NE(b.name.find("cache"), std::string::npos) << b.name;
+    } else {
+      EXPECT_NE(b.name.find("cumulative_length"), std::string::npos) << b.name;
+    }
+  }
+  EXPECT_EQ(positional, reference_["caches"].size());
+  EXPECT_FALSE(p.layout().other().empty()) << "the step counters";
+}
+
+TEST_F(ExampleProgramTest, AProgramWithoutMetadataNeedsMaxContextLen) {
+  std::string error;
+  auto program = LlmProgram::Load(kExample, &error);
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.error(), Error::InvalidArgument);
+  EXPECT_NE(error.find("pass max_context_len"), std::string::npos) << error;
+}
+
+TEST_F(ExampleProgramTest, GreedyGenerationEqualsTheReference) {
+  auto s = program_->NewSession();
+  std::vector<const void*> storage;
+  for (const BufferLayout& b : program_->layout().buffers()) {
+    storage.push_back(s->buffer_data(b.name));
+  }
+  const auto& steps = reference_["steps"];
+  ExpectClose(PrefillOk(*s, prompt_), steps[0]["logits"].get<std::vector<float>>(), "prefill");
+  std::vector<int64_t> want;
+  for (const auto& step : steps) {
+    want.push_back(step["token"].get<int64_t>());
+  }
+  std::vector<int64_t> streamed;
+  std::string error;
+  auto got = s->Generate(static_cast<int64_t>(want.size()), {}, &error,
+                         [&](int64_t token) { streamed.push_back(token); });
+  ASSERT_TRUE(got.ok()) << error;
+  EXPECT_EQ(got.get(), want);
+  EXPECT_EQ(streamed, want);
+  EXPECT_EQ(s->tokens(), Concat(prompt_, want));
+  // The state is the session's own memory, updated in place: it never moved.
+  for (size_t i = 0; i < storage.size(); ++i) {
+    EXPECT_EQ(s->buffer_data(program_->layout().buffers()[i].name), storage[i]);
+  }
+}
+
+TEST_F(ExampleProgramTest, RewindThenContinueEqualsAFreshSessionFedTheKeptTokens) {
+  auto s = Fresh(prompt_);
+  GenerateOk(*s, 5);
+  const std::vector<int64_t> extra = {21, 8, 30};
+  // A generated position, inside the prompt, empty.
+  for (int64_t n : {static_cast<int64_t>(prompt_.size()) + 2, int64_t{4}, int64_t{0}}) {
+    const std::string what = "rewind(" + std::to_string(n) + ")";
+    RewindOk(*s, n);
+    EXPECT_EQ(s->position(), n);
+    const std::vector<int64_t> kept = s->tokens();
+    const std::vector<float> got = PrefillOk(*s, extra);
+    auto fresh = program_->NewSession();
+    ExpectClose(got, PrefillOk(*fresh, Concat(kept, extra)), what + " vs fresh");
+    ExpectSameState(*s, *fresh, what + " vs fresh");
+    EXPECT_EQ(GenerateOk(*s, 6), GenerateOk(*fresh, 6)) << what;
+  }
+}
+
+TEST_F(ExampleProgramTest, GenerateAfterRewindRecomputesTheLastLogits) {
+  auto s = Fresh(prompt_);
+  RewindOk(*s, 4);
+  auto fresh = Fresh(std::vector<int64_t>(prompt_.begin(), prompt_.begin() + 4));
+  EXPECT_EQ(GenerateOk(*s, 4), GenerateOk(*fresh, 4));
+}
+
+TEST_F(ExampleProgramTest, AForkAndItsParentDivergeIndependently) {
+  auto parent = Fresh(prompt_);
+  std::unique_ptr<Session> child = parent->Fork();
+  EXPECT_EQ(child->tokens(), parent->tokens());
+  ExpectSameState(*child, *parent, "the fork", /*exact=*/true);
+  for (const BufferLayout& b : program_->layout().buffers()) {
+    EXPECT_NE(child->buffer_data(b.name), parent->buffer_data(b.name)) << b.name;
+  }
+  const std::vector<float> a = DecodeOk(*parent, 40);
+  const std::vector<float> b = DecodeOk(*child, 41);
+  ExpectClose(a, PrefillOk(*program_->NewSession(), Concat(prompt_, {40})), "parent");
+  ExpectClose(b, PrefillOk(*program_->NewSession(), Concat(prompt_, {41})), "child");
+  RewindOk(*parent, 3);
+  PrefillOk(*parent, {7, 7, 7, 7});
+  ExpectClose(DecodeOk(*child, 42), PrefillOk(*program_->NewSession(), Concat(prompt_, {41, 42})),
+              "the child after its parent rewound and went on");
+}
+
+TEST_F(ExampleProgramTest, SaveThenLoadContinuesAsUninterrupted) {
+  auto s = Fresh(prompt_);
+  GenerateOk(*s, 4);
+  const std::string path = TempDir() + "/chat.session";
+  std::string error;
+  ASSERT_EQ(s->Save(path, &error), Error::Ok) << error;
+  auto loaded = program_->LoadSession(path, &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  Session& t = *loaded.get();
+  ExpectSameState(t, *s, "loaded", /*exact=*/true);
+  EXPECT_EQ(GenerateOk(t, 10), GenerateOk(*s, 10));
+  EXPECT_EQ(DecodeOk(t, 17), DecodeOk(*s, 17));
+}
+
+TEST_F(ExampleProgramTest, ASaveThatFailsLeavesThePreviousFileAndNoTemporary) {
+  const std::string dir = TempDir();
+  auto s = Fresh(prompt_);
+  std::string error;
+  ASSERT_EQ(s->Save(dir + "/chat.session", &error), Error::Ok) << error;
+  // A directory where the file should go: the rename fails after the temporary was written.
+  std::filesystem::create_directory(dir + "/taken");
+  EXPECT_EQ(s->Save(dir + "/taken", &error), Error::AccessFailed);
+  EXPECT_NE(error.find("cannot write the session file"), std::string::npos) << error;
+  EXPECT_EQ(s->Save(dir + "/missing/chat.session", &error), Error::AccessFailed);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"chat.session", "taken"}));
+  auto loaded = program_->LoadSession(dir + "/chat.session", &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  EXPECT_EQ(loaded.get()->tokens(), prompt_);
+}
+
+TEST_F(ExampleProgramTest, DamagedAndForeignFilesAreRefusedAndNothingChanges) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/chat.session";
+  auto saved = Fresh(prompt_);
+  std::string error;
+  ASSERT_EQ(saved->Save(path, &error), Error::Ok) << error;
+  auto live = Fresh({1, 2, 3});
+  std::unique_ptr<Session> before = live->Fork();
+  const std::vector<char> data = ReadFile(path);
+  ASSERT_GT(data.size(), 200u);
+  std::vector<char> flipped = data;
+  flipped[data.size() / 2] ^= 0x40;
+  std::vector<char> newer = data;
+  newer[8] = 2;  // version u32 at offset 8, little-endian
+  const struct {
+    const char* name;
+    std::vector<char> bytes;
+    std::vector<std::string> expect;
+  } cases[] = {
+      {"truncated", std::vector<char>(data.begin(), data.end() - 100), {"truncated or corrupted"}},
+      {"corrupted", flipped, {"truncated or corrupted"}},
+      {"tiny", std::vector<char>(data.begin(), data.begin() + 10), {"truncated: 10 bytes"}},
+      {"not a session", std::vector<char>(100, 'x'), {"not a session file"}},
+      {"newer", newer, {"newer executorch_trt", "version 2"}},
+  };
+  for (const auto& c : cases) {
+    const std::string p = dir + "/" + c.name;
+    WriteFile(p, c.bytes);
+    auto loaded = program_->LoadSession(p, &error);
+    ASSERT_FALSE(loaded.ok()) << c.name;
+    EXPECT_EQ(loaded.error(), Error::InvalidArgument) << c.name;
+    for (const std::string& text : c.expect) {
+      EXPECT_NE(error.find(text), std::string::npos) << c.name << ": " << error;
+    }
+    EXPECT_EQ(error.rfind(p, 0), 0u) << "names the file: " << error;
+  }
+  auto missing = program_->LoadSession(dir + "/no such file", &error);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error(), Error::AccessFailed);
+  // The same model exported with a static prefill: another program.
+  std::shared_ptr<LlmProgram> other = Load(kStaticPrefill, kExampleContext);
+  ASSERT_NE(other, nullptr);
+  auto foreign = other->LoadSession(path, &error);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(error.find("saved from another program"), std::string::npos) << error;
+  EXPECT_NE(error.find("the .pte differs"), std::string::npos) << error;
+  ExpectSameState(*live, *before, "the live session after the refusals", /*exact=*/true);
+  ExpectClose(DecodeOk(*live, 4), PrefillOk(*program_->NewSession(), {1, 2, 3, 4}),
+              "the live session after the refusals");
+}
+
+TEST_F(ExampleProgramTest, TwoSessionsOnTwoThreadsEqualEachAlone) {
+  const std::vector<std::vector<int64_t>> prompts = {prompt_, {5, 30, 31, 2, 2, 5}};
+  constexpr int64_t kSteps = 40;
+  std::vector<std::vector<int64_t>> alone;
+  for (const auto& prompt : prompts) {
+    alone.push_back(GenerateOk(*Fresh(prompt), kSteps));
+  }
+  std::vector<std::vector<int64_t>> results(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < 2; ++k) {
+    threads.emplace_back([&, k] {
+      auto s = program_->NewSession();
+      std::string error;
+      if (!s->Prefill(prompts[k], &error).ok()) {
+        errors[k] = error;
+        return;
+      }
+      auto tokens = s->Generate(kSteps, {}, &error);
+      if (tokens.ok()) {
+        results[k] = tokens.get();
+      } else {
+        errors[k] = error;
+      }
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  EXPECT_EQ(results, alone);
+}
+
+TEST_F(ExampleProgramTest, BadUseIsRefusedWithTheReason) {
+  auto s = program_->NewSession();
+  std::string error;
+  const auto refused = [&](Error got, Error want, const std::string& text) {
+    EXPECT_EQ(got, want) << text;
+    EXPECT_NE(error.find(text), std::string::npos) << error;
+  };
+  refused(s->Decode(1, &error).error(), Error::InvalidState,
+          "decode: the session holds no tokens; prefill a prompt first");
+  refused(s->Generate(3, {}, &error).error(), Error::InvalidState,
+          "generate: the session holds no tokens; prefill a prompt first");
+  refused(s->Prefill({}, &error).error(), Error::InvalidArgument, "prefill: no tokens given");
+  const int64_t vocab = program_->vocab_size();
+  refused(s->Prefill({1, vocab}, &error).error(), Error::InvalidArgument,
+          "prefill: token 1 is " + std::to_string(vocab) + ", outside the vocabulary [0, " +
+              std::to_string(vocab) + ")");
+  refused(s->Prefill({-1}, &error).error(), Error::InvalidArgument, "token 0 is -1");
+  refused(s->Prefill(std::vector<int64_t>(kExampleContext + 1, 1), &error).error(),
+          Error::InvalidArgument,
+          "prefill: 129 tokens do not fit: the session holds 0 of 128 positions "
+          "(max_context_len), so 128 more fit");
+  EXPECT_EQ(s->position(), 0);
+  PrefillOk(*s, {1, 2, 3});
+  refused(s->Rewind(4, &error), Error::InvalidArgument,
+          "rewind(4): the session holds 3 tokens; n must be in [0, 3]");
+  refused(s->Rewind(-1, &error), Error::InvalidArgument, "rewind(-1)");
+  refused(s->Generate(-1, {}, &error).error(), Error::InvalidArgument,
+          "generate: max_new_tokens must be >= 0, got -1");
+  refused(s->Decode(vocab + 5, &error).error(), Error::InvalidArgument, "decode: token 0 is");
+  EXPECT_EQ(s->tokens(), (std::vector<int64_t>{1, 2, 3}));
+  auto unknown = s->HeldBuffer("no_such_buffer", &error);
+  EXPECT_EQ(unknown.error(), Error::NotFound);
+}
+
+TEST_F(ExampleProgramTest, GenerateStopsWhenTheCacheIsFull) {
+  auto s = Fresh(std::vector<int64_t>(kExampleContext - 3, 1));
+  EXPECT_EQ(GenerateOk(*s, 10).size(), 3u);
+  EXPECT_EQ(s->position(), kExampleContext);
+  std::string error;
+  EXPECT_EQ(s->Decode(1, &error).error(), Error::InvalidArgument);
+  EXPECT_NE(error.find("so 0 more fit"), std::string::npos) << error;
+}
+
+TEST_F(ExampleProgramTest, AStaticPrefillRunsPromptsInChunksOfItsLength) {
+  std::shared_ptr<LlmProgram> fixed = Load(kStaticPrefill, kExampleContext);
+  ASSERT_NE(fixed, nullptr);
+  EXPECT_FALSE(fixed->prefill_is_dynamic());
+  EXPECT_EQ(fixed->max_seq_len(), static_cast<int64_t>(prompt_.size()));
+  // The exported length, then 2 more one at a time through decode, then the length + 1.
+  for (const std::vector<int64_t>& prompt :
+       {prompt_, Concat(prompt_, {3, 4}), Concat(prompt_, Concat(prompt_, {9}))}) {
+    auto s = fixed->NewSession();
+    ExpectClose(PrefillOk(*s, prompt), PrefillOk(*program_->NewSession(), prompt),
+                std::to_string(prompt.size()) + " tokens");
+    EXPECT_EQ(GenerateOk(*s, 3), GenerateOk(*Fresh(prompt), 3));
+  }
+}
+
+// --- a forward program with metadata and a buffer that is not a counter ---------------------
+
+class CountingProgramTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    program_ = Load(kCounting);
+    reference_ = ReadJson(kCountingReference);
+  }
+  static void TearDownTestSuite() { program_.reset(); }
+
+  void SetUp() override {
+    ASSERT_NE(program_, nullptr);
+    ASSERT_TRUE(reference_.is_object()) << kCountingReference;
+  }
+
+  static std::shared_ptr<LlmProgram> program_;
+  static nlohmann::json reference_;
+};
+
+std::shared_ptr<LlmProgram> CountingProgramTest::program_;
+nlohmann::json CountingProgramTest::reference_;
+
+TEST_F(CountingProgramTest, ReadsTheMetadataMethods) {
+  const LlmProgram& p = *program_;
+  EXPECT_EQ(p.prefill_method(), "forward");
+  EXPECT_EQ(p.decode_method(), "forward");
+  EXPECT_EQ(p.max_seq_len(), reference_["max_seq_len"].get<int64_t>());
+  EXPECT_EQ(p.max_context_len(), reference_["max_context_len"].get<int64_t>());
+  EXPECT_EQ(p.vocab_size(), reference_["vocab_size"].get<int64_t>());
+  EXPECT_EQ(p.bos_id(), reference_["bos_id"].get<int64_t>());
+  EXPECT_EQ(p.eos_ids(), Ids(reference_["eos_ids"]));
+  EXPECT_TRUE(p.prefill_is_dynamic());
+  EXPECT_FALSE(p.positions_are_start());
+  std::vector<std::string> other;
+  for (size_t i : p.layout().other()) {
+    other.push_back(p.layout().buffers()[i].name);
+  }
+  EXPECT_EQ(other, (std::vector<std::string>{"count", "total"}));
+}
+
+TEST_F(CountingProgramTest, GreedyGenerationEqualsEagerAndStopsAtTheEosIds) {
+  const std::vector<int64_t> prompt = Ids(reference_["prompt"]);
+  const std::vector<int64_t> greedy = Ids(reference_["greedy"]);
+  auto s = program_->NewSession();
+  PrefillOk(*s, prompt);  // longer than max_seq_len: two calls
+  EXPECT_EQ(GenerateOk(*s, static_cast<int64_t>(greedy.size())), greedy);
+  auto t = program_->NewSession();
+  PrefillOk(*t, prompt);
+  const auto stop = reference_["stop_index"].get<size_t>();
+  EXPECT_EQ(GenerateOk(*t, static_cast<int64_t>(greedy.size()), program_->eos_ids()),
+            std::vector<int64_t>(greedy.begin(), greedy.begin() + stop + 1));
+}
+
+// `s` rewound to each of `positions` (a generated position, inside the prompt, inside a
+// prefill chunk) then given two tokens equals a fresh session fed the kept tokens and those.
+void CheckRewinds(LlmProgram& program, Session& s, const std::string& what) {
+  for (int64_t n : {7, 2, 5}) {
+    const std::string at = what + " rewind(" + std::to_string(n) + ")";
+    RewindOk(s, n);
+    auto fresh = program.NewSession();
+    const std::vector<float> want = PrefillOk(*fresh, Concat(s.tokens(), {9, 10}));
+    ExpectClose(PrefillOk(s, {9, 10}), want, at);
+    ExpectSameState(s, *fresh, at);
+    EXPECT_EQ(GenerateOk(s, 3), GenerateOk(*fresh, 3)) << at;
+  }
+}
+
+TEST_F(CountingProgramTest, RewindRestoresOtherStateFromASnapshotAndRunsTheTokensAfterIt) {
+  auto s = program_->NewSession();
+  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
+  GenerateOk(*s, 4);
+  const std::vector<uint8_t> count = Held(*s, "count");
+  ASSERT_EQ(count.size(), sizeof(int64_t));
+  int64_t value = 0;
+  std::memcpy(&value, count.data(), sizeof(value));
+  EXPECT_EQ(value, 10);
+  CheckRewinds(*program_, *s, "live");
+}
+
+TEST_F(CountingProgramTest, ALoadedSessionRewindsIntoItsSavedSnapshots) {
+  auto s = program_->NewSession();
+  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
+  GenerateOk(*s, 4);
+  const std::string path = TempDir() + "/counting.session";
+  std::string error;
+  ASSERT_EQ(s->Save(path, &error), Error::Ok) << error;
+  auto loaded = program_->LoadSession(path, &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  ExpectSameState(*loaded.get(), *s, "loaded", /*exact=*/true);
+  CheckRewinds(*program_, *loaded.get(), "loaded");
+}
+
+}  // namespace
+}  // namespace executorch_trt
