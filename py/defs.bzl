@@ -28,6 +28,7 @@ def executorch_program(name, script, outs, args = [], deps = [], **kwargs):
         main = script,
         python_version = "PY3",
         deps = ["//py:executorch_trt"] + deps,
+        testonly = kwargs.get("testonly", False),
         visibility = ["//visibility:private"],
     )
     flags = " ".join(["{} $(location {})".format(flag, out) for flag, out in outs.items()])

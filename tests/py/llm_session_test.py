@@ -469,67 +469,6 @@ class OtherProgramsTest(absltest.TestCase):
         self.assertEqual(list(s.generate(len(want))), want)
 
 
-class CountingDecoder(torch.nn.Module):
-    """One attention layer whose cache write position is a step counter buffer advanced by each
-    call (as transformers' StaticLayer.update writes at ``cumulative_length``): a rewind that
-    does not put the counter back writes the next token at the wrong position. With
-    ``summary``, a buffer that is not positional also feeds the logits: the sum of the
-    embeddings of every token held (restored from a snapshot, then the tokens after it run)."""
-
-    def __init__(self, vocab=48, dim=16, capacity=32, summary=False):
-        super().__init__()
-        torch.manual_seed(3)
-        self.embed = torch.nn.Embedding(vocab, dim)
-        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
-        self.out = torch.nn.Linear(dim, vocab)
-        self.register_buffer("k_cache", torch.zeros(1, capacity, dim))
-        self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
-        self.register_buffer("count", torch.zeros((), dtype=torch.long))
-        if summary:
-            self.register_buffer("total", torch.zeros(1, dim))
-        self.summary = summary
-        self.capacity = capacity
-
-    def forward(self, tokens, positions):
-        x = self.embed(tokens)
-        where = self.count + torch.arange(tokens.shape[1])
-        self.k_cache.index_copy_(1, where, self.k(x))
-        self.v_cache.index_copy_(1, where, self.v(x))
-        self.count.add_(tokens.shape[1])
-        scores = self.q(x) @ self.k_cache.transpose(1, 2) / 4.0
-        visible = torch.arange(self.capacity)[None, :] <= positions[:, None]
-        scores = scores.masked_fill(~visible[None], float("-inf"))
-        attended = torch.softmax(scores, dim=-1) @ self.v_cache
-        if self.summary:
-            self.total.add_(x.sum(1))
-            attended = attended + self.total[:, None, :]
-        return self.out(attended)
-
-
-def _export_counting(summary):
-    import executorch_trt
-
-    module = CountingDecoder(summary=summary).eval()
-    t = torch.export.Dim("T", min=1, max=8)
-    with torch.no_grad():
-        ep = torch.export.export(
-            module,
-            (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
-            dynamic_shapes=({1: t}, {0: t}),
-        )
-    return llm.load(
-        executorch_trt.export(
-            ep,
-            constant_methods={
-                "get_max_seq_len": 8,
-                "get_max_context_len": 32,
-                "get_vocab_size": 48,
-                "enable_dynamic_shape": True,
-            },
-        ).buffer
-    )
-
-
 @delegate_library.needs_library
 class StatefulProgramsTest(absltest.TestCase):
     """Rewind on programs whose state is more than positional caches."""
@@ -549,10 +488,10 @@ class StatefulProgramsTest(absltest.TestCase):
             self.assertEqual(list(s.generate(3)), list(fresh.generate(3)), f"rewind({n})")
 
     def test_rewind_puts_a_step_counter_back(self):
-        self._check_rewinds(_export_counting(summary=False), ("count",))
+        self._check_rewinds(llm.load(M.export_counting(summary=False).buffer), ("count",))
 
     def test_rewind_restores_other_state_and_runs_the_tokens_after_it_again(self):
-        self._check_rewinds(_export_counting(summary=True), ("count", "total"))
+        self._check_rewinds(llm.load(M.export_counting(summary=True).buffer), ("count", "total"))
 
 
 if __name__ == "__main__":

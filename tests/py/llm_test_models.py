@@ -95,3 +95,72 @@ def greedy_tokens(model, prompt_ids, max_new_tokens: int, eos_ids=()) -> list:
             if token in eos_ids:
                 break
     return out
+
+
+#: CountingDecoder's sizes: vocabulary, width, cache positions, longest prefill chunk.
+COUNTING_VOCAB, COUNTING_DIM, COUNTING_CAPACITY, COUNTING_MAX_SEQ_LEN = 48, 16, 32, 8
+
+
+class CountingDecoder(torch.nn.Module):
+    """One attention layer whose cache write position is a step counter buffer advanced by each
+    call (as transformers' StaticLayer.update writes at ``cumulative_length``): a rewind that
+    does not put the counter back writes the next token at the wrong position. With
+    ``summary``, a buffer that is not positional also feeds the logits: the sum of the
+    embeddings of every token held (restored from a snapshot, then the tokens after it run).
+
+    ``forward(tokens [1, T] int64, positions [T] int64) -> logits [1, T, COUNTING_VOCAB]``."""
+
+    def __init__(self, summary: bool = False):
+        super().__init__()
+        torch.manual_seed(3)
+        vocab, dim, capacity = COUNTING_VOCAB, COUNTING_DIM, COUNTING_CAPACITY
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.out = torch.nn.Linear(dim, vocab)
+        self.register_buffer("k_cache", torch.zeros(1, capacity, dim))
+        self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+        if summary:
+            self.register_buffer("total", torch.zeros(1, dim))
+        self.summary = summary
+        self.capacity = capacity
+
+    def forward(self, tokens, positions):
+        x = self.embed(tokens)
+        where = self.count + torch.arange(tokens.shape[1])
+        self.k_cache.index_copy_(1, where, self.k(x))
+        self.v_cache.index_copy_(1, where, self.v(x))
+        self.count.add_(tokens.shape[1])
+        scores = self.q(x) @ self.k_cache.transpose(1, 2) / 4.0
+        visible = torch.arange(self.capacity)[None, :] <= positions[:, None]
+        scores = scores.masked_fill(~visible[None], float("-inf"))
+        attended = torch.softmax(scores, dim=-1) @ self.v_cache
+        if self.summary:
+            self.total.add_(x.sum(1))
+            attended = attended + self.total[:, None, :]
+        return self.out(attended)
+
+
+def export_counting(summary: bool, module=None, **metadata):
+    """``module`` (default ``CountingDecoder(summary)``) exported by ``executorch_trt.export``
+    as one dynamic ``forward`` (T in [1, COUNTING_MAX_SEQ_LEN]) with ExecuTorch's LLM metadata
+    methods (``metadata`` adds to or overrides them, e.g. ``get_eos_ids=[5]``); returns the
+    ExecutorchProgramManager (``.buffer`` is the .pte)."""
+    import executorch_trt
+
+    module = (module or CountingDecoder(summary=summary)).eval()
+    t = torch.export.Dim("T", min=1, max=COUNTING_MAX_SEQ_LEN)
+    with torch.no_grad():
+        ep = torch.export.export(
+            module,
+            (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
+            dynamic_shapes=({1: t}, {0: t}),
+        )
+    methods = {
+        "get_max_seq_len": COUNTING_MAX_SEQ_LEN,
+        "get_max_context_len": COUNTING_CAPACITY,
+        "get_vocab_size": COUNTING_VOCAB,
+        "enable_dynamic_shape": True,
+        **metadata,
+    }
+    return executorch_trt.export(ep, constant_methods=methods)

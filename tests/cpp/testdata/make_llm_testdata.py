@@ -8,8 +8,8 @@ what extension/llm reads and does: one dynamic `forward(tokens[1, T], positions[
 non-positional buffers: `count`, a step counter (where the next token is written, as
 transformers' `cumulative_length`), and `total`, the sum of the embeddings of every token held,
 which feeds the logits and is not a counter (a rewind restores it from a snapshot and runs the
-tokens after the snapshot again). The model is executorch_trt.llm's tests' CountingDecoder with
-`summary=True` (tests/py/llm_session_test.py), seeded.
+tokens after the snapshot again). The model is the Python session tests' CountingDecoder with
+`summary=True` (tests/py/llm_test_models.py), seeded.
 
 Writes --pte and --reference, a JSON of the eager model's greedy continuation of a prompt:
     {"prompt": [...], "greedy": [12 ids], "max_seq_len", "max_context_len", "vocab_size",
@@ -26,51 +26,20 @@ import json
 
 import torch
 
-import executorch_trt
+import llm_test_models as M
 
-VOCAB = 48
-DIM = 16
-CAPACITY = 32
-MAX_SEQ_LEN = 8
 BOS_ID = 1
-PROMPT = [BOS_ID, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]  # longer than MAX_SEQ_LEN: two chunks
+PROMPT = [BOS_ID, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]  # longer than max_seq_len: two chunks
 STEPS = 12
 
 
-class CountingDecoder(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(3)
-        self.embed = torch.nn.Embedding(VOCAB, DIM)
-        self.q, self.k, self.v = (torch.nn.Linear(DIM, DIM) for _ in range(3))
-        self.out = torch.nn.Linear(DIM, VOCAB)
-        self.register_buffer("k_cache", torch.zeros(1, CAPACITY, DIM))
-        self.register_buffer("v_cache", torch.zeros(1, CAPACITY, DIM))
-        self.register_buffer("count", torch.zeros((), dtype=torch.long))
-        self.register_buffer("total", torch.zeros(1, DIM))
-
-    def forward(self, tokens, positions):
-        x = self.embed(tokens)
-        where = self.count + torch.arange(tokens.shape[1])
-        self.k_cache.index_copy_(1, where, self.k(x))
-        self.v_cache.index_copy_(1, where, self.v(x))
-        self.count.add_(tokens.shape[1])
-        scores = self.q(x) @ self.k_cache.transpose(1, 2) / 4.0
-        visible = torch.arange(CAPACITY)[None, :] <= positions[:, None]
-        scores = scores.masked_fill(~visible[None], float("-inf"))
-        attended = torch.softmax(scores, dim=-1) @ self.v_cache
-        self.total.add_(x.sum(1))
-        attended = attended + self.total[:, None, :]
-        return self.out(attended)
-
-
 def greedy(module, prompt, steps):
-    """Eager greedy tokens: the prompt in chunks of MAX_SEQ_LEN, then one token per call."""
+    """Eager greedy tokens: the prompt in chunks of max_seq_len, then one token per call."""
     module = copy.deepcopy(module)
     held = 0
     with torch.no_grad():
-        for start in range(0, len(prompt), MAX_SEQ_LEN):
-            chunk = prompt[start : start + MAX_SEQ_LEN]
+        for start in range(0, len(prompt), M.COUNTING_MAX_SEQ_LEN):
+            chunk = prompt[start : start + M.COUNTING_MAX_SEQ_LEN]
             logits = module(torch.tensor([chunk]), torch.arange(held, held + len(chunk)))
             held += len(chunk)
         tokens = []
@@ -87,28 +56,11 @@ def main() -> None:
     parser.add_argument("--pte", required=True)
     parser.add_argument("--reference", required=True)
     args = parser.parse_args()
-    module = CountingDecoder().eval()
+    module = M.CountingDecoder(summary=True).eval()
     tokens = greedy(module, PROMPT, STEPS)
     stop_index = next(i for i in range(2, STEPS) if tokens[i] not in tokens[:i])
     eos = tokens[stop_index]
-    t = torch.export.Dim("T", min=1, max=MAX_SEQ_LEN)
-    with torch.no_grad():
-        ep = torch.export.export(
-            module,
-            (torch.zeros(1, 3, dtype=torch.long), torch.arange(3)),
-            dynamic_shapes=({1: t}, {0: t}),
-        )
-    program = executorch_trt.export(
-        ep,
-        constant_methods={
-            "get_max_seq_len": MAX_SEQ_LEN,
-            "get_max_context_len": CAPACITY,
-            "get_vocab_size": VOCAB,
-            "enable_dynamic_shape": True,
-            "get_bos_id": BOS_ID,
-            "get_eos_ids": [eos],
-        },
-    )
+    program = M.export_counting(True, module, get_bos_id=BOS_ID, get_eos_ids=[eos])
     with open(args.pte, "wb") as f:
         f.write(program.buffer)
     with open(args.reference, "w") as f:
@@ -116,9 +68,9 @@ def main() -> None:
             {
                 "prompt": PROMPT,
                 "greedy": tokens,
-                "max_seq_len": MAX_SEQ_LEN,
-                "max_context_len": CAPACITY,
-                "vocab_size": VOCAB,
+                "max_seq_len": M.COUNTING_MAX_SEQ_LEN,
+                "max_context_len": M.COUNTING_CAPACITY,
+                "vocab_size": M.COUNTING_VOCAB,
                 "bos_id": BOS_ID,
                 "eos_ids": [eos],
                 "stop_index": stop_index,
