@@ -39,17 +39,6 @@ std::string DeclaredInputs(const MethodMeta& meta) {
   return s;
 }
 
-// Whether input `i` of `m` has a dynamic shape. MethodMeta's sizes of such an input are its
-// upper bound and it does not say whether it is one; the method's input tensor does.
-bool InputIsDynamic(const executorch::runtime::Method& m, size_t i) {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  const EValue& value = m.get_input(i);
-#pragma GCC diagnostic pop
-  return value.isTensor() &&
-         value.toTensor().shape_dynamism() != executorch::runtime::TensorShapeDynamism::STATIC;
-}
-
 // The last row of `out` (its last dimension: the last token's logits) as float32; false for a
 // dtype that is not floating point or an empty tensor.
 bool LastLogits(const Tensor& out, std::vector<float>* logits) {

@@ -14,6 +14,7 @@
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/core/tensor_shape_dynamism.h>
 #include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method_meta.h>
 
@@ -420,6 +421,17 @@ std::string LoadedProgram::BufferNameList() const {
 std::string LoadedProgram::UnknownBufferMessage(std::string_view name) const {
   return "no mutable buffer named '" + std::string(name) +
          "'; the program's named buffers are: " + BufferNameList();
+}
+
+bool InputIsDynamic(const executorch::runtime::Method& method, size_t i) {
+  // get_input is deprecated in favour of MethodMeta, which cannot answer this; the value is
+  // only read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const executorch::runtime::EValue& value = method.get_input(i);
+#pragma GCC diagnostic pop
+  return value.isTensor() &&
+         value.toTensor().shape_dynamism() != executorch::runtime::TensorShapeDynamism::STATIC;
 }
 
 }  // namespace executorch_trt::extension

@@ -41,6 +41,11 @@
 
 namespace executorch_trt::extension {
 
+// Whether input `i` of `method` is a tensor of dynamic shape. MethodMeta's sizes of such an
+// input are its upper bound and ExecuTorch 1.5.1's MethodMeta does not say it is one; the
+// method's input tensor does (TensorImpl::shape_dynamism).
+bool InputIsDynamic(const executorch::runtime::Method& method, size_t i);
+
 // A named mutable buffer of the program, as its methods declare it.
 struct NamedBuffer {
   std::string name;  // the buffer's FQN, e.g. "key_cache_0"

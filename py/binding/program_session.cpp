@@ -44,21 +44,6 @@ std::string InputString(const InputValue& v) {
   return "?";
 }
 
-// Whether input `i` of `m` is a tensor of dynamic shape. MethodMeta's sizes of such an input
-// are its upper bound (ExecuTorch plans it there), which reads like a static shape in a
-// message unless it says so.
-bool InputIsDynamic(const executorch::runtime::Method& m, size_t i) {
-  // ExecuTorch 1.5.1's MethodMeta/TensorInfo do not say whether a tensor is dynamic; the
-  // method's input tensor does (TensorImpl::shape_dynamism). get_input is deprecated in
-  // favour of MethodMeta, which cannot answer this; the value is only read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  const EValue& value = m.get_input(i);
-#pragma GCC diagnostic pop
-  return value.isTensor() &&
-         value.toTensor().shape_dynamism() != executorch::runtime::TensorShapeDynamism::STATIC;
-}
-
 // What the method declares for input `i`, for messages. For a dynamic tensor input
 // (`dynamic`): its upper bound, said to be one, and which dimensions of `given` exceed it.
 std::string DeclaredInput(const MethodMeta& meta, size_t i, bool dynamic, const InputValue& given) {
@@ -182,7 +167,8 @@ Error ProgramSession::Execute(std::string_view method, const std::vector<InputVa
     const Error err = m->set_input(value, i);
     if (err != Error::Ok) {
       *error = "method '" + name + "': input " + std::to_string(i) + " is " + InputString(in) +
-               ", expected " + DeclaredInput(m->method_meta(), i, InputIsDynamic(*m, i), in) +
+               ", expected " +
+               DeclaredInput(m->method_meta(), i, extension::InputIsDynamic(*m, i), in) +
                " (set_input error " + ErrorText(err) + ")" + Logged(capture);
       return Error::InvalidArgument;
     }
