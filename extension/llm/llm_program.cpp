@@ -189,16 +189,13 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
                   " positions (max_context_len), so none is a KV cache; the buffers are {" +
                   shapes + "}");
   }
-  if (meta.vocab_size.value_or(0) != 0) {
-    vocab_size_ = *meta.vocab_size;
-  } else {
-    Result<executorch::runtime::TensorInfo> out =
-        program_->method(decode_method_)->method_meta().output_tensor_meta(0);
-    if (!out.ok() || out->sizes().empty()) {
-      return refuse(decode_method_ + "'s first output is not logits");
-    }
-    vocab_size_ = out->sizes()[out->sizes().size() - 1];
+  Result<executorch::runtime::TensorInfo> out =
+      program_->method(decode_method_)->method_meta().output_tensor_meta(0);
+  if (!out.ok() || out->sizes().empty()) {
+    return refuse(decode_method_ + "'s first output is not logits");
   }
+  logits_width_ = out->sizes()[out->sizes().size() - 1];
+  vocab_size_ = meta.vocab_size.value_or(0) != 0 ? *meta.vocab_size : logits_width_;
   bos_id_ = meta.bos_id;
   eos_ids_ = meta.eos_ids.value_or(std::vector<int64_t>());
   return Error::Ok;
@@ -265,6 +262,20 @@ Result<std::unique_ptr<Session>> LlmProgram::LoadSession(const std::string& path
   const Error err = ReadSessionFile(path, layout_, fp.get(), &contents, error);
   if (err != Error::Ok) {
     return err;
+  }
+  // What the file cannot know about this program: the vocabulary and the logits' width. A
+  // held id outside the vocabulary would be run again by a rewind.
+  for (size_t i = 0; i < contents.tokens.size(); ++i) {
+    if (contents.tokens[i] < 0 || contents.tokens[i] >= vocab_size_) {
+      *error = path + ": token " + std::to_string(i) + " is " + std::to_string(contents.tokens[i]) +
+               ", outside the vocabulary [0, " + std::to_string(vocab_size_) + ")";
+      return Error::InvalidArgument;
+    }
+  }
+  if (contents.logits && static_cast<int64_t>(contents.logits->size()) != logits_width_) {
+    *error = path + ": its logits have " + std::to_string(contents.logits->size()) +
+             " values, this program's " + std::to_string(logits_width_);
+    return Error::InvalidArgument;
   }
   return Session::Restored(shared_from_this(), std::move(contents));
 }

@@ -106,7 +106,8 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   // executorch_trt.llm), restored bit for bit. Errors (*error names the file and the problem;
   // nothing is loaded, no other session is touched): ReadSessionFile's (Error::AccessFailed
   // for a file that cannot be read; Error::InvalidArgument for a truncated, corrupted, newer
-  // or another program's file, naming what differs); fingerprint()'s.
+  // or another program's file, naming what differs); Error::InvalidArgument for a held id
+  // outside the vocabulary or logits of another width than decode's; fingerprint()'s.
   Result<std::unique_ptr<Session>> LoadSession(const std::string& path, std::string* error);
 
   // What a saved session must match: the BLAKE2b-256 of the .pte and .ptd, computed on first
@@ -145,6 +146,7 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   std::string decode_method_;
   int64_t max_seq_len_ = 0;
   int64_t vocab_size_ = 0;
+  int64_t logits_width_ = 0;  // the last dimension of decode's first output
   std::optional<int64_t> bos_id_;
   std::vector<int64_t> eos_ids_;
   bool prefill_is_dynamic_ = false;

@@ -1,13 +1,18 @@
 """Session files across languages: a conversation saved by ``executorch_trt.llm`` (Python)
 continues in C++ (``//examples:llm_session`` on extension/llm's Session) and back, exactly as
 one uninterrupted Python session; C++ refuses a damaged file and another program's file,
-naming the problem, and leaves the file as it was.
+naming the problem, and leaves the file as it was. Files whose header lies under a valid
+checksum (ids outside the vocabulary, logits of another width, a partial snapshot, data out of
+bounds) are refused by both languages with the same reason.
 
 Runs the example program (examples/kv_cache_decode.pte: prefill/decode, no metadata methods,
 so ``max_context_len`` 128 is given to both sides) on the portable engine (CPU).
 """
 
+import hashlib
+import json
 import os
+import struct
 import subprocess
 import tempfile
 
@@ -31,6 +36,22 @@ def _tool() -> str:
     return _runfile("examples/llm_session")
 
 
+def _rewrite(path: str, edit) -> None:
+    """Applies ``edit`` to the JSON header of the session file at ``path`` (in place), then
+    writes the header's size and the BLAKE2b-256 trailer again: a file whose checksum holds
+    but whose header says what ``edit`` made it say (layout: py/executorch_trt/llm/session_file.py)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic_version, header_size = data[:16], struct.unpack_from("<Q", data, 16)[0]
+    header = json.loads(data[24 : 24 + header_size])
+    body = data[24 + header_size : -32]
+    edit(header)
+    text = json.dumps(header).encode()
+    out = magic_version + struct.pack("<Q", len(text)) + text + body
+    with open(path, "wb") as f:
+        f.write(out + hashlib.blake2b(out, digest_size=32).digest())
+
+
 @delegate_library.needs_library
 class CrossLanguageSessionTest(absltest.TestCase):
     @classmethod
@@ -45,14 +66,14 @@ class CrossLanguageSessionTest(absltest.TestCase):
         cls._tmp.cleanup()
 
     def _cpp(self, session_file: str, prompt, max_new_tokens: int, model=None):
-        """One turn of //examples:llm_session; returns (exit code, stdout ids, stderr)."""
+        """One turn of //examples:llm_session; returns (exit code, stdout ids, stderr). The
+        example program needs --max-context-len; ``model``, one with metadata, does not."""
         result = subprocess.run(
             [
                 _tool(),
                 "--model",
                 model or self.pte,
-                "--max-context-len",
-                str(CAPACITY),
+                *([] if model else ["--max-context-len", str(CAPACITY)]),
                 "--prompt",
                 ",".join(str(t) for t in prompt),
                 "--max-new-tokens",
@@ -147,6 +168,70 @@ class CrossLanguageSessionTest(absltest.TestCase):
         self.assertEqual(ids, [])
         self.assertIn("saved from another program", err)
         self.assertEqual(counting.load_session(path).tokens, [1, 2, 3])
+
+    def _both_refuse(self, program, path: str, expect: str, model=None) -> None:
+        """Python's load_session and the C++ tool refuse ``path``, saying ``expect``; the
+        file is left as it was."""
+        with open(path, "rb") as f:
+            before = f.read()
+        with self.assertRaisesRegex(ValueError, expect):
+            program.load_session(path)
+        code, ids, err = self._cpp(path, SECOND_TURN, 2, model=model)
+        self.assertEqual(code, 2, err)
+        self.assertEqual(ids, [])
+        self.assertRegex(err, expect)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before, "the refused file was changed")
+
+    def test_a_header_that_lies_under_a_valid_checksum_is_refused_by_both(self):
+        s = self.program.new_session()
+        s.prefill(PROMPT)
+        s.decode(3)
+        path = os.path.join(self.tmp, "lying.etrts")
+
+        def entry(header, role):
+            return next(t for t in header["tensors"] if t["role"] == role)
+
+        def shorter_logits(header):
+            logits = entry(header, "logits")
+            logits["shape"] = [logits["shape"][0] - 1]
+            logits["nbytes"] -= 4
+
+        def out_of_bounds(header):
+            entry(header, "buffer")["offset"] = header["data_size"]
+
+        def huge_shape(header):
+            entry(header, "buffer")["shape"] = [2**40, 2**40, 2**40]
+
+        cases = [
+            (lambda h: h["tokens"].__setitem__(2, 10**6), "token 2 is 1000000, outside the vocab"),
+            (lambda h: h["tokens"].__setitem__(0, -1), "token 0 is -1, outside the vocabulary"),
+            (shorter_logits, "its logits"),
+            (out_of_bounds, "does not fit its extent"),
+            (huge_shape, "does not fit its extent"),
+        ]
+        for edit, expect in cases:
+            with self.subTest(expect=expect):
+                s.save(path)
+                _rewrite(path, edit)
+                self._both_refuse(self.program, path, expect)
+
+    def test_a_partial_snapshot_is_refused_by_both(self):
+        pte = _runfile("tests/cpp/testdata/counting_llm.pte")
+        counting = llm.load(pte)
+        s = counting.new_session()
+        s.prefill([1, 2, 3])
+        s.decode(4)
+        path = os.path.join(self.tmp, "partial_snapshot.etrts")
+        s.save(path)
+
+        def drop_one_snapshot_value(header):
+            snapshots = [t for t in header["tensors"] if t["role"] == "snapshot"]
+            self.assertTrue(snapshots, "the counting program's session saves snapshots")
+            header["tensors"].remove(next(t for t in snapshots if t["name"] == "total"))
+
+        _rewrite(path, drop_one_snapshot_value)
+        self._both_refuse(counting, path, "the snapshot at [0-9]+ has no value of buffer", pte)
 
 
 if __name__ == "__main__":

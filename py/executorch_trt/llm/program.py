@@ -49,6 +49,8 @@ class LLMProgram:
     * ``max_seq_len``: the most tokens one call takes (a prompt is run in chunks of it).
     * ``vocab_size``; ``bos_id`` (``None`` when the program has none); ``eos_ids`` (a tuple,
       possibly empty): the metadata's, for ``generate(stop_tokens=...)``.
+    * ``logits_width``: the last dimension of the decode method's logits (``vocab_size``
+      without ``get_vocab_size``).
     * ``layout``: which buffers are positional (``StateLayout``).
     * ``prefill_method``/``decode_method``: the method names a session calls.
     """
@@ -131,7 +133,8 @@ class LLMProgram:
                 f"{ {n: list(s.shape) for n, s in specs.items()} }"
             )
         self.max_context_len = capacity
-        self.vocab_size = int(meta.get(names.VOCAB_SIZE) or self._logits_width())
+        self.logits_width = self._logits_width()
+        self.vocab_size = int(meta.get(names.VOCAB_SIZE) or self.logits_width)
         bos = meta.get(names.BOS_ID)
         self.bos_id: int | None = None if bos is None else int(bos)
         eos = meta.get(names.EOS_IDS, ())

@@ -223,6 +223,10 @@ def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
         or len(tokens) > model.max_context_len
     ):
         raise bad("its token ids are not a list of at most max_context_len ints")
+    # A held id outside the vocabulary would be run again by a rewind.
+    for i, t in enumerate(tokens):
+        if not 0 <= t < model.vocab_size:
+            raise bad(f"token {i} is {t}, outside the vocabulary [0, {model.vocab_size})")
     position = len(tokens)
     state = model.program.new_state()
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
@@ -244,15 +248,33 @@ def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
             seen.add(name)
         elif role == "snapshot":
             p = entry.get("position")
-            if not isinstance(p, int) or not 0 <= p <= position or name not in state:
-                raise bad(f"snapshot of {name!r} at {p!r} is not a held position's")
+            if not isinstance(p, int) or not 0 <= p <= position or name not in model.layout.other:
+                raise bad(
+                    f"snapshot of {name!r} at {p!r} is not a held position's value of a "
+                    "buffer that is not positional"
+                )
+            want = state[name]
+            if tuple(tensor.shape) != tuple(want.shape) or tensor.dtype != want.dtype:
+                raise bad(
+                    f"snapshot of {name!r} is {tensor.dtype} {list(tensor.shape)}, the buffer "
+                    f"is {want.dtype} {list(want.shape)}"
+                )
             snapshots.setdefault(p, {})[name] = tensor.clone()
         elif role == "logits":
+            if tensor.dtype != torch.float32 or tuple(tensor.shape) != (model.logits_width,):
+                raise bad(
+                    f"its logits are {tensor.dtype} {list(tensor.shape)}, this program's are "
+                    f"float32 [{model.logits_width}]"
+                )
             logits = tensor.clone()
         else:
             raise bad(f"unknown tensor role {role!r}")
     if seen != set(state):
         raise bad(f"no data for buffer(s) {sorted(set(state) - seen)}")
+    for p, values in snapshots.items():
+        missing = [n for n in model.layout.other if n not in values]
+        if missing:
+            raise bad(f"the snapshot at {p} has no value of buffer(s) {missing}")
     return SavedSession(
         list(tokens), state, [c for c in counters if c in model.layout.other], snapshots, logits
     )
