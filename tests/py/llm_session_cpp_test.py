@@ -39,7 +39,8 @@ def _tool() -> str:
 def _rewrite(path: str, edit) -> None:
     """Applies ``edit`` to the JSON header of the session file at ``path`` (in place), then
     writes the header's size and the BLAKE2b-256 trailer again: a file whose checksum holds
-    but whose header says what ``edit`` made it say (layout: py/executorch_trt/llm/session_file.py)."""
+    but whose header says what ``edit`` made it say (the layout:
+    py/executorch_trt/llm/session_file.py)."""
     with open(path, "rb") as f:
         data = f.read()
     magic_version, header_size = data[:16], struct.unpack_from("<Q", data, 16)[0]
