@@ -392,19 +392,25 @@ Error ReadSessionFile(const std::string& path, const StateLayout& layout,
       return Error::AccessFailed;
     }
   }
+  return ParseSessionFile(file.data(), file.size(), path, layout, fingerprint, contents, error);
+}
+
+Error ParseSessionFile(const uint8_t* file_data, size_t file_size, const std::string& path,
+                       const StateLayout& layout, const ProgramFingerprint& fingerprint,
+                       SessionContents* contents, std::string* error) {
   const auto bad = [&](const std::string& problem) {
     *error = path + ": " + problem;
     return Error::InvalidArgument;
   };
-  const size_t size = file.size();
+  const size_t size = file_size;
   if (size < kHeaderSize + kDigestSize) {
     return bad("truncated: " + std::to_string(size) +
                " bytes, shorter than a session file's header and checksum");
   }
-  if (std::memcmp(file.data(), kSessionMagic, kMagicSize) != 0) {
+  if (std::memcmp(file_data, kSessionMagic, kMagicSize) != 0) {
     return bad("not a session file (its first 8 bytes are not \"ETRTSESS\")");
   }
-  const auto version = static_cast<uint32_t>(GetLe(file.data() + 8, 4));
+  const auto version = static_cast<uint32_t>(GetLe(file_data + 8, 4));
   if (version > kSessionFormatVersion) {
     return bad("written by a newer executorch_trt (session format version " +
                std::to_string(version) + "); this one reads version " +
@@ -414,19 +420,19 @@ Error ReadSessionFile(const std::string& path, const StateLayout& layout,
     return bad("session format version " + std::to_string(version) + " is not a version");
   }
   Blake2b256 hash;
-  hash.Update(file.data(), size - kDigestSize);
+  hash.Update(file_data, size - kDigestSize);
   const Blake2b256Digest digest = hash.Digest();
-  if (std::memcmp(digest.data(), file.data() + size - kDigestSize, kDigestSize) != 0) {
+  if (std::memcmp(digest.data(), file_data + size - kDigestSize, kDigestSize) != 0) {
     return bad("truncated or corrupted (" + std::to_string(size) +
                " bytes; the BLAKE2b-256 at its end does not match its contents); save the "
                "session again");
   }
-  const uint64_t header_size = GetLe(file.data() + 16, 8);
+  const uint64_t header_size = GetLe(file_data + 16, 8);
   if (header_size > size - kHeaderSize - kDigestSize) {
     return bad("its header says " + std::to_string(header_size) + " bytes of JSON, the file has " +
                std::to_string(size) + " bytes");
   }
-  const auto* text = reinterpret_cast<const char*>(file.data() + kHeaderSize);
+  const auto* text = reinterpret_cast<const char*>(file_data + kHeaderSize);
   const json header = json::parse(text, text + header_size, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     return bad("its header cannot be read (not a JSON object)");
@@ -465,7 +471,7 @@ Error ReadSessionFile(const std::string& path, const StateLayout& layout,
                std::to_string(layout.capacity()) + ") ints");
   }
   const auto position = static_cast<int64_t>(ids.size());
-  const uint8_t* data = file.data() + base;
+  const uint8_t* data = file_data + base;
   std::vector<bool> seen(layout.buffers().size(), false);
   std::map<int64_t, std::vector<std::vector<uint8_t>>> snapshots;
   std::map<int64_t, std::vector<bool>> snapshot_seen;

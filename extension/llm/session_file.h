@@ -84,4 +84,10 @@ Error ReadSessionFile(const std::string& path, const StateLayout& layout,
                       const ProgramFingerprint& fingerprint, SessionContents* contents,
                       std::string* error);
 
+// ReadSessionFile's checks and reading on a file's bytes already in memory (`size` bytes at
+// `data`); `path` only names the file in *error. Reads nothing outside [data, data + size).
+Error ParseSessionFile(const uint8_t* data, size_t size, const std::string& path,
+                       const StateLayout& layout, const ProgramFingerprint& fingerprint,
+                       SessionContents* contents, std::string* error);
+
 }  // namespace executorch_trt::extension::llm
