@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 from typing import ClassVar
+from unittest import mock
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
@@ -25,6 +26,7 @@ import delegate_library
 import hf_models as H
 import llm_test_models as M
 from executorch_trt import llm, runtime
+from executorch_trt.llm import session as session_module
 from executorch_trt.llm import session_file
 
 MAX_SEQ_LEN = 16
@@ -248,9 +250,20 @@ class SessionTest(absltest.TestCase):
             next(s.generate(2, temperature=-1.0))
         with self.assertRaisesRegex(ValueError, r"top_p must be in \(0, 1\]"):
             next(s.generate(2, top_p=0.0))
+        with self.assertRaisesRegex(ValueError, r"seed must be in \[0, 2\*\*63\)"):
+            next(s.generate(2, temperature=1.0, seed=2**64))
+        with self.assertRaisesRegex(TypeError, "not text/bytes"):
+            s.prefill(b"\x01\x02")
         s.close()
         with self.assertRaisesRegex(RuntimeError, "session is closed"):
             s.decode(1)
+
+    def test_a_tiny_temperature_is_greedy_and_no_stop_tokens_is_none(self):
+        greedy, tiny = self.program.new_session(), self.program.new_session()
+        greedy.prefill(PROMPT)
+        tiny.prefill(PROMPT)
+        want = list(greedy.generate(8))
+        self.assertEqual(list(tiny.generate(8, temperature=1e-45, seed=1, stop_tokens=None)), want)
 
     def test_generate_stops_when_the_cache_is_full(self):
         s = self.program.new_session()
@@ -372,6 +385,16 @@ class SavedSessionTest(absltest.TestCase):
         s.save(path)
         self.assertEqual(self.program.load_session(path).tokens, s.tokens)
 
+    def test_save_refuses_a_path_that_is_not_a_file_and_names_the_target(self):
+        s, _, path = self._saved()
+        directory = os.path.dirname(path)
+        with self.assertRaisesRegex(ValueError, "exists and is not a regular file"):
+            s.save(directory)
+        missing = os.path.join(directory, "no such directory", "chat.session")
+        with self.assertRaisesRegex(OSError, "save: cannot write .*no such directory"):
+            s.save(missing)
+        self.assertEqual(sorted(os.listdir(directory)), ["chat.session"])
+
 
 @delegate_library.needs_library
 class PrefixCacheTest(absltest.TestCase):
@@ -492,6 +515,35 @@ class StatefulProgramsTest(absltest.TestCase):
 
     def test_rewind_restores_other_state_and_runs_the_tokens_after_it_again(self):
         self._check_rewinds(llm.load(M.export_counting(summary=True).buffer), ("count", "total"))
+
+    def test_rewind_without_snapshots_starts_from_the_initial_values(self):
+        # No snapshot fits the budget: a rewind restores `total` from the program's initial
+        # value and runs every kept token again.
+        with mock.patch.object(session_module, "SNAPSHOT_BUDGET", 0):
+            self._check_rewinds(
+                llm.load(M.export_counting(summary=True).buffer), ("count", "total")
+            )
+
+    def test_snapshots_stay_within_the_budget(self):
+        program = llm.load(M.export_counting(summary=True).buffer)
+        one = 8 + 4 * M.COUNTING_DIM  # count (int64) + total (float32 [1, DIM])
+        with mock.patch.object(session_module, "SNAPSHOT_BUDGET", 3 * one):
+            s = program.new_session()
+            s.prefill([1, 2, 3])
+            for token in range(4, 12):
+                s.decode(token)
+            self.assertEqual(sorted(s._snapshots), [9, 10, 11])
+            s.rewind(2)  # before every snapshot: from the initial values
+            fresh = program.new_session()
+            _assert_close(self, s.decode(5), fresh.prefill([1, 2, 5]), "rewind(2)")
+
+    def test_max_context_len_that_contradicts_the_metadata_is_refused(self):
+        pte = M.export_counting(summary=False).buffer
+        with self.assertRaisesRegex(
+            ValueError, r"max_context_len=16 contradicts the program's get_max_context_len \(32\)"
+        ):
+            llm.load(pte, max_context_len=16)
+        self.assertEqual(llm.load(pte, max_context_len=32).max_context_len, 32)
 
 
 if __name__ == "__main__":

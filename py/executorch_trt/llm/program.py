@@ -116,7 +116,15 @@ class LLMProgram:
                 "no decode method, so no single token can be run; export forward with a "
                 "dynamic length (torch.export.Dim) or add a decode method"
             )
-        capacity = max_context_len or meta.get(names.MAX_CONTEXT_LEN) or meta.get(names.MAX_SEQ_LEN)
+        declared = meta.get(names.MAX_CONTEXT_LEN)
+        if max_context_len is not None and declared is not None and max_context_len != declared:
+            # A wrong value can match another dimension of a buffer (a head size) and make it
+            # look positional: refused rather than trusted.
+            raise ValueError(
+                f"llm.load: max_context_len={max_context_len} contradicts the program's "
+                f"get_max_context_len ({declared}): leave it out or pass {declared}"
+            )
+        capacity = max_context_len or declared or meta.get(names.MAX_SEQ_LEN)
         if capacity is None:
             raise ValueError(
                 "llm.load: the program has no get_max_context_len (nor get_max_seq_len) method "
@@ -254,7 +262,8 @@ def load(
 ) -> LLMProgram:
     """Loads an LLM program (module docstring): ``program`` a ``.pte`` path or its bytes,
     ``data`` its ``.ptd`` (weights kept outside the ``.pte``), ``max_context_len`` the KV cache
-    positions when the program has no ``get_max_context_len`` method.
+    positions when the program has no ``get_max_context_len`` method (refused when it has one
+    that says otherwise).
 
     Raises as ``runtime.load`` for a file that does not load, ``ValueError`` naming what is
     missing for a program that is not an LLM program (no forward/prefill+decode, other input

@@ -40,6 +40,8 @@ class SamplingConfig:
             isinstance(self.seed, bool) or not isinstance(self.seed, int)
         ):
             raise TypeError(f"generate: seed must be an int or None, got {self.seed!r}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:
+            raise ValueError(f"generate: seed must be in [0, 2**63), got {self.seed}")
         if not self.temperature >= 0.0:
             raise ValueError(
                 f"generate: temperature must be >= 0 (0 is greedy), got {self.temperature}"
@@ -65,7 +67,10 @@ def next_token(
     ``config.generator()``, kept across the steps of one generation) makes draws repeatable."""
     if config.temperature == 0.0:
         return int(torch.argmax(logits))
-    scores = logits.to(torch.float32) / config.temperature
+    # Shifted so the highest is 0 (the softmax is the same) and in float64: a tiny temperature
+    # then sends the others to -inf instead of every score to inf.
+    scores = logits.to(torch.float64)
+    scores = (scores - scores.max()) / config.temperature
     if 0 < config.top_k < scores.numel():
         kth = torch.topk(scores, config.top_k).values[-1]
         scores = scores.masked_fill(scores < kth, float("-inf"))

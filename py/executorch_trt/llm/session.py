@@ -30,13 +30,16 @@ import torch
 
 from executorch_trt.llm.sampling import SamplingConfig, next_token
 from executorch_trt.llm.session_file import SavedSession, write_session
+from executorch_trt.llm.state_layout import is_token_count
 
 if TYPE_CHECKING:
     from executorch_trt.llm.program import LLMProgram
 
-#: The most bytes of non-positional state a session snapshots after each call; above it,
-#: ``rewind`` is refused unless those buffers are token counters.
-SNAPSHOT_LIMIT = 1 << 20
+#: The most bytes a session keeps in snapshots of its non-positional buffers (taken after each
+#: call; the oldest are dropped first). Snapshots only save work: a rewind restores those
+#: buffers from the nearest snapshot at or before its position, else from the program's
+#: initial values, and runs the tokens after it again.
+SNAPSHOT_BUDGET = 16 << 20
 
 Tokens = Sequence[int] | torch.Tensor
 
@@ -61,10 +64,12 @@ class Session:
         self._logits: torch.Tensor | None = None
         self._lock = threading.RLock()
         other = self._layout.other
-        other_bytes = sum(self._state[n].numel() * self._state[n].element_size() for n in other)
-        self._snapshot_other = other_bytes <= SNAPSHOT_LIMIT
+        #: Bytes of one snapshot (every other buffer).
+        self._snapshot_bytes = sum(
+            self._state[n].numel() * self._state[n].element_size() for n in other
+        )
         #: Other buffers that have held the number of tokens held after every call so far.
-        self._counters = {n for n in other if _is_count(self._state[n], len(self._tokens))}
+        self._counters = {n for n in other if is_token_count(self._state[n], len(self._tokens))}
         #: position -> the other buffers' values after the call that ended there.
         self._snapshots: dict[int, dict[str, torch.Tensor]] = {}
         self._record()
@@ -158,7 +163,7 @@ class Session:
         top_k: int = 0,
         top_p: float = 1.0,
         seed: int | None = None,
-        stop_tokens: Iterable[int] = (),
+        stop_tokens: Iterable[int] | None = (),
     ) -> Iterator[int]:
         """Yields up to ``max_new_tokens`` new token ids, each chosen from the logits of the one
         before (``sampling.SamplingConfig``: greedy when ``temperature == 0``) and run before it
@@ -176,7 +181,7 @@ class Session:
                 f"generate: max_new_tokens must be an int >= 0, got {max_new_tokens!r}"
             )
         config = SamplingConfig(temperature, top_k, top_p, seed)
-        stop = {int(t) for t in stop_tokens}
+        stop = set() if stop_tokens is None else {int(t) for t in stop_tokens}
         return self._generate(max_new_tokens, config, stop)
 
     def _generate(
@@ -249,9 +254,15 @@ class Session:
         """After a call: which other buffers are still token counters, and a snapshot of the
         other buffers at this position."""
         state = self._live_state()
-        self._counters = {n for n in self._counters if _is_count(state[n], self.position)}
-        if self._snapshot_other and self._layout.other:
+        self._counters = {n for n in self._counters if is_token_count(state[n], self.position)}
+        if self._layout.other and self._snapshot_bytes <= SNAPSHOT_BUDGET:
             self._snapshots[self.position] = {n: state[n].clone() for n in self._layout.other}
+            self._trim_snapshots()
+
+    def _trim_snapshots(self) -> None:
+        """Drops the oldest snapshots until they fit in ``SNAPSHOT_BUDGET``."""
+        while len(self._snapshots) * self._snapshot_bytes > SNAPSHOT_BUDGET:
+            del self._snapshots[min(self._snapshots)]
 
     # --- rewind, fork -------------------------------------------------------------------------
 
@@ -259,9 +270,12 @@ class Session:
         """Keeps the first ``n`` tokens; the next token goes at position ``n``. Later calls
         give what a session that never held the dropped tokens gives. Costs no cache copy.
 
-        Raises ``ValueError`` for ``n`` outside ``[0, position]`` or, for a program whose
-        non-positional state is large and not a token counter, an ``n`` that is not a call
-        boundary; ``RuntimeError`` for a closed session."""
+        Buffers that are not positional and not token counters are restored from the nearest
+        snapshot at or before ``n`` (else the program's initial values) and the tokens after
+        it run again (``SNAPSHOT_BUDGET``).
+
+        Raises ``ValueError`` for ``n`` outside ``[0, position]``; ``RuntimeError`` for a
+        closed session or when running the tokens again fails."""
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"rewind: n must be an int, got {n!r}")
         with self._lock:
@@ -280,15 +294,14 @@ class Session:
         other = [name for name in self._layout.other if name not in self._counters]
         replay: list[int] = []
         if other:
-            if not self._snapshots:
-                raise ValueError(
-                    f"rewind({n}): buffers {other} are not indexed by position and are too "
-                    f"large to snapshot after each call (> {SNAPSHOT_LIMIT} bytes); rewind is "
-                    "only possible by starting a new session"
-                )
-            boundary = max(p for p in self._snapshots if p <= n)
+            boundary = max((p for p in self._snapshots if p <= n), default=None)
+            if boundary is None:
+                program = self.model.program
+                boundary, values = 0, {name: program.initial_value(name) for name in other}
+            else:
+                values = self._snapshots[boundary]
             for name in other:
-                state[name].copy_(self._snapshots[boundary][name])
+                state[name].copy_(values[name])
             replay = self._tokens[boundary:n]
             n = boundary
         for name in self._counters:
@@ -323,6 +336,7 @@ class Session:
         session._counters = set(saved.counters)
         if saved.snapshots:
             session._snapshots = saved.snapshots
+            session._trim_snapshots()
         return session
 
     def _adopt(self, other: Session) -> None:
@@ -358,6 +372,8 @@ class Session:
                     f"{tokens.dtype} {list(tokens.shape)}"
                 )
             ids = [int(t) for t in tokens.tolist()]
+        elif isinstance(tokens, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"{call}: token ids are a list of ints or a 1-D tensor, not text/bytes")
         else:
             ids = []
             for i, t in enumerate(tokens):
@@ -380,13 +396,3 @@ class Session:
                 f"{self._layout.capacity} positions (max_context_len), so {room} more fit; "
                 "rewind or start a new session"
             )
-
-
-def _is_count(tensor: torch.Tensor, count: int) -> bool:
-    """Whether ``tensor`` is an integer scalar holding ``count``."""
-    return (
-        tensor.numel() == 1
-        and not tensor.dtype.is_floating_point
-        and tensor.dtype != torch.bool
-        and int(tensor.reshape(-1)[0]) == count
-    )

@@ -28,10 +28,14 @@ BLAKE2b (RFC 7693, 32-byte digest: ``hashlib.blake2b(digest_size=32)``, libb2 in
 hash the delegate blob's checksum uses too, so C++ reads and writes the same files.
 
 Writing is atomic (a temporary file in the same directory, then ``os.replace``): a crash leaves
-the old file or the new one. Reading checks, in this order, and raises ``ValueError`` naming
-the file and the problem before anything is loaded: the size and magic, the version (a newer
-one is refused), the checksum (truncated or corrupted), the header, the program's fingerprint
-(what differs), each tensor's dtype, shape and extent.
+the old file or the new one (a path that exists and is not a regular file is refused). Reading
+checks, in this order, and raises ``ValueError`` naming the file and the problem before
+anything is loaded: the size and magic, the version (a newer one is refused), the checksum
+(truncated or corrupted), the header, the program's fingerprint (what differs), the token ids
+(at most ``max_context_len``, inside the vocabulary), each tensor's dtype, shape and extent,
+each snapshot (a non-positional buffer's, whole), the logits' width, and that each listed
+token counter holds the token count. A file that passes the checksum is still checked: the
+checksum finds damage, not a header written to lie.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from executorch_trt.format.wire import DTYPES, dtype_name
+from executorch_trt.llm.state_layout import is_token_count
 
 if TYPE_CHECKING:
     from executorch_trt.llm.program import LLMProgram, PathLike
@@ -118,8 +123,14 @@ def write_session(session: Session, path: PathLike) -> None:
     for blob in blobs:
         digest.update(blob)
     target = os.fspath(path)
+    if os.path.exists(target) and not os.path.isfile(target):
+        # os.replace would replace a directory entry that is not a file (a device node).
+        raise ValueError(f"save: {target!r} exists and is not a regular file")
     directory = os.path.dirname(os.path.abspath(target))
-    fd, temporary = tempfile.mkstemp(prefix=".session-", dir=directory)
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".session-", dir=directory)
+    except OSError as exc:
+        raise OSError(exc.errno, f"save: cannot write {target!r} ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(prefix)
@@ -139,7 +150,12 @@ def _fingerprint_difference(saved: Any, current: dict[str, Any]) -> str | None:
     """What differs between the fingerprint a file was saved from and the program's."""
     if not isinstance(saved, dict):
         return "the file has no program fingerprint"
-    saved_buffers = {b[0]: b[1:] for b in saved.get("buffers", []) if isinstance(b, list) and b}
+    listed = saved.get("buffers")
+    if not isinstance(listed, list):
+        return "the file's program fingerprint has no list of buffers"
+    saved_buffers = {
+        b[0]: b[1:] for b in listed if isinstance(b, list) and b and isinstance(b[0], str)
+    }
     buffers = {b[0]: b[1:] for b in current["buffers"]}
     problems = []
     missing = sorted(set(buffers) - set(saved_buffers))
@@ -205,12 +221,27 @@ def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
             f"truncated or corrupted ({len(data)} bytes; the BLAKE2b-256 at its end does not "
             "match its contents); save the session again"
         )
+    if header_size > len(data) - _HEADER.size - _DIGEST:
+        raise bad(f"its header says {header_size} bytes of JSON, the file has {len(data)} bytes")
     try:
         header = json.loads(data[_HEADER.size : _HEADER.size + header_size].decode("utf-8"))
-        tokens, counters, entries = header["tokens"], header["counters"], header["tensors"]
-        data_size = header["data_size"]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise bad(f"its header cannot be read ({exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise bad(f"its header cannot be read ({type(exc).__name__})") from None
+    if not isinstance(header, dict):
+        raise bad("its header cannot be read (not a JSON object)")
+    tokens, counters = header.get("tokens"), header.get("counters")
+    entries, data_size = header.get("tensors"), header.get("data_size")
+    if (
+        not isinstance(counters, list)
+        or not all(isinstance(c, str) for c in counters)
+        or not isinstance(entries, list)
+        or type(data_size) is not int
+        or data_size < 0
+    ):
+        raise bad(
+            "its header cannot be read (it needs tokens, counters (names), tensors (a list) "
+            "and data_size (an int))"
+        )
     base = _HEADER.size + header_size
     if base + data_size + _DIGEST != len(data):
         raise bad(f"its header says {base + data_size + _DIGEST} bytes, the file has {len(data)}")
@@ -219,7 +250,7 @@ def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
         raise bad(f"saved from another program: {difference}")
     if (
         not isinstance(tokens, list)
-        or not all(isinstance(t, int) for t in tokens)
+        or not all(type(t) is int for t in tokens)
         or len(tokens) > model.max_context_len
     ):
         raise bad("its token ids are not a list of at most max_context_len ints")
@@ -271,13 +302,18 @@ def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
             raise bad(f"unknown tensor role {role!r}")
     if seen != set(state):
         raise bad(f"no data for buffer(s) {sorted(set(state) - seen)}")
+    for name in counters:
+        # A rewind sets a counter to the kept token count rather than restoring it.
+        if name not in model.layout.other or not is_token_count(state[name], position):
+            raise bad(
+                f"{name!r} is listed as a token counter but does not hold the token count "
+                f"({position})"
+            )
     for p, values in snapshots.items():
         missing = [n for n in model.layout.other if n not in values]
         if missing:
             raise bad(f"the snapshot at {p} has no value of buffer(s) {missing}")
-    return SavedSession(
-        list(tokens), state, [c for c in counters if c in model.layout.other], snapshots, logits
-    )
+    return SavedSession(list(tokens), state, list(counters), snapshots, logits)
 
 
 def _tensor(
@@ -286,9 +322,13 @@ def _tensor(
     """One stored tensor (a copy), checked against its extent."""
     try:
         role, name, dtype_text = entry["role"], entry["name"], entry["dtype"]
-        shape, offset, nbytes = [int(s) for s in entry["shape"]], entry["offset"], entry["nbytes"]
-    except (KeyError, TypeError, ValueError):
-        raise bad(f"a tensor entry is malformed: {entry!r}") from None
+        shape, offset, nbytes = list(entry["shape"]), entry["offset"], entry["nbytes"]
+    except (KeyError, TypeError):
+        raise bad(f"a tensor entry is malformed: {str(entry)[:200]}") from None
+    if not all(isinstance(x, str) for x in (role, name, dtype_text)) or not all(
+        type(x) is int for x in (*shape, offset, nbytes)
+    ):
+        raise bad(f"a tensor entry is malformed: {str(entry)[:200]}")
     dtype = DTYPES.get(dtype_text)
     if dtype is None:
         raise bad(f"tensor {name!r} has unknown dtype {dtype_text!r}")
@@ -310,6 +350,9 @@ def _tensor(
             f"(offset {offset!r}, {nbytes!r} bytes, data {data_size} bytes)"
         )
     raw = bytearray(data[base + offset : base + offset + nbytes])
-    if not raw:
-        return torch.empty(shape, dtype=dtype), (role, name)
-    return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape), (role, name)
+    try:
+        if not raw:
+            return torch.empty(shape, dtype=dtype), (role, name)
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape), (role, name)
+    except (RuntimeError, TypeError, OverflowError):  # sizes torch cannot hold, e.g. [2**62, 0]
+        raise bad(f"tensor {name!r} has a shape torch cannot hold: {shape}") from None

@@ -73,3 +73,15 @@ class StateLayout:
                 numel *= positions if self.positional.get(name) == d else size
             total += numel * torch.empty((), dtype=spec.dtype).element_size()
         return total
+
+
+def is_token_count(tensor: torch.Tensor, count: int) -> bool:
+    """Whether ``tensor`` is an integer scalar holding ``count``: a buffer a rewind can set to
+    the kept token count instead of restoring it (a step counter such as transformers'
+    ``cumulative_length``)."""
+    return (
+        tensor.numel() == 1
+        and not tensor.dtype.is_floating_point
+        and tensor.dtype != torch.bool
+        and int(tensor.reshape(-1)[0]) == count
+    )

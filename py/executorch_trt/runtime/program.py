@@ -194,11 +194,17 @@ class Program:
         buffer names (``buffer_names == ()``): its state cannot be bound by name, so an empty
         state would bind nothing and every "session" would share the program's one state."""
         self._require_names("new_state()")
+        return {name: self.initial_value(name) for name in self._specs}
+
+    def initial_value(self, name: str) -> torch.Tensor:
+        """A new tensor holding buffer ``name``'s initial value (as ``new_state()`` gives it).
+        Raises ``KeyError`` for a name the program does not have."""
+        name = self._known(name)
         if self._initial_values is None:  # read once: a program's initial values never change
             initial_values: dict[str, torch.Tensor | None] = {}
-            for name, spec in self._specs.items():
-                initial = self._session.initial_value(name)
-                initial_values[name] = (
+            for buffer, spec in self._specs.items():
+                initial = self._session.initial_value(buffer)
+                initial_values[buffer] = (
                     torch.frombuffer(bytearray(initial), dtype=torch.uint8)
                     .view(spec.dtype)
                     .reshape(spec.shape)
@@ -206,12 +212,9 @@ class Program:
                     else None
                 )
             self._initial_values = initial_values
-        return {
-            name: torch.zeros(spec.shape, dtype=spec.dtype) if initial is None else initial.clone()
-            for (name, spec), initial in zip(
-                self._specs.items(), self._initial_values.values(), strict=True
-            )
-        }
+        initial = self._initial_values[name]
+        spec = self._specs[name]
+        return torch.zeros(spec.shape, dtype=spec.dtype) if initial is None else initial.clone()
 
     def _check_bindable(self, name: str, tensor: Any) -> tuple[str, int, int]:
         name = self._known(name)
