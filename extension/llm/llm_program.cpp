@@ -161,6 +161,16 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
                   "run; export forward with a dynamic length (torch.export.Dim) or add a decode "
                   "method");
   }
+  // A max_context_len the metadata contradicts is refused rather than trusted: a wrong value
+  // can match another dimension of a buffer (a head size) and make that buffer look positional.
+  const int64_t declared = meta.max_context_len.value_or(0);
+  if (max_context_len > 0 && declared != 0 && max_context_len != declared) {
+    return refuse("max_context_len " + std::to_string(max_context_len) +
+                      " contradicts the program's get_max_context_len (" +
+                      std::to_string(declared) + "): leave it out or pass " +
+                      std::to_string(declared),
+                  Error::InvalidArgument);
+  }
   // As ExecuTorch's runner: get_max_context_len, else get_max_seq_len (0 counts as absent).
   int64_t capacity = max_context_len;
   if (capacity == 0) {
@@ -235,14 +245,21 @@ Error LlmProgram::CheckSignature(const std::string& method, int64_t* tokens,
 std::vector<OwnedBuffer> LlmProgram::NewState() const {
   std::vector<OwnedBuffer> state;
   state.reserve(layout_.buffers().size());
-  for (const BufferLayout& b : layout_.buffers()) {
-    state.emplace_back(b.nbytes);
-    const std::vector<uint8_t>& initial = program_->initial_value(b.name);
-    if (!initial.empty()) {
-      std::memcpy(state.back().data(), initial.data(), b.nbytes);
-    }
+  for (size_t i = 0; i < layout_.buffers().size(); ++i) {
+    state.emplace_back(layout_.buffers()[i].nbytes);
+    InitialValue(i, state.back().data());
   }
   return state;
+}
+
+void LlmProgram::InitialValue(size_t index, uint8_t* to) const {
+  const BufferLayout& b = layout_.buffers()[index];
+  const std::vector<uint8_t>& initial = program_->initial_value(b.name);
+  if (initial.empty()) {
+    std::memset(to, 0, b.nbytes);
+  } else {
+    std::memcpy(to, initial.data(), b.nbytes);
+  }
 }
 
 std::unique_ptr<Session> LlmProgram::NewSession() {

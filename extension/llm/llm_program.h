@@ -54,7 +54,7 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   // Loads the program at `path` (and its external data file `data_path`, empty: none) with
   // every method, reads its metadata methods, and checks it is an LLM program.
   // `max_context_len` (0: from the metadata) is the KV cache's positions for a program without
-  // get_max_context_len / get_max_seq_len.
+  // get_max_context_len / get_max_seq_len; with get_max_context_len it must be 0 or equal it.
   //
   // On failure returns the error and sets *error to a message naming `path` and the problem:
   //   - LoadedProgram::LoadFile's (the file does not load, a method or the data file does not);
@@ -67,7 +67,9 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   //     positions (the buffers' shapes are listed); a decode method whose first output is not
   //     logits;
   //   - Error::InvalidArgument: no max_context_len from the metadata nor the caller ("pass
-  //     max_context_len"), or a negative one.
+  //     max_context_len"), a negative one, or one that contradicts get_max_context_len
+  //     ("max_context_len 8 contradicts the program's get_max_context_len (32): leave it out
+  //     or pass 32").
   static Result<std::shared_ptr<LlmProgram>> Load(const std::string& path, std::string* error,
                                                   const std::string& data_path = "",
                                                   int64_t max_context_len = 0);
@@ -137,6 +139,9 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
 
   // Fresh state: every buffer at its initial value.
   std::vector<OwnedBuffer> NewState() const;
+  // Writes buffer `index`'s initial value (the program's, zeros when it has none) to `to`
+  // (layout().buffers()[index].nbytes bytes).
+  void InitialValue(size_t index, uint8_t* to) const;
 
   std::string path_;
   std::string data_path_;

@@ -29,14 +29,12 @@ int64_t Argmax(const std::vector<float>& logits) {
 
 Session::Session(std::shared_ptr<LlmProgram> program, SessionContents contents)
     : program_(std::move(program)), layout_(program_->layout()), contents_(std::move(contents)) {
-  size_t other_bytes = 0;
   for (size_t i : layout_.other()) {
-    other_bytes += layout_.buffers()[i].nbytes;
+    snapshot_size_ += layout_.buffers()[i].nbytes;
     if (IsCount(i, Held())) {
       contents_.counters.insert(layout_.buffers()[i].name);
     }
   }
-  snapshot_other_ = other_bytes <= kSnapshotLimit;
   for (size_t i = 0; i < layout_.buffers().size(); ++i) {
     const BufferLayout& b = layout_.buffers()[i];
     bindings_.push_back({b.name, contents_.state[i].data(), b.nbytes});
@@ -60,6 +58,7 @@ std::unique_ptr<Session> Session::Restored(std::shared_ptr<LlmProgram> program,
   session->contents_.counters = std::move(counters);
   if (!snapshots.empty()) {
     session->contents_.snapshots = std::move(snapshots);
+    session->TrimSnapshots();  // a file may hold more than the budget
   }
   session->contents_.logits = std::move(logits);
   return session;
@@ -227,7 +226,13 @@ void Session::Record() {
   for (auto it = contents_.counters.begin(); it != contents_.counters.end();) {
     it = IsCount(layout_.Find(*it), Held()) ? std::next(it) : contents_.counters.erase(it);
   }
-  if (snapshot_other_ && !layout_.other().empty()) {
+  if (!layout_.other().empty() && snapshot_size_ <= snapshot_budget_) {
+    // Room first (the oldest go), so that the snapshots never total more than the budget.
+    contents_.snapshots.erase(Held());
+    while (!contents_.snapshots.empty() &&
+           (contents_.snapshots.size() + 1) * snapshot_size_ > snapshot_budget_) {
+      contents_.snapshots.erase(contents_.snapshots.begin());
+    }
     std::vector<std::vector<uint8_t>> values;
     for (size_t i : layout_.other()) {
       const uint8_t* data = contents_.state[i].data();
@@ -235,43 +240,46 @@ void Session::Record() {
     }
     contents_.snapshots[Held()] = std::move(values);
   }
+  TrimSnapshots();
+}
+
+void Session::TrimSnapshots() {
+  if (snapshot_size_ > snapshot_budget_) {
+    contents_.snapshots.clear();
+    return;
+  }
+  while (!contents_.snapshots.empty() &&
+         contents_.snapshots.size() * snapshot_size_ > snapshot_budget_) {
+    contents_.snapshots.erase(contents_.snapshots.begin());
+  }
+}
+
+void Session::set_snapshot_budget(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot_budget_ = bytes;
+  TrimSnapshots();
+}
+
+size_t Session::snapshot_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return contents_.snapshots.size() * snapshot_size_;
+}
+
+std::vector<int64_t> Session::snapshot_positions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> positions;
+  for (const auto& [p, values] : contents_.snapshots) {
+    positions.push_back(p);
+  }
+  return positions;
 }
 
 bool Session::IsCount(size_t index, int64_t count) const {
   if (index >= layout_.buffers().size()) {
     return false;
   }
-  const BufferLayout& b = layout_.buffers()[index];
-  if (b.nbytes != b.element_size) {
-    return false;  // not one element
-  }
-  const uint8_t* p = contents_.state[index].data();
-  int64_t value = 0;
-  switch (b.dtype) {
-    case ScalarType::Long:
-      std::memcpy(&value, p, 8);
-      break;
-    case ScalarType::Int: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      value = v;
-      break;
-    }
-    case ScalarType::Short: {
-      int16_t v;
-      std::memcpy(&v, p, 2);
-      value = v;
-      break;
-    }
-    case ScalarType::Char:
-      value = static_cast<int8_t>(*p);
-      break;
-    case ScalarType::Byte:
-      value = *p;
-      break;
-    default:
-      return false;  // floating point, bool, or a type not counted in
-  }
+  const std::optional<int64_t> value =
+      IntegerScalarValue(layout_.buffers()[index], contents_.state[index].data());
   return value == count;
 }
 
@@ -324,25 +332,23 @@ Error Session::RewindLocked(int64_t n, std::string* error) {
   std::vector<int64_t> replay;
   if (!restore.empty()) {
     auto boundary = contents_.snapshots.upper_bound(n);
+    int64_t from = 0;
     if (boundary == contents_.snapshots.begin()) {
-      std::string names;
+      // No snapshot at or before n: the program's initial values, the state at position 0.
       for (size_t k : restore) {
-        names += (names.empty() ? "'" : ", '") + layout_.buffers()[layout_.other()[k]].name + "'";
+        program_->InitialValue(layout_.other()[k], contents_.state[layout_.other()[k]].data());
       }
-      *error = "rewind(" + std::to_string(n) + "): buffers [" + names +
-               "] are not indexed by position and are too large to snapshot after each call (> " +
-               std::to_string(kSnapshotLimit) +
-               " bytes); rewind is only possible by starting a new session";
-      return Error::NotSupported;
+    } else {
+      --boundary;  // the nearest call boundary at or before n
+      for (size_t k : restore) {
+        const size_t i = layout_.other()[k];
+        std::memcpy(contents_.state[i].data(), boundary->second[k].data(),
+                    layout_.buffers()[i].nbytes);
+      }
+      from = boundary->first;
     }
-    --boundary;  // the nearest call boundary at or before n
-    for (size_t k : restore) {
-      const size_t i = layout_.other()[k];
-      std::memcpy(contents_.state[i].data(), boundary->second[k].data(),
-                  layout_.buffers()[i].nbytes);
-    }
-    replay.assign(contents_.tokens.begin() + boundary->first, contents_.tokens.begin() + n);
-    n = boundary->first;
+    replay.assign(contents_.tokens.begin() + from, contents_.tokens.begin() + n);
+    n = from;
   }
   for (const std::string& name : contents_.counters) {
     SetCount(layout_.Find(name), n);
@@ -364,6 +370,7 @@ std::unique_ptr<Session> Session::Fork() {
   std::unique_ptr<Session> child(new Session(program_, std::move(copy)));
   // The same bookkeeping: the fork has had the same calls.
   child->contents_.counters = contents_.counters;
+  child->snapshot_budget_ = snapshot_budget_;
   child->contents_.snapshots = contents_.snapshots;
   child->contents_.logits = contents_.logits;
   return child;

@@ -15,14 +15,17 @@
 //   - the other buffers (e.g. transformers' per-layer cumulative_length counters, which say
 //     where the next token is written): a buffer that has held the number of tokens held after
 //     every call (an integer scalar "counter") is set to n by Rewind(n); any other is restored
-//     from its value after the call that ended at the nearest held position <= n (a snapshot,
-//     kept after every call while those buffers total at most kSnapshotLimit bytes), and the
-//     tokens after that position are run again.
+//     from its value after the call that ended at the nearest held position <= n (a snapshot),
+//     else from the program's initial values (a fresh state's: the implicit snapshot at
+//     position 0), and the tokens after that position are run again. Snapshots only save that
+//     work: one is taken after every call, and the oldest are dropped so that they total at
+//     most the session's snapshot budget (kSnapshotBudget unless set_snapshot_budget says
+//     otherwise; none are kept when one alone is larger), so a rewind is never refused.
 //
 // Errors are returned, never thrown or aborted on: Error::InvalidArgument for bad input (no
 // tokens, an id outside [0, vocab_size), more tokens than fit, a rewind outside [0, position],
 // a negative count), Error::InvalidState for decoding or generating on an empty session,
-// Error::NotSupported for a rewind the session cannot do (below), and the program's errors
+// and the program's errors
 // (Error::Internal when a method fails: a run failure) from LlmProgram::Run; *error says what.
 // Nothing runs when the input is refused.
 
@@ -51,9 +54,10 @@ namespace executorch_trt::extension::llm {
 // steps take turns on the program's lock). Generate's `on_token` runs without the lock.
 class Session {
  public:
-  // The most bytes of non-positional state a session snapshots after each call; above it,
-  // Rewind is refused unless those buffers are counters.
-  static constexpr size_t kSnapshotLimit = size_t{1} << 20;
+  // The most bytes of snapshots (of the non-positional buffers, one per call boundary) a session
+  // keeps by default; the oldest are dropped first. A program whose non-positional buffers total
+  // more keeps none (a rewind then runs the kept tokens again from the initial values).
+  static constexpr size_t kSnapshotBudget = size_t{16} << 20;
 
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -88,11 +92,21 @@ class Session {
                                         const std::function<void(int64_t)>& on_token = nullptr);
 
   // Keeps the first `n` tokens; the next token goes at position n. Later calls give what a
-  // session that never held the dropped tokens gives. Copies no cache. Errors:
-  // Error::InvalidArgument for n outside [0, position()]; Error::NotSupported when the program
-  // has non-positional buffers that are not counters and too large to snapshot; a failure of
-  // the program while running the tokens after a snapshot again.
+  // session that never held the dropped tokens gives. Copies no cache. Non-positional buffers
+  // that are not counters are restored from the nearest snapshot at or before n, else from the
+  // program's initial values, and the tokens from there to n run again. Errors:
+  // Error::InvalidArgument for n outside [0, position()]; a failure of the program while
+  // running those tokens again.
   Error Rewind(int64_t n, std::string* error);
+
+  // The most bytes of snapshots this session keeps (kSnapshotBudget until set): the oldest are
+  // dropped now and after each call until the rest fit; 0 keeps none. Forks inherit it. A
+  // smaller budget costs rewinds more tokens run again, never a refusal.
+  void set_snapshot_budget(size_t bytes);
+  // Bytes of the snapshots kept now (never more than the budget).
+  size_t snapshot_bytes() const;
+  // The positions of the snapshots kept now, in order.
+  std::vector<int64_t> snapshot_positions() const;
 
   // An independent session holding the same tokens and state: the first position() entries of
   // each cache and the other buffers are copied into new memory (StateLayout::HeldBytes
@@ -130,6 +144,8 @@ class Session {
   Error RunChunk(const int64_t* ids, size_t n, std::string* error);
   // After a call: which other buffers are still counters, and a snapshot of the other buffers.
   void Record();
+  // Drops the oldest snapshots until they fit in snapshot_budget_ (all when one alone does not).
+  void TrimSnapshots();
   Error RewindLocked(int64_t n, std::string* error);
   // The last held token's logits, run again when a rewind or a load dropped them.
   Error CurrentLogits(const char* call, std::string* error);
@@ -143,7 +159,9 @@ class Session {
   SessionContents contents_;
   // Every buffer bound to contents_.state (the addresses never change).
   std::vector<BufferBinding> bindings_;
-  bool snapshot_other_ = false;
+  // Bytes of one snapshot (every other buffer whole).
+  size_t snapshot_size_ = 0;
+  size_t snapshot_budget_ = kSnapshotBudget;
 };
 
 }  // namespace executorch_trt::extension::llm

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -340,6 +339,14 @@ Error WriteSessionFile(const std::string& path, const StateLayout& layout,
   }
   const Blake2b256Digest digest = hash.Digest();
 
+  // The rename would replace whatever is at `path`: only a regular file (or a symbolic link to
+  // one, which is replaced, not its target) is a session file to replace. A directory, a device
+  // or a fifo is refused (as root, renaming onto /dev/full replaces the device node).
+  struct stat existing;
+  if (::stat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
+    *error = "save: " + path + " exists and is not a regular file";
+    return Error::InvalidArgument;
+  }
   std::string temporary = DirectoryOf(path) + "/.session-XXXXXX";
   const int fd = ::mkstemp(temporary.data());
   if (fd < 0) {
@@ -352,8 +359,8 @@ Error WriteSessionFile(const std::string& path, const StateLayout& layout,
     ok = WriteAll(fd, pieces[i].data, pieces[i].size);
   }
   ok = ok && WriteAll(fd, digest.data(), digest.size());
-  // mkstemp makes the file 0600; a session file is an ordinary file, as Python writes it.
-  ok = ok && ::fchmod(fd, 0644) == 0;
+  // mkstemp makes the file 0600 (owner only), as Python's tempfile.mkstemp does: a session
+  // holds the conversation.
   ok = ok && ::fsync(fd) == 0;
   std::string reason = ok ? "" : Errno();
   ok = ::close(fd) == 0 && ok;
@@ -375,22 +382,26 @@ Error ReadSessionFile(const std::string& path, const StateLayout& layout,
                       std::string* error) {
   std::vector<uint8_t> file;
   {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
       *error = path + ": cannot open the session file (" + Errno() + ")";
       return Error::AccessFailed;
     }
     uint8_t block[1 << 16];
-    size_t n = 0;
-    while ((n = std::fread(block, 1, sizeof(block), f)) > 0) {
+    ssize_t n = 0;
+    while ((n = ::read(fd, block, sizeof(block))) != 0) {
+      if (n < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        // E.g. a directory, which opens but does not read: "(Is a directory)".
+        *error = path + ": cannot read the session file (" + Errno() + ")";
+        ::close(fd);
+        return Error::AccessFailed;
+      }
       file.insert(file.end(), block, block + n);
     }
-    const bool failed = std::ferror(f) != 0;
-    std::fclose(f);
-    if (failed) {
-      *error = path + ": cannot read the session file";
-      return Error::AccessFailed;
-    }
+    ::close(fd);
   }
   return ParseSessionFile(file.data(), file.size(), path, layout, fingerprint, contents, error);
 }
@@ -555,17 +566,29 @@ Error ParseSessionFile(const uint8_t* file_data, size_t file_size, const std::st
       }
     }
   }
-  contents->tokens = std::move(ids);
-  contents->counters.clear();
+  // A listed counter is set to n by a rewind instead of being restored: it must be one (an
+  // integer scalar that is not positional, holding the number of tokens held), or a rewind
+  // would overwrite another buffer with n.
+  std::set<std::string> counter_names;
   for (const json& name : *counters) {
     if (!name.is_string()) {
-      continue;
+      return bad("its counters are not a list of buffer names: " + counters->dump());
     }
-    const size_t i = layout.Find(name.get<std::string>());
-    if (i < layout.buffers().size() && !layout.buffers()[i].positional()) {
-      contents->counters.insert(name.get<std::string>());
+    const std::string counter = name.get<std::string>();
+    const size_t i = layout.Find(counter);
+    const std::optional<int64_t> value =
+        i < layout.buffers().size() && !layout.buffers()[i].positional()
+            ? IntegerScalarValue(layout.buffers()[i], contents->state[i].data())
+            : std::nullopt;
+    if (value != position) {
+      return bad("'" + counter +
+                 "' is listed as a token counter but does not hold the token count (" +
+                 std::to_string(position) + ")");
     }
+    counter_names.insert(counter);
   }
+  contents->tokens = std::move(ids);
+  contents->counters = std::move(counter_names);
   contents->snapshots = std::move(snapshots);
   contents->logits = std::move(logits);
   return Error::Ok;

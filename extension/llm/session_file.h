@@ -61,11 +61,14 @@ struct SessionContents {
 };
 
 // Writes `contents` (state in `layout`, holding contents.tokens.size() positions) to `path`
-// atomically: a temporary file in the same directory, flushed to disk, then renamed over
-// `path`, so a failure leaves the old file (or none) and no temporary.
-// Errors (*error names the path): a buffer whose dtype a file cannot hold
-// (Error::NotSupported); the file cannot be written or renamed (Error::AccessFailed, with the
-// system's reason). Thread-safety: reads `contents` only; the caller keeps it unchanged meanwhile.
+// atomically: a temporary file in the same directory (mode 0600, as Python's tempfile.mkstemp
+// makes it), flushed to disk, then renamed over `path`, so a failure leaves the old file (or
+// none) and no temporary. A symbolic link at `path` is replaced (not its target).
+// Errors (*error names the path): `path` exists and is not a regular file (following symbolic
+// links: a directory, a device, a fifo; Error::InvalidArgument, "<path> exists and is not a
+// regular file"); a buffer whose dtype a file cannot hold (Error::NotSupported); the file
+// cannot be written or renamed (Error::AccessFailed, with the system's reason). Thread-safety:
+// reads `contents` only; the caller keeps it unchanged meanwhile.
 Error WriteSessionFile(const std::string& path, const StateLayout& layout,
                        const ProgramFingerprint& fingerprint, const SessionContents& contents,
                        std::string* error);
@@ -76,9 +79,12 @@ Error WriteSessionFile(const std::string& path, const StateLayout& layout,
 // replaced. Checks, in this order, before anything is taken: the size and magic, the version
 // (a newer one is refused), the checksum (truncated or corrupted), the header, the
 // fingerprint (naming what differs), the tokens (at most layout.capacity()), each tensor's
-// role, dtype, shape and extent, and that every buffer is there.
+// role, dtype, shape and extent, that every buffer is there, and that each listed counter is a
+// non-positional integer scalar buffer holding the number of tokens ("'total' is listed as a
+// token counter but does not hold the token count (10)").
 // Errors (*error is "<path>: <problem>"): the file cannot be opened or read
-// (Error::AccessFailed); any check (Error::InvalidArgument). On an error *contents may be
+// (Error::AccessFailed, with the system's reason, e.g. "(Is a directory)"); any check
+// (Error::InvalidArgument). On an error *contents may be
 // partly written: discard it.
 Error ReadSessionFile(const std::string& path, const StateLayout& layout,
                       const ProgramFingerprint& fingerprint, SessionContents* contents,

@@ -8,6 +8,35 @@
 
 namespace executorch_trt::extension::llm {
 
+std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* data) {
+  if (b.nbytes != b.element_size) {
+    return std::nullopt;  // not one element
+  }
+  switch (b.dtype) {
+    case ScalarType::Long: {
+      int64_t v;
+      std::memcpy(&v, data, 8);
+      return v;
+    }
+    case ScalarType::Int: {
+      int32_t v;
+      std::memcpy(&v, data, 4);
+      return v;
+    }
+    case ScalarType::Short: {
+      int16_t v;
+      std::memcpy(&v, data, 2);
+      return v;
+    }
+    case ScalarType::Char:
+      return static_cast<int8_t>(*data);
+    case ScalarType::Byte:
+      return *data;
+    default:
+      return std::nullopt;  // floating point, bool, or a type not counted in
+  }
+}
+
 StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t capacity) {
   StateLayout layout;
   layout.capacity_ = capacity;

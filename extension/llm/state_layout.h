@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,10 @@ struct BufferLayout {
 
   bool positional() const { return positional_dim >= 0; }
 };
+
+// The value of buffer `b` whose whole contents are at `data` when it is an integer scalar (one
+// element of an integer dtype, not bool): what a token counter is (session.h); none otherwise.
+std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* data);
 
 // The buffers of one program for a cache of `capacity` positions, in the program's order
 // (LoadedProgram::buffers()). Immutable after Of(); thread-safe to read.

@@ -16,6 +16,7 @@
 //     from a snapshot and runs the tokens after it again, also after a save and a load.
 // Cross-language session files (Python <-> C++) are tested by //tests/py:llm_session_cpp_test.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 
 #include <executorch/runtime/platform/runtime.h>
 
+#include "extension/llm/blake2b_256.h"
 #include "extension/llm/llm_program.h"
 #include "extension/llm/session.h"
 
@@ -159,6 +161,36 @@ std::vector<char> ReadFile(const std::string& path) {
 void WriteFile(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Rewrites the JSON header of the session file at `path` with `edit` and seals it again under
+// a valid BLAKE2b-256 (session_file.h: magic, version, reserved, header_size u64 at 16, the
+// header at 24, the data, the checksum), so that what the reader checks after the checksum is
+// what is tested.
+template <typename Edit>
+void RewriteHeader(const std::string& path, Edit edit) {
+  const std::vector<char> file = ReadFile(path);
+  ASSERT_GT(file.size(), 24u + 32u);
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) {
+    header_size = (header_size << 8) | static_cast<uint8_t>(file[16 + i]);
+  }
+  ASSERT_LE(24 + header_size + 32, file.size());
+  nlohmann::ordered_json header =
+      nlohmann::ordered_json::parse(file.begin() + 24, file.begin() + 24 + header_size);
+  edit(header);
+  const std::string text = header.dump();
+  std::vector<char> out(file.begin(), file.begin() + 16);
+  for (int i = 0; i < 8; ++i) {
+    out.push_back(static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff));
+  }
+  out.insert(out.end(), text.begin(), text.end());
+  out.insert(out.end(), file.begin() + 24 + header_size, file.end() - 32);
+  extension::llm::Blake2b256 hash;
+  hash.Update(out.data(), out.size());
+  const extension::llm::Blake2b256Digest digest = hash.Digest();
+  out.insert(out.end(), digest.begin(), digest.end());
+  WriteFile(path, out);
 }
 
 // --- the example program ------------------------------------------------------------------
@@ -309,20 +341,74 @@ TEST_F(ExampleProgramTest, ASaveThatFailsLeavesThePreviousFileAndNoTemporary) {
   auto s = Fresh(prompt_);
   std::string error;
   ASSERT_EQ(s->Save(dir + "/chat.session", &error), Error::Ok) << error;
-  // A directory where the file should go: the rename fails after the temporary was written.
-  std::filesystem::create_directory(dir + "/taken");
-  EXPECT_EQ(s->Save(dir + "/taken", &error), Error::AccessFailed);
+  // A name longer than the file system takes: the rename fails after the temporary was written.
+  EXPECT_EQ(s->Save(dir + "/" + std::string(300, 'x'), &error), Error::AccessFailed);
   EXPECT_NE(error.find("cannot write the session file"), std::string::npos) << error;
   EXPECT_EQ(s->Save(dir + "/missing/chat.session", &error), Error::AccessFailed);
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     names.push_back(entry.path().filename().string());
   }
-  std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"chat.session", "taken"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"chat.session"}));
   auto loaded = program_->LoadSession(dir + "/chat.session", &error);
   ASSERT_TRUE(loaded.ok()) << error;
   EXPECT_EQ(loaded.get()->tokens(), prompt_);
+}
+
+TEST_F(ExampleProgramTest, SaveWritesAnOwnerOnlyFile) {
+  const std::string path = TempDir() + "/chat.session";
+  std::string error;
+  ASSERT_EQ(Fresh(prompt_)->Save(path, &error), Error::Ok) << error;
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
+}
+
+TEST_F(ExampleProgramTest, SaveRefusesATargetThatIsNotARegularFile) {
+  const std::string dir = TempDir();
+  auto s = Fresh(prompt_);
+  std::string error;
+  std::filesystem::create_directory(dir + "/a directory");
+  ASSERT_EQ(::mkfifo((dir + "/a fifo").c_str(), 0600), 0);
+  ASSERT_EQ(s->Save(dir + "/regular", &error), Error::Ok) << error;
+  std::filesystem::create_symlink(dir + "/a directory", dir + "/link to a directory");
+  std::filesystem::create_symlink(dir + "/regular", dir + "/link to a file");
+  for (const char* name : {"a directory", "a fifo", "link to a directory"}) {
+    const std::string path = dir + "/" + name;
+    error.clear();
+    EXPECT_EQ(s->Save(path, &error), Error::InvalidArgument) << name;
+    EXPECT_NE(error.find(path + " exists and is not a regular file"), std::string::npos) << error;
+  }
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/a directory"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/a directory"));
+  EXPECT_TRUE(std::filesystem::is_fifo(dir + "/a fifo"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link to a directory"));
+  // A link to a regular file is replaced like one (the link, not its target).
+  const std::vector<char> target = ReadFile(dir + "/regular");
+  PrefillOk(*s, {3});
+  ASSERT_EQ(s->Save(dir + "/link to a file", &error), Error::Ok) << error;
+  EXPECT_FALSE(std::filesystem::is_symlink(dir + "/link to a file"));
+  EXPECT_EQ(ReadFile(dir + "/regular"), target);
+  auto loaded = program_->LoadSession(dir + "/link to a file", &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  EXPECT_EQ(loaded.get()->tokens(), Concat(prompt_, {3}));
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a directory", "a fifo", "link to a directory",
+                                             "link to a file", "regular"}))
+      << "no temporary left";
+}
+
+TEST_F(ExampleProgramTest, LoadingADirectorySaysWhy) {
+  const std::string dir = TempDir();
+  std::string error;
+  auto loaded = program_->LoadSession(dir, &error);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error(), Error::AccessFailed);
+  EXPECT_EQ(error, dir + ": cannot read the session file (Is a directory)");
 }
 
 TEST_F(ExampleProgramTest, DamagedAndForeignFilesAreRefusedAndNothingChanges) {
@@ -557,6 +643,162 @@ TEST_F(CountingProgramTest, ALoadedSessionRewindsIntoItsSavedSnapshots) {
   ASSERT_TRUE(loaded.ok()) << error;
   ExpectSameState(*loaded.get(), *s, "loaded", /*exact=*/true);
   CheckRewinds(*program_, *loaded.get(), "loaded");
+}
+
+TEST_F(CountingProgramTest, AMaxContextLenThatContradictsTheMetadataIsRefused) {
+  executorch::runtime::runtime_init();
+  std::string error;
+  // 16 is also the head dimension: taken as the positions, it would make `total` positional.
+  for (int64_t wrong : {8, 16}) {
+    auto program = LlmProgram::Load(kCounting, &error, "", wrong);
+    ASSERT_FALSE(program.ok()) << wrong;
+    EXPECT_EQ(program.error(), Error::InvalidArgument);
+    EXPECT_EQ(error, std::string(kCounting) + ": max_context_len " + std::to_string(wrong) +
+                         " contradicts the program's get_max_context_len (32): leave it out or "
+                         "pass 32");
+  }
+  auto same = LlmProgram::Load(kCounting, &error, "", 32);
+  ASSERT_TRUE(same.ok()) << error;
+  EXPECT_EQ(same.get()->max_context_len(), 32);
+}
+
+// Bytes of one snapshot of `program`: every buffer that is not positional, whole.
+size_t SnapshotSize(const LlmProgram& program) {
+  size_t size = 0;
+  for (size_t i : program.layout().other()) {
+    size += program.layout().buffers()[i].nbytes;
+  }
+  return size;
+}
+
+TEST_F(CountingProgramTest, ARewindWithoutASnapshotRunsTheTokensAgainFromTheInitialValues) {
+  auto s = program_->NewSession();
+  s->set_snapshot_budget(0);
+  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
+  GenerateOk(*s, 4);
+  EXPECT_TRUE(s->snapshot_positions().empty());
+  EXPECT_EQ(s->snapshot_bytes(), 0u);
+  CheckRewinds(*program_, *s, "no snapshots");
+  RewindOk(*s, 0);
+  auto fresh = program_->NewSession();
+  ExpectClose(PrefillOk(*s, {4, 5}), PrefillOk(*fresh, {4, 5}), "rewind(0)");
+  ExpectSameState(*s, *fresh, "rewind(0)");
+}
+
+TEST_F(CountingProgramTest, ALoadedSessionWithoutSnapshotsRewindsFromTheInitialValues) {
+  auto s = program_->NewSession();
+  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
+  GenerateOk(*s, 4);
+  const std::string path = TempDir() + "/counting.session";
+  std::string error;
+  ASSERT_EQ(s->Save(path, &error), Error::Ok) << error;
+  // A file that keeps no snapshot (its data stays, unreferenced).
+  RewriteHeader(path, [](nlohmann::ordered_json& header) {
+    nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+    for (const auto& t : header["tensors"]) {
+      if (t["role"] != "snapshot") {
+        kept.push_back(t);
+      }
+    }
+    header["tensors"] = kept;
+  });
+  auto loaded = program_->LoadSession(path, &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  EXPECT_EQ(loaded.get()->snapshot_positions(), std::vector<int64_t>{10});
+  ExpectSameState(*loaded.get(), *s, "loaded", /*exact=*/true);
+  CheckRewinds(*program_, *loaded.get(), "loaded without snapshots");
+}
+
+TEST_F(CountingProgramTest, SnapshotsStayWithinTheBudgetTheOldestDroppedFirst) {
+  const size_t one = SnapshotSize(*program_);
+  ASSERT_GT(one, 0u);
+  auto s = program_->NewSession();
+  EXPECT_EQ(s->snapshot_positions(), std::vector<int64_t>{0});
+  s->set_snapshot_budget(3 * one + one / 2);
+  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
+  for (int64_t token : {7, 8, 9, 10}) {
+    DecodeOk(*s, token);
+    EXPECT_LE(s->snapshot_bytes(), 3 * one + one / 2);
+  }
+  EXPECT_EQ(s->snapshot_positions(), (std::vector<int64_t>{8, 9, 10}));
+  EXPECT_EQ(s->snapshot_bytes(), 3 * one);
+  // A fork has the same snapshots and budget.
+  std::unique_ptr<Session> child = s->Fork();
+  EXPECT_EQ(child->snapshot_positions(), (std::vector<int64_t>{8, 9, 10}));
+  DecodeOk(*child, 11);
+  EXPECT_EQ(child->snapshot_positions(), (std::vector<int64_t>{9, 10, 11}));
+  // Saved and loaded: the file's snapshots, under the default budget.
+  const std::string path = TempDir() + "/counting.session";
+  std::string error;
+  ASSERT_EQ(s->Save(path, &error), Error::Ok) << error;
+  auto loaded = program_->LoadSession(path, &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  EXPECT_EQ(loaded.get()->snapshot_positions(), (std::vector<int64_t>{8, 9, 10}));
+  // A rewind before the oldest runs the tokens again from the initial values; the ones after
+  // it from a snapshot.
+  CheckRewinds(*program_, *s, "bounded");
+  EXPECT_LE(s->snapshot_bytes(), 3 * one + one / 2);
+  // A budget below one snapshot keeps none.
+  s->set_snapshot_budget(one - 1);
+  EXPECT_TRUE(s->snapshot_positions().empty());
+  DecodeOk(*s, 3);
+  EXPECT_TRUE(s->snapshot_positions().empty());
+  // The default keeps one after every call here.
+  auto t = program_->NewSession();
+  PrefillOk(*t, {1, 2, 3});
+  DecodeOk(*t, 4);
+  EXPECT_EQ(t->snapshot_positions(), (std::vector<int64_t>{0, 3, 4}));
+  EXPECT_LE(Session::kSnapshotBudget, size_t{16} << 20);
+}
+
+TEST_F(CountingProgramTest, ALoadedFileListingABufferThatIsNotACounterIsRefused) {
+  auto s = program_->NewSession();
+  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
+  GenerateOk(*s, 4);
+  const std::string dir = TempDir();
+  const std::string saved = dir + "/counting.session";
+  std::string error;
+  ASSERT_EQ(s->Save(saved, &error), Error::Ok) << error;
+  const std::vector<char> bytes = ReadFile(saved);
+  // `total` is float [1, 16], `k_cache` positional, `nope` not a buffer.
+  for (const char* name : {"total", "k_cache", "nope"}) {
+    const std::string path = dir + "/" + name;
+    WriteFile(path, bytes);
+    RewriteHeader(path, [&](nlohmann::ordered_json& header) {
+      header["counters"] = {"count", name};
+    });
+    auto loaded = program_->LoadSession(path, &error);
+    ASSERT_FALSE(loaded.ok()) << name;
+    EXPECT_EQ(loaded.error(), Error::InvalidArgument) << name;
+    EXPECT_EQ(error, path + ": '" + name +
+                         "' is listed as a token counter but does not hold the token count (10)");
+  }
+  // `count` listed (as saved) but holding 9 where 10 tokens are held.
+  std::vector<char> patched = bytes;
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) {
+    header_size = (header_size << 8) | static_cast<uint8_t>(bytes[16 + i]);
+  }
+  const auto header = nlohmann::json::parse(bytes.begin() + 24, bytes.begin() + 24 + header_size);
+  EXPECT_EQ(header["counters"], nlohmann::json::array({"count"}));
+  for (const auto& t : header["tensors"]) {
+    if (t["role"] == "buffer" && t["name"] == "count") {
+      ASSERT_EQ(t["dtype"], "int64");
+      patched[24 + header_size + t["offset"].get<size_t>()] = 9;  // little-endian 10 -> 9
+    }
+  }
+  const std::string miscounted = dir + "/miscounted";
+  WriteFile(miscounted, patched);
+  RewriteHeader(miscounted, [](nlohmann::ordered_json&) {});
+  auto refused = program_->LoadSession(miscounted, &error);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(error, miscounted +
+                       ": 'count' is listed as a token counter but does not hold the token count "
+                       "(10)");
+  // As saved, it loads and rewinds.
+  auto loaded = program_->LoadSession(saved, &error);
+  ASSERT_TRUE(loaded.ok()) << error;
+  CheckRewinds(*program_, *loaded.get(), "counters as saved");
 }
 
 }  // namespace
