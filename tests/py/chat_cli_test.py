@@ -177,7 +177,9 @@ class ChatTest(absltest.TestCase):
     def test_help(self):
         status, out, _ = self._main("--help")
         self.assertEqual(status, 0)
-        self.assertIn("--session", out)
+        flags_listed = out.split("\nflags:\n", 1)[1]
+        for flag in ("--model:", "--tokenizer:", "--session:", "--prefix-cache-bytes:"):
+            self.assertIn(flag, flags_listed)
 
 
 if __name__ == "__main__":

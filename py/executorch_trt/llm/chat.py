@@ -2,7 +2,7 @@
 
     ./bazelw run //:chat -- --model model.pte --tokenizer tokenizer.json [--prompt TEXT] \\
         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] \\
-        [--session FILE] [--data model.ptd] [--max-context-len N]
+        [--session FILE] [--data model.ptd] [--max-context-len N] [--prefix-cache-bytes N]
 
 With ``--prompt`` it answers that one turn; without it, every line of standard input is a turn
 of one conversation. The answer streams to standard output; after each turn standard error
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 USAGE = (
     "usage: ./bazelw run //:chat -- --model model.pte --tokenizer tokenizer.json "
     "[--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] "
-    "[--seed S] [--session FILE] [--data model.ptd] [--max-context-len N]"
+    "[--seed S] [--session FILE] [--data model.ptd] [--max-context-len N] "
+    "[--prefix-cache-bytes N]"
 )
 
 
@@ -92,7 +93,8 @@ def _define_flags() -> flags.FlagValues:
     flags.DEFINE_integer(
         "prefix-cache-bytes",
         0,
-        "keep prompt states for reuse by later turns' prefill (0: off)",
+        "a prefix cache of this many bytes for a new conversation's first prefill; one chat "
+        "process holds one conversation, so it reuses nothing across runs (0: off)",
         lower_bound=0,
         flag_values=fv,
     )
@@ -225,7 +227,9 @@ def main(
         err.write(f"chat: {exc}\n{USAGE}\n")
         return 2
     if value(fv, "help"):
-        out.write(__doc__.strip() + "\n\nflags:\n" + fv.main_module_help() + "\n")
+        out.write(
+            __doc__.strip() + "\n\nflags:\n" + fv.get_help(include_special_flags=False) + "\n"
+        )
         return 0
 
     from executorch_trt import llm
