@@ -17,7 +17,8 @@
 //
 // With --session FILE the conversation is loaded from FILE when it exists (a file saved by this
 // tool, by Session::Save or by executorch_trt.llm's Session.save; refused, exit 2, when it is
-// from another program or damaged) and saved to FILE after the turn.
+// from another program or damaged, or cannot be read, saying why: "cannot read the session file
+// (Is a directory)") and saved to FILE after the turn.
 //
 // Exit: 0 after the turn; 2 bad usage or bad input, named (a missing flag or file, a program
 // that is not an LLM program, a refused session file, a token id outside the vocabulary, a

@@ -382,9 +382,19 @@ Error ReadSessionFile(const std::string& path, const StateLayout& layout,
                       std::string* error) {
   std::vector<uint8_t> file;
   {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a fifo does not wait for a writer (a regular file ignores it).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       *error = path + ": cannot open the session file (" + Errno() + ")";
+      return Error::AccessFailed;
+    }
+    // A directory says so; a fifo or a device (which could read forever) is not read at all.
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+      *error = path + ": cannot read the session file (" +
+               (S_ISDIR(st.st_mode) ? std::string(std::strerror(EISDIR)) : "not a regular file") +
+               ")";
+      ::close(fd);
       return Error::AccessFailed;
     }
     uint8_t block[1 << 16];

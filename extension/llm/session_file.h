@@ -82,8 +82,8 @@ Error WriteSessionFile(const std::string& path, const StateLayout& layout,
 // role, dtype, shape and extent, that every buffer is there, and that each listed counter is a
 // non-positional integer scalar buffer holding the number of tokens ("'total' is listed as a
 // token counter but does not hold the token count (10)").
-// Errors (*error is "<path>: <problem>"): the file cannot be opened or read
-// (Error::AccessFailed, with the system's reason, e.g. "(Is a directory)"); any check
+// Errors (*error is "<path>: <problem>"): the file cannot be opened or read, or is not a
+// regular file (Error::AccessFailed, with the reason, e.g. "(Is a directory)"); any check
 // (Error::InvalidArgument). On an error *contents may be
 // partly written: discard it.
 Error ReadSessionFile(const std::string& path, const StateLayout& layout,

@@ -402,13 +402,20 @@ TEST_F(ExampleProgramTest, SaveRefusesATargetThatIsNotARegularFile) {
       << "no temporary left";
 }
 
-TEST_F(ExampleProgramTest, LoadingADirectorySaysWhy) {
+TEST_F(ExampleProgramTest, LoadingADirectoryOrAFifoSaysWhy) {
   const std::string dir = TempDir();
   std::string error;
   auto loaded = program_->LoadSession(dir, &error);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.error(), Error::AccessFailed);
   EXPECT_EQ(error, dir + ": cannot read the session file (Is a directory)");
+  // A fifo is not waited on (no writer ever comes) nor read.
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto from_fifo = program_->LoadSession(fifo, &error);
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_EQ(from_fifo.error(), Error::AccessFailed);
+  EXPECT_EQ(error, fifo + ": cannot read the session file (not a regular file)");
 }
 
 TEST_F(ExampleProgramTest, DamagedAndForeignFilesAreRefusedAndNothingChanges) {
