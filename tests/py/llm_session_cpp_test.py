@@ -217,6 +217,50 @@ class CrossLanguageSessionTest(absltest.TestCase):
                 _rewrite(path, edit)
                 self._both_refuse(self.program, path, expect)
 
+    def test_malformed_headers_are_refused_by_both(self):
+        s = self.program.new_session()
+        s.prefill(PROMPT)
+        path = os.path.join(self.tmp, "malformed.etrts")
+
+        def huge_zero_shape(header):
+            next(t for t in header["tensors"] if t["role"] == "buffer")["shape"] = [2**62, 2**62, 0]
+            next(t for t in header["tensors"] if t["role"] == "buffer")["nbytes"] = 0
+
+        cases = [
+            (lambda h: h.__setitem__("tensors", 5), "header cannot be read"),
+            (lambda h: h.__setitem__("counters", 5), "header cannot be read"),
+            (lambda h: h.__setitem__("data_size", "x"), "header cannot be read"),
+            (lambda h: h["tokens"].__setitem__(0, True), "token ids are not a list"),
+            (lambda h: h["tokens"].extend([1] * CAPACITY), "token ids are not a list"),
+            (huge_zero_shape, "torch cannot hold|is .*tokens need"),
+        ]
+        for edit, expect in cases:
+            with self.subTest(expect=expect):
+                s.save(path)
+                _rewrite(path, edit)
+                self._both_refuse(self.program, path, expect)
+        s.save(path)
+        with open(path, "r+b") as f:  # a header size past the end of the file
+            f.seek(16)
+            f.write(struct.pack("<Q", 2**63))
+            f.seek(0)
+            body = f.read()[:-32]
+            f.seek(0)
+            f.write(body + hashlib.blake2b(body, digest_size=32).digest())
+        self._both_refuse(self.program, path, "its header says 9223372036854775808 bytes")
+
+    def test_a_counter_that_does_not_count_is_refused_by_both(self):
+        pte = _runfile("tests/cpp/testdata/counting_llm.pte")
+        counting = llm.load(pte)
+        s = counting.new_session()
+        s.prefill([1, 2, 3])
+        path = os.path.join(self.tmp, "counter_lie.etrts")
+        s.save(path)
+        _rewrite(path, lambda h: h["counters"].append("total"))
+        self._both_refuse(
+            counting, path, "'total' is listed as a token counter but does not hold", pte
+        )
+
     def test_a_partial_snapshot_is_refused_by_both(self):
         pte = _runfile("tests/cpp/testdata/counting_llm.pte")
         counting = llm.load(pte)

@@ -390,6 +390,13 @@ class SavedSessionTest(absltest.TestCase):
         directory = os.path.dirname(path)
         with self.assertRaisesRegex(ValueError, "exists and is not a regular file"):
             s.save(directory)
+        with self.assertRaisesRegex(ValueError, "not a regular file"):
+            self.program.load_session(directory)
+        fifo = os.path.join(directory, "fifo")
+        os.mkfifo(fifo)
+        with self.assertRaisesRegex(ValueError, "not a regular file"):
+            self.program.load_session(fifo)  # reading it would block
+        os.unlink(fifo)
         missing = os.path.join(directory, "no such directory", "chat.session")
         with self.assertRaisesRegex(OSError, "save: cannot write .*no such directory"):
             s.save(missing)

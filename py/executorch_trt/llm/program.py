@@ -117,7 +117,7 @@ class LLMProgram:
                 "dynamic length (torch.export.Dim) or add a decode method"
             )
         declared = meta.get(names.MAX_CONTEXT_LEN)
-        if max_context_len is not None and declared is not None and max_context_len != declared:
+        if max_context_len is not None and declared and max_context_len != declared:
             # A wrong value can match another dimension of a buffer (a head size) and make it
             # look positional: refused rather than trusted.
             raise ValueError(

@@ -196,6 +196,9 @@ class SavedSession:
 def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
     """The session saved at ``path`` for ``model`` (module docstring for the checks)."""
     where = os.fspath(path)
+    if os.path.exists(where) and not os.path.isfile(where):
+        # A fifo would block the read, a device would not end.
+        raise ValueError(f"load_session: {where}: not a regular file")
     with open(where, "rb") as f:
         data = f.read()
 
