@@ -14,6 +14,11 @@ user's attention (the product's ``NotInPlaceWarning``, an error). What is droppe
   warns when ``copy.deepcopy`` reconstructs its own ``LeafSpec`` objects, which torch.export's
   ``run_decompositions`` and ExecuTorch's ``to_backend`` do while lowering. Dropped inside
   ``lowering()`` (a ``warnings.catch_warnings()`` around the lowering calls).
+* torch.export's ``While compiling, we found certain side effects happened in the
+  model.forward`` ``UserWarning`` when the only side effect listed is transformers' own
+  output-capturing context variable (``_active_collector``, set and reset inside every
+  transformers forward): ``export_llm`` exports inside ``lowering()``. A warning that lists any
+  other side effect still shows.
 * ExecuTorch's C++ debug and info log lines (``Failed to open midr file`` from cpuinfo while
   the thread pool starts, a delegate's binding plan): the runtime binding writes error and
   fatal lines only (``py/binding/stderr_log.h``). Its ``register_pal() called multiple times``
@@ -55,6 +60,15 @@ _IMPORT_RECORDS: tuple[tuple[str, str], ...] = (
 # by ``lowering()``.
 _LOWERING_WARNINGS: tuple[tuple[str, type], ...] = (
     (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
+    # Only when transformers' output-capturing context variable is the sole side effect listed.
+    (
+        (
+            r"While compiling, we found certain side effects happened in the model\.forward\. "
+            r"Here are the list of potential sources you can double check: "
+            r"\[(?:\"[^\"]*\._active_collector\"(?:, )?)+\]\Z"
+        ),
+        UserWarning,
+    ),
 )
 
 

@@ -97,6 +97,21 @@ NOISE = {
 }
 
 
+# export_llm on a tiny transformers Llama: torch.export warns about transformers' own
+# output-capturing context variable unless quieted.
+EXPORT_LLM_SCRIPT = textwrap.dedent("""\
+    import torch
+    import transformers
+    from executorch_trt import llm
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)).eval()
+    llm.export_llm(model, max_seq_len=8, max_context_len=32, output="tiny.pte")
+""")
+
+
 @delegate_library.needs_library
 class QuietTest(absltest.TestCase):
     def _run(self, script, **env_changes):
@@ -121,6 +136,10 @@ class QuietTest(absltest.TestCase):
 
     def test_readme_example_prints_nothing(self):
         proc = self._run(README_SCRIPT)
+        self.assertEqual(proc.stdout + proc.stderr, "")
+
+    def test_export_llm_prints_nothing(self):
+        proc = self._run(EXPORT_LLM_SCRIPT, HF_HUB_OFFLINE="1")
         self.assertEqual(proc.stdout + proc.stderr, "")
 
     def test_verbose_mode_shows_everything(self):

@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch.export import Dim, ExportedProgram
 
+from executorch_trt import quiet
+
 #: Length of the example prompt the dynamic methods are traced with (not 0 or 1, which
 #: torch.export would specialise on); clipped to max_seq_len.
 _EXAMPLE_LEN = 5
@@ -72,7 +74,7 @@ def _export(module: torch.nn.Module, length: int, max_len: int | None) -> Export
     if max_len is not None:
         t = Dim("T", min=1, max=max_len)
         shapes = {"input_ids": {1: t}, "cache_position": {0: t}}
-    with torch.no_grad():
+    with torch.no_grad(), quiet.lowering():
         return torch.export.export(
             module, args=(), kwargs=kwargs, dynamic_shapes=shapes, strict=True
         )
