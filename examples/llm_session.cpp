@@ -269,6 +269,11 @@ int Main(int argc, char** argv) {
                prompt.size(), prefill_s * 1e3, prompt.size() / prefill_s, generated,
                generated ? generated / decode_s : 0.0, static_cast<long long>(session->position()),
                static_cast<long long>(p.max_context_len()));
+  if (session->position() == p.max_context_len() &&
+      static_cast<int64_t>(generated) < absl::GetFlag(FLAGS_max_new_tokens)) {
+    std::fprintf(stderr,
+                 "llm_session: stopped early: the cache is full; start a new conversation\n");
+  }
   if (!session_path.empty()) {
     const Error err = session->Save(session_path, &error);
     if (err != Error::Ok) {

@@ -174,6 +174,17 @@ class ChatTest(absltest.TestCase):
         done = self._process("--model", "/nonexistent.pte", "--tokenizer", self.tokenizer)
         self.assertEqual(done.returncode, 2, done.stderr)
 
+    def test_a_turn_cut_short_by_a_full_cache_says_so(self):
+        prompt = "ab" * 30  # BOS + 60 tokens: 3 of the 10 asked for fit in 64 positions
+        want, ids = self._greedy_text(prompt, 3)
+        self.assertEqual(len(ids), 64, "the greedy continuation must not end before the cache")
+        status, out, err = self._main(*self._model_args("10"), "--prompt", prompt)
+        self.assertEqual(status, 0, err)
+        self.assertEqual(out, want + "\n")
+        self.assertIn("stopped early: the cache is full", err)
+        status, _, err = self._main(*self._model_args("3"), "--prompt", prompt)
+        self.assertNotIn("stopped early", err)
+
     def test_help(self):
         status, out, _ = self._main("--help")
         self.assertEqual(status, 0)

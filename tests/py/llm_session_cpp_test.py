@@ -133,6 +133,13 @@ class CrossLanguageSessionTest(absltest.TestCase):
         whole.prefill(SECOND_TURN)
         self.assertEqual(list(loaded.generate(5)), list(whole.generate(5)))
 
+    def test_cpp_says_when_a_full_cache_cuts_the_turn_short(self):
+        path = os.path.join(self.tmp, "full.etrts")
+        code, ids, err = self._cpp(path, [5] * (CAPACITY - 3), 10)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(ids), 3)
+        self.assertIn("stopped early: the cache is full", err)
+
     def test_cpp_refuses_a_damaged_file_and_leaves_it(self):
         path = os.path.join(self.tmp, "damaged.etrts")
         s = self.program.new_session()

@@ -211,6 +211,8 @@ def _turn(
         f"{len(generated) / decode_s if generated else 0.0:.1f} tok/s; the session holds "
         f"{session.position} of {model.max_context_len} positions\n"
     )
+    if session.position == model.max_context_len and len(generated) < value(fv, "max-new-tokens"):
+        err.write("chat: stopped early: the cache is full; start a new conversation\n")
     err.flush()
 
 
