@@ -163,7 +163,7 @@ def _storage_range(t: torch.Tensor) -> tuple[object, int, int] | None:
         return None
     try:
         base = t.untyped_storage().data_ptr()
-    except RuntimeError:  # a sparse tensor: NotImplementedError, a RuntimeError subclass
+    except NotImplementedError:  # a sparse tensor has no storage to compare
         return None
     if base == 0:
         return None
