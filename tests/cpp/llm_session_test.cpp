@@ -575,6 +575,22 @@ class CountingProgramTest : public ::testing::Test {
     ASSERT_TRUE(reference_.is_object()) << kCountingReference;
   }
 
+  // A session that has run ten tokens (a prefill of six, four generated).
+  static std::unique_ptr<Session> TenTokens() {
+    auto s = program_->NewSession();
+    PrefillOk(*s, {1, 2, 3, 4, 5, 6});
+    GenerateOk(*s, 4);
+    return s;
+  }
+
+  // `s` saved to `path` (default: counting.session in the test's temporary directory).
+  static std::string Saved(Session& s, std::string path = "") {
+    if (path.empty()) path = TempDir() + "/counting.session";
+    std::string error;
+    EXPECT_EQ(s.Save(path, &error), Error::Ok) << error;
+    return path;
+  }
+
   static std::shared_ptr<LlmProgram> program_;
   static nlohmann::json reference_;
 };
@@ -628,9 +644,7 @@ void CheckRewinds(LlmProgram& program, Session& s, const std::string& what) {
 }
 
 TEST_F(CountingProgramTest, RewindRestoresOtherStateFromASnapshotAndRunsTheTokensAfterIt) {
-  auto s = program_->NewSession();
-  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
-  GenerateOk(*s, 4);
+  auto s = TenTokens();
   const std::vector<uint8_t> count = Held(*s, "count");
   ASSERT_EQ(count.size(), sizeof(int64_t));
   int64_t value = 0;
@@ -640,12 +654,9 @@ TEST_F(CountingProgramTest, RewindRestoresOtherStateFromASnapshotAndRunsTheToken
 }
 
 TEST_F(CountingProgramTest, ALoadedSessionRewindsIntoItsSavedSnapshots) {
-  auto s = program_->NewSession();
-  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
-  GenerateOk(*s, 4);
-  const std::string path = TempDir() + "/counting.session";
+  auto s = TenTokens();
+  const std::string path = Saved(*s);
   std::string error;
-  ASSERT_EQ(s->Save(path, &error), Error::Ok) << error;
   auto loaded = program_->LoadSession(path, &error);
   ASSERT_TRUE(loaded.ok()) << error;
   ExpectSameState(*loaded.get(), *s, "loaded", /*exact=*/true);
@@ -693,12 +704,9 @@ TEST_F(CountingProgramTest, ARewindWithoutASnapshotRunsTheTokensAgainFromTheInit
 }
 
 TEST_F(CountingProgramTest, ALoadedSessionWithoutSnapshotsRewindsFromTheInitialValues) {
-  auto s = program_->NewSession();
-  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
-  GenerateOk(*s, 4);
-  const std::string path = TempDir() + "/counting.session";
+  auto s = TenTokens();
+  const std::string path = Saved(*s);
   std::string error;
-  ASSERT_EQ(s->Save(path, &error), Error::Ok) << error;
   // A file that keeps no snapshot (its data stays, unreferenced).
   RewriteHeader(path, [](nlohmann::ordered_json& header) {
     nlohmann::ordered_json kept = nlohmann::ordered_json::array();
@@ -735,9 +743,8 @@ TEST_F(CountingProgramTest, SnapshotsStayWithinTheBudgetTheOldestDroppedFirst) {
   DecodeOk(*child, 11);
   EXPECT_EQ(child->snapshot_positions(), (std::vector<int64_t>{9, 10, 11}));
   // Saved and loaded: the file's snapshots, under the default budget.
-  const std::string path = TempDir() + "/counting.session";
+  const std::string path = Saved(*s);
   std::string error;
-  ASSERT_EQ(s->Save(path, &error), Error::Ok) << error;
   auto loaded = program_->LoadSession(path, &error);
   ASSERT_TRUE(loaded.ok()) << error;
   EXPECT_EQ(loaded.get()->snapshot_positions(), (std::vector<int64_t>{8, 9, 10}));
@@ -759,13 +766,10 @@ TEST_F(CountingProgramTest, SnapshotsStayWithinTheBudgetTheOldestDroppedFirst) {
 }
 
 TEST_F(CountingProgramTest, ALoadedFileListingABufferThatIsNotACounterIsRefused) {
-  auto s = program_->NewSession();
-  PrefillOk(*s, {1, 2, 3, 4, 5, 6});
-  GenerateOk(*s, 4);
+  auto s = TenTokens();
   const std::string dir = TempDir();
-  const std::string saved = dir + "/counting.session";
+  const std::string saved = Saved(*s, dir + "/counting.session");
   std::string error;
-  ASSERT_EQ(s->Save(saved, &error), Error::Ok) << error;
   const std::vector<char> bytes = ReadFile(saved);
   // `total` is float [1, 16], `k_cache` positional, `nope` not a buffer.
   for (const char* name : {"total", "k_cache", "nope"}) {

@@ -94,13 +94,17 @@ class _Programs:
         return cls._cache[name]
 
 
-@delegate_library.needs_library
-class SessionTest(absltest.TestCase):
+class _LlamaProgramTest(absltest.TestCase):
+    """The eager Llama (`model`), its program's path and the loaded program, once per class."""
+
     @classmethod
     def setUpClass(cls):
         cls.model, cls.path = _Programs.get("llama")
         cls.program = llm.load(cls.path)
 
+
+@delegate_library.needs_library
+class SessionTest(_LlamaProgramTest):
     def test_the_program_is_read_from_its_metadata(self):
         p = self.program
         self.assertEqual((p.prefill_method, p.decode_method), ("forward", "forward"))
@@ -275,12 +279,7 @@ class SessionTest(absltest.TestCase):
 
 
 @delegate_library.needs_library
-class SavedSessionTest(absltest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.model, cls.path = _Programs.get("llama")
-        cls.program = llm.load(cls.path)
-
+class SavedSessionTest(_LlamaProgramTest):
     def _saved(self):
         s = self.program.new_session()
         s.prefill(PROMPT)
