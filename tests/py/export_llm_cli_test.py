@@ -136,6 +136,18 @@ class ExportLlmCommandTest(_Checkpoint, absltest.TestCase):
         self.assertLen(pieces, new_tokens)
         self.assertEqual("".join(pieces), "".join(tokenizer.decode(t) for t in eager))
 
+    def test_quantize_reaches_the_export(self):
+        pte = os.path.join(self.tmp, "8da4w.pte")
+        argv = ["--model-dir", self.model_dir, "--max-seq-len", "8", "--output", pte]
+        status, out, err = _run_main([*argv, "--quantize", "8da4w", "--group-size", "32"])
+        self.assertEqual(status, 0, err)
+        self.assertIn("export_llm: quantized 15 linears (8da4w, group size 32)", out)
+        float_pte = os.path.join(self.tmp, "float.pte")
+        status, out, err = _run_main([*argv[:-1], float_pte])
+        self.assertEqual(status, 0, err)
+        self.assertNotIn("quantized", out)
+        self.assertLess(os.path.getsize(pte), os.path.getsize(float_pte))
+
     def test_bad_usage_exit_status_reaches_the_shell(self):
         missing = os.path.join(self.tmp, "missing")
         done = subprocess.run(
@@ -236,11 +248,24 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
             "max_context_len 65 is beyond the model's max_position_embeddings 64",
         )
 
+    def test_bad_quantization(self):
+        self.assert_usage_error(self._args(**{"--quantize": "4w"}), "--quantize=4w")
+        self.assert_usage_error(
+            self._args(**{"--quantize": "8da4w", "--group-size": "48"}),
+            "group_size must be 0 (per output channel) or a power of two >= 16, got 48",
+        )
+        self.assert_usage_error(self._args(**{"--group-size": "-1"}), "--group-size=-1")
+        self.assert_usage_error(
+            self._args(**{"--quantize": "8da8w", "--dtype": "float16"}),
+            "--quantize 8da8w needs --dtype float32",
+        )
+
     def test_help_exits_0(self):
         status, out, _ = _run_main(["--help"])
         self.assertEqual(status, 0)
         self.assertIn("--model-dir", out)
         self.assertIn("--prefill-decode", out)
+        self.assertIn("--quantize", out)
 
 
 if __name__ == "__main__":

@@ -175,6 +175,15 @@ KV_WRITES = _aten({"index_put", "index_copy", "slice_scatter", "select_scatter",
 CROSS_ATTN_CACHE = frozenset({"executorch::alias", "executorch::update_cross_attn_cache"})
 CONTROL_FLOW = frozenset({"higher_order::cond"})
 
+#: torchao's affine quantization ops, as ``quantize_`` with
+#: ``Int8DynamicActivationIntxWeightConfig`` (8da4w, 8da8w) leaves them around each linear: the
+#: weight's ``dequantize_affine`` and the activation's ``choose_qparams_affine`` ->
+#: ``quantize_affine`` -> ``dequantize_affine``. An engine that takes them must run each such
+#: pattern as one quantized linear.
+QUANTIZED = frozenset(
+    {"torchao::choose_qparams_affine", "torchao::quantize_affine", "torchao::dequantize_affine"}
+)
+
 #: Sizes of dynamic dimensions: ``aten.sym_size.int`` and Python arithmetic on its
 #: result (``operator.mul`` etc., named ``operator::<name>``; ``operator_support.op_name``),
 #: as ``view(b, t, ...)`` with ``t`` a ``torch.export.Dim`` exports. ExecuTorch emits them as

@@ -6,6 +6,8 @@ Exporting (imports the exporter on first use):
   engine="portable", dtype=torch.float32, max_context_len=None, progress=None, **options)``:
   a ``transformers`` causal LM (an instance or a local checkpoint directory) as a ``.pte`` that
   ExecuTorch's ``TextLLMRunner`` runs, with the delegate updating the KV cache in place
+* ``quantize(model, scheme="8da4w", group_size=32)``: the linears quantized in place as
+  ExecuTorch's LLM recipe does (``export_llm(..., quantize="8da4w")`` applies it on a copy)
 * ``SUPPORTED_ARCHITECTURES``: ``config.model_type`` -> causal-LM class
 * ``CheckpointError``, ``UnsupportedArchitectureError`` (both ``ValueError``)
 * CLI: ``./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output model.pte``
@@ -33,14 +35,17 @@ from executorch_trt.llm.session import Session
 if TYPE_CHECKING:
     from executorch_trt.llm.checkpoint import CheckpointError
     from executorch_trt.llm.export_llm import export_llm
+    from executorch_trt.llm.quantization import quantize
 
 _LAZY = {
     "export_llm": "executorch_trt.llm.export_llm",
     "CheckpointError": "executorch_trt.llm.checkpoint",
+    "quantize": "executorch_trt.llm.quantization",
 }
 
 __all__ = [
     "export_llm",
+    "quantize",
     "SUPPORTED_ARCHITECTURES",
     "CheckpointError",
     "UnsupportedArchitectureError",

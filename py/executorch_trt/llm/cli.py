@@ -2,7 +2,7 @@
 
     ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output model.pte \\
         [--data model.ptd] [--prefill-decode] [--max-context-len N] [--engine portable] \\
-        [--dtype float32]
+        [--dtype float32] [--quantize 8da4w|8da8w] [--group-size 32]
 
 Prints one progress line per stage (load, export, lower, write) and the engine the program's
 delegates use. Exit status: 0 on success; 2 on bad usage or a bad input, named in the message
@@ -20,11 +20,13 @@ import sys
 from absl import flags
 
 from executorch_trt.llm.command_line import UsageError, parse, resolve, value
+from executorch_trt.llm.quantization import DEFAULT_GROUP_SIZE, SCHEMES, check_scheme
 
 USAGE = (
     "usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
     "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
-    "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16]"
+    "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16] "
+    "[--quantize 8da4w|8da8w] [--group-size N]"
 )
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -68,6 +70,21 @@ def _define_flags() -> flags.FlagValues:
     )
     flags.DEFINE_enum(
         "dtype", "float32", list(_DTYPES), "dtype the weights are loaded in", flag_values=fv
+    )
+    flags.DEFINE_enum(
+        "quantize",
+        None,
+        list(SCHEMES),
+        "quantize the linears as ExecuTorch's LLM recipe does (int8 dynamic activations, "
+        "int4/int8 grouped weights; float32 only)",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "group-size",
+        DEFAULT_GROUP_SIZE,
+        "input channels per weight scale with --quantize (0: per output channel)",
+        lower_bound=0,
+        flag_values=fv,
     )
     flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
     return fv
@@ -116,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         max_seq_len = value(fv, "max-seq-len")
         max_context_len = fv["max-context-len"].value or max_seq_len
         check_lengths(config, max_seq_len, max_context_len)
+        quantize = fv["quantize"].value
+        if quantize is not None:
+            check_scheme(quantize, value(fv, "group-size"))
+            if value(fv, "dtype") != "float32":
+                raise UsageError(f"--quantize {quantize} needs --dtype float32")
     except (UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
         print(f"{_error(exc)}\n{USAGE}", file=sys.stderr)
         return 2
@@ -135,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             engine=value(fv, "engine"),
             dtype=getattr(torch, value(fv, "dtype")),
             max_context_len=max_context_len,
+            quantize=quantize,
+            group_size=value(fv, "group-size"),
             progress=progress,
         )
     except CheckpointError as exc:  # the weights themselves (no safetensors, do not load)

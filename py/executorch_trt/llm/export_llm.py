@@ -9,6 +9,7 @@ mutable buffers and updated in place by the delegate, and the runner's metadata 
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -23,6 +24,8 @@ from executorch_trt.llm.architectures import check_model
 from executorch_trt.llm.checkpoint import load_causal_lm
 from executorch_trt.llm.decoder_programs import export_decoder_methods
 from executorch_trt.llm.metadata import llm_metadata
+from executorch_trt.llm.quantization import DEFAULT_GROUP_SIZE
+from executorch_trt.llm.quantization import quantize as quantize_linears
 from executorch_trt.lowering.export import export
 
 if TYPE_CHECKING:
@@ -96,6 +99,8 @@ def export_llm(
     engine: str = "portable",
     dtype: torch.dtype = torch.float32,
     max_context_len: int | None = None,
+    quantize: str | None = None,
+    group_size: int = DEFAULT_GROUP_SIZE,
     progress: Callable[[str], None] | None = None,
     **options: Any,
 ) -> ExecutorchProgramManager:
@@ -119,6 +124,12 @@ def export_llm(
         max_context_len: positions in the KV cache (``get_max_context_len``), at least
             ``max_seq_len`` and at most the model's ``max_position_embeddings``; default
             ``max_seq_len``.
+        quantize: ``"8da4w"`` or ``"8da8w"``: the linears' weights quantized as ExecuTorch's
+            LLM recipe does (``quantization.quantize``; int8 dynamic activations, int4/int8
+            weights in groups of ``group_size`` input channels), run by the portable engine's
+            nested XNNPACK; a float32 model only. An instance is quantized on a copy.
+        group_size: input channels per weight scale with ``quantize`` (default 32; 0: one per
+            output channel); linears whose ``in_features`` it does not divide stay float.
         progress: called with one line per stage (load, export, lower, write).
         **options: further ``executorch_trt.export`` options; ``require_inplace`` defaults to
             True here, so a cache update that would be copied back fails the export.
@@ -136,7 +147,8 @@ def export_llm(
     missing directory, no ``config.json``, no safetensors, weights that do not load),
     ``UnsupportedArchitectureError`` (a ``ValueError`` naming the architecture and the
     supported ones), ``TypeError`` for a value that is not a transformers model or a path, and
-    ``ValueError`` for lengths out of range or a model not in ``dtype``; export errors of
+    ``ValueError`` for lengths out of range, a model not in ``dtype``, or a quantization it
+    cannot apply (``quantization.quantize``); export errors of
     ``executorch_trt.export`` (``NotInPlaceError`` for a cache update that would be copied).
     """
     say = progress or (lambda line: None)
@@ -160,6 +172,11 @@ def export_llm(
         _check_dtype(model, dtype)
     max_context_len = max_seq_len if max_context_len is None else max_context_len
     check_lengths(model.config, max_seq_len, max_context_len)
+    if quantize is not None:
+        if model is model_or_dir:
+            model = copy.deepcopy(model)
+        names = quantize_linears(model, quantize, group_size)
+        say(f"quantized {len(names)} linears ({quantize}, group size {group_size})")
     layout = "prefill + decode" if prefill_decode else "forward"
     say(
         f"exporting {name} with torch.export: {layout}, T in [1, {max_seq_len}], cache of "

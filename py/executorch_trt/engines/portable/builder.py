@@ -15,7 +15,10 @@ softmax run as XNNPACK subgraphs (4x faster than ExecuTorch's portable kernels o
 benchmark's decoder). What writes state in place stays outside XNNPACK, on ExecuTorch's
 kernels, so caches are still updated in the caller's storage with no copy:
 ``executorch_trt::kv_cache_update``, ``executorch::update_cross_attn_cache``/``alias`` and
-``torch.cond`` (with everything in its branches; ``_NestedXnnpackPartitioner``). Attention
+``torch.cond`` (with everything in its branches; ``_NestedXnnpackPartitioner``). A linear
+quantized with torchao (8da4w, 8da8w: ``op_groups.QUANTIZED``) runs as XNNPACK's dynamically
+quantized linear (int8 activations, int4/int8 grouped weights); a quantization op XNNPACK does
+not take is refused, as ExecuTorch has no kernel for it. Attention
 runs on the delegate library's ``executorch_trt::gqa_attention`` kernel
 (``passes.gqa_attention``), which reads the caches in place and only where the mask allows.
 The outer partitioner's ``delegation_tag`` metadata is removed first: ``to_backend`` would
@@ -46,6 +49,7 @@ from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature
 
+from executorch_trt.engines import op_groups
 from executorch_trt.engines.base import EnginePayload
 from executorch_trt.engines.portable.shared_data import split_nested_program
 from executorch_trt.format.blob import AliasedIO
@@ -113,6 +117,24 @@ class _NestedXnnpackPartitioner(Partitioner):
         )
 
 
+def _check_quantized_ops_taken(ep: ExportedProgram) -> None:
+    """Raises ``ValueError`` naming the first quantization op (``op_groups.QUANTIZED``) that
+    XNNPACK did not take: ExecuTorch has no kernel for it, so the nested program could not run
+    it (``to_executorch`` would stop at "Missing out variants")."""
+    for node in ep.graph_module.graph.nodes:
+        if node.op == "call_function" and schema_name(node) in op_groups.QUANTIZED:
+            stack = node.meta.get("nn_module_stack") or {}
+            where = next(reversed(stack.values()))[0] if stack else node.name
+            raise ValueError(
+                f"portable engine: {schema_name(node)} at {where!r} is not part of a quantized "
+                "linear XNNPACK runs, and ExecuTorch has no kernel for it. The portable engine "
+                "runs torchao's Int8DynamicActivationIntxWeightConfig (8da4w, 8da8w) on "
+                "nn.Linear layers whose in_features the group size divides; weight-only "
+                "quantization (IntxWeightOnlyConfig) is not supported: quantize with "
+                "executorch_trt.llm.quantize or export the float model"
+            )
+
+
 def build(
     ep: ExportedProgram, aliases: Sequence[AliasedIO], options: CompileOptions | None = None
 ) -> EnginePayload:
@@ -130,7 +152,8 @@ def build(
 
     Returns the payload (``docs/formats/portable_payload.md``) and the nested program's data, moved
     out of it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested method's
-    input/output names or counts disagree with ``ep``'s signature.
+    input/output names or counts disagree with ``ep``'s signature, or if a quantization op is
+    left that XNNPACK did not take (``_check_quantized_ops_taken``).
     """
     del aliases  # the blob metadata carries them (module docstring)
     xnnpack = True if options is None else options.portable_xnnpack
@@ -143,6 +166,7 @@ def build(
     )
     if xnnpack:
         manager = manager.to_backend(_NestedXnnpackPartitioner())
+    _check_quantized_ops_taken(manager.exported_program(METHOD_NAME))
     config = ExecutorchBackendConfig(
         passes=nested_finalise_passes(),
         memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False, alloc_graph_output=False),

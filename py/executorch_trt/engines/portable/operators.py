@@ -18,5 +18,5 @@ from executorch_trt.engines import op_groups
 
 #: Schema names (``namespace::name``) the portable engine takes.
 SUPPORTED_OPS: frozenset[str] = (
-    op_groups.DECODER | op_groups.CROSS_ATTN_CACHE | op_groups.CONTROL_FLOW
+    op_groups.DECODER | op_groups.CROSS_ATTN_CACHE | op_groups.CONTROL_FLOW | op_groups.QUANTIZED
 )
