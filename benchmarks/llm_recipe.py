@@ -118,10 +118,13 @@ def write_inputs(model, dims: ModelDims, directory: str) -> tuple[str, str]:
     return checkpoint, params_path
 
 
-def llm_config(checkpoint: str, params_path: str, max_context_len: int, out_path: str):
+def llm_config(
+    checkpoint: str, params_path: str, max_context_len: int, max_tokens: int, out_path: str
+):
     """The recipe's `LlmConfig`: float32, KV cache with `llama::custom_sdpa`, XNNPACK with
-    extended ops, a cache of `max_context_len` positions and up to `max_context_len - 1`
-    tokens per call, written to `out_path`."""
+    extended ops, a cache of `max_context_len` positions and up to `max_tokens` tokens per call
+    (the recipe's `max_seq_length` is one more: its dynamic dimension ends one below it),
+    written to `out_path`."""
     from executorch.extension.llm.export.config.llm_config import LlmConfig, ModelType
 
     cfg = LlmConfig()
@@ -130,7 +133,7 @@ def llm_config(checkpoint: str, params_path: str, max_context_len: int, out_path
     cfg.base.params = params_path
     cfg.model.use_kv_cache = True
     cfg.model.use_sdpa_with_kv_cache = True
-    cfg.export.max_seq_length = max_context_len
+    cfg.export.max_seq_length = min(max_tokens + 1, max_context_len)
     cfg.export.max_context_length = max_context_len
     cfg.export.output_dir = os.path.dirname(out_path)
     cfg.export.output_name = out_path
@@ -139,8 +142,9 @@ def llm_config(checkpoint: str, params_path: str, max_context_len: int, out_path
     return cfg
 
 
-def export(model, dims: ModelDims, max_context_len: int, out_path: str) -> dict:
-    """Builds the recipe's `.pte` at `out_path` from the transformers `model`. Returns
+def export(model, dims: ModelDims, max_context_len: int, max_tokens: int, out_path: str) -> dict:
+    """Builds the recipe's `.pte` at `out_path` from the transformers `model`, for a cache of
+    `max_context_len` positions and up to `max_tokens` tokens per call. Returns
     {"convert_s": converting and writing the checkpoint (s), "export_s": `_export_llama`
     (s)}."""
     start = time.perf_counter()
@@ -152,7 +156,7 @@ def export(model, dims: ModelDims, max_context_len: int, out_path: str) -> dict:
     # Importing the recipe sets the root logger to INFO; keep ours.
     logging.getLogger().setLevel(level)
     start = time.perf_counter()
-    _export_llama(llm_config(checkpoint, params_path, max_context_len, out_path))
+    _export_llama(llm_config(checkpoint, params_path, max_context_len, max_tokens, out_path))
     logging.getLogger().setLevel(level)
     export_s = time.perf_counter() - start
     os.remove(checkpoint)
