@@ -293,6 +293,7 @@ def make_row(
         **tokens,
         "tokens": d["tokens"],
         "generations_consistent": timed["consistent"][variant],
+        "logits_max_abs_diff": timed["logits_max_abs_diff"][variant],
         "steps_ms": d["steps_ms"],
         "after_switch": d["after_switch"],
         "error": None,

@@ -3,7 +3,8 @@ and checks the structure of its output, the byte counts and the tokens, never th
 
 * every variant has a row, without error, with its fields; the exit status is 0;
 * every variant's greedy tokens equal eager's over the whole generation (the prefill's token
-  and one per decode position), and every generation decoded the same tokens;
+  and one per decode position), every generation decoded the same tokens, and the prompt's
+  logits are within 1e-3 of eager's;
 * one step time per decode position per generation; each segment's first step is marked and
   left out of the decode statistics; one prefill time per repeat and prompt length;
 * the roofline: the weight bytes a token reads follow the stated rule (every parameter once,
@@ -93,6 +94,7 @@ class GenerateQuickTest(absltest.TestCase):
             self.assertTrue(r["tokens_equal"], f"{v} diverges at {r['first_divergence']}")
             self.assertEqual(r["tokens_compared"], n, v)
             self.assertTrue(r["generations_consistent"], v)
+            self.assertLess(r["logits_max_abs_diff"], 1e-3, v)
             self.assertIn(f"equal ({n})", self.stdout)
 
     def test_step_and_prefill_counts(self):

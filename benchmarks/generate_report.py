@@ -8,7 +8,8 @@ runs its decode step, read off its program), the decode statistics over whole ge
 step's), `prefill_ms` ({prompt length: median ms to the first token}) and
 `prefill_ms_samples`, the export (`export_s`, `convert_s` in s; `export_peak_rss_mb`,
 `export_baseline_rss_mb` in MB; `program_bytes`), the tokens (`tokens`, `tokens_equal`,
-`first_divergence`, `tokens_compared`, `generations_consistent`), every step time
+`first_divergence`, `tokens_compared`, `generations_consistent`; `logits_max_abs_diff`: the
+largest absolute difference from eager's logits at the prompt's last position), every step time
 (`steps_ms`: per generation, one per position of `settings.decode_positions`; `after_switch`:
 which of them were a segment's first) and `error` (None, or why the row has no numbers).
 """
@@ -55,6 +56,10 @@ def _tokens(r: dict) -> str:
     return f"differ from token {r['first_divergence']} of {r['tokens_compared']}"
 
 
+def _diff(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1e}"
+
+
 def table(rows: Sequence[dict], meta: dict) -> str:
     """The text table: header lines (model, machine, settings, roofline), one line per row
     (failed rows say why)."""
@@ -73,6 +78,7 @@ def table(rows: Sequence[dict], meta: dict) -> str:
         "export RSS MB",
         ".pte",
         "tokens vs eager",
+        "logits vs eager",
     ]
     body = []
     for r in rows:
@@ -95,6 +101,7 @@ def table(rows: Sequence[dict], meta: dict) -> str:
                 f"{r['export_peak_rss_mb']:.0f}" if exported else "-",
                 _bytes(r.get("program_bytes")),
                 _tokens(r),
+                _diff(r.get("logits_max_abs_diff")),
             ]
         )
     widths = [

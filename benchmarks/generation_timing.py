@@ -58,7 +58,9 @@ def time_generations(config: GenerateConfig, programs: dict[str, str | None]) ->
     "threads": threads in effect, "prefill": {variant: {str(L): [ms, ...]}}, "decode":
     {variant: {"positions": [...], "steps_ms": [[ms per position] per generation],
     "after_switch": [[bool per position]], "tokens": [first token, then one per position]}},
-    "consistent": {variant: whether every generation decoded the same tokens}}."""
+    "consistent": {variant: whether every generation decoded the same tokens},
+    "logits_max_abs_diff": {variant: max |logits - eager's| of the prompt's last position, or
+    None without eager}}."""
     measure.import_common_modules()
     threads = measure.set_threads(config.threads, uses_executorch=True)
     bandwidth = roofline.measure_bandwidth(
@@ -76,6 +78,9 @@ def time_generations(config: GenerateConfig, programs: dict[str, str | None]) ->
             runners[v].prefill(prompt(config, n), 0)
         for i in range(config.warmup):
             runners[v].decode(warmup_token(i, config), config.prompt_len + i)
+
+    # The prompt's last-position logits of each variant, against eager's below.
+    logits = {v: runners[v].prefill(prompt(config, config.prompt_len), 0).clone() for v in names}
 
     order = random.Random(ORDER_SEED)
     prefill: dict[str, dict[str, list[float]]] = {v: {str(n): [] for n in lens} for v in names}
@@ -122,6 +127,12 @@ def time_generations(config: GenerateConfig, programs: dict[str, str | None]) ->
         "prefill": prefill,
         "decode": decode,
         "consistent": consistent,
+        "logits_max_abs_diff": {
+            v: float((logits[v] - logits[generate_variants.EAGER]).abs().max())
+            if generate_variants.EAGER in logits
+            else None
+            for v in names
+        },
     }
 
 
