@@ -1,0 +1,408 @@
+"""Generation benchmark: whole greedy generations, prefill, export and the memory roofline, at
+the sizes users run (a SmolLM-135M-shaped decoder), for eager PyTorch, the executorch-trt
+delegate, plain ExecuTorch + XNNPACK and ExecuTorch's CPU LLM recipe.
+
+usage: ./bazelw run //benchmarks:generate -- [--model tiny|smollm-135m] [--max-seq-len 512]
+           [--out DIR] [--repeats N] [--prefill-repeats N] [--warmup N] [--threads N]
+           [--variants a,b,...] [--quick] [--keep-programs]
+
+Each program variant is exported in a process of its own (`--worker export`: export time,
+the process's peak RSS, the `.pte`'s size); then one timing process (`--worker time`,
+generation_timing.py) measures the memory bandwidth, loads every variant and times prefills
+and whole generations, the variants interleaved. Prints the table, writes generate_bench.json
+and generate_bench.png to --out.
+
+Exit status: 0 every variant measured; 1 some variant failed (its row says why; the rest is
+still written) or the results could not be written; 2 bad usage (the message names the flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+if __package__ in (None, ""):
+    # Run as a script (bazel run, or the worker re-invocation): make `benchmarks` importable.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import generate_report, generate_variants, machine, roofline
+from benchmarks.generate_config import MODELS, GenerateConfig, full_config, quick_config
+
+RESULT_MARKER = "GENERATE_BENCH_RESULT "
+EXPORT_TIMEOUT_S = 3600
+#: The timing worker's budget per decode step of one variant (s): generous for a 135M model
+#: at 2048 positions on 2 shared cores.
+TIMEOUT_PER_STEP_S = 0.5
+VARIANT_NAMES = tuple(generate_variants.VARIANTS)
+
+
+def _positive_int(flag: str, text: str, minimum: int = 1) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{flag} must be an integer >= {minimum}, got {text!r}")
+    return value
+
+
+def _variant_list(text: str) -> list[str]:
+    try:
+        return generate_variants.parse_variants(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--variants: {exc}") from exc
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (bad values exit 2 with a message naming the flag)."""
+    p = argparse.ArgumentParser(
+        prog="generate",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", choices=sorted(MODELS), help="the decoder (default smollm-135m)")
+    p.add_argument(
+        "--max-seq-len",
+        type=lambda s: _positive_int("--max-seq-len", s, 2),
+        help="static cache capacity, positions (default 512; quick 48)",
+    )
+    p.add_argument("--out", help="output directory (default: $BUILD_WORKING_DIRECTORY/bench_out)")
+    p.add_argument(
+        "--repeats",
+        type=lambda s: _positive_int("--repeats", s),
+        help="whole generations timed per variant (default 2; quick 1)",
+    )
+    p.add_argument(
+        "--prefill-repeats",
+        type=lambda s: _positive_int("--prefill-repeats", s),
+        help="timed prefills per variant and prompt length (default 5; quick 1)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=lambda s: _positive_int("--warmup", s, 0),
+        help="untimed decode steps per variant before timing (default 3; quick 1)",
+    )
+    p.add_argument(
+        "--threads",
+        type=lambda s: _positive_int("--threads", s),
+        help="intra-op threads in every variant (default: usable CPUs)",
+    )
+    p.add_argument(
+        "--variants",
+        type=_variant_list,
+        default=list(generate_variants.VARIANTS),
+        help=f"comma-separated subset of: {', '.join(generate_variants.VARIANTS)} (default all)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="the tiny model, 48 positions (the test's mode)"
+    )
+    p.add_argument(
+        "--keep-programs", action="store_true", help="keep the .pte files under OUT/programs"
+    )
+    # Worker mode (internal): prints RESULT_MARKER + one JSON line.
+    p.add_argument("--worker", choices=("export", "time"), help=argparse.SUPPRESS)
+    p.add_argument("--programs", help=argparse.SUPPRESS)
+    p.add_argument("--config-json", help=argparse.SUPPRESS)
+    return p
+
+
+def config_from_args(args, p: argparse.ArgumentParser) -> GenerateConfig:
+    """The run's GenerateConfig: the full or quick preset with the flags applied; `p.error`
+    (exit 2) when the capacity leaves fewer than `end_steps` positions to decode."""
+    threads = args.threads or machine.usable_cpus()
+    if args.quick:
+        if args.model not in (None, "tiny"):
+            p.error(f"--quick runs the tiny model; leave out --model {args.model}")
+        config = quick_config(threads)
+    else:
+        config = full_config(args.model or "smollm-135m", 512, threads)
+    changes = {
+        k: v
+        for k, v in (
+            ("max_seq_len", args.max_seq_len),
+            ("repeats", args.repeats),
+            ("prefill_repeats", args.prefill_repeats),
+            ("warmup", args.warmup),
+        )
+        if v is not None
+    }
+    config = config.replace(**changes)
+    need = config.prompt_len + max(config.end_steps, config.warmup) + 1
+    if config.max_seq_len < need:
+        p.error(
+            f"--max-seq-len: must be at least {need} (a {config.prompt_len}-token prompt, then "
+            f"at least {max(config.end_steps, config.warmup)} decode positions); got "
+            f"{config.max_seq_len}"
+        )
+    return config
+
+
+# ----------------------------------------------------------------------------- worker side
+
+
+def export_worker(config: GenerateConfig, variant: str, path: str) -> dict:
+    """This process exports `variant` to `path`: {"export_s", "convert_s" (s),
+    "baseline_rss_mb" (after imports and building the model), "peak_rss_mb" (ru_maxrss, MB),
+    "program_bytes", "engine", "decode_delegates"}."""
+    from benchmarks import measure
+
+    measure.import_common_modules()
+    model = config.spec.build(config.max_seq_len)
+    baseline = measure.rss_mb()
+    times = generate_variants.export_variant(config, variant, model, path)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kB on Linux
+    engine, delegates = generate_variants.engine_of(path, generate_variants.decode_method(variant))
+    return {
+        **times,
+        "baseline_rss_mb": baseline,
+        "peak_rss_mb": peak,
+        "program_bytes": os.path.getsize(path),
+        "engine": engine,
+        "decode_delegates": delegates,
+    }
+
+
+def run_worker(args, p: argparse.ArgumentParser) -> int:
+    """--worker: `export` (--programs {variant: path}, one) or `time` (every program)."""
+    try:
+        config = GenerateConfig.from_json(args.config_json or "")
+        programs = json.loads(args.programs or "")
+        ok = isinstance(programs, dict) and programs and set(programs) <= set(VARIANT_NAMES)
+    except (ValueError, KeyError, TypeError) as exc:
+        p.error(f"--worker needs --config-json and --programs ({exc!r})")
+    if not ok or (args.worker == "export" and len(programs) != 1):
+        p.error(f"--programs must map variant names to .pte paths; got {args.programs!r}")
+    if args.worker == "export":
+        ((variant, path),) = programs.items()
+        result = export_worker(config, variant, path)
+    else:
+        from benchmarks import generation_timing
+
+        result = generation_timing.time_generations(config, programs)
+    print(RESULT_MARKER + json.dumps(result), flush=True)
+    return 0
+
+
+# ------------------------------------------------------------------------- orchestrator side
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def spawn_worker(
+    config: GenerateConfig, mode: str, programs: dict[str, str | None], timeout_s: float
+) -> dict:
+    """Runs one worker process; its result, or {"error": ...} naming how it failed."""
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        mode,
+        "--programs",
+        json.dumps(programs),
+        "--config-json",
+        config.to_json(),
+    ]
+    env = dict(os.environ)
+    if "EXECUTORCH_TRT_LIBRARY" not in env:
+        try:
+            from executorch_trt import runtime as trt_runtime
+
+            env["EXECUTORCH_TRT_LIBRARY"] = os.path.abspath(trt_runtime.library_path())
+        except Exception:  # noqa: BLE001 - the worker then reports the missing library
+            pass
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"{mode} worker timed out after {timeout_s:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            return json.loads(line[len(RESULT_MARKER) :])
+    detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
+    print(
+        f"    {mode} worker {','.join(programs)} failed (exit {proc.returncode}):\n"
+        + "\n".join("      " + line for line in detail.splitlines()),
+        file=sys.stderr,
+    )
+    return {"error": f"{mode} run failed (exit {proc.returncode}): {detail.splitlines()[-1]}"}
+
+
+def make_row(
+    config: GenerateConfig, variant: str, exported: dict | None, timed: dict, min_ms: float | None
+) -> dict:
+    """One JSON row (generate_report's module docstring) from the variant's export worker
+    result (None for eager) and the timing worker's result."""
+    from benchmarks import generation_timing
+
+    row: dict = {
+        "variant": variant,
+        "description": generate_variants.VARIANTS[variant],
+        "engine": "eager PyTorch" if exported is None else exported.get("engine"),
+        "decode_delegates": None if exported is None else exported.get("decode_delegates"),
+        "export_s": None,
+        "convert_s": None,
+        "export_peak_rss_mb": None,
+        "export_baseline_rss_mb": None,
+        "program_bytes": None,
+    }
+    if exported is not None and not exported.get("error"):
+        row.update(
+            export_s=exported["export_s"],
+            convert_s=exported["convert_s"],
+            export_peak_rss_mb=exported["peak_rss_mb"],
+            export_baseline_rss_mb=exported["baseline_rss_mb"],
+            program_bytes=exported["program_bytes"],
+        )
+    error = (exported or {}).get("error") or timed.get("error")
+    if not error and variant not in timed["decode"]:
+        error = "the timing worker returned nothing for it"
+    if error:
+        return {**row, "error": error}
+    d = timed["decode"][variant]
+    stats = generation_timing.summarize_decode(config, d)
+    reference = timed["decode"].get(generate_variants.EAGER, {}).get("tokens")
+    tokens = (
+        generation_timing.compare_tokens(d["tokens"], reference)
+        if reference is not None
+        else {"tokens_equal": None, "first_divergence": None, "tokens_compared": None}
+    )
+    prefill = timed["prefill"][variant]
+    return {
+        **row,
+        **stats,
+        "tok_s_median": 1e3 / stats["decode_ms_median"] if stats["decode_ms_median"] else None,
+        "tok_s_end": 1e3 / stats["end_ms_median"] if stats["end_ms_median"] else None,
+        "roofline_fraction_median": roofline.fraction(min_ms, stats["decode_ms_median"])
+        if min_ms
+        else None,
+        "roofline_fraction_end": roofline.fraction(min_ms, stats["end_ms_median"])
+        if min_ms
+        else None,
+        "prefill_ms": {n: statistics.median(v) for n, v in prefill.items()},
+        "prefill_ms_samples": prefill,
+        **tokens,
+        "tokens": d["tokens"],
+        "generations_consistent": timed["consistent"][variant],
+        "logits_max_abs_diff": timed["logits_max_abs_diff"][variant],
+        "steps_ms": d["steps_ms"],
+        "after_switch": d["after_switch"],
+        "error": None,
+    }
+
+
+def run_benchmark(config: GenerateConfig, names: list[str], out_dir: str, keep: bool) -> int:
+    """Exports, times, prints the table and writes JSON + PNG to `out_dir`. Returns 0, or 1
+    when a variant failed or the results could not be written."""
+    program_dir = (
+        os.path.join(out_dir, "programs") if keep else tempfile.mkdtemp(prefix="generate_bench_")
+    )
+    os.makedirs(program_dir, exist_ok=True)
+    host = machine.describe(config.threads)
+    exported: dict[str, dict] = {}
+    try:
+        for name in names:
+            if name == generate_variants.EAGER:
+                continue
+            path = os.path.join(program_dir, f"{name}_{config.max_seq_len}.pte")
+            print(f"exporting {name} ({config.model}, {config.max_seq_len} positions)", flush=True)
+            t0 = time.time()
+            exported[name] = spawn_worker(config, "export", {name: path}, EXPORT_TIMEOUT_S)
+            exported[name]["path"] = path
+            status = exported[name].get("error") or (
+                f"{exported[name]['export_s']:.1f} s, peak RSS "
+                f"{exported[name]['peak_rss_mb']:.0f} MB"
+            )
+            print(f"  {name}: {status} (worker {time.time() - t0:.0f} s)", flush=True)
+        runnable = {
+            n: (None if n == generate_variants.EAGER else exported[n]["path"])
+            for n in names
+            if n == generate_variants.EAGER or not exported[n].get("error")
+        }
+        steps = len(config.decode_positions()) * config.repeats + config.warmup
+        budget = 600 + TIMEOUT_PER_STEP_S * steps * len(runnable)
+        print(f"timing {', '.join(runnable)} interleaved", flush=True)
+        timed = spawn_worker(config, "time", runnable, budget) if runnable else {"error": "none"}
+    finally:
+        if not keep:
+            shutil.rmtree(program_dir, ignore_errors=True)
+    roof = None
+    if not timed.get("error"):
+        bandwidth = timed["bandwidth"]
+        weights = timed["weight_bytes_per_token"]
+        roof = {
+            "bandwidth": bandwidth,
+            "weight_bytes_per_token": weights,
+            "weight_bytes_rule": roofline.__doc__.split("\n\n")[1].replace("\n", " "),
+            "min_ms_per_token": roofline.min_ms_per_token(weights, bandwidth["bytes_per_s"]),
+        }
+    min_ms = roof["min_ms_per_token"] if roof else None
+    rows = [make_row(config, n, exported.get(n), timed, min_ms) for n in names]
+    meta = {
+        "model": {
+            "name": config.model,
+            "description": config.spec.describe(),
+            **dataclasses.asdict(config.spec),
+        },
+        "machine": host,
+        "settings": {
+            **dataclasses.asdict(config),
+            "effective_prefill_lens": list(config.effective_prefill_lens()),
+            "decode_positions": config.decode_positions(),
+            "threads_in_effect": timed.get("threads"),
+        },
+        "roofline": roof,
+    }
+    print("\n" + generate_report.table(rows, meta))
+    json_path = os.path.join(out_dir, generate_report.JSON_NAME)
+    plot_path = os.path.join(out_dir, generate_report.PLOT_NAME)
+    try:
+        generate_report.write_json(json_path, rows, meta)
+        generate_report.write_plot(plot_path, rows, meta)
+    except OSError as exc:
+        print(f"\nerror: could not write the results to {out_dir}: {exc}", file=sys.stderr)
+        return 1
+    print(f"\nwrote {json_path}\nwrote {plot_path}")
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+def _check_out_dir(out_dir: str, p: argparse.ArgumentParser) -> None:
+    """Creates `out_dir` and writes a probe file in it before the minutes of export; `p.error`
+    (exit 2) naming --out if either fails."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as exc:
+        p.error(f"--out: cannot write results to {out_dir!r} ({exc.strerror or exc})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.worker:
+        return run_worker(args, p)
+    for flag in ("programs", "config_json"):
+        if getattr(args, flag):
+            p.error(f"--{flag.replace('_', '-')} is internal (worker mode); leave it out")
+    config = config_from_args(args, p)
+    if args.out:
+        base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
+        out_dir = os.path.abspath(os.path.join(base, args.out))
+    else:
+        out_dir = generate_report.default_out_dir()
+    _check_out_dir(out_dir, p)
+    return run_benchmark(config, args.variants, out_dir, args.keep_programs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""What the generation benchmark (`generate.py`) measures: the model and the run's settings.
+
+A `GenerateConfig` travels to the worker processes as JSON, so every process builds exactly
+the same seeded model (`examples/decoder_model.build_model`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from benchmarks.bench_config import ModelDims
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A seeded decoder: its dimensions, whether the output layer is the embedding table
+    (`tie_word_embeddings`), and the RMSNorm epsilon and RoPE base, set explicitly on both the
+    transformers config and ExecuTorch's recipe (`llm_recipe.params`)."""
+
+    name: str
+    dims: ModelDims
+    tie_word_embeddings: bool
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+    def overrides(self) -> dict:
+        """Keyword arguments for `decoder_model.build_model`."""
+        return {
+            **dataclasses.asdict(self.dims),
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+        }
+
+    def build(self, max_seq_len: int):
+        """The seeded transformers LlamaForCausalLM (float32) for a cache of `max_seq_len`."""
+        from decoder_model import build_model
+
+        return build_model(max_seq_len, **self.overrides())
+
+    def describe(self) -> str:
+        tied = "tied" if self.tie_word_embeddings else "untied"
+        return (
+            f"{self.name}: {self.dims.describe()}, {tied} embeddings, rms_norm_eps "
+            f"{self.rms_norm_eps:g}, rope_theta {self.rope_theta:g}"
+        )
+
+
+#: `decoder_model.build_model`'s defaults (2 layers, hidden 64, vocab 512, untied).
+TINY = ModelSpec(
+    "tiny",
+    ModelDims(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
+    tie_word_embeddings=False,
+)
+
+#: The shape of HuggingFaceTB/SmolLM-135M (seeded random weights, no download).
+SMOLLM_135M = ModelSpec(
+    "smollm-135m",
+    ModelDims(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+    ),
+    tie_word_embeddings=True,
+)
+
+MODELS = {m.name: m for m in (TINY, SMOLLM_135M)}
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateConfig:
+    """Settings of one run.
+
+    * `model`: a key of MODELS; `max_seq_len`: the static cache's capacity (positions).
+    * `prompt_len`: the generation's prompt (tokens at positions 0..prompt_len-1); greedy
+      decode then runs one step per position prompt_len..max_seq_len-1.
+    * `prefill_lens`: prompt lengths whose time to first token is measured (each at most
+      `max_seq_len - prompt_len`: see `effective_prefill_lens`).
+    * `end_steps`: the "near the end" statistic is the median of the steps at the last
+      `end_steps` positions.
+    * `segment`: per round, each variant runs this many consecutive decode steps (variants in
+      an order shuffled every round); the first step of each segment, right after another
+      variant's, is reported apart (`after_switch`) and left out of the decode statistics.
+    * `repeats`: whole generations timed per variant; `prefill_repeats`: timed prefills per
+      variant and length; `warmup`: untimed decode steps per variant before timing (after
+      one untimed prefill of each length).
+    * `threads`: intra-op threads for PyTorch and ExecuTorch's threadpool.
+    * `bandwidth_mib`, `bandwidth_repeats`: the copy that measures memory bandwidth.
+    """
+
+    model: str
+    max_seq_len: int
+    prompt_len: int
+    prefill_lens: tuple[int, ...]
+    end_steps: int
+    segment: int
+    repeats: int
+    prefill_repeats: int
+    warmup: int
+    threads: int
+    bandwidth_mib: int = 512
+    bandwidth_repeats: int = 10
+
+    @property
+    def spec(self) -> ModelSpec:
+        return MODELS[self.model]
+
+    def effective_prefill_lens(self) -> tuple[int, ...]:
+        """`prefill_lens`, each clipped to `max_seq_len - prompt_len` (a 512-token prompt in a
+        512-position cache would leave no position to decode; it is timed as 448 tokens)."""
+        room = self.max_seq_len - self.prompt_len
+        return tuple(dict.fromkeys(min(n, room) for n in self.prefill_lens))
+
+    def max_tokens_per_call(self) -> int:
+        """The most tokens one prefill call takes (the longest prefill)."""
+        return max((*self.effective_prefill_lens(), self.prompt_len))
+
+    def decode_positions(self) -> list[int]:
+        """The positions the generation decodes at: prompt_len..max_seq_len-1."""
+        return list(range(self.prompt_len, self.max_seq_len))
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @staticmethod
+    def from_json(text: str) -> GenerateConfig:
+        d = json.loads(text)
+        d["prefill_lens"] = tuple(d["prefill_lens"])
+        return GenerateConfig(**d)
+
+    def replace(self, **changes) -> GenerateConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def full_config(model: str, max_seq_len: int, threads: int) -> GenerateConfig:
+    """A measurement: prompt 64, prefills of 64 and 512 tokens, 2 generations, 5 prefills."""
+    return GenerateConfig(
+        model=model,
+        max_seq_len=max_seq_len,
+        prompt_len=64,
+        prefill_lens=(64, 512),
+        end_steps=16,
+        segment=16,
+        repeats=2,
+        prefill_repeats=5,
+        warmup=3,
+        threads=threads,
+    )
+
+
+def quick_config(threads: int) -> GenerateConfig:
+    """The test's run: the tiny model, 48 positions, prompt 8, prefills of 8 and 32 tokens,
+    one generation, a small bandwidth copy."""
+    return GenerateConfig(
+        model="tiny",
+        max_seq_len=48,
+        prompt_len=8,
+        prefill_lens=(8, 32),
+        end_steps=4,
+        segment=8,
+        repeats=1,
+        prefill_repeats=1,
+        warmup=1,
+        threads=threads,
+        bandwidth_mib=32,
+        bandwidth_repeats=2,
+    )

@@ -1,0 +1,157 @@
+"""The variants the generation benchmark compares: how each one's program is exported and how
+its prefill and decode are called.
+
+* `eager`: the transformers model in PyTorch, static cache (transformers' export wrapper,
+  `executorch_trt.llm.decoder_programs.exportable_module`, run as a module).
+* `delegate_inplace`: `prefill(input_ids[1, T], cache_position[T])` (T dynamic, up to the
+  longest prefill) and `decode(input_ids[1, 1], cache_position[1])` exported from that wrapper
+  (`decoder_programs.export_decoder_methods`), lowered by `variants.build_delegate` (the
+  delegate, `kv_cache="inplace"`, the portable engine's nested XNNPACK program).
+* `executorch_xnnpack`: the same two methods, plain ExecuTorch + `XnnpackPartitioner`
+  (`variants.build_plain`).
+* `executorch_llm_recipe`: ExecuTorch's CPU LLM recipe (`llm_recipe.py`): one
+  `forward(tokens[1, T], input_pos[1])`, `llama::custom_sdpa` / `llama::update_cache`, XNNPACK
+  with extended ops, weights converted from the same seeded model.
+
+Every call returns the logits of the call's last position ([vocab] float32): that is what the
+next greedy token is read from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+
+import torch
+
+from benchmarks import llm_recipe
+from benchmarks.generate_config import GenerateConfig
+
+VARIANTS: dict[str, str] = {
+    "eager": "eager PyTorch, transformers StaticCache",
+    "delegate_inplace": "executorch-trt delegate, prefill/decode, kv_cache=inplace",
+    "executorch_xnnpack": "plain ExecuTorch + XnnpackPartitioner, prefill/decode",
+    "executorch_llm_recipe": "ExecuTorch's CPU LLM recipe (export_llama, custom_sdpa, XNNPACK)",
+}
+#: Variants whose program is a two-method prefill/decode export of the transformers wrapper.
+PREFILL_DECODE = ("delegate_inplace", "executorch_xnnpack")
+RECIPE = "executorch_llm_recipe"
+EAGER = "eager"
+
+
+def parse_variants(text: str) -> list[str]:
+    """Comma-separated variant names -> list without repeats, in the given order; `ValueError`
+    naming an unknown one."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise ValueError(f"unknown variant(s) {unknown or [text]}; known: {', '.join(VARIANTS)}")
+    return names
+
+
+@dataclasses.dataclass
+class Runner:
+    """A loaded variant: `prefill(ids[1, T] int64, start) -> logits[vocab]` writes positions
+    start..start+T-1; `decode(token, position) -> logits[vocab]` writes one position."""
+
+    prefill: Callable[[torch.Tensor, int], torch.Tensor]
+    decode: Callable[[int, int], torch.Tensor]
+
+
+def _methods(config: GenerateConfig, model):
+    from executorch_trt.llm.decoder_programs import export_decoder_methods
+
+    return export_decoder_methods(
+        model, config.max_tokens_per_call(), config.max_seq_len, prefill_decode=True
+    )
+
+
+def engine_of(path: str, method: str) -> tuple[str, str]:
+    """(short label, description) of what runs `method` of the program at `path`, read off it
+    (as `variants.decode_engine` reads a program manager)."""
+    import executorch_trt
+    from executorch_trt.format.wire import BACKEND_ID
+
+    report = executorch_trt.inspect(path).method(method)
+    others = dict.fromkeys(d.backend for d in report.delegates if d.backend != BACKEND_ID)
+    label = "; ".join(list(report.engine_labels) + list(others)) or "no delegate"
+    return label, report.delegate_summary
+
+
+def decode_method(name: str) -> str:
+    """The method a variant's decode steps run."""
+    return llm_recipe.METHOD if name == RECIPE else "decode"
+
+
+def export_variant(config: GenerateConfig, name: str, model, out_path: str) -> dict:
+    """Exports program variant `name` of the transformers `model` to `out_path`; returns
+    {"export_s": wall seconds from the model to the written `.pte` (torch.export, lowering,
+    serialisation), "convert_s": the recipe's checkpoint conversion (s; 0 otherwise)}."""
+    from benchmarks import variants
+
+    start = time.perf_counter()
+    if name == RECIPE:
+        times = llm_recipe.export(
+            model, config.spec.dims, config.max_seq_len, config.max_tokens_per_call(), out_path
+        )
+        return {"export_s": times["export_s"], "convert_s": times["convert_s"]}
+    methods = _methods(config, model)
+    if name == "delegate_inplace":
+        manager = variants.build_delegate(methods, name)
+    else:
+        manager = variants.build_plain(methods, [name])[name]
+    with open(out_path, "wb") as f:
+        f.write(manager.buffer)
+    return {"export_s": time.perf_counter() - start, "convert_s": 0.0}
+
+
+def _last(logits: torch.Tensor, vocab: int) -> torch.Tensor:
+    return logits.reshape(-1, vocab)[-1]
+
+
+def load_runner(config: GenerateConfig, name: str, path: str | None) -> Runner:
+    """Loads variant `name` (`path`: its `.pte`; None for eager, which builds the seeded
+    model) as a Runner."""
+    vocab = config.spec.dims.vocab_size
+    if name == EAGER:
+        from executorch_trt.llm.decoder_programs import exportable_module
+
+        module = exportable_module(config.spec.build(config.max_seq_len), config.max_seq_len)
+
+        def eager_call(ids: torch.Tensor, start: int) -> torch.Tensor:
+            positions = torch.arange(start, start + ids.shape[1], dtype=torch.long)
+            with torch.no_grad():
+                return _last(module(input_ids=ids, cache_position=positions), vocab)
+
+        return Runner(eager_call, lambda tok, pos: eager_call(torch.tensor([[tok]]), pos))
+    assert path is not None and os.path.isfile(path), f"{name}: no program at {path!r}"
+    if name == RECIPE:
+        forward = llm_recipe.load_forward(path)
+
+        def recipe_call(ids: torch.Tensor, start: int) -> torch.Tensor:
+            out = forward.execute([ids, torch.tensor([start], dtype=torch.long)])
+            return _last(out[0], vocab)
+
+        return Runner(recipe_call, lambda tok, pos: recipe_call(torch.tensor([[tok]]), pos))
+    if name == "delegate_inplace":
+        from executorch_trt import runtime as trt_runtime
+
+        program = trt_runtime.load(path)
+    else:
+        from executorch.runtime import Runtime
+
+        program = Runtime.get().load_program(path)
+    # Both methods first: loading a method re-initialises the shared cache.
+    prefill, decode = program.load_method("prefill"), program.load_method("decode")
+
+    def prefill_call(ids: torch.Tensor, start: int) -> torch.Tensor:
+        positions = torch.arange(start, start + ids.shape[1], dtype=torch.long)
+        return _last(prefill.execute([ids, positions])[0], vocab)
+
+    def decode_call(tok: int, pos: int) -> torch.Tensor:
+        out = decode.execute([torch.tensor([[tok]]), torch.tensor([pos], dtype=torch.long)])
+        return _last(out[0], vocab)
+
+    return Runner(prefill_call, decode_call)
