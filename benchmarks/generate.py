@@ -283,10 +283,10 @@ def make_row(
         "tok_s_median": 1e3 / stats["decode_ms_median"] if stats["decode_ms_median"] else None,
         "tok_s_end": 1e3 / stats["end_ms_median"] if stats["end_ms_median"] else None,
         "roofline_fraction_median": roofline.fraction(min_ms, stats["decode_ms_median"])
-        if min_ms
+        if min_ms and variant not in generate_variants.QUANTIZED
         else None,
         "roofline_fraction_end": roofline.fraction(min_ms, stats["end_ms_median"])
-        if min_ms
+        if min_ms and variant not in generate_variants.QUANTIZED
         else None,
         "prefill_ms": {n: statistics.median(v) for n, v in prefill.items()},
         "prefill_ms_samples": prefill,

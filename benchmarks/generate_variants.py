@@ -12,6 +12,10 @@ its prefill and decode are called.
 * `executorch_llm_recipe`: ExecuTorch's CPU LLM recipe (`llm_recipe.py`): one
   `forward(tokens[1, T], input_pos[1])`, `llama::custom_sdpa` / `llama::update_cache`, XNNPACK
   with extended ops, weights converted from the same seeded model.
+* `delegate_8da4w`, `executorch_llm_recipe_8da4w`: the same two with the linears quantized
+  8da4w (int8 dynamic activations, int4 weights in groups of `QUANT_GROUP_SIZE`): the delegate
+  through `executorch_trt.llm.quantize`, the recipe through its own `quantization.qmode`
+  (both torchao `quantize_` with HQQ scales; the embedding stays float32 in both).
 
 Every call returns the logits of the call's last position ([vocab] float32): that is what the
 next greedy token is read from.
@@ -34,11 +38,21 @@ VARIANTS: dict[str, str] = {
     "delegate_inplace": "executorch-trt delegate, prefill/decode, kv_cache=inplace",
     "executorch_xnnpack": "plain ExecuTorch + XnnpackPartitioner, prefill/decode",
     "executorch_llm_recipe": "ExecuTorch's CPU LLM recipe (export_llama, custom_sdpa, XNNPACK)",
+    "delegate_8da4w": "delegate_inplace with 8da4w linears (executorch_trt.llm.quantize)",
+    "executorch_llm_recipe_8da4w": "executorch_llm_recipe with qmode 8da4w",
 }
 #: Variants whose program is a two-method prefill/decode export of the transformers wrapper.
-PREFILL_DECODE = ("delegate_inplace", "executorch_xnnpack")
+PREFILL_DECODE = ("delegate_inplace", "executorch_xnnpack", "delegate_8da4w")
+DELEGATES = ("delegate_inplace", "delegate_8da4w")
+RECIPES = ("executorch_llm_recipe", "executorch_llm_recipe_8da4w")
 RECIPE = "executorch_llm_recipe"
 EAGER = "eager"
+#: Variants whose linears are quantized 8da4w: their logits follow eager's only within the
+#: quantization error, and their roofline (float32 weight bytes) does not apply.
+QUANTIZED = ("delegate_8da4w", "executorch_llm_recipe_8da4w")
+#: 8da4w's group size: 32 divides every linear's in_features of both models (the recipe's
+#: default, 128, divides neither 576 nor 1536).
+QUANT_GROUP_SIZE = 32
 
 
 def parse_variants(text: str) -> list[str]:
@@ -82,7 +96,7 @@ def engine_of(path: str, method: str) -> tuple[str, str]:
 
 def decode_method(name: str) -> str:
     """The method a variant's decode steps run."""
-    return llm_recipe.METHOD if name == RECIPE else "decode"
+    return llm_recipe.METHOD if name in RECIPES else "decode"
 
 
 def export_variant(config: GenerateConfig, name: str, model, out_path: str) -> dict:
@@ -92,14 +106,23 @@ def export_variant(config: GenerateConfig, name: str, model, out_path: str) -> d
     from benchmarks import variants
 
     start = time.perf_counter()
-    if name == RECIPE:
+    if name in RECIPES:
         times = llm_recipe.export(
-            model, config.spec.dims, config.max_seq_len, config.max_tokens_per_call(), out_path
+            model,
+            config.spec.dims,
+            config.max_seq_len,
+            config.max_tokens_per_call(),
+            out_path,
+            group_size=QUANT_GROUP_SIZE if name in QUANTIZED else None,
         )
         return {"export_s": times["export_s"], "convert_s": times["convert_s"]}
+    if name in QUANTIZED:
+        from executorch_trt.llm import quantize
+
+        quantize(model, "8da4w", QUANT_GROUP_SIZE)
     methods = _methods(config, model)
-    if name == "delegate_inplace":
-        manager = variants.build_delegate(methods, name)
+    if name in DELEGATES:
+        manager = variants.build_delegate(methods, "delegate_inplace")
     else:
         manager = variants.build_plain(methods, [name])[name]
     with open(out_path, "wb") as f:
@@ -127,7 +150,7 @@ def load_runner(config: GenerateConfig, name: str, path: str | None) -> Runner:
 
         return Runner(eager_call, lambda tok, pos: eager_call(torch.tensor([[tok]]), pos))
     assert path is not None and os.path.isfile(path), f"{name}: no program at {path!r}"
-    if name == RECIPE:
+    if name in RECIPES:
         forward = llm_recipe.load_forward(path)
 
         def recipe_call(ids: torch.Tensor, start: int) -> torch.Tensor:
@@ -135,7 +158,7 @@ def load_runner(config: GenerateConfig, name: str, path: str | None) -> Runner:
             return _last(out[0], vocab)
 
         return Runner(recipe_call, lambda tok, pos: recipe_call(torch.tensor([[tok]]), pos))
-    if name == "delegate_inplace":
+    if name in DELEGATES:
         from executorch_trt import runtime as trt_runtime
 
         program = trt_runtime.load(path)

@@ -119,12 +119,18 @@ def write_inputs(model, dims: ModelDims, directory: str) -> tuple[str, str]:
 
 
 def llm_config(
-    checkpoint: str, params_path: str, max_context_len: int, max_tokens: int, out_path: str
+    checkpoint: str,
+    params_path: str,
+    max_context_len: int,
+    max_tokens: int,
+    out_path: str,
+    group_size: int | None = None,
 ):
     """The recipe's `LlmConfig`: float32, KV cache with `llama::custom_sdpa`, XNNPACK with
     extended ops, a cache of `max_context_len` positions and up to `max_tokens` tokens per call
     (the recipe's `max_seq_length` is one more: its dynamic dimension ends one below it),
-    written to `out_path`."""
+    written to `out_path`; with `group_size`, the linears quantized 8da4w in groups of that
+    many input channels (`quantization.qmode`, HQQ scales as the recipe's default)."""
     from executorch.extension.llm.export.config.llm_config import LlmConfig, ModelType
 
     cfg = LlmConfig()
@@ -139,14 +145,24 @@ def llm_config(
     cfg.export.output_name = out_path
     cfg.backend.xnnpack.enabled = True
     cfg.backend.xnnpack.extended_ops = True
+    if group_size is not None:
+        cfg.quantization.qmode = "8da4w"
+        cfg.quantization.group_size = group_size
     return cfg
 
 
-def export(model, dims: ModelDims, max_context_len: int, max_tokens: int, out_path: str) -> dict:
+def export(
+    model,
+    dims: ModelDims,
+    max_context_len: int,
+    max_tokens: int,
+    out_path: str,
+    group_size: int | None = None,
+) -> dict:
     """Builds the recipe's `.pte` at `out_path` from the transformers `model`, for a cache of
-    `max_context_len` positions and up to `max_tokens` tokens per call. Returns
-    {"convert_s": converting and writing the checkpoint (s), "export_s": `_export_llama`
-    (s)}."""
+    `max_context_len` positions and up to `max_tokens` tokens per call (`group_size`: 8da4w,
+    `llm_config`). Returns {"convert_s": converting and writing the checkpoint (s),
+    "export_s": `_export_llama` (s)}."""
     start = time.perf_counter()
     checkpoint, params_path = write_inputs(model, dims, os.path.dirname(out_path))
     convert_s = time.perf_counter() - start
@@ -156,7 +172,9 @@ def export(model, dims: ModelDims, max_context_len: int, max_tokens: int, out_pa
     # Importing the recipe sets the root logger to INFO; keep ours.
     logging.getLogger().setLevel(level)
     start = time.perf_counter()
-    _export_llama(llm_config(checkpoint, params_path, max_context_len, max_tokens, out_path))
+    _export_llama(
+        llm_config(checkpoint, params_path, max_context_len, max_tokens, out_path, group_size)
+    )
     logging.getLogger().setLevel(level)
     export_s = time.perf_counter() - start
     os.remove(checkpoint)
