@@ -21,6 +21,7 @@ import subprocess
 
 from benchmarks import workload
 from benchmarks.bench_config import BenchConfig
+from benchmarks.command_line import tail
 from benchmarks.variants import BuiltProgram
 
 #: The variants decode.py times in C++ as well (their rows get the `step_ms_cpp_*` fields).
@@ -105,10 +106,6 @@ def command(
     ]
 
 
-def _tail(text: str, lines: int = 12) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def time_decode_step(config: BenchConfig, built: BuiltProgram, work_dir: str) -> dict:
     """Runs decode_step_cpp on `built` (writing its JSON into `work_dir`) and returns its
     result: `step_ms_median`, `step_ms_p10`, `step_ms_p90` (ms), `step_ms_samples` (ms, one
@@ -125,7 +122,7 @@ def time_decode_step(config: BenchConfig, built: BuiltProgram, work_dir: str) ->
     except subprocess.TimeoutExpired:
         return {"error": f"decode_step_cpp timed out after {TIMEOUT_S} s"}
     if proc.returncode != 0:
-        detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
+        detail = tail(proc.stderr) or tail(proc.stdout) or "(no output)"
         last = [line for line in detail.splitlines() if line.startswith("decode_step_cpp:")]
         return {
             "error": f"decode_step_cpp failed (exit {proc.returncode}): "

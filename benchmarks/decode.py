@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,9 +36,9 @@ if __package__ in (None, ""):
     # Run as a script (bazel run, or the worker re-invocation): make `benchmarks` importable.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import cpp_timing, machine, report
+from benchmarks import command_line, cpp_timing, machine, report
 from benchmarks.bench_config import BenchConfig, full_config, quick_config
-from benchmarks.variants import VARIANTS, BuiltProgram, data_path, parse_variants
+from benchmarks.variants import VARIANTS, BuiltProgram, data_path
 
 RESULT_MARKER = "DECODE_BENCH_RESULT "
 WORKER_TIMEOUT_S = 900
@@ -67,17 +66,6 @@ def _lead_in_ms(text: str) -> float:
     return value
 
 
-def _positive_int(flag: str, text: str, minimum: int = 1) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        kind = "a positive" if minimum == 1 else f"an integer >= {minimum}, not a"
-        raise argparse.ArgumentTypeError(f"{flag} must be {kind} integer, got {text!r}")
-    return value
-
-
 def _int_list(text: str) -> list[int]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     try:
@@ -89,13 +77,6 @@ def _int_list(text: str) -> list[int]:
             f"--max-seq-lens must be comma-separated positive integers, got {text!r}"
         )
     return sorted(set(values))
-
-
-def _variant_list(text: str) -> list[str]:
-    try:
-        return parse_variants(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--variants: {exc}") from exc
 
 
 def parser() -> argparse.ArgumentParser:
@@ -117,12 +98,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--repeats",
-        type=lambda s: _positive_int("--repeats", s),
+        type=lambda s: command_line.positive_int("--repeats", s),
         help="timed decode steps per variant and capacity (default 100; quick 2)",
     )
     p.add_argument(
         "--warmup",
-        type=lambda s: _positive_int("--warmup", s, minimum=0),
+        type=lambda s: command_line.positive_int("--warmup", s, minimum=0),
         help="untimed decode steps before timing (default 5; quick 1)",
     )
     p.add_argument(
@@ -134,12 +115,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--threads",
-        type=lambda s: _positive_int("--threads", s),
+        type=lambda s: command_line.positive_int("--threads", s),
         help="intra-op threads in every variant (default: usable CPUs)",
     )
     p.add_argument(
         "--variants",
-        type=_variant_list,
+        type=lambda s: command_line.variant_list(VARIANTS, s),
         default=list(VARIANTS),
         help=f"comma-separated subset of: {', '.join(VARIANTS)} (default: all)",
     )
@@ -163,7 +144,9 @@ def parser() -> argparse.ArgumentParser:
     # RESULT_MARKER + one JSON line.
     p.add_argument("--worker", choices=("time", "profile"), help=argparse.SUPPRESS)
     p.add_argument(
-        "--max-seq-len", type=lambda s: _positive_int("--max-seq-len", s), help=argparse.SUPPRESS
+        "--max-seq-len",
+        type=lambda s: command_line.positive_int("--max-seq-len", s),
+        help=argparse.SUPPRESS,
     )
     p.add_argument("--programs", help=argparse.SUPPRESS)
     p.add_argument("--config-json", help=argparse.SUPPRESS)
@@ -241,22 +224,6 @@ def run_worker(args, p: argparse.ArgumentParser) -> int:
 # ------------------------------------------------------------------------- orchestrator side
 
 
-def _worker_env(config_needs_delegate: bool) -> dict:
-    env = dict(os.environ)
-    if config_needs_delegate and "EXECUTORCH_TRT_LIBRARY" not in env:
-        try:
-            from executorch_trt import runtime as trt_runtime
-
-            env["EXECUTORCH_TRT_LIBRARY"] = os.path.abspath(trt_runtime.library_path())
-        except Exception:  # noqa: BLE001 - the worker then reports the missing library
-            pass
-    return env
-
-
-def _tail(text: str, lines: int = 12) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def spawn_worker(
     config: BenchConfig, mode: str, max_seq_len: int, programs: dict[str, str | None]
 ) -> dict:
@@ -274,25 +241,9 @@ def spawn_worker(
         "--config-json",
         config.to_json(),
     ]
-    env = _worker_env(any(VARIANTS[v].kind == "delegate" for v in programs))
+    env = command_line.worker_env(any(VARIANTS[v].kind == "delegate" for v in programs))
     label = f"{mode} worker {','.join(programs)}@{max_seq_len}"
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=env, timeout=WORKER_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"{mode} worker timed out after {WORKER_TIMEOUT_S} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            return json.loads(line[len(RESULT_MARKER) :])
-    detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
-    last = detail.splitlines()[-1] if detail else ""
-    print(
-        f"    {label} failed (exit {proc.returncode}):\n"
-        + "\n".join("      " + line for line in detail.splitlines()),
-        file=sys.stderr,
-    )
-    return {"error": f"{mode} run failed (exit {proc.returncode}): {last}"}
+    return command_line.run_worker_process(cmd, env, WORKER_TIMEOUT_S, mode, label, RESULT_MARKER)
 
 
 CPP_FIELDS = (
@@ -535,26 +486,6 @@ def show_json(path: str, p: argparse.ArgumentParser) -> int:
     return 1 if any(r.get("error") or r.get("cpp_error") for r in rows) else 0
 
 
-def _resolve(path: str) -> str:
-    """`path` relative to where `bazel run` was invoked (else the current directory)."""
-    base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
-    return os.path.abspath(os.path.join(base, path))
-
-
-def _check_out_dir(out_dir: str, p: argparse.ArgumentParser) -> None:
-    """Creates `out_dir` and writes a probe file in it, before the minutes of export;
-    `p.error` (exit 2) naming --out if either fails."""
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out_dir):
-            pass
-    except OSError as exc:
-        p.error(
-            f"--out: cannot write results to {out_dir!r} ({exc.strerror or exc}); "
-            "pass a writable directory"
-        )
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -566,10 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, flag):
             p.error(f"--{flag.replace('_', '-')} is internal (worker mode); leave it out")
     if args.from_json:
-        return show_json(_resolve(args.from_json), p)
+        return show_json(command_line.resolve(args.from_json), p)
     config = config_from_args(args, p)
-    out_dir = _resolve(args.out) if args.out else report.default_out_dir()
-    _check_out_dir(out_dir, p)
+    out_dir = command_line.resolve(args.out) if args.out else report.default_out_dir()
+    command_line.check_out_dir(out_dir, p)
     return run_benchmark(config, args.variants, out_dir, args.keep_programs)
 
 

@@ -25,7 +25,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ if __package__ in (None, ""):
     # Run as a script (bazel run, or the worker re-invocation): make `benchmarks` importable.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import generate_report, generate_variants, machine, roofline
+from benchmarks import command_line, generate_report, generate_variants, machine, roofline
 from benchmarks.generate_config import MODELS, GenerateConfig, full_config, quick_config
 
 RESULT_MARKER = "GENERATE_BENCH_RESULT "
@@ -43,23 +42,6 @@ EXPORT_TIMEOUT_S = 3600
 #: at 2048 positions on 2 shared cores.
 TIMEOUT_PER_STEP_S = 0.5
 VARIANT_NAMES = tuple(generate_variants.VARIANTS)
-
-
-def _positive_int(flag: str, text: str, minimum: int = 1) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"{flag} must be an integer >= {minimum}, got {text!r}")
-    return value
-
-
-def _variant_list(text: str) -> list[str]:
-    try:
-        return generate_variants.parse_variants(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--variants: {exc}") from exc
 
 
 def parser() -> argparse.ArgumentParser:
@@ -72,33 +54,33 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=sorted(MODELS), help="the decoder (default smollm-135m)")
     p.add_argument(
         "--max-seq-len",
-        type=lambda s: _positive_int("--max-seq-len", s, 2),
+        type=lambda s: command_line.positive_int("--max-seq-len", s, 2),
         help="static cache capacity, positions (default 512; quick 48)",
     )
     p.add_argument("--out", help="output directory (default: $BUILD_WORKING_DIRECTORY/bench_out)")
     p.add_argument(
         "--repeats",
-        type=lambda s: _positive_int("--repeats", s),
+        type=lambda s: command_line.positive_int("--repeats", s),
         help="whole generations timed per variant (default 2; quick 1)",
     )
     p.add_argument(
         "--prefill-repeats",
-        type=lambda s: _positive_int("--prefill-repeats", s),
+        type=lambda s: command_line.positive_int("--prefill-repeats", s),
         help="timed prefills per variant and prompt length (default 5; quick 1)",
     )
     p.add_argument(
         "--warmup",
-        type=lambda s: _positive_int("--warmup", s, 0),
+        type=lambda s: command_line.positive_int("--warmup", s, 0),
         help="untimed decode steps per variant before timing (default 3; quick 1)",
     )
     p.add_argument(
         "--threads",
-        type=lambda s: _positive_int("--threads", s),
+        type=lambda s: command_line.positive_int("--threads", s),
         help="intra-op threads in every variant (default: usable CPUs)",
     )
     p.add_argument(
         "--variants",
-        type=_variant_list,
+        type=lambda s: command_line.variant_list(generate_variants.VARIANTS, s),
         default=list(generate_variants.VARIANTS),
         help=f"comma-separated subset of: {', '.join(generate_variants.VARIANTS)} (default all)",
     )
@@ -195,10 +177,6 @@ def run_worker(args, p: argparse.ArgumentParser) -> int:
 # ------------------------------------------------------------------------- orchestrator side
 
 
-def _tail(text: str, lines: int = 12) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def spawn_worker(
     config: GenerateConfig, mode: str, programs: dict[str, str | None], timeout_s: float
 ) -> dict:
@@ -213,28 +191,10 @@ def spawn_worker(
         "--config-json",
         config.to_json(),
     ]
-    env = dict(os.environ)
-    if "EXECUTORCH_TRT_LIBRARY" not in env:
-        try:
-            from executorch_trt import runtime as trt_runtime
-
-            env["EXECUTORCH_TRT_LIBRARY"] = os.path.abspath(trt_runtime.library_path())
-        except Exception:  # noqa: BLE001 - the worker then reports the missing library
-            pass
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return {"error": f"{mode} worker timed out after {timeout_s:.0f} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            return json.loads(line[len(RESULT_MARKER) :])
-    detail = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
-    print(
-        f"    {mode} worker {','.join(programs)} failed (exit {proc.returncode}):\n"
-        + "\n".join("      " + line for line in detail.splitlines()),
-        file=sys.stderr,
+    label = f"{mode} worker {','.join(programs)}"
+    return command_line.run_worker_process(
+        cmd, command_line.worker_env(True), timeout_s, mode, label, RESULT_MARKER
     )
-    return {"error": f"{mode} run failed (exit {proc.returncode}): {detail.splitlines()[-1]}"}
 
 
 def make_row(
@@ -375,17 +335,6 @@ def run_benchmark(config: GenerateConfig, names: list[str], out_dir: str, keep: 
     return 1 if any(r["error"] for r in rows) else 0
 
 
-def _check_out_dir(out_dir: str, p: argparse.ArgumentParser) -> None:
-    """Creates `out_dir` and writes a probe file in it before the minutes of export; `p.error`
-    (exit 2) naming --out if either fails."""
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out_dir):
-            pass
-    except OSError as exc:
-        p.error(f"--out: cannot write results to {out_dir!r} ({exc.strerror or exc})")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -395,12 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, flag):
             p.error(f"--{flag.replace('_', '-')} is internal (worker mode); leave it out")
     config = config_from_args(args, p)
-    if args.out:
-        base = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
-        out_dir = os.path.abspath(os.path.join(base, args.out))
-    else:
-        out_dir = generate_report.default_out_dir()
-    _check_out_dir(out_dir, p)
+    out_dir = command_line.resolve(args.out) if args.out else generate_report.default_out_dir()
+    command_line.check_out_dir(out_dir, p)
     return run_benchmark(config, args.variants, out_dir, args.keep_programs)
 
 

@@ -22,6 +22,8 @@ import statistics
 import textwrap
 from collections.abc import Sequence
 
+from benchmarks import report
+
 JSON_NAME = "generate_bench.json"
 PLOT_NAME = "generate_bench.png"
 
@@ -36,16 +38,6 @@ def _rate(ms: float | None) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.0f}%"
-
-
-def _bytes(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if v >= 1 << 20:
-        return f"{v / (1 << 20):.1f} MiB"
-    if v >= 1 << 10:
-        return f"{v / (1 << 10):.1f} KiB"
-    return f"{v:.0f} B"
 
 
 def _tokens(r: dict) -> str:
@@ -99,23 +91,12 @@ def table(rows: Sequence[dict], meta: dict) -> str:
                 *[_ms(r["prefill_ms"].get(n)) for n in lens],
                 f"{r['export_s']:.1f}" if exported else "-",
                 f"{r['export_peak_rss_mb']:.0f}" if exported else "-",
-                _bytes(r.get("program_bytes")),
+                report.format_bytes(r.get("program_bytes")),
                 _tokens(r),
                 _diff(r.get("logits_max_abs_diff")),
             ]
         )
-    widths = [
-        max([len(c)] + [len(b[i]) for b in body if len(b) == len(cols)]) for i, c in enumerate(cols)
-    ]
-    lines = header(meta)
-    lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    lines.append("  ".join("-" * w for w in widths))
-    for b in body:
-        if len(b) == len(cols):
-            lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
-        else:
-            lines.append("  ".join(v.ljust(w) for v, w in zip(b[:2], widths)) + f"  {b[2]}")
-    return "\n".join(lines)
+    return "\n".join(header(meta) + report.aligned_table(cols, body))
 
 
 def header(meta: dict) -> list[str]:

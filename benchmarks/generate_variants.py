@@ -55,16 +55,6 @@ QUANTIZED = ("delegate_8da4w", "executorch_llm_recipe_8da4w")
 QUANT_GROUP_SIZE = 32
 
 
-def parse_variants(text: str) -> list[str]:
-    """Comma-separated variant names -> list without repeats, in the given order; `ValueError`
-    naming an unknown one."""
-    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown or not names:
-        raise ValueError(f"unknown variant(s) {unknown or [text]}; known: {', '.join(VARIANTS)}")
-    return names
-
-
 @dataclasses.dataclass
 class Runner:
     """A loaded variant: `prefill(ids[1, T] int64, start) -> logits[vocab]` writes positions

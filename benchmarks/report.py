@@ -52,7 +52,25 @@ def _fmt_ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def _fmt_bytes(v: float | None) -> str:
+def aligned_table(cols: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    """The header, a rule and the rows, columns padded to their widest cell. A row of fewer
+    cells than `cols` (a failed variant: its label cells, then one message) has its label cells
+    aligned and the message after them."""
+    widths = [
+        max([len(c)] + [len(b[i]) for b in body if len(b) == len(cols)]) for i, c in enumerate(cols)
+    ]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    for b in body:
+        if len(b) == len(cols):
+            lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
+        else:
+            lines.append("  ".join(v.ljust(w) for v, w in zip(b[:-1], widths)) + f"  {b[-1]}")
+    return lines
+
+
+def format_bytes(v: float | None) -> str:
+    """Bytes as a table cell: "-", "N B", "N.N KiB" or "N.NN MiB"."""
     if v is None:
         return "-"
     if v >= 1 << 20:
@@ -102,24 +120,15 @@ def table(rows: Sequence[dict], header: Sequence[str]) -> str:
                 _fmt_ms(r["step_ms_p10"]),
                 _fmt_ms(r["step_ms_p90"]),
                 _fmt_cpp(r),
-                _fmt_bytes(r["runtime_bytes_copied_per_step"]),
-                _fmt_bytes(r["cache_bytes_copied_per_step"]),
+                format_bytes(r["runtime_bytes_copied_per_step"]),
+                format_bytes(r["cache_bytes_copied_per_step"]),
                 f"{r['peak_rss_mb']:.0f}",
                 f"{r['peak_rss_mb'] - r['baseline_rss_mb']:.0f}",
-                _fmt_bytes(r.get("program_bytes")),
-                _fmt_bytes(r.get("data_bytes")),
+                format_bytes(r.get("program_bytes")),
+                format_bytes(r.get("data_bytes")),
             )
         )
-    widths = [
-        max([len(c)] + [len(b[i]) for b in body if len(b) == len(cols)]) for i, c in enumerate(cols)
-    ]
-    lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    lines.append("  ".join("-" * w for w in widths))
-    for b in body:
-        if len(b) == len(cols):
-            lines.append("  ".join(v.ljust(w) for v, w in zip(b, widths)))
-        else:
-            lines.append("  ".join(v.ljust(w) for v, w in zip(b[:3], widths)) + f"  {b[3]}")
+    lines += aligned_table(cols, body)
     lines += [
         f"C++ timing of {r['variant']} at {r['max_seq_len']} failed: {r['cpp_error']}"
         for r in rows
@@ -357,8 +366,8 @@ def check_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
                 name,
                 full,
                 ", ".join(
-                    f"{r['max_seq_len']}: {_fmt_bytes(r['cache_bytes_copied_per_step'])} of a "
-                    f"{_fmt_bytes(r['cache_nbytes'])} cache"
+                    f"{r['max_seq_len']}: {format_bytes(r['cache_bytes_copied_per_step'])} of a "
+                    f"{format_bytes(r['cache_nbytes'])} cache"
                     + (
                         f", {paired_ratio(sc[r['max_seq_len']], si[r['max_seq_len']]):.2f}x "
                         "in-place time"
@@ -388,7 +397,7 @@ def _weights_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]
     external = [r for r in rows if r["variant"] == EXTERNAL and not r.get("error")]
     name = (
         f"delegate in-place .pte <= {MAX_PROGRAM_WEIGHTS_RATIO:.2f}x weights + "
-        f"{_fmt_bytes(MAX_PROGRAM_OVERHEAD)}"
+        f"{format_bytes(MAX_PROGRAM_OVERHEAD)}"
     )
     if not inplace or any(r.get("weights_bytes") is None for r in inplace):
         out.append((name, None, _absent(rows, INPLACE) or "sizes not recorded"))
@@ -402,14 +411,14 @@ def _weights_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]
                     for r in inplace
                 ),
                 ", ".join(
-                    f"{r['max_seq_len']}: {_fmt_bytes(r['program_bytes'])} = "
+                    f"{r['max_seq_len']}: {format_bytes(r['program_bytes'])} = "
                     f"{r['program_bytes'] / r['weights_bytes']:.3f}x weights "
-                    f"({_fmt_bytes(r['weights_bytes'])})"
+                    f"({format_bytes(r['weights_bytes'])})"
                     for r in inplace
                 ),
             )
         )
-    pte_name = f"delegate external .pte <= {_fmt_bytes(MAX_EXTERNAL_PTE)}"
+    pte_name = f"delegate external .pte <= {format_bytes(MAX_EXTERNAL_PTE)}"
     ptd_name = f"delegate external .ptd <= {MAX_PTD_WEIGHTS_RATIO:.2f}x weights"
     if not external or any(r.get("data_bytes") is None for r in external):
         why = _absent(rows, EXTERNAL) or "no .ptd recorded"
@@ -420,7 +429,7 @@ def _weights_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]
                 pte_name,
                 all(r["program_bytes"] <= MAX_EXTERNAL_PTE for r in external),
                 ", ".join(
-                    f"{r['max_seq_len']}: {_fmt_bytes(r['program_bytes'])}" for r in external
+                    f"{r['max_seq_len']}: {format_bytes(r['program_bytes'])}" for r in external
                 ),
             )
         )
@@ -431,7 +440,7 @@ def _weights_targets(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]
                     r["data_bytes"] <= MAX_PTD_WEIGHTS_RATIO * r["weights_bytes"] for r in external
                 ),
                 ", ".join(
-                    f"{r['max_seq_len']}: {_fmt_bytes(r['data_bytes'])} = "
+                    f"{r['max_seq_len']}: {format_bytes(r['data_bytes'])} = "
                     f"{r['data_bytes'] / r['weights_bytes']:.4f}x weights"
                     for r in external
                 ),

@@ -136,16 +136,6 @@ def decode_engine(manager) -> tuple[str, str]:
     return label, decode.delegate_summary
 
 
-def parse_variants(text: str) -> list[str]:
-    """Comma-separated variant names -> list without repeats, in the given order; `ValueError`
-    naming an unknown one."""
-    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown or not names:
-        raise ValueError(f"unknown variant(s) {unknown or [text]}; known: {', '.join(VARIANTS)}")
-    return names
-
-
 def plain_backend_config(reinplace: bool):
     """`ExecutorchBackendConfig` of the plain-ExecuTorch rows (optionally with the reinplace
     pass); caches shared across methods like the delegate's programs.
