@@ -1,5 +1,6 @@
 """Node provenance cut down to its greatest ancestor (``graph.provenance``): debug handles are
-unchanged, and the nested program's lowering starts from chains one level deep."""
+unchanged; the partitioned program and the nested program's lowering start from chains one
+level deep."""
 
 from unittest import mock
 
@@ -10,6 +11,7 @@ from executorch.exir.debug_handle_utils import get_greatest_ancestor_node_identi
 
 import decoder_models as dm
 import executorch_trt
+from executorch_trt import TensorRTPartitioner
 from executorch_trt.engines.portable import builder
 from executorch_trt.graph.provenance import shorten_provenance
 
@@ -38,6 +40,15 @@ class ShortenProvenanceTest(absltest.TestCase):
             self.assertEqual(get_greatest_ancestor_node_identifier(node), before[node.name])
             self.assertLen(node.meta["from_node"], 1, node.name)
             self.assertEqual(_depth(node), 1, node.name)
+
+
+class PartitionTest(absltest.TestCase):
+    def test_the_partitioned_program_is_one_level_deep(self):
+        ep = to_edge(dm.export_methods(dm.TinyDecoder())["decode"]).exported_program()
+        # Precondition: to_edge's re-traces left chains several levels deep.
+        self.assertGreater(max(_depth(n) for n in _traced(ep.graph.nodes)), 1)
+        TensorRTPartitioner().partition(ep)
+        self.assertEqual({_depth(n) for n in _traced(ep.graph.nodes)}, {1})
 
 
 class NestedLoweringTest(absltest.TestCase):

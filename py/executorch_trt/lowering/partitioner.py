@@ -73,6 +73,7 @@ from executorch_trt.graph.dynamic_shapes import (
 )
 from executorch_trt.graph.mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
+from executorch_trt.graph.provenance import shorten_provenance
 from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.cross_attn_cache import check_cache_writes_exposed, cond_cache_outputs
@@ -275,6 +276,9 @@ class TensorRTPartitioner(Partitioner):
             for node in partition.nodes:
                 node.meta["delegation_tag"] = tag
         tag_constant_data(exported_program)
+        # What follows (the partition's copy, to_backend, to_executorch) re-traces and copies
+        # every node's provenance chain; ExecuTorch reads only its root.
+        shorten_provenance(exported_program.graph_module)
         if not self.freeze_buffers:
             for node in module_buffer_placeholders(exported_program):
                 node.meta.pop("delegation_tag", None)
