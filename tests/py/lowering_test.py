@@ -2,11 +2,13 @@
 copy-back emission, the composable path, multi-method sharing and buffer initialisation."""
 
 import operator
+from unittest import mock
 
 import torch
 from absl.testing import absltest
 from executorch.exir import to_edge_transform_and_lower
 from executorch.exir._serialize._program import deserialize_pte_binary
+from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
 import decoder_models as dm
@@ -411,6 +413,52 @@ class PartitionerTest(absltest.TestCase):
         ops, _ = TensorRTPartitioner().ops_to_not_decompose(dm.export_reordered_kv())
         self.assertIn(torch.ops.aten.index_copy.default, ops)
         self.assertIn(torch.ops.aten.select_scatter.default, ops)
+
+    def test_no_filter_when_every_kept_node_stays_whole(self):
+        # A filter sends ExecuTorch through its EDGE_DO_NOT_DECOMP path: two more re-traces
+        # of the whole program per method.
+        ep = dm.export_methods(dm.TinyDecoder())["decode"]
+        ops, keep = TensorRTPartitioner().ops_to_not_decompose(ep)
+        self.assertIn(torch.ops.aten.linear.default, ops)
+        self.assertIn(torch.ops.aten.scaled_dot_product_attention.default, ops)
+        self.assertIsNone(keep)
+        with mock.patch.object(
+            ExportedProgram,
+            "run_decompositions",
+            autospec=True,
+            side_effect=ExportedProgram.run_decompositions,
+        ) as decompose:
+            _lower(ep)
+        # Functionalisation, then the decompositions with the kept ops left out: no more.
+        self.assertEqual(decompose.call_count, 2)
+
+    def test_a_branch_linear_gets_the_filter(self):
+        with torch.no_grad():
+            ep = torch.export.export(BranchLinear(), (torch.randn(2, 4),))
+        ops, keep = TensorRTPartitioner().ops_to_not_decompose(ep)
+        self.assertIn(torch.ops.aten.linear.default, ops)
+        self.assertIsNotNone(keep)
+        top = [n for n in ep.graph.nodes if n.target is torch.ops.aten.linear.default]
+        (branch,) = [
+            n
+            for n in ep.graph_module.true_graph_0.graph.nodes
+            if n.target is torch.ops.aten.linear.default
+        ]
+        self.assertTrue(keep(top[0]))
+        self.assertFalse(keep(branch))
+
+
+class BranchLinear(torch.nn.Module):
+    """A linear at the top level and one in a ``torch.cond`` branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.a(x)
+        return torch.cond(y.sum() > 0, lambda v: self.b(v), lambda v: v * 2, (y,))
 
 
 class BackendConfigTest(absltest.TestCase):

@@ -54,11 +54,12 @@ Rules (``docs/contract.md`` 1, "Ownership"):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 from executorch.exir.backend.utils import tag_constant_data
+from executorch.exir.graph_module import get_control_flow_submodules
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
@@ -72,6 +73,7 @@ from executorch_trt.graph.dynamic_shapes import (
 )
 from executorch_trt.graph.mutations import mutated_inputs, mutated_user_input_error
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
+from executorch_trt.graph.provenance import shorten_provenance
 from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.cross_attn_cache import check_cache_writes_exposed, cond_cache_outputs
@@ -274,6 +276,9 @@ class TensorRTPartitioner(Partitioner):
             for node in partition.nodes:
                 node.meta["delegation_tag"] = tag
         tag_constant_data(exported_program)
+        # What follows (the partition's copy, to_backend, to_executorch) re-traces and copies
+        # every node's provenance chain; ExecuTorch reads only its root.
+        shorten_provenance(exported_program.graph_module)
         if not self.freeze_buffers:
             for node in module_buffer_placeholders(exported_program):
                 node.meta.pop("delegation_tag", None)
@@ -331,7 +336,12 @@ class TensorRTPartitioner(Partitioner):
         decomposed, it is a ``repeat_kv`` copy of both caches and matrix products over the whole
         capacity every step; whole, the portable engine runs it as ``executorch_trt::gqa_attention``
         over the caches in place and only at the positions the mask allows
-        (``passes.gqa_attention``)."""
+        (``passes.gqa_attention``).
+
+        The filter is returned only when it rejects a node of ``ep``. When it keeps every node
+        (the usual case), keeping the ops unconditionally is the same decision, and ExecuTorch
+        then decomposes each method once instead of three times (a filter sends it through
+        its ``EDGE_DO_NOT_DECOMP`` path, which re-traces the whole program twice more)."""
         keep = [
             torch.ops.aten.index_copy.default,
             torch.ops.aten.select_scatter.default,
@@ -372,7 +382,21 @@ class TensorRTPartitioner(Partitioner):
                 and sdpa_kernel_rejection(node) is None
             )
 
+        if all(keep_node(n) for n in _call_nodes(ep.graph_module, whole)):
+            return keep + whole, None
         return keep + whole, keep_node
+
+
+def _call_nodes(
+    graph_module: torch.fx.GraphModule, targets: Sequence[object]
+) -> Iterator[torch.fx.Node]:
+    """The nodes of ``graph_module`` calling one of ``targets``, control-flow branches
+    included."""
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in targets:
+            yield node
+    for _, submodule, _ in get_control_flow_submodules(graph_module):
+        yield from _call_nodes(submodule, targets)
 
 
 def _take_conds_whole(ep: ExportedProgram) -> None:

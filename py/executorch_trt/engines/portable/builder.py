@@ -56,6 +56,7 @@ from executorch_trt.format.blob import AliasedIO
 from executorch_trt.format.portable_payload import PortableDescriptor, write_portable_payload
 from executorch_trt.format.wire import EXTERNAL_WEIGHTS_TAG
 from executorch_trt.graph.operator_support import is_cond, schema_name
+from executorch_trt.graph.provenance import shorten_provenance
 from executorch_trt.options import CompileOptions
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 from executorch_trt.passes.pipeline import nested_finalise_passes, prepare_nested_program
@@ -161,6 +162,7 @@ def build(
     output_names = list(ep.graph_signature.user_outputs)
     prepare_nested_program(ep)  # after the binding names are taken
     _strip_delegation_tags(ep.graph_module)
+    shorten_provenance(ep.graph_module)  # each nested re-trace copies the whole chain
     manager = EdgeProgramManager(
         {METHOD_NAME: ep}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
     )
