@@ -34,7 +34,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
+from benchmarks.bench_config import QUICK_DIMS
 from benchmarks.export_phases import PhaseRow, PhaseTimer
+from benchmarks.generate_config import SMOLLM_135M
 
 #: Capacity of the static cache (positions).
 MAX_SEQ_LEN = 512
@@ -44,35 +46,15 @@ MAX_SEQ_LEN = 512
 class ExportModel:
     """A decoder to export: `build_model` overrides and the prefill length."""
 
-    overrides: dict[str, int | bool]
+    overrides: dict[str, int | bool | float]
     prompt_len: int
 
 
 MODELS: dict[str, ExportModel] = {
-    "tiny": ExportModel(
-        dict(
-            vocab_size=128,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=1,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-        ),
-        prompt_len=4,
-    ),
-    # SmolLM-135M's shape (HuggingFaceTB/SmolLM-135M's config), seeded random weights.
-    "smollm-135m": ExportModel(
-        dict(
-            vocab_size=49152,
-            hidden_size=576,
-            intermediate_size=1536,
-            num_hidden_layers=30,
-            num_attention_heads=9,
-            num_key_value_heads=3,
-            tie_word_embeddings=True,
-        ),
-        prompt_len=64,
-    ),
+    # The decode benchmark's quick model (1 layer, hidden 64, vocab 128).
+    "tiny": ExportModel(dataclasses.asdict(QUICK_DIMS), prompt_len=4),
+    # SmolLM-135M's shape, as the generation benchmark builds it (seeded random weights).
+    "smollm-135m": ExportModel(SMOLLM_135M.overrides(), prompt_len=64),
 }
 
 
