@@ -139,9 +139,14 @@ class ExportLlmCommandTest(_Checkpoint, absltest.TestCase):
     def test_quantize_reaches_the_export(self):
         pte = os.path.join(self.tmp, "8da4w.pte")
         argv = ["--model-dir", self.model_dir, "--max-seq-len", "8", "--output", pte]
-        status, out, err = _run_main([*argv, "--quantize", "8da4w", "--group-size", "32"])
+        status, out, err = _run_main(
+            [*argv, "--quantize", "8da4w", "--group-size", "32", "--embedding-quantize", "int8"]
+        )
         self.assertEqual(status, 0, err)
-        self.assertIn("export_llm: quantized 15 linears (8da4w, group size 32)", out)
+        self.assertIn(
+            "export_llm: quantized 15 linears (8da4w, group size 32) and 1 embedding table (int8)",
+            out,
+        )
         float_pte = os.path.join(self.tmp, "float.pte")
         status, out, err = _run_main([*argv[:-1], float_pte])
         self.assertEqual(status, 0, err)
@@ -258,6 +263,19 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
         self.assert_usage_error(
             self._args(**{"--quantize": "8da8w", "--dtype": "float16"}),
             "--quantize 8da8w needs --dtype float32",
+        )
+        self.assert_usage_error(
+            self._args(**{"--embedding-quantize": "int8"}), "--embedding-quantize needs --quantize"
+        )
+        self.assert_usage_error(
+            self._args(**{"--quantize": "8da4w", "--embedding-quantize": "int2"}),
+            "--embedding-quantize=int2",
+        )
+        self.assert_usage_error(
+            self._args(
+                **{"--quantize": "8da4w", "--group-size": "0", "--embedding-quantize": "int4"}
+            ),
+            "embedding='int4' needs a group size",
         )
 
     def test_help_exits_0(self):

@@ -10,8 +10,12 @@
 * Every linear's weights are int4 (or int8) in the program: the ``.pte`` shrinks by at least
   the linears' float32 bytes times ``1 - 0.625`` (int4 plus one float32 scale per 32 weights,
   at most 0.625 bytes a weight).
-* Weight-only quantization (no XNNPACK kernel, no ExecuTorch kernel) is refused at export,
-  naming the layer; bad schemes, group sizes, dtypes are refused before any work.
+* ``embedding_quantize="int8"`` / ``"int4"`` (tied and untied tables) keeps those guarantees
+  and shrinks the ``.pte`` by at least 0.7 of the table's float32 bytes: the nested program
+  runs ExecuTorch's quantized embedding kernel on the int table (a table folded back to float
+  would not shrink).
+* Weight-only quantization of a linear (no XNNPACK kernel, no ExecuTorch kernel) is refused at
+  export, naming the layer; bad schemes, group sizes, dtypes are refused before any work.
 """
 
 import copy
@@ -37,6 +41,18 @@ def _linear_float_bytes(model) -> int:
     return sum(m.weight.numel() * 4 for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 
+def _embedding_float_bytes(model) -> int:
+    return model.model.embed_tokens.weight.numel() * 4
+
+
+def _tied(model):
+    """``model`` (a copy) with ``lm_head`` sharing the embedding table."""
+    model = copy.deepcopy(model)
+    model.config.tie_word_embeddings = True
+    model.lm_head.weight = model.model.embed_tokens.weight
+    return model
+
+
 def _eager_logits(model, ids) -> torch.Tensor:
     with torch.no_grad():
         return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1]
@@ -56,23 +72,29 @@ class QuantizedExportTest(absltest.TestCase):
     def tearDownClass(cls):
         cls._tmp.cleanup()
 
-    def _export(self, scheme, **kwargs):
-        path = os.path.join(self.tmp, f"{scheme}-{len(kwargs)}.pte")
-        before = copy.deepcopy(self.model.state_dict())
-        llm.export_llm(
-            self.model,
-            MAX_SEQ_LEN,
-            max_context_len=CAPACITY,
-            output=path,
-            quantize=scheme,
-            **kwargs,
-        )
+    def _export(self, scheme, model=None, label="model", **kwargs):
+        """Exports ``model`` (default ``self.model``; ``label`` names it in the file name)."""
+        model = self.model if model is None else model
+        tag = "-".join(map(str, (scheme, label, *kwargs.values())))
+        path = os.path.join(self.tmp, f"{tag}.pte")
+        before = copy.deepcopy(model.state_dict())
+        if not os.path.exists(path):  # the same export, made by an earlier test
+            llm.export_llm(
+                model,
+                MAX_SEQ_LEN,
+                max_context_len=CAPACITY,
+                output=path,
+                quantize=scheme,
+                **kwargs,
+            )
         # The instance is not changed: quantized on a copy.
-        for name, value in self.model.state_dict().items():
+        for name, value in model.state_dict().items():
             self.assertTrue(torch.equal(value, before[name]), name)
-        reference = copy.deepcopy(self.model)
-        quantized = llm.quantize(reference, scheme, kwargs.get("group_size", 32))
-        self.assertLen(quantized, 15)  # 7 linears per layer and lm_head
+        reference = copy.deepcopy(model)
+        embedding = kwargs.get("embedding_quantize")
+        quantized = llm.quantize(reference, scheme, kwargs.get("group_size", 32), embedding)
+        # 7 linears per layer and lm_head, then the embedding table.
+        self.assertLen(quantized, 15 if embedding is None else 16)
         return path, reference
 
     def _check_generation(self, path, reference):
@@ -110,6 +132,20 @@ class QuantizedExportTest(absltest.TestCase):
         self.assertEqual((program.prefill_method, program.decode_method), ("prefill", "decode"))
         self._check_generation(path, reference)
 
+    def test_int8_and_int4_embeddings_tied_and_untied(self):
+        float_bytes = _embedding_float_bytes(self.model)
+        linears_only, _ = self._export("8da4w")
+        for tied, embedding in ((False, "int4"), (True, "int8")):
+            model = _tied(self.model) if tied else self.model
+            with self.subTest(tied=tied, embedding=embedding):
+                path, reference = self._export(
+                    "8da4w", model, f"tied={tied}", embedding_quantize=embedding
+                )
+                self.assertIsNot(type(reference.model.embed_tokens.weight), torch.Tensor)
+                self._check_generation(path, reference)
+                saved = os.path.getsize(linears_only) - os.path.getsize(path)
+                self.assertGreaterEqual(saved, 0.7 * float_bytes)
+
     def test_weight_only_quantization_is_refused_naming_the_layer(self):
         from torchao.quantization import quantize_
         from torchao.quantization.granularity import PerAxis
@@ -120,8 +156,8 @@ class QuantizedExportTest(absltest.TestCase):
         with self.assertRaisesRegex(
             ValueError,
             r"torchao::dequantize_affine at '.*layers\.0\.self_attn\.q_proj' is not part of a "
-            r"quantized linear XNNPACK runs.*weight-only quantization \(IntxWeightOnlyConfig\) "
-            r"is not supported",
+            r"quantized linear XNNPACK runs.*IntxWeightOnlyConfig \(int8, int4\) on "
+            r"nn\.Embedding tables only; weight-only linears are not supported",
         ):
             llm.export_llm(model, MAX_SEQ_LEN, max_context_len=CAPACITY)
 
@@ -132,13 +168,22 @@ class QuantizedExportTest(absltest.TestCase):
             (dict(group_size=48), r"a power of two >= 16, got 48"),
             (dict(group_size=8), r"a power of two >= 16, got 8"),
             (dict(group_size=128), r"divides the in_features of no linear \(widths \[32, 64\]\)"),
+            (dict(embedding="int2"), r"unknown embedding scheme 'int2'; expected one of int8"),
+            (dict(embedding="int4", group_size=0), r"embedding='int4' needs a group size"),
+            (
+                dict(embedding="int4", group_size=64),
+                r"group_size 64 does not divide the embedding widths \[32\]",
+            ),
         ):
             with self.subTest(kwargs), self.assertRaisesRegex(ValueError, message):
                 llm.quantize(model, **kwargs)
         with self.assertRaisesRegex(ValueError, r"must be float32.*torch\.bfloat16"):
             llm.quantize(copy.deepcopy(self.model).to(torch.bfloat16))
+        with self.assertRaisesRegex(ValueError, r"embedding_quantize needs quantize"):
+            llm.export_llm(model, MAX_SEQ_LEN, embedding_quantize="int8")
         # Nothing was quantized by the refusals.
         self.assertIs(type(model.lm_head.weight.data), torch.Tensor)
+        self.assertIs(type(model.model.embed_tokens.weight.data), torch.Tensor)
 
 
 if __name__ == "__main__":

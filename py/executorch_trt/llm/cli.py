@@ -3,6 +3,7 @@
     ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output model.pte \\
         [--data model.ptd] [--prefill-decode] [--max-context-len N] [--engine portable] \\
         [--dtype float32] [--quantize 8da4w|8da8w] [--group-size 32]
+        [--embedding-quantize int8|int4]
 
 Prints one progress line per stage (load, export, lower, write) and the engine the program's
 delegates use. Exit status: 0 on success; 2 on bad usage or a bad input, named in the message
@@ -20,13 +21,18 @@ import sys
 from absl import flags
 
 from executorch_trt.llm.command_line import UsageError, parse, resolve, value
-from executorch_trt.llm.quantization import DEFAULT_GROUP_SIZE, SCHEMES, check_scheme
+from executorch_trt.llm.quantization import (
+    DEFAULT_GROUP_SIZE,
+    EMBEDDING_SCHEMES,
+    SCHEMES,
+    check_scheme,
+)
 
 USAGE = (
     "usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
     "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
     "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16] "
-    "[--quantize 8da4w|8da8w] [--group-size N]"
+    "[--quantize 8da4w|8da8w] [--group-size N] [--embedding-quantize int8|int4]"
 )
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -86,6 +92,14 @@ def _define_flags() -> flags.FlagValues:
         lower_bound=0,
         flag_values=fv,
     )
+    flags.DEFINE_enum(
+        "embedding-quantize",
+        None,
+        list(EMBEDDING_SCHEMES),
+        "with --quantize, the embedding table weight-only: int8 (a scale per row) or int4 "
+        "(a scale per --group-size columns)",
+        flag_values=fv,
+    )
     flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
     return fv
 
@@ -134,8 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         max_context_len = fv["max-context-len"].value or max_seq_len
         check_lengths(config, max_seq_len, max_context_len)
         quantize = fv["quantize"].value
+        embedding_quantize = fv["embedding-quantize"].value
+        if embedding_quantize is not None and quantize is None:
+            raise UsageError("--embedding-quantize needs --quantize")
         if quantize is not None:
-            check_scheme(quantize, value(fv, "group-size"))
+            check_scheme(quantize, value(fv, "group-size"), embedding_quantize)
             if value(fv, "dtype") != "float32":
                 raise UsageError(f"--quantize {quantize} needs --dtype float32")
     except (UsageError, CheckpointError, UnsupportedArchitectureError, ValueError) as exc:
@@ -159,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             max_context_len=max_context_len,
             quantize=quantize,
             group_size=value(fv, "group-size"),
+            embedding_quantize=embedding_quantize,
             progress=progress,
         )
     except CheckpointError as exc:  # the weights themselves (no safetensors, do not load)

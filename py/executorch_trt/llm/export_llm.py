@@ -101,6 +101,7 @@ def export_llm(
     max_context_len: int | None = None,
     quantize: str | None = None,
     group_size: int = DEFAULT_GROUP_SIZE,
+    embedding_quantize: str | None = None,
     progress: Callable[[str], None] | None = None,
     **options: Any,
 ) -> ExecutorchProgramManager:
@@ -130,6 +131,10 @@ def export_llm(
             nested XNNPACK; a float32 model only. An instance is quantized on a copy.
         group_size: input channels per weight scale with ``quantize`` (default 32; 0: one per
             output channel); linears whose ``in_features`` it does not divide stay float.
+        embedding_quantize: with ``quantize``, ``"int8"`` (one scale per row) or ``"int4"``
+            (one per ``group_size`` columns): the embedding table weight-only quantized, as the
+            recipe's ``--embedding-quantize 8,0`` / ``4,32``, run by ExecuTorch's quantized
+            embedding kernels in the nested program; ``None`` keeps it float.
         progress: called with one line per stage (load, export, lower, write).
         **options: further ``executorch_trt.export`` options; ``require_inplace`` defaults to
             True here, so a cache update that would be copied back fails the export.
@@ -172,11 +177,18 @@ def export_llm(
         _check_dtype(model, dtype)
     max_context_len = max_seq_len if max_context_len is None else max_context_len
     check_lengths(model.config, max_seq_len, max_context_len)
+    if embedding_quantize is not None and quantize is None:
+        raise ValueError("export_llm: embedding_quantize needs quantize (e.g. quantize='8da4w')")
     if quantize is not None:
         if model is model_or_dir:
             model = copy.deepcopy(model)
-        names = quantize_linears(model, quantize, group_size)
-        say(f"quantized {len(names)} linears ({quantize}, group size {group_size})")
+        names = quantize_linears(model, quantize, group_size, embedding_quantize)
+        modules = dict(model.named_modules())
+        tables = [n for n in names if isinstance(modules[n], torch.nn.Embedding)]
+        line = f"quantized {len(names) - len(tables)} linears ({quantize}, group size {group_size})"
+        if tables:
+            line += f" and {len(tables)} embedding table ({embedding_quantize})"
+        say(line)
     layout = "prefill + decode" if prefill_decode else "forward"
     say(
         f"exporting {name} with torch.export: {layout}, T in [1, {max_seq_len}], cache of "

@@ -21,7 +21,8 @@ stages in this order. Each stage is a function here; its caller is named with it
    contract and the alias decision are then read off the result (``backend``).
 4. The engine builds its payload. The portable engine runs ``prepare_nested_program`` on the
    partition (attention over the caches in place: ``gqa_attention``; ``torch.cond`` results
-   copied into bound outputs: ``cond_outputs``), lowers it with XNNPACK and finalises it with
+   copied into bound outputs: ``cond_outputs``), lowers it with XNNPACK, fuses the quantized
+   embeddings XNNPACK left (``fuse_quantized_embeddings``) and finalises it with
    ``nested_finalise_passes`` and a planner that first plans ``cond`` caches in place
    (``cross_attn_cache.plan_cond_caches_in_place``).
 5. ``finalise_passes`` (the top-level program, ``to_executorch(backend_config())``): initial
@@ -37,7 +38,7 @@ from executorch.exir.pass_base import PassBase
 from executorch.exir.pass_manager import PassType
 from torch.export import ExportedProgram
 
-from executorch_trt.graph.operator_support import DelegateOperatorSupport
+from executorch_trt.graph.operator_support import DelegateOperatorSupport, schema_name
 from executorch_trt.passes.buffer_to_buffer_writes import BufferToBufferWritesPass
 from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond_outputs
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
@@ -91,6 +92,23 @@ def prepare_nested_program(ep: ExportedProgram) -> None:
     graph, after its binding names were taken (``copy_cond_outputs`` needs them)."""
     use_gqa_attention(ep.graph_module)
     copy_cond_outputs(ep)
+
+
+def fuse_quantized_embeddings(ep: ExportedProgram) -> ExportedProgram:
+    """Stage 4 (portable engine, after the XNNPACK lowering): ExecuTorch's quant fusion, as its
+    LLM recipe runs it (``ExecutorchBackendConfig(do_quant_fusion_and_const_prop=True)``):
+    torchao's weight-only ``dequantize_affine`` feeding ``aten.embedding`` becomes
+    ``quantized_decomposed::embedding_byte`` / ``embedding_4bit`` (ExecuTorch's quantized
+    kernels), and constants are folded (4-bit tables packed two values a byte). Returns ``ep``
+    itself when no ``dequantize_affine`` is left (nothing else is folded then)."""
+    if not any(
+        n.op == "call_function" and schema_name(n) == "torchao::dequantize_affine"
+        for n in ep.graph_module.graph.nodes
+    ):
+        return ep
+    from executorch.exir.passes.quant_fusion_pass import quant_fusion_and_const_prop_pass
+
+    return quant_fusion_and_const_prop_pass(ep)
 
 
 def nested_finalise_passes() -> list[PassType]:

@@ -17,8 +17,10 @@ kernels, so caches are still updated in the caller's storage with no copy:
 ``executorch_trt::kv_cache_update``, ``executorch::update_cross_attn_cache``/``alias`` and
 ``torch.cond`` (with everything in its branches; ``_NestedXnnpackPartitioner``). A linear
 quantized with torchao (8da4w, 8da8w: ``op_groups.QUANTIZED``) runs as XNNPACK's dynamically
-quantized linear (int8 activations, int4/int8 grouped weights); a quantization op XNNPACK does
-not take is refused, as ExecuTorch has no kernel for it. Attention
+quantized linear (int8 activations, int4/int8 grouped weights); a weight-only quantized
+embedding becomes ExecuTorch's ``quantized_decomposed::embedding_byte`` / ``embedding_4bit``
+(``passes.pipeline.fuse_quantized_embeddings``; the engine links ExecuTorch's quantized
+kernels); any other quantization op is refused, as ExecuTorch has no kernel for it. Attention
 runs on the delegate library's ``executorch_trt::gqa_attention`` kernel
 (``passes.gqa_attention``), which reads the caches in place and only where the mask allows.
 The outer partitioner's ``delegation_tag`` metadata is removed first: ``to_backend`` would
@@ -59,7 +61,11 @@ from executorch_trt.graph.operator_support import is_cond, schema_name
 from executorch_trt.graph.provenance import shorten_provenance
 from executorch_trt.options import CompileOptions
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
-from executorch_trt.passes.pipeline import nested_finalise_passes, prepare_nested_program
+from executorch_trt.passes.pipeline import (
+    fuse_quantized_embeddings,
+    nested_finalise_passes,
+    prepare_nested_program,
+)
 
 METHOD_NAME = "forward"
 
@@ -120,8 +126,9 @@ class _NestedXnnpackPartitioner(Partitioner):
 
 def _check_quantized_ops_taken(ep: ExportedProgram) -> None:
     """Raises ``ValueError`` naming the first quantization op (``op_groups.QUANTIZED``) that
-    XNNPACK did not take: ExecuTorch has no kernel for it, so the nested program could not run
-    it (``to_executorch`` would stop at "Missing out variants")."""
+    neither XNNPACK took nor the embedding fusion replaced: ExecuTorch has no kernel for it, so
+    the nested program could not run it (``to_executorch`` would stop at "Missing out
+    variants")."""
     for node in ep.graph_module.graph.nodes:
         if node.op == "call_function" and schema_name(node) in op_groups.QUANTIZED:
             stack = node.meta.get("nn_module_stack") or {}
@@ -130,9 +137,10 @@ def _check_quantized_ops_taken(ep: ExportedProgram) -> None:
                 f"portable engine: {schema_name(node)} at {where!r} is not part of a quantized "
                 "linear XNNPACK runs, and ExecuTorch has no kernel for it. The portable engine "
                 "runs torchao's Int8DynamicActivationIntxWeightConfig (8da4w, 8da8w) on "
-                "nn.Linear layers whose in_features the group size divides; weight-only "
-                "quantization (IntxWeightOnlyConfig) is not supported: quantize with "
-                "executorch_trt.llm.quantize or export the float model"
+                "nn.Linear layers whose in_features the group size divides, and "
+                "IntxWeightOnlyConfig (int8, int4) on nn.Embedding tables only; weight-only "
+                "linears are not supported: quantize with executorch_trt.llm.quantize or "
+                "export the float model"
             )
 
 
@@ -154,7 +162,8 @@ def build(
     Returns the payload (``docs/formats/portable_payload.md``) and the nested program's data, moved
     out of it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested method's
     input/output names or counts disagree with ``ep``'s signature, or if a quantization op is
-    left that XNNPACK did not take (``_check_quantized_ops_taken``).
+    left that XNNPACK did not take and no embedding fusion replaced
+    (``_check_quantized_ops_taken``).
     """
     del aliases  # the blob metadata carries them (module docstring)
     xnnpack = True if options is None else options.portable_xnnpack
@@ -168,6 +177,11 @@ def build(
     )
     if xnnpack:
         manager = manager.to_backend(_NestedXnnpackPartitioner())
+    fused = fuse_quantized_embeddings(manager.exported_program(METHOD_NAME))
+    if fused is not manager.exported_program(METHOD_NAME):
+        manager = EdgeProgramManager(
+            {METHOD_NAME: fused}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
+        )
     _check_quantized_ops_taken(manager.exported_program(METHOD_NAME))
     config = ExecutorchBackendConfig(
         passes=nested_finalise_passes(),
