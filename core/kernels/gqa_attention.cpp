@@ -11,10 +11,16 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #include <executorch/extension/kernel_util/make_boxed_from_unboxed_functor.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/kernel/thread_parallel_interface.h>
 #include <executorch/runtime/platform/log.h>
 
 namespace executorch_trt {
@@ -23,6 +29,21 @@ namespace {
 using executorch::runtime::KernelRuntimeContext;
 
 ProcessCounter positions_read;
+
+// ThreadSanitizer cannot see the synchronisation inside ExecuTorch's threadpool (a prebuilt,
+// uninstrumented pthreadpool), so it would report the caller's writes of the inputs and the
+// workers' reads of them as races. These tell it what the pool guarantees: a task starts after
+// parallel_for was called, and parallel_for returns after every task ended.
+// A task reads the token before anything of the call (its closure included), so the tokens are
+// globals, not the caller's locals.
+char pool_start, pool_done;
+#if defined(__SANITIZE_THREAD__)
+void PoolHandOff(char* token) { __tsan_release(token); }
+void PoolTakeOver(char* token) { __tsan_acquire(token); }
+#else
+void PoolHandOff(char*) {}
+void PoolTakeOver(char*) {}
+#endif
 
 // The mask broadcast to [B, H_q, T, S]: element (b, h, t, s) is at
 // b * stride[0] + h * stride[1] + t * stride[2] + s * stride[3] (a size-1 dimension gets
@@ -142,6 +163,94 @@ KeySpan AllowedSpan(const MaskView& mask, size_t row, ssize_t limit) {
   return span;
 }
 
+// What every output row reads: the inputs, their sizes, and the mask.
+struct AttentionInputs {
+  const float* q;
+  const float* k;
+  const float* v;
+  MaskView mask;
+  float scale;
+  bool is_causal;
+  ssize_t q_heads, q_len, depth, kv_heads, kv_len, v_depth;
+};
+
+// a . b over n floats, in eight partial sums the compiler keeps in vector registers.
+float Dot(const float* a, const float* b, ssize_t n) {
+  float partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  ssize_t e = 0;
+  for (; e + 8 <= n; e += 8) {
+    for (int j = 0; j < 8; ++j) {
+      partial[j] += a[e + j] * b[e + j];
+    }
+  }
+  float total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+                ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  for (; e < n; ++e) {
+    total += a[e] * b[e];
+  }
+  return total;
+}
+
+// Output row `row` (flattened [B, H_q, T]) of softmax(q k^T * scale + mask) v, over the key
+// positions the mask allows: the scores of the allowed span first, then their softmax, then
+// the weighted sum of the value rows. Returns how many key positions it read.
+uint64_t AttendRow(const AttentionInputs& in, size_t row, float* acc) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const ssize_t t = static_cast<ssize_t>(row % in.q_len);
+  const ssize_t h = static_cast<ssize_t>((row / in.q_len) % in.q_heads);
+  const ssize_t b = static_cast<ssize_t>(row / (in.q_len * in.q_heads));
+  const MaskView& mask = in.mask;
+  const size_t mask_row = b * mask.stride[0] + h * mask.stride[1] + t * mask.stride[2];
+  const KeySpan span =
+      AllowedSpan(mask, mask_row, in.is_causal ? std::min(in.kv_len, t + 1) : in.kv_len);
+  const bool* allow = mask.bools != nullptr ? mask.bools + mask_row : nullptr;
+  const float* bias = mask.floats != nullptr ? mask.floats + mask_row : nullptr;
+  const ssize_t kv = b * in.kv_heads + h / (in.q_heads / in.kv_heads);
+  const float* k_head = in.k + static_cast<size_t>(kv) * in.kv_len * in.depth;
+  const float* v_head = in.v + static_cast<size_t>(kv) * in.kv_len * in.v_depth;
+  const float* q_row = in.q + row * in.depth;
+
+  // Per thread, grown to the longest span seen (at most the cache's capacity).
+  thread_local std::vector<float> scores;
+  if (scores.size() < static_cast<size_t>(span.end - span.begin)) {
+    scores.resize(static_cast<size_t>(span.end - span.begin));
+  }
+  float max_score = neg_inf;
+  uint64_t read = 0;
+  for (ssize_t s = span.begin; s < span.end; ++s) {
+    const size_t m = static_cast<size_t>(s) * mask.stride[3];
+    float score = neg_inf;  // excluded inside the span (e.g. a sliding window's hole)
+    if ((allow == nullptr || allow[m]) && (bias == nullptr || bias[m] != neg_inf)) {
+      score = Dot(q_row, k_head + s * in.depth, in.depth) * in.scale +
+              (bias != nullptr ? bias[m] : 0.0f);
+      ++read;
+    }
+    scores[s - span.begin] = score;
+    max_score = std::max(max_score, score);
+  }
+  std::fill(acc, acc + in.v_depth, 0.0f);
+  if (max_score == neg_inf) {
+    return read;  // no position allowed: zeros, as PyTorch's SDPA gives for a fully masked row
+  }
+  float denominator = 0.0f;
+  for (ssize_t s = span.begin; s < span.end; ++s) {
+    const float score = scores[s - span.begin];
+    if (score == neg_inf) {
+      continue;
+    }
+    const float weight = std::exp(score - max_score);
+    denominator += weight;
+    const float* v_row = v_head + s * in.v_depth;
+    for (ssize_t e = 0; e < in.v_depth; ++e) {
+      acc[e] += weight * v_row[e];
+    }
+  }
+  const float inverse = 1.0f / denominator;
+  for (ssize_t e = 0; e < in.v_depth; ++e) {
+    acc[e] *= inverse;
+  }
+  return read;
+}
 }  // namespace
 
 Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Tensor& key,
@@ -205,74 +314,38 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
     return fail();
   }
 
-  const float* q = query.const_data_ptr<float>();
-  const float* k = key.const_data_ptr<float>();
-  const float* v = value.const_data_ptr<float>();
+  const AttentionInputs in{query.const_data_ptr<float>(),
+                           key.const_data_ptr<float>(),
+                           value.const_data_ptr<float>(),
+                           mask,
+                           static_cast<float>(scale),
+                           is_causal,
+                           q_heads,
+                           q_len,
+                           depth,
+                           kv_heads,
+                           kv_len,
+                           v_depth};
   float* o = out.mutable_data_ptr<float>();
-  const float alpha = static_cast<float>(scale);
-  const ssize_t group = q_heads / kv_heads;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  uint64_t read = 0;
-  for (ssize_t b = 0; b < batch; ++b) {
-    for (ssize_t t = 0; t < q_len; ++t) {
-      // Query heads usually share a mask row: find its allowed span once per row.
-      size_t span_row = SIZE_MAX;
-      KeySpan span;
-      for (ssize_t h = 0; h < q_heads; ++h) {
-        const size_t mask_row = b * mask.stride[0] + h * mask.stride[1] + t * mask.stride[2];
-        if (mask_row != span_row) {
-          span = AllowedSpan(mask, mask_row, is_causal ? std::min(kv_len, t + 1) : kv_len);
-          span_row = mask_row;
-        }
-        const bool* allow = mask.bools != nullptr ? mask.bools + mask_row : nullptr;
-        const float* bias = mask.floats != nullptr ? mask.floats + mask_row : nullptr;
-        const ssize_t kv = b * kv_heads + h / group;
-        const float* k_head = k + static_cast<size_t>(kv) * kv_len * depth;
-        const float* v_head = v + static_cast<size_t>(kv) * kv_len * v_depth;
-        const size_t row = static_cast<size_t>((b * q_heads + h) * q_len + t);
-        const float* q_row = q + row * depth;
-        float* acc = o + row * v_depth;
-        std::fill(acc, acc + v_depth, 0.0f);
-        float running_max = neg_inf;
-        float denominator = 0.0f;
-        for (ssize_t s = span.begin; s < span.end; ++s) {
-          const size_t m = static_cast<size_t>(s) * mask.stride[3];
-          if ((allow != nullptr && !allow[m]) || (bias != nullptr && bias[m] == neg_inf)) {
-            continue;  // excluded inside the span (e.g. a sliding window's hole)
-          }
-          const float* k_row = k_head + s * depth;
-          float score = 0.0f;
-          for (ssize_t e = 0; e < depth; ++e) {
-            score += q_row[e] * k_row[e];
-          }
-          score = score * alpha + (bias != nullptr ? bias[m] : 0.0f);
-          ++read;
-          if (score > running_max) {
-            // Rescale what was accumulated against the new maximum (online softmax).
-            const float correction = std::exp(running_max - score);
-            denominator *= correction;
-            for (ssize_t e = 0; e < v_depth; ++e) {
-              acc[e] *= correction;
-            }
-            running_max = score;
-          }
-          const float weight = std::exp(score - running_max);
-          denominator += weight;
-          const float* v_row = v_head + s * v_depth;
-          for (ssize_t e = 0; e < v_depth; ++e) {
-            acc[e] += weight * v_row[e];
-          }
-        }
-        if (denominator > 0.0f) {
-          const float inverse = 1.0f / denominator;
-          for (ssize_t e = 0; e < v_depth; ++e) {
-            acc[e] *= inverse;
-          }
-        }  // else no position allowed: zeros, as PyTorch's SDPA gives for a fully masked row
-      }
+  // One task per output row (batch, head, query position): rows are independent and write
+  // disjoint parts of `out`. ExecuTorch's threadpool is the one XNNPACK's delegates use.
+  const int64_t rows = static_cast<int64_t>(batch * q_heads * q_len);
+  auto attend_rows = [&](int64_t begin, int64_t end) {
+    PoolTakeOver(&pool_start);
+    uint64_t read = 0;
+    for (int64_t row = begin; row < end; ++row) {
+      read += AttendRow(in, static_cast<size_t>(row), o + static_cast<size_t>(row) * v_depth);
     }
+    positions_read.Add(read);
+    PoolHandOff(&pool_done);
+  };
+  PoolHandOff(&pool_start);  // after everything the tasks read was written
+  const bool ok = executorch::extension::parallel_for(0, rows, /*grain_size=*/1, attend_rows);
+  PoolTakeOver(&pool_done);
+  if (!ok) {
+    ET_LOG(Error, "gqa_attention: the threadpool refused the work (parallel_for failed).");
+    return fail();
   }
-  positions_read.Add(read);
   return out;
 }
 
