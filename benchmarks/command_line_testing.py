@@ -7,22 +7,31 @@ import contextlib
 import io
 import json
 import os
+import tempfile
 import unittest
 from collections.abc import Callable, Iterable
 
 Main = Callable[[list[str]], int]
 
 
-def quick_run(main: Main, out_dir: str, json_name: str, *flags: str) -> tuple[int, str, dict]:
-    """Runs `main(["--quick", "--out", out_dir, *flags])` with its stdout captured (and printed
-    again, for the test's log); returns its exit code, that stdout and the JSON result it wrote
-    to `out_dir/json_name` (OSError if it wrote none)."""
+def quick_run(
+    test_class: type[unittest.TestCase], main: Main, json_name: str, *flags: str
+) -> tuple[str, int, str, dict]:
+    """Runs `main(["--quick", "--out", OUT, *flags])`, OUT a new directory under $TEST_TMPDIR
+    removed after `test_class`'s tests (call from its setUpClass), with its stdout captured
+    (and printed again, for the test's log). Returns OUT, the exit code, that stdout and the
+    JSON result it wrote to OUT/`json_name` (OSError if it wrote none)."""
+    out_dir = test_class.enterClassContext(
+        tempfile.TemporaryDirectory(
+            prefix="quick_run_", dir=os.environ.get("TEST_TMPDIR"), ignore_cleanup_errors=True
+        )
+    )
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         exit_code = main(["--quick", "--out", out_dir, *flags])
     print(stdout.getvalue())
     with open(os.path.join(out_dir, json_name)) as f:
-        return exit_code, stdout.getvalue(), json.load(f)
+        return out_dir, exit_code, stdout.getvalue(), json.load(f)
 
 
 def assert_each_exits_2(

@@ -25,7 +25,6 @@ import os
 import re
 import statistics
 import subprocess
-import tempfile
 
 from absl.testing import absltest
 
@@ -58,15 +57,8 @@ def _worker_argv(kind: str, programs: str) -> list[str]:
 class DecodeBenchQuickTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.out = cls.enterClassContext(
-            tempfile.TemporaryDirectory(
-                prefix="decode_bench_test_",
-                dir=os.environ.get("TEST_TMPDIR"),
-                ignore_cleanup_errors=True,
-            )
-        )
-        cls.exit_code, cls.stdout, cls.result = command_line_testing.quick_run(
-            decode.main, cls.out, report.JSON_NAME, "--keep-programs"
+        cls.out, cls.exit_code, cls.stdout, cls.result = command_line_testing.quick_run(
+            cls, decode.main, report.JSON_NAME, "--keep-programs"
         )
         cls.rows = {(r["variant"], r["max_seq_len"]): r for r in cls.result["rows"]}
         cls.capacities = tuple(cls.result["settings"]["max_seq_lens"])

@@ -16,7 +16,6 @@ and checks the structure of its output, the byte counts and the tokens, never th
 """
 
 import os
-import tempfile
 
 from absl.testing import absltest
 
@@ -64,15 +63,8 @@ def _parameter_bytes(d) -> int:
 class GenerateQuickTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.out = cls.enterClassContext(
-            tempfile.TemporaryDirectory(
-                prefix="generate_test_",
-                dir=os.environ.get("TEST_TMPDIR"),
-                ignore_cleanup_errors=True,
-            )
-        )
-        cls.exit_code, cls.stdout, cls.result = command_line_testing.quick_run(
-            generate.main, cls.out, generate_report.JSON_NAME
+        cls.out, cls.exit_code, cls.stdout, cls.result = command_line_testing.quick_run(
+            cls, generate.main, generate_report.JSON_NAME
         )
         cls.rows = {r["variant"]: r for r in cls.result["rows"]}
         cls.config = quick_config(1)
