@@ -1,5 +1,5 @@
-"""What the benchmark commands (`decode.py`, `generate.py`) share: flag values, the output
-directory, and running a worker process that prints one JSON result line."""
+"""What the benchmark commands (`decode.py`, `generate.py`) share: the flags both take, flag
+values, the output directory, and running a worker process that prints one JSON result line."""
 
 from __future__ import annotations
 
@@ -22,6 +22,39 @@ def positive_int(flag: str, text: str, minimum: int = 1) -> int:
         kind = "a positive" if minimum == 1 else f"an integer >= {minimum}, not a"
         raise argparse.ArgumentTypeError(f"{flag} must be {kind} integer, got {text!r}")
     return value
+
+
+def add_count_flag(p: argparse.ArgumentParser, flag: str, help_text: str, minimum: int = 1) -> None:
+    """Adds `flag`, an int >= `minimum` (None when absent; a bad value exits 2 naming `flag`)."""
+    p.add_argument(flag, type=lambda s: positive_int(flag, s, minimum), help=help_text)
+
+
+def add_run_flags(
+    p: argparse.ArgumentParser, variants: Iterable[str], quick_help: str, keep_help: str
+) -> None:
+    """Adds the flags both benchmarks take alike: --threads (int >= 1 or None), --variants
+    (a list of names from `variants`, default all), --quick and --keep-programs (bools), and
+    the internal worker-mode --programs and --config-json (JSON strings)."""
+    variants = list(variants)
+    add_count_flag(p, "--threads", "intra-op threads in every variant (default: usable CPUs)")
+    p.add_argument(
+        "--variants",
+        type=lambda s: variant_list(variants, s),
+        default=list(variants),
+        help=f"comma-separated subset of: {', '.join(variants)} (default: all)",
+    )
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    p.add_argument("--keep-programs", action="store_true", help=keep_help)
+    p.add_argument("--programs", help=argparse.SUPPRESS)
+    p.add_argument("--config-json", help=argparse.SUPPRESS)
+
+
+def reject_worker_flags(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
+    """`p.error` (exit 2) naming --programs or --config-json when given outside worker mode
+    (they are internal: `add_run_flags`)."""
+    for flag in ("programs", "config_json"):
+        if getattr(args, flag):
+            p.error(f"--{flag.replace('_', '-')} is internal (worker mode); leave it out")
 
 
 def variant_list(known: Iterable[str], text: str) -> list[str]:
@@ -55,6 +88,20 @@ def check_out_dir(out_dir: str, p: argparse.ArgumentParser) -> None:
             f"--out: cannot write results to {out_dir!r} ({exc.strerror or exc}); "
             "pass a writable directory"
         )
+
+
+def out_dir_of(args: argparse.Namespace, p: argparse.ArgumentParser, temp_prefix: str) -> str:
+    """The run's output directory: --out (`resolve`d); else $BUILD_WORKING_DIRECTORY/bench_out
+    under `bazel run`, else a new temp directory whose name starts with `temp_prefix`. Created
+    and checked writable by `check_out_dir` (`p.error`, exit 2, when it is not)."""
+    if args.out:
+        out_dir = resolve(args.out)
+    elif os.environ.get("BUILD_WORKING_DIRECTORY"):
+        out_dir = os.path.join(os.environ["BUILD_WORKING_DIRECTORY"], "bench_out")
+    else:
+        out_dir = tempfile.mkdtemp(prefix=temp_prefix)
+    check_out_dir(out_dir, p)
+    return out_dir
 
 
 def tail(text: str, lines: int = 12) -> str:

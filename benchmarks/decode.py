@@ -96,15 +96,11 @@ def parser() -> argparse.ArgumentParser:
         type=_int_list,
         help="cache capacities, comma-separated (default 256,1024,2048,4096; quick 32)",
     )
-    p.add_argument(
-        "--repeats",
-        type=lambda s: command_line.positive_int("--repeats", s),
-        help="timed decode steps per variant and capacity (default 100; quick 2)",
+    command_line.add_count_flag(
+        p, "--repeats", "timed decode steps per variant and capacity (default 100; quick 2)"
     )
-    p.add_argument(
-        "--warmup",
-        type=lambda s: command_line.positive_int("--warmup", s, minimum=0),
-        help="untimed decode steps before timing (default 5; quick 1)",
+    command_line.add_count_flag(
+        p, "--warmup", "untimed decode steps before timing (default 5; quick 1)", minimum=0
     )
     p.add_argument(
         "--lead-in-ms",
@@ -113,16 +109,11 @@ def parser() -> argparse.ArgumentParser:
         "long before its timed step (default 5; 0 times the step right after "
         "another variant's)",
     )
-    p.add_argument(
-        "--threads",
-        type=lambda s: command_line.positive_int("--threads", s),
-        help="intra-op threads in every variant (default: usable CPUs)",
-    )
-    p.add_argument(
-        "--variants",
-        type=lambda s: command_line.variant_list(VARIANTS, s),
-        default=list(VARIANTS),
-        help=f"comma-separated subset of: {', '.join(VARIANTS)} (default: all)",
+    command_line.add_run_flags(
+        p,
+        VARIANTS,
+        quick_help="tiny 1-layer model, 32 positions, 2 repeats (the test's mode)",
+        keep_help="keep the exported .pte files under OUT/programs",
     )
     p.add_argument(
         "--from-json",
@@ -130,26 +121,10 @@ def parser() -> argparse.ArgumentParser:
         help="measure nothing: print the table and judge the targets of an earlier "
         "run's decode_bench.json (e.g. benchmarks/results/decode_bench.json)",
     )
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="tiny 1-layer model, 32 positions, 2 repeats (the test's mode)",
-    )
-    p.add_argument(
-        "--keep-programs",
-        action="store_true",
-        help="keep the exported .pte files under OUT/programs",
-    )
     # Worker mode (internal): `time` (all --programs, interleaved) or `profile` (one), prints
     # RESULT_MARKER + one JSON line.
     p.add_argument("--worker", choices=("time", "profile"), help=argparse.SUPPRESS)
-    p.add_argument(
-        "--max-seq-len",
-        type=lambda s: command_line.positive_int("--max-seq-len", s),
-        help=argparse.SUPPRESS,
-    )
-    p.add_argument("--programs", help=argparse.SUPPRESS)
-    p.add_argument("--config-json", help=argparse.SUPPRESS)
+    command_line.add_count_flag(p, "--max-seq-len", argparse.SUPPRESS)
     return p
 
 
@@ -493,14 +468,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_worker(args, p)
     if args.max_seq_len:
         p.error("--max-seq-len is internal; did you mean --max-seq-lens (comma-separated)?")
-    for flag in ("programs", "config_json"):
-        if getattr(args, flag):
-            p.error(f"--{flag.replace('_', '-')} is internal (worker mode); leave it out")
+    command_line.reject_worker_flags(args, p)
     if args.from_json:
         return show_json(command_line.resolve(args.from_json), p)
     config = config_from_args(args, p)
-    out_dir = command_line.resolve(args.out) if args.out else report.default_out_dir()
-    command_line.check_out_dir(out_dir, p)
+    out_dir = command_line.out_dir_of(args, p, "decode_bench_")
     return run_benchmark(config, args.variants, out_dir, args.keep_programs)
 
 

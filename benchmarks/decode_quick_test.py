@@ -23,14 +23,12 @@ import io
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
-import tempfile
 
 from absl.testing import absltest
 
-from benchmarks import cpp_timing, decode, report, workload
+from benchmarks import command_line_testing, cpp_timing, decode, report, workload
 from benchmarks.bench_config import QUICK_DIMS, quick_config
 from benchmarks.variants import VARIANTS, BuiltProgram
 
@@ -59,20 +57,11 @@ def _worker_argv(kind: str, programs: str) -> list[str]:
 class DecodeBenchQuickTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.out = tempfile.mkdtemp(prefix="decode_bench_test_", dir=os.environ.get("TEST_TMPDIR"))
-        stdout = io.StringIO()
-        with contextlib.redirect_stdout(stdout):
-            cls.exit_code = decode.main(["--quick", "--out", cls.out, "--keep-programs"])
-        cls.stdout = stdout.getvalue()
-        print(cls.stdout)
-        with open(os.path.join(cls.out, report.JSON_NAME)) as f:
-            cls.result = json.load(f)
+        cls.out, cls.exit_code, cls.stdout, cls.result = command_line_testing.quick_run(
+            cls, decode.main, report.JSON_NAME, "--keep-programs"
+        )
         cls.rows = {(r["variant"], r["max_seq_len"]): r for r in cls.result["rows"]}
         cls.capacities = tuple(cls.result["settings"]["max_seq_lens"])
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.out, ignore_errors=True)
 
     def row(self, variant, capacity):
         r = self.rows[(variant, capacity)]
@@ -265,32 +254,31 @@ class DecodeBenchQuickTest(absltest.TestCase):
         nested = os.path.join(self.out, "nested.json")  # deeper than the JSON parser recurses
         with open(nested, "w") as f:
             f.write("[" * 200000)
-        for argv, flag in (
-            (["--repeats", "0"], "--repeats"),
-            (["--from-json", zero_times], "--from-json"),
-            (["--from-json", nested], "--from-json"),
-            (["--lead-in-ms", "-1"], "--lead-in-ms"),
-            (["--lead-in-ms", "nan"], "--lead-in-ms"),
-            (["--lead-in-ms", "1e308"], "--lead-in-ms"),
-            (["--max-seq-lens", "abc"], "--max-seq-lens"),
-            (["--variants", "nope"], "--variants"),
-            (["--no-such-flag"], "--no-such-flag"),
-            (["--quick", "--out", not_a_dir], "--out"),
-            (["--from-json", self.out], "--from-json"),
-            (["--from-json", fieldless], "step_ms_samples"),
-            (["--from-json", os.path.join(self.out, "nope.json")], "--from-json"),
-            (["--max-seq-len", "256"], "--max-seq-lens"),
-            (_worker_argv("time", '{"eager": null}'), "--config-json"),
-            (["--programs", "{}"], "--programs"),
-            (_worker_argv("profile", '{"eager": "x.pte"}'), "--programs"),
-            (_worker_argv("time", '{"nope": null}'), "--programs"),
-            (["--quick", "--max-seq-lens", "4"], "--max-seq-lens"),
-        ):
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
-                decode.main(argv)
-            self.assertEqual(cm.exception.code, 2, argv)
-            self.assertIn(flag, err.getvalue(), argv)
+        command_line_testing.assert_each_exits_2(
+            self,
+            decode.main,
+            [
+                (["--repeats", "0"], "--repeats"),
+                (["--from-json", zero_times], "--from-json"),
+                (["--from-json", nested], "--from-json"),
+                (["--lead-in-ms", "-1"], "--lead-in-ms"),
+                (["--lead-in-ms", "nan"], "--lead-in-ms"),
+                (["--lead-in-ms", "1e308"], "--lead-in-ms"),
+                (["--max-seq-lens", "abc"], "--max-seq-lens"),
+                (["--variants", "nope"], "--variants"),
+                (["--no-such-flag"], "--no-such-flag"),
+                (["--quick", "--out", not_a_dir], "--out"),
+                (["--from-json", self.out], "--from-json"),
+                (["--from-json", fieldless], "step_ms_samples"),
+                (["--from-json", os.path.join(self.out, "nope.json")], "--from-json"),
+                (["--max-seq-len", "256"], "--max-seq-lens"),
+                (_worker_argv("time", '{"eager": null}'), "--config-json"),
+                (["--programs", "{}"], "--programs"),
+                (_worker_argv("profile", '{"eager": "x.pte"}'), "--programs"),
+                (_worker_argv("time", '{"nope": null}'), "--programs"),
+                (["--quick", "--max-seq-lens", "4"], "--max-seq-lens"),
+            ],
+        )
 
 
 if __name__ == "__main__":

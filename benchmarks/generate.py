@@ -52,48 +52,30 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", choices=sorted(MODELS), help="the decoder (default smollm-135m)")
-    p.add_argument(
-        "--max-seq-len",
-        type=lambda s: command_line.positive_int("--max-seq-len", s, 2),
-        help="static cache capacity, positions (default 512; quick 48)",
+    command_line.add_count_flag(
+        p, "--max-seq-len", "static cache capacity, positions (default 512; quick 48)", minimum=2
     )
     p.add_argument("--out", help="output directory (default: $BUILD_WORKING_DIRECTORY/bench_out)")
-    p.add_argument(
-        "--repeats",
-        type=lambda s: command_line.positive_int("--repeats", s),
-        help="whole generations timed per variant (default 2; quick 1)",
+    command_line.add_count_flag(
+        p, "--repeats", "whole generations timed per variant (default 2; quick 1)"
     )
-    p.add_argument(
-        "--prefill-repeats",
-        type=lambda s: command_line.positive_int("--prefill-repeats", s),
-        help="timed prefills per variant and prompt length (default 5; quick 1)",
+    command_line.add_count_flag(
+        p, "--prefill-repeats", "timed prefills per variant and prompt length (default 5; quick 1)"
     )
-    p.add_argument(
+    command_line.add_count_flag(
+        p,
         "--warmup",
-        type=lambda s: command_line.positive_int("--warmup", s, 0),
-        help="untimed decode steps per variant before timing (default 3; quick 1)",
+        "untimed decode steps per variant before timing (default 3; quick 1)",
+        minimum=0,
     )
-    p.add_argument(
-        "--threads",
-        type=lambda s: command_line.positive_int("--threads", s),
-        help="intra-op threads in every variant (default: usable CPUs)",
-    )
-    p.add_argument(
-        "--variants",
-        type=lambda s: command_line.variant_list(generate_variants.VARIANTS, s),
-        default=list(generate_variants.VARIANTS),
-        help=f"comma-separated subset of: {', '.join(generate_variants.VARIANTS)} (default all)",
-    )
-    p.add_argument(
-        "--quick", action="store_true", help="the tiny model, 48 positions (the test's mode)"
-    )
-    p.add_argument(
-        "--keep-programs", action="store_true", help="keep the .pte files under OUT/programs"
+    command_line.add_run_flags(
+        p,
+        generate_variants.VARIANTS,
+        quick_help="the tiny model, 48 positions (the test's mode)",
+        keep_help="keep the .pte files under OUT/programs",
     )
     # Worker mode (internal): prints RESULT_MARKER + one JSON line.
     p.add_argument("--worker", choices=("export", "time"), help=argparse.SUPPRESS)
-    p.add_argument("--programs", help=argparse.SUPPRESS)
-    p.add_argument("--config-json", help=argparse.SUPPRESS)
     return p
 
 
@@ -340,12 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.worker:
         return run_worker(args, p)
-    for flag in ("programs", "config_json"):
-        if getattr(args, flag):
-            p.error(f"--{flag.replace('_', '-')} is internal (worker mode); leave it out")
+    command_line.reject_worker_flags(args, p)
     config = config_from_args(args, p)
-    out_dir = command_line.resolve(args.out) if args.out else generate_report.default_out_dir()
-    command_line.check_out_dir(out_dir, p)
+    out_dir = command_line.out_dir_of(args, p, "generate_bench_")
     return run_benchmark(config, args.variants, out_dir, args.keep_programs)
 
 

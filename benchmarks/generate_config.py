@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import decoder_model
 from benchmarks.bench_config import ModelDims
 
 
@@ -35,9 +36,7 @@ class ModelSpec:
 
     def build(self, max_seq_len: int):
         """The seeded transformers LlamaForCausalLM (float32) for a cache of `max_seq_len`."""
-        from decoder_model import build_model
-
-        return build_model(max_seq_len, **self.overrides())
+        return decoder_model.build_model(max_seq_len, **self.overrides())
 
     def describe(self) -> str:
         tied = "tied" if self.tie_word_embeddings else "untied"
@@ -48,18 +47,7 @@ class ModelSpec:
 
 
 #: `decoder_model.build_model`'s defaults (2 layers, hidden 64, vocab 512, untied).
-TINY = ModelSpec(
-    "tiny",
-    ModelDims(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    ),
-    tie_word_embeddings=False,
-)
+TINY = ModelSpec("tiny", ModelDims(**decoder_model.DEFAULT_DIMS), tie_word_embeddings=False)
 
 #: The shape of HuggingFaceTB/SmolLM-135M (seeded random weights, no download).
 SMOLLM_135M = ModelSpec(

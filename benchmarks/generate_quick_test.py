@@ -15,16 +15,11 @@ and checks the structure of its output, the byte counts and the tokens, never th
 * bad flags exit 2.
 """
 
-import contextlib
-import io
-import json
 import os
-import shutil
-import tempfile
 
 from absl.testing import absltest
 
-from benchmarks import generate, generate_report
+from benchmarks import command_line_testing, generate, generate_report
 from benchmarks.generate_config import TINY, quick_config
 from benchmarks.generate_variants import VARIANTS
 
@@ -68,20 +63,11 @@ def _parameter_bytes(d) -> int:
 class GenerateQuickTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.out = tempfile.mkdtemp(prefix="generate_test_", dir=os.environ.get("TEST_TMPDIR"))
-        stdout = io.StringIO()
-        with contextlib.redirect_stdout(stdout):
-            cls.exit_code = generate.main(["--quick", "--out", cls.out])
-        cls.stdout = stdout.getvalue()
-        print(cls.stdout)
-        with open(os.path.join(cls.out, generate_report.JSON_NAME)) as f:
-            cls.result = json.load(f)
+        cls.out, cls.exit_code, cls.stdout, cls.result = command_line_testing.quick_run(
+            cls, generate.main, generate_report.JSON_NAME
+        )
         cls.rows = {r["variant"]: r for r in cls.result["rows"]}
         cls.config = quick_config(1)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.out, ignore_errors=True)
 
     def test_every_variant_ran_with_its_fields(self):
         self.assertEqual(set(self.rows), set(VARIANTS))
@@ -157,17 +143,16 @@ class GenerateQuickTest(absltest.TestCase):
             self.assertGreaterEqual(r["export_peak_rss_mb"], r["export_baseline_rss_mb"], v)
 
     def test_bad_flags_exit_2(self):
-        for argv, flag in (
-            (["--quick", "--max-seq-len", "10"], "--max-seq-len"),
-            (["--quick", "--variants", "nope"], "--variants"),
-            (["--quick", "--model", "smollm-135m"], "--model"),
-            (["--repeats", "0"], "--repeats"),
-        ):
-            stderr = io.StringIO()
-            with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as cm:
-                generate.main(argv)
-            self.assertEqual(cm.exception.code, 2, argv)
-            self.assertIn(flag, stderr.getvalue(), argv)
+        command_line_testing.assert_each_exits_2(
+            self,
+            generate.main,
+            [
+                (["--quick", "--max-seq-len", "10"], "--max-seq-len"),
+                (["--quick", "--variants", "nope"], "--variants"),
+                (["--quick", "--model", "smollm-135m"], "--model"),
+                (["--repeats", "0"], "--repeats"),
+            ],
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ which of them were a segment's first) and `error` (None, or why the row has no n
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import textwrap
 from collections.abc import Sequence
@@ -174,13 +173,3 @@ def write_plot(path: str, rows: Sequence[dict], meta: dict) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def default_out_dir() -> str:
-    """$BUILD_WORKING_DIRECTORY/bench_out under `bazel run`, else a new temp directory."""
-    cwd = os.environ.get("BUILD_WORKING_DIRECTORY")
-    if cwd:
-        return os.path.join(cwd, "bench_out")
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="generate_bench_")

@@ -19,7 +19,6 @@ the CPU)"; `cpp_engine` for the C++ timing; absent in JSON written before they e
 from __future__ import annotations
 
 import json
-import os
 import random
 import statistics
 from collections.abc import Sequence
@@ -550,13 +549,3 @@ def format_targets(results) -> str:
     """One line per target: MET / MISSED / N/A, name, detail."""
     label = {True: "MET   ", False: "MISSED", None: "N/A   "}
     return "\n".join(f"  {label[ok]} {name}: {detail}" for name, ok, detail in results)
-
-
-def default_out_dir() -> str:
-    """$BUILD_WORKING_DIRECTORY/bench_out under `bazel run`, else a new temp directory."""
-    cwd = os.environ.get("BUILD_WORKING_DIRECTORY")
-    if cwd:
-        return os.path.join(cwd, "bench_out")
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="decode_bench_")

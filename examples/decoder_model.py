@@ -8,22 +8,28 @@ the recipe's `cumulative_length_{i}` step counters), exportable with torch.expor
 
 import torch
 
+#: The default decoder's LlamaConfig dimensions: vocab 512, hidden 64, 2 layers, 4 query heads,
+#: 2 KV heads (grouped-query attention), head_dim 16.
+DEFAULT_DIMS = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+
 
 def build_model(max_seq_len: int, **config_overrides):
     """A seeded random LlamaForCausalLM (float32) configured for a static cache.
 
-    Defaults: vocab 512, hidden 64, 2 layers, 4 query heads, 2 KV heads (grouped-query
-    attention), head_dim 16; `config_overrides` replace any LlamaConfig field."""
+    Defaults: `DEFAULT_DIMS`, untied embeddings, rms_norm_eps 1e-5; `config_overrides` replace
+    any LlamaConfig field."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     fields = dict(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        **DEFAULT_DIMS,
         max_position_embeddings=max_seq_len,
         rms_norm_eps=1e-5,
         tie_word_embeddings=False,

@@ -50,18 +50,13 @@ def _text(ids):
 class ChatTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls._tmp = tempfile.TemporaryDirectory()
-        cls.tmp = cls._tmp.name
+        cls.tmp = cls.enterClassContext(tempfile.TemporaryDirectory())
         cls.model = M.tiny_llama(seed=2)
         cls.pte = os.path.join(cls.tmp, "tiny.pte")
         with open(cls.pte, "wb") as f:
             f.write(llm.export_llm(cls.model, 16, max_context_len=64).buffer)
         cls.tokenizer = _hf_tokenizer(os.path.join(cls.tmp, "tokenizer.json"))
         cls.tiktoken = M.write_tokenizer(os.path.join(cls.tmp, "tokenizer.model"))
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._tmp.cleanup()
 
     def _model_args(self, max_new_tokens):
         return [

@@ -84,3 +84,24 @@ def start_worker(script: str, *args: str) -> subprocess.Popen:
         text=True,
         errors="replace",
     )
+
+
+def run_script(
+    code: str, directory: str, name: str, env: dict, timeout: float | None = None
+) -> subprocess.CompletedProcess:
+    """Writes ``code`` to ``directory/name`` and runs it with this interpreter in ``directory``
+    (as a user runs a script), ``env`` its whole environment (e.g. ``subprocess_env()``, changed);
+    its stdout and stderr captured as text (undecodable bytes replaced). Raises
+    ``subprocess.TimeoutExpired`` after ``timeout`` seconds (None: no limit)."""
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write(code)
+    return subprocess.run(
+        [sys.executable, path],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+    )

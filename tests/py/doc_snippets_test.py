@@ -6,8 +6,6 @@ must exit 0. A snippet that drifts from the API fails here."""
 import glob
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
 from absl.testing import absltest
@@ -43,16 +41,11 @@ class DocSnippetsTest(absltest.TestCase):
     def test_every_script_runs(self):
         for where, code in _snippets().items():
             with self.subTest(where):
-                directory = tempfile.mkdtemp()
-                script = os.path.join(directory, where.split(": ")[1])
-                with open(script, "w") as f:
-                    f.write(code)
-                done = subprocess.run(
-                    [sys.executable, script],
-                    cwd=directory,
-                    capture_output=True,
-                    text=True,
-                    env=dict(delegate_library.subprocess_env(), HF_HUB_OFFLINE="1"),
+                done = delegate_library.run_script(
+                    code,
+                    tempfile.mkdtemp(),
+                    where.split(": ")[1],
+                    dict(delegate_library.subprocess_env(), HF_HUB_OFFLINE="1"),
                 )
                 self.assertEqual(done.returncode, 0, f"{where}:\n{done.stderr[-3000:]}")
 

@@ -54,8 +54,7 @@ class TextLLMRunnerTest(absltest.TestCase):
     def setUpClass(cls):
         from pytorch_tokenizers import CppTiktoken
 
-        cls._tmp = tempfile.TemporaryDirectory()
-        tmp = cls._tmp.name
+        tmp = cls.enterClassContext(tempfile.TemporaryDirectory())
         model = M.tiny_llama(seed=0)
         checkpoint = M.save_checkpoint(model, os.path.join(tmp, "checkpoint"))
         cls.tokenizer_path = M.write_tokenizer(os.path.join(tmp, "tokenizer.model"))
@@ -69,10 +68,6 @@ class TextLLMRunnerTest(absltest.TestCase):
         prompt_ids = tokenizer.encode(PROMPT, 0, 0)
         cls.eager_tokens = M.greedy_tokens(model, prompt_ids, NEW_TOKENS, eos_ids={M.EOS_ID})
         cls.eager_text = "".join(tokenizer.decode(t) for t in cls.eager_tokens)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._tmp.cleanup()
 
     def _generate(self, runner):
         from executorch.extension.llm.runner import GenerationConfig

@@ -57,14 +57,9 @@ def _rewrite(path: str, edit) -> None:
 class CrossLanguageSessionTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls._tmp = tempfile.TemporaryDirectory()
-        cls.tmp = cls._tmp.name
+        cls.tmp = cls.enterClassContext(tempfile.TemporaryDirectory())
         cls.pte = _runfile("examples/kv_cache_decode.pte")
         cls.program = llm.load(cls.pte, max_context_len=CAPACITY)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._tmp.cleanup()
 
     def _cpp(self, session_file: str, prompt, max_new_tokens: int, model=None):
         """One turn of //examples:llm_session; returns (exit code, stdout ids, stderr). The

@@ -14,8 +14,6 @@ of the same model, whose buffer is left uninitialised, still warns.
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 import warnings
 from unittest import mock
@@ -115,21 +113,11 @@ EXPORT_LLM_SCRIPT = textwrap.dedent("""\
 @delegate_library.needs_library
 class QuietTest(absltest.TestCase):
     def _run(self, script, **env_changes):
-        cwd = self.create_tempdir().full_path
-        path = os.path.join(cwd, "user_script.py")
-        with open(path, "w") as f:
-            f.write(script)
         env = delegate_library.subprocess_env()
         env.pop("EXECUTORCH_TRT_VERBOSE", None)
         env.update(env_changes)
-        proc = subprocess.run(
-            [sys.executable, path],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=TIMEOUT_S,
+        proc = delegate_library.run_script(
+            script, self.create_tempdir().full_path, "user_script.py", env, TIMEOUT_S
         )
         self.assertEqual(proc.returncode, 0, f"the script failed:\n{proc.stderr[-4000:]}")
         return proc
