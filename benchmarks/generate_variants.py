@@ -13,9 +13,11 @@ its prefill and decode are called.
   `forward(tokens[1, T], input_pos[1])`, `llama::custom_sdpa` / `llama::update_cache`, XNNPACK
   with extended ops, weights converted from the same seeded model.
 * `delegate_8da4w`, `executorch_llm_recipe_8da4w`: the same two with the linears quantized
-  8da4w (int8 dynamic activations, int4 weights in groups of `QUANT_GROUP_SIZE`): the delegate
-  through `executorch_trt.llm.quantize`, the recipe through its own `quantization.qmode`
-  (both torchao `quantize_` with HQQ scales; the embedding stays float32 in both).
+  8da4w (int8 dynamic activations, int4 weights in groups of `QUANT_GROUP_SIZE`) and the
+  embedding table int8 with a scale per row: the delegate through `executorch_trt.llm.quantize`
+  (`embedding="int8"`), the recipe through its own `quantization.qmode` and
+  `embedding_quantize="8,0"` (linears: torchao `quantize_` with HQQ scales in both; tables:
+  `quantized_decomposed::embedding_byte` in both programs).
 
 Every call returns the logits of the call's last position ([vocab] float32): that is what the
 next greedy token is read from.
@@ -38,8 +40,8 @@ VARIANTS: dict[str, str] = {
     "delegate_inplace": "executorch-trt delegate, prefill/decode, kv_cache=inplace",
     "executorch_xnnpack": "plain ExecuTorch + XnnpackPartitioner, prefill/decode",
     "executorch_llm_recipe": "ExecuTorch's CPU LLM recipe (export_llama, custom_sdpa, XNNPACK)",
-    "delegate_8da4w": "delegate_inplace with 8da4w linears (executorch_trt.llm.quantize)",
-    "executorch_llm_recipe_8da4w": "executorch_llm_recipe with qmode 8da4w",
+    "delegate_8da4w": "delegate_inplace, 8da4w linears, int8 table (executorch_trt.llm.quantize)",
+    "executorch_llm_recipe_8da4w": "executorch_llm_recipe, qmode 8da4w, embedding_quantize 8,0",
 }
 #: Variants whose program is a two-method prefill/decode export of the transformers wrapper.
 PREFILL_DECODE = ("delegate_inplace", "executorch_xnnpack", "delegate_8da4w")
@@ -109,7 +111,7 @@ def export_variant(config: GenerateConfig, name: str, model, out_path: str) -> d
     if name in QUANTIZED:
         from executorch_trt.llm import quantize
 
-        quantize(model, "8da4w", QUANT_GROUP_SIZE)
+        quantize(model, "8da4w", QUANT_GROUP_SIZE, embedding="int8")
     methods = _methods(config, model)
     if name in DELEGATES:
         manager = variants.build_delegate(methods, "delegate_inplace")

@@ -130,7 +130,8 @@ def llm_config(
     extended ops, a cache of `max_context_len` positions and up to `max_tokens` tokens per call
     (the recipe's `max_seq_length` is one more: its dynamic dimension ends one below it),
     written to `out_path`; with `group_size`, the linears quantized 8da4w in groups of that
-    many input channels (`quantization.qmode`, HQQ scales as the recipe's default)."""
+    many input channels (`quantization.qmode`, HQQ scales as the recipe's default) and the
+    embedding table int8 with a scale per row (`embedding_quantize="8,0"`)."""
     from executorch.extension.llm.export.config.llm_config import LlmConfig, ModelType
 
     cfg = LlmConfig()
@@ -148,6 +149,7 @@ def llm_config(
     if group_size is not None:
         cfg.quantization.qmode = "8da4w"
         cfg.quantization.group_size = group_size
+        cfg.quantization.embedding_quantize = "8,0"
     return cfg
 
 
