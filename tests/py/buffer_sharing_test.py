@@ -227,6 +227,27 @@ class SharingRuleTest(absltest.TestCase):
             check_buffer_sharing(programs)
         self.assertLen(check_buffer_sharing(programs, share_by_name=True), 1)
 
+    def test_a_sparse_buffer_with_several_methods_is_refused(self):
+        # A sparse tensor has no storage to compare (untyped_storage() raises), so one held
+        # under two names could not be found: refused, not let through.
+        class SparseReader(torch.nn.Module):
+            def __init__(self, table):
+                super().__init__()
+                self.register_buffer("table", table)
+
+            def forward(self, x, pos):
+                return x + self.table.to_dense()
+
+        table = torch.ones(1, 1, 4).to_sparse()
+        programs = {"a": _export(SparseReader(table)), "b": _export(RowWriter())}
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'table' of method 'a' is a torch\.sparse_coo tensor; with several "
+            r"methods every buffer must be dense.*tensor\.to_dense\(\)",
+        ):
+            check_buffer_sharing(programs)
+        self.assertEqual(check_buffer_sharing({"a": programs["a"]}), [])
+
     def test_one_model_under_two_wrapper_attribute_names_raises(self):
         # Prefill's wrapper holds the model as self.model, decode's as self.m: one cache tensor
         # under FQNs 'model.cache' and 'm.cache', which ExecuTorch would keep as two buffers.
@@ -423,9 +444,8 @@ class StorageRangeTest(absltest.TestCase):
         self.assertEqual(clone_bytes, [0, 8])
 
     def test_tensors_without_comparable_storage_have_no_range(self):
-        # A sparse tensor raises NotImplementedError on untyped_storage(); empty and meta
-        # tensors hold no bytes. None means "not the same tensor as anything".
-        for t in (torch.zeros(3).to_sparse(), torch.zeros(0), torch.zeros(2, device="meta")):
+        # Empty and meta tensors hold no bytes. None means "not the same tensor as anything".
+        for t in (torch.zeros(0), torch.zeros(2, device="meta")):
             with self.subTest(layout=str(t.layout), device=str(t.device), numel=t.numel()):
                 self.assertIsNone(_storage_range(t))
 

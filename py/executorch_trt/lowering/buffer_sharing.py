@@ -158,13 +158,11 @@ class _HeldBuffer:
 
 def _storage_range(t: torch.Tensor) -> tuple[object, int, int] | None:
     """``(storage key, first byte, end byte)`` of the memory ``t`` covers in its storage, or
-    ``None`` when it has none to compare (no elements, a meta/fake tensor, no data)."""
+    ``None`` when it has none to compare (no elements, a meta/fake tensor, no data). ``t`` is
+    strided (``_check_one_storage_one_name`` refuses other layouts first)."""
     if t.device.type == "meta" or t.numel() == 0:
         return None
-    try:
-        base = t.untyped_storage().data_ptr()
-    except NotImplementedError:  # a sparse tensor has no storage to compare
-        return None
+    base = t.untyped_storage().data_ptr()
     if base == 0:
         return None
     extent = 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
@@ -196,8 +194,20 @@ def _check_one_storage_one_name(programs: Mapping[str, ExportedProgram]) -> None
         mutated.update(writes)
         for fqn in ep.graph_signature.buffers:
             tensor = buffer_tensor(ep, fqn)
-            if isinstance(tensor, torch.Tensor):
-                held.append(_HeldBuffer(method, fqn, tensor, fqn in writes))
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            if tensor.layout != torch.strided:
+                if len(programs) == 1:
+                    continue  # no other method to share it with
+                # No storage to compare: whether another method holds it under another name
+                # (and would never see its writes) cannot be checked.
+                raise ValueError(
+                    f"executorch_trt: buffer {fqn!r} of method {method!r} is a "
+                    f"{tensor.layout} tensor; with several methods every buffer must be dense "
+                    "(strided) so that one tensor held under two names can be found. Register "
+                    "it dense (tensor.to_dense()) before export."
+                )
+            held.append(_HeldBuffer(method, fqn, tensor, fqn in writes))
     by_storage: dict[object, list[tuple[_HeldBuffer, int, int]]] = {}
     for h in held:
         where = _storage_range(h.tensor)
