@@ -131,13 +131,15 @@ def load_runner(config: GenerateConfig, name: str, path: str | None) -> Runner:
     model) as a Runner."""
     vocab = config.spec.dims.vocab_size
     if name == EAGER:
-        from executorch_trt.llm.decoder_programs import exportable_module
+        from executorch_trt.llm.decoder_programs import exportable_module, last_token_logits
 
-        module = exportable_module(config.spec.build(config.max_seq_len), config.max_seq_len)
+        model = config.spec.build(config.max_seq_len)
+        module = exportable_module(model, config.max_seq_len)
 
         def eager_call(ids: torch.Tensor, start: int) -> torch.Tensor:
+            # The LM head on the last position only, as transformers' generate() runs it.
             positions = torch.arange(start, start + ids.shape[1], dtype=torch.long)
-            with torch.no_grad():
+            with torch.no_grad(), last_token_logits(model):
                 return _last(module(input_ids=ids, cache_position=positions), vocab)
 
         return Runner(eager_call, lambda tok, pos: eager_call(torch.tensor([[tok]]), pos))

@@ -77,6 +77,7 @@ class ExportLlmCommandTest(_Checkpoint, absltest.TestCase):
                 "--data",
                 ptd,
                 "--prefill-decode",
+                "--generate-full-logits",
             ],
             capture_output=True,
             text=True,
@@ -106,6 +107,7 @@ class ExportLlmCommandTest(_Checkpoint, absltest.TestCase):
         loaded = runtime.load(pte, data=ptd)
         self.assertEqual(loaded.load_method("get_max_seq_len").execute([]), [MAX_SEQ_LEN])
         prompt = torch.tensor([[5, 9, 14, 3, 30]])
+        # --generate-full-logits: the prompt's every token, [1, 5, vocab].
         (got,) = loaded.load_method("prefill").execute([prompt, torch.arange(5)])
         token = torch.tensor([[int(got[0, -1].argmax())]])
         (got_step,) = loaded.load_method("decode").execute([token, torch.tensor([5])])

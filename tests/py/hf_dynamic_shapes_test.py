@@ -48,10 +48,11 @@ class LlamaSingleForwardTest(parameterized.TestCase):
         cls.model = H.FAMILIES["llama"].model()
 
         def export():
-            # transformers' wrapper, Dim("T", min=1, max=MAX_CACHE_LEN - 1), strict=True.
-            return export_decoder_methods(cls.model, H.MAX_CACHE_LEN - 1, H.MAX_CACHE_LEN)[
-                "forward"
-            ]
+            # transformers' wrapper, Dim("T", min=1, max=MAX_CACHE_LEN - 1), strict=True;
+            # every token's logits, so the output's T is dynamic too.
+            return export_decoder_methods(
+                cls.model, H.MAX_CACHE_LEN - 1, H.MAX_CACHE_LEN, generate_full_logits=True
+            )["forward"]
 
         with torch.no_grad():
             cls.programs = {

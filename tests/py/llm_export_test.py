@@ -4,7 +4,8 @@
 * ``forward`` with a dynamic length (Qwen3, Gemma-3 with a sliding window, GPT-2; and in
   ``MoreArchitecturesTest`` Qwen2, Mistral with a sliding window, Gemma-2, SmolLM3, Phi-3;
   Llama below and in llm_runner_test): a 5-token prompt, then T = 1 steps (greedy), on one
-  loaded program; the logits equal the plain model's no-cache forward over the whole sequence
+  loaded program; each call's logits (the last token's, ``[1, 1, vocab]``; every token's with
+  ``generate_full_logits``) equal the plain model's no-cache forward over the whole sequence
   so far (an eager reference independent of the export wrapper), within 1e-4 of their scale;
   the delegate copies 0 bytes and no state is written back (``executorch_trt.inspect``).
 * ``prefill_decode=True``: ``prefill`` and ``decode`` share the cache (the same checks).
@@ -63,7 +64,7 @@ class _RunsLikeEager:
     """Prompt then greedy T = 1 steps on a program, each call's logits vs the no-cache forward
     of everything so far."""
 
-    def assert_runs_like_eager(self, model, program, prefill, decode):
+    def assert_runs_like_eager(self, model, program, prefill, decode, full_logits=False):
         loaded = runtime.load(program.buffer)
         methods = {m: loaded.load_method(m) for m in {prefill, decode}}
         g = torch.Generator().manual_seed(1)
@@ -73,7 +74,7 @@ class _RunsLikeEager:
             method = prefill if k == 0 else decode
             pos = torch.arange(start, start + ids.shape[1])
             got, copied = _step(methods, method, ids, pos)
-            want = _full_forward(model, sequence)[:, start:]
+            want = _full_forward(model, sequence)[:, start if full_logits else -1 :]
             where = f"call {k} ({method}, T={ids.shape[1]} at {start})"
             self.assertEqual(tuple(got.shape), tuple(want.shape), where)
             scale = max(1.0, float(want.abs().max()))
@@ -96,6 +97,11 @@ class ForwardTest(_RunsLikeEager, parameterized.TestCase):
         program = export_llm(model, MAX_SEQ_LEN)
         self.assertEqual(runtime.load(program.buffer).method_names, {"forward"} | METADATA_METHODS)
         self.assert_runs_like_eager(model, program, "forward", "forward")
+
+    def test_generate_full_logits_returns_every_tokens_logits(self):
+        model = H.FAMILIES["qwen3"].model()
+        program = export_llm(model, MAX_SEQ_LEN, generate_full_logits=True)
+        self.assert_runs_like_eager(model, program, "forward", "forward", full_logits=True)
 
 
 def _qwen2():

@@ -3,7 +3,7 @@
     ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output model.pte \\
         [--data model.ptd] [--prefill-decode] [--max-context-len N] [--engine portable] \\
         [--dtype float32] [--quantize 8da4w|8da8w] [--group-size 32]
-        [--embedding-quantize int8|int4]
+        [--embedding-quantize int8|int4] [--generate-full-logits]
 
 Prints one progress line per stage (load, export, lower, write) and the engine the program's
 delegates use. Exit status: 0 on success; 2 on bad usage or a bad input, named in the message
@@ -32,7 +32,8 @@ USAGE = (
     "usage: ./bazelw run //:export_llm -- --model-dir DIR --max-seq-len N --output "
     "model.pte [--data model.ptd] [--prefill-decode] [--max-context-len N] "
     "[--engine portable|tensorrt] [--dtype float32|bfloat16|float16] "
-    "[--quantize 8da4w|8da8w] [--group-size N] [--embedding-quantize int8|int4]"
+    "[--quantize 8da4w|8da8w] [--group-size N] [--embedding-quantize int8|int4] "
+    "[--generate-full-logits]"
 )
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -98,6 +99,12 @@ def _define_flags() -> flags.FlagValues:
         list(EMBEDDING_SCHEMES),
         "with --quantize, the embedding table weight-only: int8 (a scale per row) or int4 "
         "(a scale per --group-size columns)",
+        flag_values=fv,
+    )
+    flags.DEFINE_boolean(
+        "generate-full-logits",
+        False,
+        "the methods return every token's logits [1, T, vocab], not only the last token's",
         flag_values=fv,
     )
     flags.DEFINE_boolean("help", False, "show this help", flag_values=fv)
@@ -177,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             quantize=quantize,
             group_size=value(fv, "group-size"),
             embedding_quantize=embedding_quantize,
+            generate_full_logits=value(fv, "generate-full-logits"),
             progress=progress,
         )
     except CheckpointError as exc:  # the weights themselves (no safetensors, do not load)

@@ -8,7 +8,8 @@ or a hybrid one for sliding-window models, whose layers are registered as buffer
 this wrapper). Every method exported from ONE wrapper names the same buffers, so in one program
 the methods share the cache.
 
-* ``forward(input_ids[1, T] int64, cache_position[T] int64) -> logits[1, T, vocab]`` with
+* ``forward(input_ids[1, T] int64, cache_position[T] int64) -> logits[1, 1, vocab]`` (the last
+  token's; ``logits[1, T, vocab]`` with ``generate_full_logits``) with
   ``T = Dim("T", min=1, max=max_seq_len)``: ExecuTorch's ``TextLLMRunner`` calls it for the
   prompt (T = prompt length, positions ``start..start+T-1``) and for every generated token
   (T = 1), passing positions of the length of the tokens because the method's second input is
@@ -21,6 +22,7 @@ the methods share the cache.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +50,23 @@ def _static_cache_config(model: Any) -> Iterator[None]:
         yield
     finally:
         text_config.use_cache, generation.use_cache, generation.cache_implementation = saved
+
+
+@contextlib.contextmanager
+def last_token_logits(model: Any) -> Iterator[None]:
+    """``model``'s forward computing the logits of the last position only for the duration
+    (transformers' ``logits_to_keep=1``: the LM head reads one hidden state, not T). ExecuTorch's
+    LLM recipe does the same unless ``generate_full_logits``; a prompt's LM head is about a fifth
+    of its prefill at 135M parameters. The instance's own ``forward`` is restored after."""
+    own = vars(model).get("forward")
+    model.forward = functools.partial(type(model).forward, model, logits_to_keep=1)
+    try:
+        yield
+    finally:
+        if own is None:
+            del model.forward
+        else:
+            model.forward = own
 
 
 def exportable_module(model: Any, max_context_len: int) -> torch.nn.Module:
@@ -81,17 +100,26 @@ def _export(module: torch.nn.Module, length: int, max_len: int | None) -> Export
 
 
 def export_decoder_methods(
-    model: Any, max_seq_len: int, max_context_len: int, prefill_decode: bool = False
+    model: Any,
+    max_seq_len: int,
+    max_context_len: int,
+    prefill_decode: bool = False,
+    *,
+    generate_full_logits: bool = False,
 ) -> dict[str, ExportedProgram]:
     """``{method: ExportedProgram}`` of ``model`` over one static cache of ``max_context_len``
     positions: ``{"forward"}`` (tokens per call in ``[1, max_seq_len]``), or with
     ``prefill_decode`` ``{"prefill", "decode"}`` (prefill: ``[1, max_seq_len]`` tokens; decode:
-    one). Needs ``2 <= max_seq_len <= max_context_len`` (``export_llm`` checks it)."""
+    one). Each returns the last token's logits ``[1, 1, vocab]``, or with
+    ``generate_full_logits`` every token's ``[1, T, vocab]`` (ExecuTorch's LLM recipe's option
+    of that name). Needs ``2 <= max_seq_len <= max_context_len`` (``export_llm`` checks it)."""
     module = exportable_module(model, max_context_len)
     example = min(_EXAMPLE_LEN, max_seq_len)
-    if not prefill_decode:
-        return {"forward": _export(module, example, max_len=max_seq_len)}
-    return {
-        "prefill": _export(module, example, max_len=max_seq_len),
-        "decode": _export(module, 1, max_len=None),
-    }
+    logits = contextlib.nullcontext() if generate_full_logits else last_token_logits(model)
+    with logits:
+        if not prefill_decode:
+            return {"forward": _export(module, example, max_len=max_seq_len)}
+        return {
+            "prefill": _export(module, example, max_len=max_seq_len),
+            "decode": _export(module, 1, max_len=None),
+        }

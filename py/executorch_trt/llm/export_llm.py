@@ -102,6 +102,7 @@ def export_llm(
     quantize: str | None = None,
     group_size: int = DEFAULT_GROUP_SIZE,
     embedding_quantize: str | None = None,
+    generate_full_logits: bool = False,
     progress: Callable[[str], None] | None = None,
     **options: Any,
 ) -> ExecutorchProgramManager:
@@ -135,12 +136,17 @@ def export_llm(
             (one per ``group_size`` columns): the embedding table weight-only quantized, as the
             recipe's ``--embedding-quantize 8,0`` / ``4,32``, run by ExecuTorch's quantized
             embedding kernels in the nested program; ``None`` keeps it float.
+        generate_full_logits: the methods return every token's logits ``[1, T, vocab]``;
+            by default only the last token's ``[1, 1, vocab]``, the one a runner samples from,
+            and the LM head reads one hidden state per call (ExecuTorch's LLM recipe's option
+            and default; ``TextLLMRunner`` takes the last row of either).
         progress: called with one line per stage (load, export, lower, write).
         **options: further ``executorch_trt.export`` options; ``require_inplace`` defaults to
             True here, so a cache update that would be copied back fails the export.
 
-    The methods: ``forward(input_ids[1, T] int64, cache_position[T] int64) -> logits[1, T,
-    vocab]`` (the positions of the T tokens, ``start..start+T-1``), or ``prefill`` with that
+    The methods: ``forward(input_ids[1, T] int64, cache_position[T] int64) -> logits[1, 1,
+    vocab]`` (``[1, T, vocab]`` with ``generate_full_logits``; the positions of the T tokens,
+    ``start..start+T-1``), or ``prefill`` with that
     signature and ``decode(input_ids[1, 1], cache_position[1])``; and the constant methods
     ``get_max_seq_len``, ``get_max_context_len``, ``get_vocab_size``, ``use_kv_cache``,
     ``enable_dynamic_shape`` (ints/bools), ``get_bos_id`` (int) and ``get_eos_ids`` (list of
@@ -194,7 +200,13 @@ def export_llm(
         f"exporting {name} with torch.export: {layout}, T in [1, {max_seq_len}], cache of "
         f"{max_context_len} positions"
     )
-    methods = export_decoder_methods(model, max_seq_len, max_context_len, prefill_decode)
+    methods = export_decoder_methods(
+        model,
+        max_seq_len,
+        max_context_len,
+        prefill_decode,
+        generate_full_logits=generate_full_logits,
+    )
     say(f"lowering to the TensorRT delegate (engine {engine})")
     options.setdefault("require_inplace", True)
     program = export(
