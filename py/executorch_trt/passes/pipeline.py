@@ -20,8 +20,9 @@ stages in this order. Each stage is a function here; its caller is named with it
    (``kv_cache_writes``), copies that change nothing dropped (``noop_copies``). The binding
    contract and the alias decision are then read off the result (``backend``).
 4. The engine builds its payload. The portable engine runs ``prepare_nested_program`` on the
-   partition (attention over the caches in place: ``gqa_attention``; ``torch.cond`` results
-   copied into bound outputs: ``cond_outputs``), lowers it with XNNPACK, fuses the quantized
+   partition (attention over the caches in place: ``gqa_attention``; a norm's mean in the form
+   XNNPACK takes: ``mean_as_pooling``; ``torch.cond`` results copied into bound outputs:
+   ``cond_outputs``), lowers it with XNNPACK, fuses the quantized
    embeddings XNNPACK left (``fuse_quantized_embeddings``) and finalises it with
    ``nested_finalise_passes`` and a planner that first plans ``cond`` caches in place
    (``cross_attn_cache.plan_cond_caches_in_place``).
@@ -49,6 +50,7 @@ from executorch_trt.passes.initialize_mutable_buffers import (
     MarkZeroBuffersPass,
 )
 from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
+from executorch_trt.passes.mean_as_pooling import mean_as_pooling
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
 from executorch_trt.passes.size_copies import SizeCopiesPass
@@ -87,10 +89,13 @@ def partition_passes() -> list[PassBase]:
     return [FunctionalCopyPass(), KVCacheUpdatePass(), DropNoOpCopiesPass()]
 
 
-def prepare_nested_program(ep: ExportedProgram) -> None:
+def prepare_nested_program(ep: ExportedProgram, xnnpack: bool) -> None:
     """Stage 4 (portable engine): rewrites partition ``ep`` in place into the nested program's
-    graph, after its binding names were taken (``copy_cond_outputs`` needs them)."""
+    graph, after its binding names were taken (``copy_cond_outputs`` needs them); ``xnnpack``:
+    the nested program is then lowered with XNNPACK, so norms' means take its form."""
     use_gqa_attention(ep.graph_module)
+    if xnnpack:
+        mean_as_pooling(ep.graph_module)
     copy_cond_outputs(ep)
 
 

@@ -169,7 +169,7 @@ def build(
     xnnpack = True if options is None else options.portable_xnnpack
     input_names = list(ep.graph_signature.user_inputs)
     output_names = list(ep.graph_signature.user_outputs)
-    prepare_nested_program(ep)  # after the binding names are taken
+    prepare_nested_program(ep, xnnpack)  # after the binding names are taken
     _strip_delegation_tags(ep.graph_module)
     shorten_provenance(ep.graph_module)  # each nested re-trace copies the whole chain
     manager = EdgeProgramManager(
