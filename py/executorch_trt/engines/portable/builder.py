@@ -177,12 +177,13 @@ def build(
     )
     if xnnpack:
         manager = manager.to_backend(_NestedXnnpackPartitioner())
-    fused = fuse_quantized_embeddings(manager.exported_program(METHOD_NAME))
-    if fused is not manager.exported_program(METHOD_NAME):
+    lowered = manager.exported_program(METHOD_NAME)
+    fused = fuse_quantized_embeddings(lowered)
+    if fused is not lowered:
         manager = EdgeProgramManager(
             {METHOD_NAME: fused}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
         )
-    _check_quantized_ops_taken(manager.exported_program(METHOD_NAME))
+    _check_quantized_ops_taken(fused)
     config = ExecutorchBackendConfig(
         passes=nested_finalise_passes(),
         memory_planning_pass=_NestedPlanningPass(alloc_graph_input=False, alloc_graph_output=False),
