@@ -234,6 +234,9 @@ class RefusalsTest(absltest.TestCase):
                 export_llm(model, **kwargs)
         with self.assertRaisesRegex(TypeError, "max_seq_len must be an int"):
             export_llm(model, "16")
+        for flag in ("prefill_decode", "generate_full_logits"):
+            with self.assertRaisesRegex(TypeError, f"export_llm: {flag} must be True or False"):
+                export_llm(model, 16, **{flag: "yes"})
 
     def test_checkpoint_directories(self):
         with tempfile.TemporaryDirectory() as tmp:

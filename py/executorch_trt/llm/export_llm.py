@@ -27,6 +27,7 @@ from executorch_trt.llm.metadata import llm_metadata
 from executorch_trt.llm.quantization import DEFAULT_GROUP_SIZE
 from executorch_trt.llm.quantization import quantize as quantize_linears
 from executorch_trt.lowering.export import export
+from executorch_trt.options import check_bool
 
 if TYPE_CHECKING:
     from executorch.exir import ExecutorchProgramManager
@@ -157,16 +158,19 @@ def export_llm(
     Returns the ``ExecutorchProgramManager``. Raises ``CheckpointError`` (a ``ValueError``:
     missing directory, no ``config.json``, no safetensors, weights that do not load),
     ``UnsupportedArchitectureError`` (a ``ValueError`` naming the architecture and the
-    supported ones), ``TypeError`` for a value that is not a transformers model or a path, and
-    ``ValueError`` for lengths out of range, a model not in ``dtype``, or a quantization it
-    cannot apply (``quantization.quantize``); export errors of
-    ``executorch_trt.export`` (``NotInPlaceError`` for a cache update that would be copied).
+    supported ones), ``TypeError`` for a value that is not a transformers model or a path, or
+    a flag that is not ``True``/``False``, and ``ValueError`` for lengths out of range, a model
+    not in ``dtype``, or a quantization it cannot apply (``quantization.quantize``); export
+    errors of ``executorch_trt.export`` (``NotInPlaceError`` for a cache update that would be
+    copied).
     """
     say = progress or (lambda line: None)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(
             f"export_llm: dtype must be a torch.dtype (e.g. torch.float32), got {dtype!r}"
         )
+    check_bool("export_llm: prefill_decode", prefill_decode)
+    check_bool("export_llm: generate_full_logits", generate_full_logits)
     if "external_weights" in options:
         raise TypeError(
             "export_llm: pass data=path.ptd to keep the weights out of the .pte, "
