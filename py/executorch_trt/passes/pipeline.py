@@ -20,8 +20,9 @@ stages in this order. Each stage is a function here; its caller is named with it
    (``kv_cache_writes``), copies that change nothing dropped (``noop_copies``). The binding
    contract and the alias decision are then read off the result (``backend``).
 4. The engine builds its payload. The portable engine runs ``prepare_nested_program`` on the
-   partition (attention over the caches in place: ``gqa_attention``; a norm's mean in the form
-   XNNPACK takes: ``mean_as_pooling``; ``torch.cond`` results copied into bound outputs:
+   partition (attention over the caches in place: ``gqa_attention``; a norm's mean and a dynamic
+   value's reshapes in the forms XNNPACK takes: ``mean_as_pooling``, ``inferred_reshapes``;
+   ``torch.cond`` results copied into bound outputs:
    ``cond_outputs``), lowers it with XNNPACK, fuses the quantized
    embeddings XNNPACK left (``fuse_quantized_embeddings``) and finalises it with
    ``nested_finalise_passes`` and a planner that first plans ``cond`` caches in place
@@ -45,6 +46,7 @@ from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 from executorch_trt.passes.functional_copies import FunctionalCopyPass
 from executorch_trt.passes.gqa_attention import use_gqa_attention
+from executorch_trt.passes.inferred_reshapes import reshapes_as_inferred_views
 from executorch_trt.passes.initialize_mutable_buffers import (
     InitializeMutableBuffersPass,
     MarkZeroBuffersPass,
@@ -92,10 +94,12 @@ def partition_passes() -> list[PassBase]:
 def prepare_nested_program(ep: ExportedProgram, xnnpack: bool) -> None:
     """Stage 4 (portable engine): rewrites partition ``ep`` in place into the nested program's
     graph, after its binding names were taken (``copy_cond_outputs`` needs them); ``xnnpack``:
-    the nested program is then lowered with XNNPACK, so norms' means take its form."""
+    the nested program is then lowered with XNNPACK, so norms' means and dynamic reshapes take
+    its forms."""
     use_gqa_attention(ep.graph_module)
     if xnnpack:
         mean_as_pooling(ep.graph_module)
+        reshapes_as_inferred_views(ep.graph_module)
     copy_cond_outputs(ep)
 
 

@@ -1,0 +1,132 @@
+"""A dynamic value's reshapes in the XNNPACK form in the portable engine's nested program
+(``passes.inferred_reshapes``).
+
+* transformers' Llama (examples/decoder_model.py) through ``export_llm``'s one dynamic
+  ``forward``: each layer's q/k/v/output reshapes and its cos/sin unsqueezes leave ExecuTorch's
+  portable kernels for XNNPACK, the method makes fewer XNNPACK calls than the same export
+  without the pass, and the logits of prompts of several lengths (the dynamic T) and of decode
+  steps equal eager's.
+* Reshapes the pass leaves alone (two dynamic sizes; static) are still right, through
+  ``executorch_trt.export`` with dynamic shapes.
+"""
+
+import unittest.mock
+
+import torch
+from absl.testing import absltest, parameterized
+from executorch.exir import schema
+
+import delegate_library
+import executorch_trt
+from decoder_model import build_model
+from executorch_trt import runtime
+from executorch_trt.format.blob import read_blob
+from executorch_trt.format.portable_payload import read_portable_payload
+from executorch_trt.format.wire import BACKEND_ID
+from executorch_trt.inspection.plan import instructions, kernel_calls
+from executorch_trt.inspection.pte_file import parse_pte
+from executorch_trt.llm import export_llm
+
+MAX_SEQ_LEN = 8
+CAPACITY = 32
+#: Reshape kernels (a portable ``view_copy`` is planned as ``et_view``).
+RESHAPES = ("aten::view_copy", "aten::unsqueeze_copy", "executorch_prim::et_view")
+
+
+def _nested_plan(program) -> schema.ExecutionPlan:
+    """The execution plan of ``forward``'s (one) portable engine's nested program."""
+    top = parse_pte(bytes(program.buffer))
+    (plan,) = [p for p in top.execution_plan if p.name == "forward"]
+    (delegate,) = [d for d in plan.delegates if d.id == BACKEND_ID]
+    blob = read_blob(top.backend_delegate_data[delegate.processed.index].data)
+    return parse_pte(read_portable_payload(blob.payload).program, "nested").execution_plan[0]
+
+
+def _xnnpack_calls(plan: schema.ExecutionPlan) -> int:
+    return sum(isinstance(call, schema.DelegateCall) for _, call in instructions(plan))
+
+
+def _portable_reshapes_in_layers(plan: schema.ExecutionPlan) -> int:
+    """Reshape kernels after the first XNNPACK call (layer 0's norm and projections); those
+    before it build the positions and the mask, on int64 and bool values XNNPACK does not
+    take."""
+    first = next(k for k, call in instructions(plan) if isinstance(call, schema.DelegateCall))
+    return sum(k > first and name in RESHAPES for k, name, _ in kernel_calls(plan))
+
+
+@delegate_library.needs_library
+class DynamicDecoderTest(absltest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = build_model(CAPACITY)
+        cls.program = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
+        with unittest.mock.patch(
+            "executorch_trt.passes.pipeline.reshapes_as_inferred_views", lambda graph_module: 0
+        ):
+            cls.without = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
+
+    def test_layer_reshapes_leave_portable_kernels(self):
+        plan, before = _nested_plan(self.program), _nested_plan(self.without)
+        layers = self.model.config.num_hidden_layers
+        # Per layer without the pass: the q, k, v and attention-output views and the cos and
+        # sin unsqueezes.
+        self.assertEqual(_portable_reshapes_in_layers(before), 6 * layers)
+        self.assertEqual(_portable_reshapes_in_layers(plan), 0)
+        self.assertLess(_xnnpack_calls(plan), _xnnpack_calls(before))
+
+    def test_prompts_of_several_lengths_then_decode_match_eager(self):
+        forward = runtime.load(self.program.buffer).load_method("forward")
+        g = torch.Generator().manual_seed(3)
+        for length in (1, 5, MAX_SEQ_LEN):
+            ids = torch.randint(3, self.model.config.vocab_size, (1, length), generator=g)
+            (got,) = forward.execute([ids, torch.arange(length)])
+            for _ in range(3):
+                with torch.no_grad():
+                    want = self.model(input_ids=ids, use_cache=False).logits[:, -1:]
+                torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+                token = int(want[0, -1].argmax())
+                ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
+                position = torch.tensor([ids.shape[1] - 1])
+                (got,) = forward.execute([torch.tensor([[token]]), position])
+
+
+class _Reshapes(torch.nn.Module):
+    """``x[B, T, 16] -> linear(x)`` reshaped as ``form`` says, then back."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        torch.manual_seed(0)
+        self.form = form
+        self.linear = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.linear(x)
+        b, t, _ = y.shape
+        if self.form == "two_dynamic":  # B and T both dynamic: nothing single to infer
+            return (y.view(b, t, 4, 4) * 2).view(b, t, 16)
+        if self.form == "unsqueeze_middle":
+            return (y.unsqueeze(1) + 1).squeeze(1)
+        return (y.view(b, t, 4, 4).transpose(2, 3) * 2).reshape(b, t, 16)
+
+
+@delegate_library.needs_library
+class OtherReshapesTest(parameterized.TestCase):
+    @parameterized.parameters(
+        ("view", False), ("unsqueeze_middle", False), ("two_dynamic", True), ("view", True)
+    )
+    def test_matches_eager(self, form, dynamic_batch):
+        model = _Reshapes(form).eval()
+        x = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(1))
+        t = torch.export.Dim("t", min=1, max=8)
+        shapes = {"x": {0: torch.export.Dim("b", min=1, max=4), 1: t} if dynamic_batch else {1: t}}
+        program = executorch_trt.export(torch.export.export(model, (x,), dynamic_shapes=shapes))
+        forward = runtime.load(program.buffer).load_method("forward")
+        for shape in ((2, 3), (1, 1), (2, 8)) if dynamic_batch else ((2, 3), (2, 1), (2, 8)):
+            x = torch.randn(*shape, 16, generator=torch.Generator().manual_seed(shape[1]))
+            (got,) = forward.execute([x])
+            with torch.no_grad():
+                torch.testing.assert_close(got, model(x), atol=1e-5, rtol=1e-5)
+
+
+if __name__ == "__main__":
+    absltest.main()
