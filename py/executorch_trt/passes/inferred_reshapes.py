@@ -29,6 +29,12 @@ VIEW = EDGE.aten.view_copy.default
 UNSQUEEZE = EDGE.aten.unsqueeze_copy.default
 
 
+def _sizes(view: torch.fx.Node) -> list[object]:
+    """The size list of ``view_copy`` node ``view`` (ints and ``sym_size`` nodes)."""
+    sizes = view.args[1]
+    return list(sizes) if isinstance(sizes, (list, tuple)) else []
+
+
 def _new_shape(node: torch.fx.Node) -> list[int] | None:
     """The ``view_copy`` size list ``node`` becomes, or ``None`` to leave it (docstring)."""
     if node.op != "call_function" or node.target not in (VIEW, UNSQUEEZE):
@@ -40,7 +46,7 @@ def _new_shape(node: torch.fx.Node) -> list[int] | None:
     dynamic = [d for d in shape if not is_static(d)]
     if len(dynamic) > 1 or (dynamic and 0 in shape):
         return None
-    if node.target == VIEW and all(isinstance(d, int) for d in node.args[1]):
+    if node.target == VIEW and all(isinstance(d, int) for d in _sizes(node)):
         return None  # already XNNPACK's form (static, or one size inferred)
     if node.target == UNSQUEEZE and not dynamic:
         return None  # a static unsqueeze: the partitioner decides (trailing dimension only)
@@ -55,11 +61,11 @@ def reshapes_as_inferred_views(graph_module: torch.fx.GraphModule) -> int:
         shape = _new_shape(node)
         if shape is None:
             continue
-        old_sizes = node.args[1] if node.target == VIEW else ()
+        old_sizes = _sizes(node) if node.target == VIEW else []
         node.target = VIEW
         node.args = (node.args[0], shape)
         # meta["val"] is kept, not recomputed: inferring the -1 would specialise the size.
-        for size in old_sizes if isinstance(old_sizes, (list, tuple)) else ():
+        for size in old_sizes:
             if isinstance(size, torch.fx.Node) and not size.users:
                 graph_module.graph.erase_node(size)
         rewritten += 1
