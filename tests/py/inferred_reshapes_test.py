@@ -20,30 +20,14 @@ import delegate_library
 import executorch_trt
 from decoder_model import build_model
 from executorch_trt import runtime
-from executorch_trt.format.blob import read_blob
-from executorch_trt.format.portable_payload import read_portable_payload
-from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.inspection.plan import instructions, kernel_calls
-from executorch_trt.inspection.pte_file import parse_pte
 from executorch_trt.llm import export_llm
+from lowering_utils import check_prompts_then_decode, nested_plans, nested_xnnpack_calls
 
 MAX_SEQ_LEN = 8
 CAPACITY = 32
 #: Reshape kernels (a portable ``view_copy`` is planned as ``et_view``).
 RESHAPES = ("aten::view_copy", "aten::unsqueeze_copy", "executorch_prim::et_view")
-
-
-def _nested_plan(program) -> schema.ExecutionPlan:
-    """The execution plan of ``forward``'s (one) portable engine's nested program."""
-    top = parse_pte(bytes(program.buffer))
-    (plan,) = [p for p in top.execution_plan if p.name == "forward"]
-    (delegate,) = [d for d in plan.delegates if d.id == BACKEND_ID]
-    blob = read_blob(top.backend_delegate_data[delegate.processed.index].data)
-    return parse_pte(read_portable_payload(blob.payload).program, "nested").execution_plan[0]
-
-
-def _xnnpack_calls(plan: schema.ExecutionPlan) -> int:
-    return sum(isinstance(call, schema.DelegateCall) for _, call in instructions(plan))
 
 
 def _portable_reshapes_in_layers(plan: schema.ExecutionPlan) -> int:
@@ -66,28 +50,18 @@ class DynamicDecoderTest(absltest.TestCase):
             cls.without = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
 
     def test_layer_reshapes_leave_portable_kernels(self):
-        plan, before = _nested_plan(self.program), _nested_plan(self.without)
+        plan = nested_plans(self.program)["forward"]
+        before = nested_plans(self.without)["forward"]
         layers = self.model.config.num_hidden_layers
         # Per layer without the pass: the q, k, v and attention-output views and the cos and
         # sin unsqueezes.
         self.assertEqual(_portable_reshapes_in_layers(before), 6 * layers)
         self.assertEqual(_portable_reshapes_in_layers(plan), 0)
-        self.assertLess(_xnnpack_calls(plan), _xnnpack_calls(before))
+        self.assertLess(nested_xnnpack_calls(plan), nested_xnnpack_calls(before))
 
     def test_prompts_of_several_lengths_then_decode_match_eager(self):
         forward = runtime.load(self.program.buffer).load_method("forward")
-        g = torch.Generator().manual_seed(3)
-        for length in (1, 5, MAX_SEQ_LEN):
-            ids = torch.randint(3, self.model.config.vocab_size, (1, length), generator=g)
-            (got,) = forward.execute([ids, torch.arange(length)])
-            for _ in range(3):
-                with torch.no_grad():
-                    want = self.model(input_ids=ids, use_cache=False).logits[:, -1:]
-                torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-                token = int(want[0, -1].argmax())
-                ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
-                position = torch.tensor([ids.shape[1] - 1])
-                (got,) = forward.execute([torch.tensor([[token]]), position])
+        check_prompts_then_decode(self.model, forward, forward, MAX_SEQ_LEN)
 
 
 class _Reshapes(torch.nn.Module):

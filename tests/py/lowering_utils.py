@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from executorch.exir import to_edge_transform_and_lower
+from executorch.exir import schema, to_edge_transform_and_lower
 from executorch.exir._serialize._program import deserialize_pte_binary
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.tensor import (
@@ -14,6 +14,7 @@ from executorch.exir.tensor import (
 
 from executorch_trt.format.blob import DelegateBlob, read_blob
 from executorch_trt.format.portable_payload import read_portable_payload
+from executorch_trt.format.wire import BACKEND_ID
 
 
 def delegate_calls(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -109,3 +110,44 @@ def nested_operator_names(blob: DelegateBlob) -> list[str]:
         o.name + ("." + o.overload if o.overload else "")
         for o in nested.execution_plan[0].operators
     ]
+
+
+def nested_plans(program) -> dict:
+    """{method: the execution plan of its (one) portable engine's nested program} of the
+    ``ExecutorchProgramManager`` ``program``; a method without the delegate (a constant method
+    such as ``get_max_seq_len``) is left out."""
+    top = deserialize_pte_binary(bytes(program.buffer)).program
+    plans = {}
+    for plan in top.execution_plan:
+        delegates = [d for d in plan.delegates if d.id == BACKEND_ID]
+        if not delegates:
+            continue
+        (delegate,) = delegates
+        blob = read_blob(top.backend_delegate_data[delegate.processed.index].data)
+        nested = deserialize_pte_binary(read_portable_payload(blob.payload).program).program
+        plans[plan.name] = nested.execution_plan[0]
+    return plans
+
+
+def nested_xnnpack_calls(plan) -> int:
+    """How many XNNPACK delegate calls the nested execution plan ``plan`` makes per run."""
+    return sum(isinstance(i, schema.DelegateCall) for i in instructions(plan))
+
+
+def check_prompts_then_decode(model, prefill, decode, max_seq_len: int) -> None:
+    """Prompts of 1, 5 and ``max_seq_len`` tokens through ``prefill``, each followed by three
+    greedy ``decode`` steps; every call's last-position logits against ``model``'s (eager
+    transformers, no cache) within 1e-4. ``prefill``/``decode``: loaded methods taking
+    ``(input_ids[1, T], cache_position[T])`` (the same method for both with one dynamic
+    ``forward``)."""
+    g = torch.Generator().manual_seed(3)
+    for length in (1, 5, max_seq_len):
+        ids = torch.randint(3, model.config.vocab_size, (1, length), generator=g)
+        (got,) = prefill.execute([ids, torch.arange(length)])
+        for _ in range(3):
+            with torch.no_grad():
+                want = model(input_ids=ids, use_cache=False).logits[:, -1:]
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+            token = int(want[0, -1].argmax())
+            ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
+            (got,) = decode.execute([torch.tensor([[token]]), torch.tensor([ids.shape[1] - 1])])

@@ -19,34 +19,12 @@ import delegate_library
 import executorch_trt
 from decoder_model import build_model
 from executorch_trt import runtime
-from executorch_trt.format.blob import read_blob
-from executorch_trt.format.portable_payload import read_portable_payload
-from executorch_trt.format.wire import BACKEND_ID
-from executorch_trt.inspection.plan import instructions, kernel_calls
-from executorch_trt.inspection.pte_file import parse_pte
+from executorch_trt.inspection.plan import kernel_calls
 from executorch_trt.llm import export_llm
+from lowering_utils import check_prompts_then_decode, nested_plans, nested_xnnpack_calls
 
 MAX_SEQ_LEN = 8
 CAPACITY = 32
-
-
-def _nested_plans(program) -> dict[str, schema.ExecutionPlan]:
-    """{method: the execution plan of its (one) portable engine's nested program}."""
-    top = parse_pte(bytes(program.buffer))
-    plans = {}
-    for plan in top.execution_plan:
-        delegates = [d for d in plan.delegates if d.id == BACKEND_ID]
-        if not delegates:  # a constant method (get_max_seq_len, ...)
-            continue
-        (delegate,) = delegates
-        blob = read_blob(top.backend_delegate_data[delegate.processed.index].data)
-        nested = parse_pte(read_portable_payload(blob.payload).program, "nested")
-        plans[plan.name] = nested.execution_plan[0]
-    return plans
-
-
-def _xnnpack_calls(plan: schema.ExecutionPlan) -> int:
-    return sum(isinstance(call, schema.DelegateCall) for _, call in instructions(plan))
 
 
 def _means(plan: schema.ExecutionPlan) -> int:
@@ -69,28 +47,20 @@ class DecoderNormsTest(absltest.TestCase):
             )
 
     def test_no_mean_kernel_and_fewer_xnnpack_calls(self):
-        plans, before = _nested_plans(self.program), _nested_plans(self.without)
+        plans, before = nested_plans(self.program), nested_plans(self.without)
         layers = self.model.config.num_hidden_layers
         for method in ("prefill", "decode"):
             # Each layer's two norms and the final one: portable kernels without the pass.
             self.assertEqual(_means(before[method]), 2 * layers + 1, method)
             self.assertEqual(_means(plans[method]), 0, method)
-            self.assertLess(_xnnpack_calls(plans[method]), _xnnpack_calls(before[method]), method)
+            self.assertLess(
+                nested_xnnpack_calls(plans[method]), nested_xnnpack_calls(before[method]), method
+            )
 
     def test_prompts_of_several_lengths_then_decode_match_eager(self):
         loaded = runtime.load(self.program.buffer)
         prefill, decode = loaded.load_method("prefill"), loaded.load_method("decode")
-        g = torch.Generator().manual_seed(3)
-        for length in (1, 5, MAX_SEQ_LEN):
-            ids = torch.randint(3, self.model.config.vocab_size, (1, length), generator=g)
-            (got,) = prefill.execute([ids, torch.arange(length)])
-            for _ in range(3):
-                with torch.no_grad():
-                    want = self.model(input_ids=ids, use_cache=False).logits[:, -1:]
-                torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-                token = int(want[0, -1].argmax())
-                ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
-                (got,) = decode.execute([torch.tensor([[token]]), torch.tensor([ids.shape[1] - 1])])
+        check_prompts_then_decode(self.model, prefill, decode, MAX_SEQ_LEN)
 
 
 class _Means(torch.nn.Module):
