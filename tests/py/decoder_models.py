@@ -243,3 +243,21 @@ class CacheReadOutside(torch.nn.Module):
 def export_cache_read_outside() -> torch.export.ExportedProgram:
     with torch.no_grad():
         return torch.export.export(CacheReadOutside(), (torch.tensor([1]), torch.ones(1, 2)))
+
+
+class LinearThenForm(torch.nn.Module):
+    """``x[..., 16] -> form_of(linear(x))``: a seeded ``Linear(16, 16)`` followed by whatever a
+    subclass's ``form_of`` does with ``self.form`` (one model per form a pass rewrites or leaves
+    alone)."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        torch.manual_seed(0)
+        self.form = form
+        self.linear = torch.nn.Linear(16, 16)
+
+    def form_of(self, y: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.form_of(self.linear(x))

@@ -19,6 +19,7 @@ from executorch.exir import schema
 import delegate_library
 import executorch_trt
 from decoder_model import build_model
+from decoder_models import LinearThenForm
 from executorch_trt import runtime
 from executorch_trt.inspection.plan import instructions, kernel_calls
 from executorch_trt.llm import export_llm
@@ -64,17 +65,10 @@ class DynamicDecoderTest(absltest.TestCase):
         check_prompts_then_decode(self.model, forward, forward, MAX_SEQ_LEN)
 
 
-class _Reshapes(torch.nn.Module):
+class _Reshapes(LinearThenForm):
     """``x[B, T, 16] -> linear(x)`` reshaped as ``form`` says, then back."""
 
-    def __init__(self, form: str):
-        super().__init__()
-        torch.manual_seed(0)
-        self.form = form
-        self.linear = torch.nn.Linear(16, 16)
-
-    def forward(self, x):
-        y = self.linear(x)
+    def form_of(self, y):
         b, t, _ = y.shape
         if self.form == "two_dynamic":  # B and T both dynamic: nothing single to infer
             return (y.view(b, t, 4, 4) * 2).view(b, t, 16)

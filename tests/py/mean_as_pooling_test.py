@@ -18,6 +18,7 @@ from executorch.exir import schema
 import delegate_library
 import executorch_trt
 from decoder_model import build_model
+from decoder_models import LinearThenForm
 from executorch_trt import runtime
 from executorch_trt.inspection.plan import kernel_calls
 from executorch_trt.llm import export_llm
@@ -63,17 +64,10 @@ class DecoderNormsTest(absltest.TestCase):
         check_prompts_then_decode(self.model, prefill, decode, MAX_SEQ_LEN)
 
 
-class _Means(torch.nn.Module):
+class _Means(LinearThenForm):
     """``x[2, 3, 16] -> linear(x) * mean(...)``: the mean's form set by ``form``."""
 
-    def __init__(self, form: str):
-        super().__init__()
-        torch.manual_seed(0)
-        self.form = form
-        self.linear = torch.nn.Linear(16, 16)
-
-    def forward(self, x):
-        y = self.linear(x)
+    def form_of(self, y):
         if self.form == "middle":
             return y * y.mean(1, keepdim=True)
         if self.form == "no_keepdim":
