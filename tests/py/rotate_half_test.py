@@ -1,0 +1,109 @@
+"""RoPE's ``rotate_half`` of a dynamic value as a linear layer XNNPACK runs, in the portable
+engine's nested program (``passes.rotate_half``).
+
+* ``rotation_matrix``: ``linear(x, R)`` equals transformers' ``rotate_half(x)`` bit for bit.
+* transformers' Llama (examples/decoder_model.py) through ``export_llm``'s one dynamic
+  ``forward``: no slice is left on ExecuTorch's portable kernels inside the layers, the method
+  makes fewer XNNPACK calls than the same export without the pass, and the logits of prompts of
+  several lengths and of decode steps equal eager's.
+* Look-alikes the pass leaves alone (the halves the other way round, a part that is not
+  a half, static shapes) are still right, through ``executorch_trt.export``.
+"""
+
+import unittest.mock
+
+import torch
+from absl.testing import absltest, parameterized
+from executorch.exir import schema
+
+import delegate_library
+import executorch_trt
+from decoder_model import build_model
+from decoder_models import LinearThenForm
+from executorch_trt import runtime
+from executorch_trt.inspection.plan import instructions, kernel_calls
+from executorch_trt.llm import export_llm
+from executorch_trt.passes.rotate_half import rotation_matrix
+from lowering_utils import check_prompts_then_decode, nested_plans, nested_xnnpack_calls
+
+MAX_SEQ_LEN = 8
+CAPACITY = 32
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """transformers' ``rotate_half`` (models/llama/modeling_llama.py)."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _slices_in_layers(plan: schema.ExecutionPlan) -> int:
+    """``slice_copy`` kernels after the first XNNPACK call (layer 0's norm and projections)."""
+    first = next(k for k, call in instructions(plan) if isinstance(call, schema.DelegateCall))
+    return sum(k > first and name == "aten::slice_copy" for k, name, _ in kernel_calls(plan))
+
+
+class RotationMatrixTest(parameterized.TestCase):
+    @parameterized.parameters(2, 64, 128)
+    def test_linear_equals_rotate_half_exactly(self, size):
+        x = torch.randn(2, 3, 5, size, generator=torch.Generator().manual_seed(size))
+        got = torch.nn.functional.linear(x, rotation_matrix(size))
+        self.assertTrue(torch.equal(got, _rotate_half(x)))
+
+
+@delegate_library.needs_library
+class DynamicDecoderTest(absltest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = build_model(CAPACITY)
+        cls.program = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
+        with unittest.mock.patch(
+            "executorch_trt.passes.pipeline.rotate_half_as_linear", lambda ep: 0
+        ):
+            cls.without = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
+
+    def test_no_slice_kernel_in_layers_and_fewer_xnnpack_calls(self):
+        plan = nested_plans(self.program)["forward"]
+        before = nested_plans(self.without)["forward"]
+        layers = self.model.config.num_hidden_layers
+        # Per layer, q's and k's two halves leave the portable kernels (the logits' last
+        # position is another slice).
+        self.assertEqual(_slices_in_layers(before) - _slices_in_layers(plan), 4 * layers)
+        self.assertLessEqual(_slices_in_layers(plan), 1)
+        self.assertLess(nested_xnnpack_calls(plan), nested_xnnpack_calls(before))
+
+    def test_prompts_of_several_lengths_then_decode_match_eager(self):
+        forward = runtime.load(self.program.buffer).load_method("forward")
+        check_prompts_then_decode(self.model, forward, forward, MAX_SEQ_LEN)
+
+
+class _Halves(LinearThenForm):
+    """``x[B, T, 16] -> linear(x)``, then ``rotate_half`` or a look-alike, as ``form`` says."""
+
+    def form_of(self, y):
+        if self.form == "swapped":  # cat(x1, -x2): not rotate_half
+            return torch.cat((y[..., :8], -y[..., 8:]), dim=-1)
+        if self.form == "short":  # the upper part stops one short: not a half
+            return torch.cat((-y[..., 8:15], y[..., :8]), dim=-1)
+        return _rotate_half(y)
+
+
+@delegate_library.needs_library
+class OtherHalvesTest(parameterized.TestCase):
+    @parameterized.parameters(
+        ("rotate_half", True), ("rotate_half", False), ("swapped", True), ("short", True)
+    )
+    def test_matches_eager(self, form, dynamic):
+        model = _Halves(form).eval()
+        x = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(1))
+        shapes = {"x": {1: torch.export.Dim("t", min=1, max=8)}} if dynamic else None
+        program = executorch_trt.export(torch.export.export(model, (x,), dynamic_shapes=shapes))
+        forward = runtime.load(program.buffer).load_method("forward")
+        for length in (3, 1, 8) if dynamic else (3,):
+            x = torch.randn(2, length, 16, generator=torch.Generator().manual_seed(length))
+            (got,) = forward.execute([x])
+            with torch.no_grad():
+                torch.testing.assert_close(got, model(x), atol=1e-5, rtol=1e-5)
+
+
+if __name__ == "__main__":
+    absltest.main()
