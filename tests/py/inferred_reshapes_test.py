@@ -10,59 +10,31 @@
   ``executorch_trt.export`` with dynamic shapes.
 """
 
-import unittest.mock
-
 import torch
 from absl.testing import absltest, parameterized
-from executorch.exir import schema
 
 import delegate_library
 import executorch_trt
-from decoder_model import build_model
 from decoder_models import LinearThenForm
 from executorch_trt import runtime
-from executorch_trt.inspection.plan import instructions, kernel_calls
-from executorch_trt.llm import export_llm
-from lowering_utils import check_prompts_then_decode, nested_plans, nested_xnnpack_calls
+from lowering_utils import NestedPassOnDynamicForward, kernels_in_layers, nested_xnnpack_calls
 
-MAX_SEQ_LEN = 8
-CAPACITY = 32
 #: Reshape kernels (a portable ``view_copy`` is planned as ``et_view``).
 RESHAPES = ("aten::view_copy", "aten::unsqueeze_copy", "executorch_prim::et_view")
 
 
-def _portable_reshapes_in_layers(plan: schema.ExecutionPlan) -> int:
-    """Reshape kernels after the first XNNPACK call (layer 0's norm and projections); those
-    before it build the positions and the mask, on int64 and bool values XNNPACK does not
-    take."""
-    first = next(k for k, call in instructions(plan) if isinstance(call, schema.DelegateCall))
-    return sum(k > first and name in RESHAPES for k, name, _ in kernel_calls(plan))
-
-
 @delegate_library.needs_library
-class DynamicDecoderTest(absltest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.model = build_model(CAPACITY)
-        cls.program = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
-        with unittest.mock.patch(
-            "executorch_trt.passes.pipeline.reshapes_as_inferred_views", lambda graph_module: 0
-        ):
-            cls.without = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
+class DynamicDecoderTest(NestedPassOnDynamicForward, absltest.TestCase):
+    PASS = "reshapes_as_inferred_views"
 
     def test_layer_reshapes_leave_portable_kernels(self):
-        plan = nested_plans(self.program)["forward"]
-        before = nested_plans(self.without)["forward"]
+        plan, before = self.plan, self.before
         layers = self.model.config.num_hidden_layers
         # Per layer without the pass: the q, k, v and attention-output views and the cos and
         # sin unsqueezes.
-        self.assertEqual(_portable_reshapes_in_layers(before), 6 * layers)
-        self.assertEqual(_portable_reshapes_in_layers(plan), 0)
+        self.assertEqual(kernels_in_layers(before, RESHAPES), 6 * layers)
+        self.assertEqual(kernels_in_layers(plan, RESHAPES), 0)
         self.assertLess(nested_xnnpack_calls(plan), nested_xnnpack_calls(before))
-
-    def test_prompts_of_several_lengths_then_decode_match_eager(self):
-        forward = runtime.load(self.program.buffer).load_method("forward")
-        check_prompts_then_decode(self.model, forward, forward, MAX_SEQ_LEN)
 
 
 class _Reshapes(LinearThenForm):

@@ -151,3 +151,48 @@ def check_prompts_then_decode(model, prefill, decode, max_seq_len: int) -> None:
             token = int(want[0, -1].argmax())
             ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
             (got,) = decode.execute([torch.tensor([[token]]), torch.tensor([ids.shape[1] - 1])])
+
+
+def kernels_in_layers(plan, names: tuple[str, ...]) -> int:
+    """Kernel calls named in ``names`` after the nested plan's first XNNPACK call (layer 0's
+    norm and projections); those before it build the positions and the mask, on int64 and
+    bool values XNNPACK does not take."""
+    calls = instructions(plan)
+    first = next(k for k, call in enumerate(calls) if isinstance(call, schema.DelegateCall))
+    return sum(
+        k > first and plan.operators[call.op_index].name in names
+        for k, call in enumerate(calls)
+        if isinstance(call, schema.KernelCall)
+    )
+
+
+class NestedPassOnDynamicForward:
+    """Mixin for an ``absltest.TestCase`` of a nested-program pass (``PASS``: its name in
+    ``executorch_trt.passes.pipeline``): transformers' Llama (examples/decoder_model.py)
+    exported by ``export_llm`` (one dynamic ``forward``) with the pass (``program``, ``plan``:
+    its nested execution plan) and with the pass replaced by a no-op (``without``, ``before``);
+    the logits of prompts of several lengths then decode steps are checked against eager."""
+
+    PASS: str
+    MAX_SEQ_LEN = 8
+    CAPACITY = 32
+
+    @classmethod
+    def setUpClass(cls):
+        import unittest.mock
+
+        from decoder_model import build_model
+        from executorch_trt.llm import export_llm
+
+        cls.model = build_model(cls.CAPACITY)
+        cls.program = export_llm(cls.model, cls.MAX_SEQ_LEN, max_context_len=cls.CAPACITY)
+        with unittest.mock.patch(f"executorch_trt.passes.pipeline.{cls.PASS}", lambda _: 0):
+            cls.without = export_llm(cls.model, cls.MAX_SEQ_LEN, max_context_len=cls.CAPACITY)
+        cls.plan = nested_plans(cls.program)["forward"]
+        cls.before = nested_plans(cls.without)["forward"]
+
+    def test_prompts_of_several_lengths_then_decode_match_eager(self):
+        from executorch_trt import runtime
+
+        forward = runtime.load(self.program.buffer).load_method("forward")
+        check_prompts_then_decode(self.model, forward, forward, self.MAX_SEQ_LEN)

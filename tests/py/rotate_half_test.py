@@ -10,36 +10,23 @@ engine's nested program (``passes.rotate_half``).
   a half, static shapes) are still right, through ``executorch_trt.export``.
 """
 
-import unittest.mock
-
 import torch
 from absl.testing import absltest, parameterized
-from executorch.exir import schema
 
 import delegate_library
 import executorch_trt
-from decoder_model import build_model
 from decoder_models import LinearThenForm
 from executorch_trt import runtime
-from executorch_trt.inspection.plan import instructions, kernel_calls
-from executorch_trt.llm import export_llm
 from executorch_trt.passes.rotate_half import rotation_matrix
-from lowering_utils import check_prompts_then_decode, nested_plans, nested_xnnpack_calls
+from lowering_utils import NestedPassOnDynamicForward, kernels_in_layers, nested_xnnpack_calls
 
-MAX_SEQ_LEN = 8
-CAPACITY = 32
+SLICE = ("aten::slice_copy",)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     """transformers' ``rotate_half`` (models/llama/modeling_llama.py)."""
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _slices_in_layers(plan: schema.ExecutionPlan) -> int:
-    """``slice_copy`` kernels after the first XNNPACK call (layer 0's norm and projections)."""
-    first = next(k for k, call in instructions(plan) if isinstance(call, schema.DelegateCall))
-    return sum(k > first and name == "aten::slice_copy" for k, name, _ in kernel_calls(plan))
 
 
 class RotationMatrixTest(parameterized.TestCase):
@@ -51,29 +38,18 @@ class RotationMatrixTest(parameterized.TestCase):
 
 
 @delegate_library.needs_library
-class DynamicDecoderTest(absltest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.model = build_model(CAPACITY)
-        cls.program = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
-        with unittest.mock.patch(
-            "executorch_trt.passes.pipeline.rotate_half_as_linear", lambda ep: 0
-        ):
-            cls.without = export_llm(cls.model, MAX_SEQ_LEN, max_context_len=CAPACITY)
+class DynamicDecoderTest(NestedPassOnDynamicForward, absltest.TestCase):
+    PASS = "rotate_half_as_linear"
 
     def test_no_slice_kernel_in_layers_and_fewer_xnnpack_calls(self):
-        plan = nested_plans(self.program)["forward"]
-        before = nested_plans(self.without)["forward"]
+        plan, before = self.plan, self.before
         layers = self.model.config.num_hidden_layers
         # Per layer, q's and k's two halves leave the portable kernels (the logits' last
         # position is another slice).
-        self.assertEqual(_slices_in_layers(before) - _slices_in_layers(plan), 4 * layers)
-        self.assertLessEqual(_slices_in_layers(plan), 1)
+        slices, slices_before = kernels_in_layers(plan, SLICE), kernels_in_layers(before, SLICE)
+        self.assertEqual(slices_before - slices, 4 * layers)
+        self.assertLessEqual(slices, 1)
         self.assertLess(nested_xnnpack_calls(plan), nested_xnnpack_calls(before))
-
-    def test_prompts_of_several_lengths_then_decode_match_eager(self):
-        forward = runtime.load(self.program.buffer).load_method("forward")
-        check_prompts_then_decode(self.model, forward, forward, MAX_SEQ_LEN)
 
 
 class _Halves(LinearThenForm):
