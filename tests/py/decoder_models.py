@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import abc
+
 import torch
 import torch.nn.functional as F
 
@@ -245,7 +247,7 @@ def export_cache_read_outside() -> torch.export.ExportedProgram:
         return torch.export.export(CacheReadOutside(), (torch.tensor([1]), torch.ones(1, 2)))
 
 
-class LinearThenForm(torch.nn.Module):
+class LinearThenForm(torch.nn.Module, abc.ABC):
     """``x[..., 16] -> form_of(linear(x))``: a seeded ``Linear(16, 16)`` followed by whatever a
     subclass's ``form_of`` does with ``self.form`` (one model per form a pass rewrites or leaves
     alone)."""
@@ -256,8 +258,9 @@ class LinearThenForm(torch.nn.Module):
         self.form = form
         self.linear = torch.nn.Linear(16, 16)
 
+    @abc.abstractmethod
     def form_of(self, y: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The model's result from the linear's ``y``, as ``self.form`` says."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.form_of(self.linear(x))
