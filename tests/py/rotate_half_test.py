@@ -52,6 +52,34 @@ class DynamicDecoderTest(NestedPassOnDynamicForward, absltest.TestCase):
         self.assertLess(nested_xnnpack_calls(plan), nested_xnnpack_calls(before))
 
 
+class _WeightNamedLikeR(torch.nn.Module):
+    """``rotate_half(x * w)`` with ``w`` registered as ``rotate_half_16``, the name the pass
+    asks for its matrix: the partition's weight of that name must stay ``w``."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.rotate_half_16 = torch.nn.Parameter(torch.randn(16, generator=g))
+
+    def forward(self, x):
+        return _rotate_half(x * self.rotate_half_16)
+
+
+@delegate_library.needs_library
+class NameClashTest(absltest.TestCase):
+    def test_weight_named_like_the_matrix_matches_eager(self):
+        model = _WeightNamedLikeR().eval()
+        x = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(4))
+        shapes = {"x": {1: torch.export.Dim("t", min=1, max=8)}}
+        program = executorch_trt.export(torch.export.export(model, (x,), dynamic_shapes=shapes))
+        forward = runtime.load(program.buffer).load_method("forward")
+        for length in (3, 1, 8):
+            x = torch.randn(2, length, 16, generator=torch.Generator().manual_seed(length))
+            (got,) = forward.execute([x])
+            with torch.no_grad():
+                torch.testing.assert_close(got, model(x), atol=1e-6, rtol=1e-6)
+
+
 class _Halves(LinearThenForm):
     """``x[B, T, 16] -> linear(x)``, then ``rotate_half`` or a look-alike, as ``form`` says."""
 

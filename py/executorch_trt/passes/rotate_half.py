@@ -93,6 +93,19 @@ def rotation_matrix(size: int) -> torch.Tensor:
     return matrix
 
 
+def _unused_name(ep: ExportedProgram, name: str) -> str:
+    """``name``, or ``name`` with a numeric suffix, used by no node, weight or constant of
+    ``ep``. ``create_constant_placeholder`` stores ``R`` under its node's name in
+    ``state_dict``: a model weight already stored under that name (``self.rotate_half_64``,
+    whose placeholder is ``p_rotate_half_64``) would be overwritten by ``R``."""
+    taken = {n.name for n in ep.graph_module.graph.nodes} | set(ep.state_dict) | set(ep.constants)
+    candidate, k = name, 0
+    while candidate in taken:
+        k += 1
+        candidate = f"{name}_{k}"
+    return candidate
+
+
 def rotate_half_as_linear(ep: ExportedProgram) -> int:
     """Rewrites each ``rotate_half`` of ``ep``'s top-level graph that the module docstring
     names, in place; returns how many. Slices and negations left without users are removed."""
@@ -112,7 +125,7 @@ def rotate_half_as_linear(ep: ExportedProgram) -> int:
                 matrices[size] = create_constant_placeholder(
                     ep,
                     graph,
-                    f"rotate_half_{size}",
+                    _unused_name(ep, f"rotate_half_{size}"),
                     InputKind.PARAMETER,
                     rotation_matrix(size),
                 )
