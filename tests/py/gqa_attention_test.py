@@ -203,6 +203,38 @@ class GqaAttentionDelegateTest(parameterized.TestCase):
         reads = _run_steps(self, CachedAttention(12, dtype=torch.float64), steps=3)
         self.assertEqual(reads, [0, 0, 0], "the kernel takes float32 only")
 
+    def test_attention_result_is_the_method_result(self):
+        # The method returns the SDPA node itself, which the pass replaces.
+        from executorch_trt import runtime
+
+        class ReturnsAttention(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.register_buffer("k_cache", torch.randn(1, 2, 6, HEAD_DIM))
+                self.register_buffer("v_cache", torch.randn(1, 2, 6, HEAD_DIM))
+
+            def forward(self, q, mask):
+                def repeat(x):
+                    return x[:, :, None].expand(1, 2, 2, 6, HEAD_DIM).reshape(1, 4, 6, HEAD_DIM)
+
+                return torch.nn.functional.scaled_dot_product_attention(
+                    q, repeat(self.k_cache), repeat(self.v_cache), attn_mask=mask
+                )
+
+        model = ReturnsAttention()
+        q = torch.randn(1, 4, 1, HEAD_DIM)
+        mask = torch.tensor([True, True, True, False, False, False]).view(1, 1, 1, 6)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = executorch_trt.export(torch.export.export(model, (q, mask)))
+            want = model(q, mask)
+        method = runtime.load(program.buffer).load_method("forward")
+        before = runtime.gqa_attention_positions_read()
+        got = method.execute([q, mask])[0]
+        self.assertEqual(runtime.gqa_attention_positions_read() - before, 4 * 3)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
 
 class GqaAttentionOpTest(absltest.TestCase):
     def test_eager_op_is_sdpa_with_grouped_heads(self):

@@ -15,7 +15,8 @@ import torch
 import torch.utils._pytree as pytree
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch._guards import detect_fake_mode
-from torch.export.graph_signature import ExportGraphSignature
+from torch.export import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature, TensorArgument
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from executorch_trt.graph.nodes import arg_node
@@ -191,6 +192,18 @@ def _replace_output_specs(old: torch.fx.Node, spec: Any) -> None:
         user.meta["spec"] = (
             type(specs)(flat_specs) if isinstance(specs, (list, tuple)) else flat_specs[0]
         )
+
+
+def sync_output_specs(ep: ExportedProgram) -> None:
+    """Names, in each of ``ep``'s output specs, the node its graph's output node returns at
+    that position. A pass that replaces a node the method returns (``replace_all_uses_with``
+    rewires the output node, not the graph signature) leaves the old name behind, and
+    ``torch.export``'s verifier then rejects the program ("User output ... is not in the
+    correct order or is not found")."""
+    output = next(n for n in ep.graph_module.graph.nodes if n.op == "output")
+    for spec, arg in zip(ep.graph_signature.output_specs, pytree.tree_leaves(output.args[0])):
+        if isinstance(arg, torch.fx.Node) and isinstance(spec.arg, TensorArgument):
+            spec.arg = TensorArgument(arg.name)
 
 
 def remove_write_back(

@@ -41,6 +41,7 @@ from executorch.exir.pass_base import PassBase
 from executorch.exir.pass_manager import PassType
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.edit import sync_output_specs
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, schema_name
 from executorch_trt.passes.buffer_to_buffer_writes import BufferToBufferWritesPass
 from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond_outputs
@@ -97,12 +98,14 @@ def prepare_nested_program(ep: ExportedProgram, xnnpack: bool) -> None:
     """Stage 4 (portable engine): rewrites partition ``ep`` in place into the nested program's
     graph, after its binding names were taken (``copy_cond_outputs`` needs them); ``xnnpack``:
     the nested program is then lowered with XNNPACK, so norms' means, dynamic reshapes and
-    ``rotate_half`` take its forms."""
+    ``rotate_half`` take its forms. A node the method returns may be replaced on the way; the
+    output specs are renamed after them (``graph.edit.sync_output_specs``)."""
     use_gqa_attention(ep.graph_module)
     if xnnpack:
         mean_as_pooling(ep.graph_module)
         reshapes_as_inferred_views(ep.graph_module)
         rotate_half_as_linear(ep)
+    sync_output_specs(ep)
     copy_cond_outputs(ep)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, TensorArgument
+from torch.export.graph_signature import InputKind
 
 from executorch_trt.graph.edit import EDGE, is_static
 
@@ -139,9 +139,6 @@ def rotate_half_as_linear(ep: ExportedProgram) -> int:
         negated, lower = cat.args[0]
         upper = negated.args[0]
         cat.replace_all_uses_with(linear)
-        for spec in ep.graph_signature.output_specs:  # a method's result: renamed
-            if isinstance(spec.arg, TensorArgument) and spec.arg.name == cat.name:
-                spec.arg = TensorArgument(linear.name)
         graph.erase_node(cat)
         for node in (negated, upper, lower):
             if isinstance(node, torch.fx.Node) and not node.users:
