@@ -440,6 +440,17 @@ class LayerSlab(dm.CacheModule):
         return self.cache + 0
 
 
+class ReturnsCopies(dm.CacheModule):
+    """The cache updated by an op XNNPACK runs, then returned as a copy and a copy of that
+    copy. XNNPACK's preprocess removes copies from its subgraphs, which would leave one
+    returning a value twice."""
+
+    def forward(self, x, pos):
+        self.cache.add_(x * pos)
+        out = self.cache.clone()
+        return out, out.clone()
+
+
 @delegate_library.needs_library
 class StateWritesTest(absltest.TestCase):
     def _run(self, model, et, inputs):
@@ -486,6 +497,16 @@ class StateWritesTest(absltest.TestCase):
             ZeroThenWrite(),
             et,
             [(torch.full((1, 4), float(i)), torch.tensor([i])) for i in range(3)],
+        )
+
+    def test_updated_cache_returned_as_copies(self):
+        with torch.no_grad():
+            ep = torch.export.export(ReturnsCopies(), (torch.ones(1, 4), torch.tensor([2])))
+        et = executorch_trt.export(ep)
+        self._run(
+            ReturnsCopies(),
+            et,
+            [(torch.full((1, 4), float(i)), torch.tensor([i + 1])) for i in range(3)],
         )
 
     def test_buffer_assigned_another_buffer_is_written(self):

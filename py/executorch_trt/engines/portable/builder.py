@@ -99,7 +99,9 @@ def _strip_delegation_tags(graph_module: torch.fx.GraphModule) -> None:
 class _NestedXnnpackPartitioner(Partitioner):
     """ExecuTorch's ``XnnpackPartitioner`` on the nested program's top-level graph, minus the
     state writers (``STATE_WRITERS``, ``torch.cond``) and whatever lies in a ``cond`` branch.
-    XNNPACK takes none of these today; removing their tags keeps it so if its tables grow."""
+    XNNPACK takes none of these today; removing their tags keeps it so if its tables grow.
+    Copies whose removal would break their XNNPACK subgraph stay out too
+    (``_untag_copies_xnnpack_cannot_remove``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -115,6 +117,7 @@ class _NestedXnnpackPartitioner(Partitioner):
                 node.meta.pop("delegation_tag", None)
         for _, submodule, _ in get_control_flow_submodules(graph_module):
             _strip_delegation_tags(submodule)
+        _untag_copies_xnnpack_cannot_remove(graph_module)
         used = {
             n.meta["delegation_tag"] for n in graph_module.graph.nodes if "delegation_tag" in n.meta
         }
@@ -122,6 +125,45 @@ class _NestedXnnpackPartitioner(Partitioner):
         return PartitionResult(
             tagged_exported_program=result.tagged_exported_program, partition_tags=tags
         )
+
+
+#: Copies XNNPACK's preprocess removes from its subgraph (ExecuTorch's
+#: ``RemoveCloneOpsTransform``): each one's result becomes its operand.
+_REMOVED_COPIES = frozenset({"aten::clone", "dim_order_ops::_clone_dim_order"})
+
+
+def _untag_copies_xnnpack_cannot_remove(graph_module: torch.fx.GraphModule) -> None:
+    """Untags each copy (``_REMOVED_COPIES``) whose result leaves its XNNPACK subgraph while
+    its operand enters the subgraph or leaves it too (a buffer updated, then returned as a
+    copy: ``cache.add_(x); return cache.clone()``). With the copy removed, the subgraph would
+    return one value twice or return its own input, which XNNPACK's preprocess refuses
+    ("Output node ... is already in the inputs", ExecuTorch 1.5.1 with its own
+    ``XnnpackPartitioner`` too). Such a copy runs on ExecuTorch's kernel instead."""
+
+    def leaves(node: torch.fx.Node, tag: object) -> bool:
+        return any(user.meta.get("delegation_tag") != tag for user in node.users)
+
+    changed = True
+    while changed:  # an untagged copy can make its operand's copy one of these
+        changed = False
+        for node in graph_module.graph.nodes:
+            tag = node.meta.get("delegation_tag")
+            if (
+                tag is None
+                or node.op != "call_function"
+                or schema_name(node) not in _REMOVED_COPIES
+            ):
+                continue
+            operand = node.args[0]
+            if not isinstance(operand, torch.fx.Node) or not leaves(node, tag):
+                continue
+            if (
+                operand.meta.get("delegation_tag") != tag
+                or operand.op == "placeholder"
+                or leaves(operand, tag)
+            ):
+                del node.meta["delegation_tag"]
+                changed = True
 
 
 def _check_quantized_ops_taken(ep: ExportedProgram) -> None:
