@@ -116,7 +116,7 @@ def config_from_args(args, p: argparse.ArgumentParser) -> GenerateConfig:
 def export_worker(config: GenerateConfig, variant: str, path: str) -> dict:
     """This process exports `variant` to `path`: {"export_s", "convert_s" (s),
     "baseline_rss_mb" (after imports and building the model), "peak_rss_mb" (ru_maxrss, MB),
-    "program_bytes", "engine", "decode_delegates"}."""
+    "program_bytes", "data_bytes" (the `.ptd`'s, or None), "engine", "decode_delegates"}."""
     from benchmarks import measure
 
     measure.import_common_modules()
@@ -125,11 +125,13 @@ def export_worker(config: GenerateConfig, variant: str, path: str) -> dict:
     times = generate_variants.export_variant(config, variant, model, path)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kB on Linux
     engine, delegates = generate_variants.engine_of(path, generate_variants.decode_method(variant))
+    data = generate_variants.data_path(variant, path)
     return {
         **times,
         "baseline_rss_mb": baseline,
         "peak_rss_mb": peak,
         "program_bytes": os.path.getsize(path),
+        "data_bytes": os.path.getsize(data) if data else None,
         "engine": engine,
         "decode_delegates": delegates,
     }
@@ -196,6 +198,7 @@ def make_row(
         "export_peak_rss_mb": None,
         "export_baseline_rss_mb": None,
         "program_bytes": None,
+        "data_bytes": None,
     }
     if exported is not None and not exported.get("error"):
         row.update(
@@ -204,6 +207,7 @@ def make_row(
             export_peak_rss_mb=exported["peak_rss_mb"],
             export_baseline_rss_mb=exported["baseline_rss_mb"],
             program_bytes=exported["program_bytes"],
+            data_bytes=exported["data_bytes"],
         )
     error = (exported or {}).get("error") or timed.get("error")
     if not error and variant not in timed["decode"]:
@@ -255,7 +259,7 @@ def run_benchmark(config: GenerateConfig, names: list[str], out_dir: str, keep: 
         for name in names:
             if name == generate_variants.EAGER:
                 continue
-            path = os.path.join(program_dir, f"{name}_{config.max_seq_len}.pte")
+            path = generate_variants.program_path(program_dir, name, config.max_seq_len)
             print(f"exporting {name} ({config.model}, {config.max_seq_len} positions)", flush=True)
             t0 = time.time()
             exported[name] = spawn_worker(config, "export", {name: path}, EXPORT_TIMEOUT_S)

@@ -11,7 +11,9 @@ and checks the structure of its output, the byte counts and the tokens, never th
   an untied input embedding one row), and the minimum ms/token is those bytes / the measured
   bandwidth;
 * every program holds each weight once (its size is at least the parameters' and less than
-  twice), and each row names what runs its decode step, read off its program;
+  twice; with external weights the `.ptd` does, within the decode benchmark's bounds, and
+  the `.pte` is at most `report.MAX_EXTERNAL_PTE`),
+  and each row names what runs its decode step, read off its program;
 * bad flags exit 2.
 """
 
@@ -19,7 +21,7 @@ import os
 
 from absl.testing import absltest
 
-from benchmarks import command_line_testing, generate, generate_report
+from benchmarks import command_line_testing, generate, generate_report, report
 from benchmarks.generate_config import TINY, quick_config
 from benchmarks.generate_variants import VARIANTS
 
@@ -36,6 +38,7 @@ FIELDS = (
 ENGINES = {
     "eager": "eager PyTorch",
     "delegate_inplace": "portable, CPU",
+    "delegate_external": "portable, CPU",
     "executorch_xnnpack": "XnnpackBackend",
     "executorch_llm_recipe": "XnnpackBackend",
     "delegate_8da4w": "portable, CPU",
@@ -136,7 +139,12 @@ class GenerateQuickTest(absltest.TestCase):
             if v in FLOAT_OF:
                 # int4 linears: smaller than the float32 program of the same kind.
                 self.assertLess(r["program_bytes"], self.rows[FLOAT_OF[v]]["program_bytes"], v)
+            elif v == "delegate_external":
+                self.assertGreaterEqual(r["data_bytes"], weights, v)
+                self.assertLessEqual(r["data_bytes"], report.MAX_PTD_WEIGHTS_RATIO * weights, v)
+                self.assertLessEqual(r["program_bytes"], report.MAX_EXTERNAL_PTE, v)
             else:
+                self.assertIsNone(r["data_bytes"], v)
                 self.assertGreaterEqual(r["program_bytes"], weights, v)
                 self.assertLess(r["program_bytes"], 2 * weights, v)
             self.assertGreater(r["export_s"], 0, v)

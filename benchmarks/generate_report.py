@@ -7,7 +7,8 @@ runs its decode step, read off its program), the decode statistics over whole ge
 `roofline_fraction_median` / `roofline_fraction_end` (the roofline's ms per token / the
 step's), `prefill_ms` ({prompt length: median ms to the first token}) and
 `prefill_ms_samples`, the export (`export_s`, `convert_s` in s; `export_peak_rss_mb`,
-`export_baseline_rss_mb` in MB; `program_bytes`), the tokens (`tokens`, `tokens_equal`,
+`export_baseline_rss_mb` in MB; `program_bytes`, and `data_bytes`: the `.ptd`'s, None when the
+weights are in the `.pte`), the tokens (`tokens`, `tokens_equal`,
 `first_divergence`, `tokens_compared`, `generations_consistent`; `logits_max_abs_diff`: the
 largest absolute difference from eager's logits at the prompt's last position), every step time
 (`steps_ms`: per generation, one per position of `settings.decode_positions`; `after_switch`:
@@ -68,6 +69,7 @@ def table(rows: Sequence[dict], meta: dict) -> str:
         "export s",
         "export RSS MB",
         ".pte",
+        ".ptd",
         "tokens vs eager",
         "logits vs eager",
     ]
@@ -91,6 +93,7 @@ def table(rows: Sequence[dict], meta: dict) -> str:
                 f"{r['export_s']:.1f}" if exported else "-",
                 f"{r['export_peak_rss_mb']:.0f}" if exported else "-",
                 report.format_bytes(r.get("program_bytes")),
+                report.format_bytes(r.get("data_bytes")),
                 _tokens(r),
                 _diff(r.get("logits_max_abs_diff")),
             ]

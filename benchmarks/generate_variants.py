@@ -7,6 +7,8 @@ its prefill and decode are called.
   longest prefill) and `decode(input_ids[1, 1], cache_position[1])` exported from that wrapper
   (`decoder_programs.export_decoder_methods`), lowered by `variants.build_delegate` (the
   delegate, `kv_cache="inplace"`, the portable engine's nested XNNPACK program).
+* `delegate_external`: `delegate_inplace` with `external_weights=True`: the weights in
+  `model.ptd` beside the `.pte` (`program_path`), loaded with `runtime.load(pte, data=ptd)`.
 * `executorch_xnnpack`: the same two methods, plain ExecuTorch + `XnnpackPartitioner`
   (`variants.build_plain`).
 * `executorch_llm_recipe`: ExecuTorch's CPU LLM recipe (`llm_recipe.py`): one
@@ -38,14 +40,17 @@ from benchmarks.generate_config import GenerateConfig
 VARIANTS: dict[str, str] = {
     "eager": "eager PyTorch, transformers StaticCache",
     "delegate_inplace": "executorch-trt delegate, prefill/decode, kv_cache=inplace",
+    "delegate_external": "delegate_inplace, weights in model.ptd (external_weights=True)",
     "executorch_xnnpack": "plain ExecuTorch + XnnpackPartitioner, prefill/decode",
     "executorch_llm_recipe": "ExecuTorch's CPU LLM recipe (export_llama, custom_sdpa, XNNPACK)",
     "delegate_8da4w": "delegate_inplace, 8da4w linears, int8 table (executorch_trt.llm.quantize)",
     "executorch_llm_recipe_8da4w": "executorch_llm_recipe, qmode 8da4w, embedding_quantize 8,0",
 }
 #: Variants whose program is a two-method prefill/decode export of the transformers wrapper.
-PREFILL_DECODE = ("delegate_inplace", "executorch_xnnpack", "delegate_8da4w")
-DELEGATES = ("delegate_inplace", "delegate_8da4w")
+PREFILL_DECODE = ("delegate_inplace", "delegate_external", "executorch_xnnpack", "delegate_8da4w")
+DELEGATES = ("delegate_inplace", "delegate_external", "delegate_8da4w")
+#: Delegate variants whose weights are in a `.ptd` beside the `.pte` (`program_path`).
+EXTERNAL = ("delegate_external",)
 RECIPES = ("executorch_llm_recipe", "executorch_llm_recipe_8da4w")
 RECIPE = "executorch_llm_recipe"
 EAGER = "eager"
@@ -86,6 +91,25 @@ def engine_of(path: str, method: str) -> tuple[str, str]:
     return label, report.delegate_summary
 
 
+def program_path(program_dir: str, name: str, max_seq_len: int) -> str:
+    """Where variant `name`'s `.pte` goes: `{name}_{max_seq_len}.pte` in `program_dir`, or,
+    for an `EXTERNAL` variant, `program.pte` in a directory of that name (created), since
+    ExecuTorch names the data file `model.ptd` whatever the program."""
+    if name not in EXTERNAL:
+        return os.path.join(program_dir, f"{name}_{max_seq_len}.pte")
+    directory = os.path.join(program_dir, f"{name}_{max_seq_len}")
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, "program.pte")
+
+
+def data_path(name: str, pte_path: str) -> str | None:
+    """The `.ptd` of variant `name`'s program at `pte_path`, or None when its weights are in
+    the `.pte`."""
+    from benchmarks import variants
+
+    return variants.data_path("delegate_external", pte_path) if name in EXTERNAL else None
+
+
 def decode_method(name: str) -> str:
     """The method a variant's decode steps run."""
     return llm_recipe.METHOD if name in RECIPES else "decode"
@@ -114,7 +138,9 @@ def export_variant(config: GenerateConfig, name: str, model, out_path: str) -> d
         quantize(model, "8da4w", QUANT_GROUP_SIZE, embedding="int8")
     methods = _methods(config, model)
     if name in DELEGATES:
-        manager = variants.build_delegate(methods, "delegate_inplace")
+        manager = variants.build_delegate(methods, name if name in EXTERNAL else "delegate_inplace")
+        if name in EXTERNAL:
+            manager.write_tensor_data_to_file(os.path.dirname(out_path))
     else:
         manager = variants.build_plain(methods, [name])[name]
     with open(out_path, "wb") as f:
@@ -155,7 +181,7 @@ def load_runner(config: GenerateConfig, name: str, path: str | None) -> Runner:
     if name in DELEGATES:
         from executorch_trt import runtime as trt_runtime
 
-        program = trt_runtime.load(path)
+        program = trt_runtime.load(path, data=data_path(name, path))
     else:
         from executorch.runtime import Runtime
 
