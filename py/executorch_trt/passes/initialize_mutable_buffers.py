@@ -30,11 +30,13 @@ ZERO_INITIAL_VALUE = "executorch_trt_zero_initial_value"
 
 
 def _is_all_zero(value: object) -> bool:
-    return (
-        isinstance(value, torch.Tensor)
-        and not value.is_meta
-        and not bool(value.detach().ne(0).any())
-    )
+    """Whether every byte of ``value`` is 0: the state a buffer left out of the program starts
+    from. Bytes, not ``== 0``: ``-0.0`` equals 0 but is not that state (``1 / -0.0`` is
+    ``-inf``)."""
+    if not isinstance(value, torch.Tensor) or value.is_meta:
+        return False
+    flat = value.detach().reshape(-1).contiguous()
+    return not bool(flat.view(torch.uint8).any())
 
 
 class MarkZeroBuffersPass(ExportedProgramPassBase):

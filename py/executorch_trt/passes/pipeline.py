@@ -20,9 +20,9 @@ stages in this order. Each stage is a function here; its caller is named with it
    (``kv_cache_writes``), copies that change nothing dropped (``noop_copies``). The binding
    contract and the alias decision are then read off the result (``backend``).
 4. The engine builds its payload. The portable engine runs ``prepare_nested_program`` on the
-   partition (attention over the caches in place: ``gqa_attention``; a norm's mean, a dynamic
-   value's reshapes and RoPE's ``rotate_half`` in the forms XNNPACK takes: ``mean_as_pooling``,
-   ``inferred_reshapes``, ``rotate_half``;
+   partition (attention over the caches in place: ``gqa_attention``; a norm's mean and a
+   dynamic value's reshapes in the forms XNNPACK takes: ``mean_as_pooling``,
+   ``inferred_reshapes``;
    ``torch.cond`` results copied into bound outputs:
    ``cond_outputs``), lowers it with XNNPACK, fuses the quantized
    embeddings XNNPACK left (``fuse_quantized_embeddings``) and finalises it with
@@ -56,7 +56,6 @@ from executorch_trt.passes.initialize_mutable_buffers import (
 from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
 from executorch_trt.passes.mean_as_pooling import mean_as_pooling
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
-from executorch_trt.passes.rotate_half import rotate_half_as_linear
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
 from executorch_trt.passes.size_copies import SizeCopiesPass
 
@@ -97,14 +96,13 @@ def partition_passes() -> list[PassBase]:
 def prepare_nested_program(ep: ExportedProgram, xnnpack: bool) -> None:
     """Stage 4 (portable engine): rewrites partition ``ep`` in place into the nested program's
     graph, after its binding names were taken (``copy_cond_outputs`` needs them); ``xnnpack``:
-    the nested program is then lowered with XNNPACK, so norms' means, dynamic reshapes and
-    ``rotate_half`` take its forms. A node the method returns may be replaced on the way; the
+    the nested program is then lowered with XNNPACK, so norms' means and dynamic reshapes take
+    its forms. A node the method returns may be replaced on the way; the
     output specs are renamed after them (``graph.edit.sync_output_specs``)."""
     use_gqa_attention(ep.graph_module)
     if xnnpack:
         mean_as_pooling(ep.graph_module)
         reshapes_as_inferred_views(ep.graph_module)
-        rotate_half_as_linear(ep)
     sync_output_specs(ep)
     copy_cond_outputs(ep)
 
