@@ -171,6 +171,19 @@ class ArgumentErrorsTest(absltest.TestCase):
         ):
             executorch_trt.export(ep)
 
+    def test_transposed_example_input_message_says_what_to_do(self):
+        class Affine(torch.nn.Module):
+            def forward(self, x):
+                return x * 2 + 1
+
+        ep = torch.export.export(Affine(), (torch.randn(3, 4).t(),))
+        with self.assertRaisesRegex(
+            ValueError,
+            r"binding 'x' is not contiguous \(strides \[1, 4\].*"
+            r"an example input by passing x\.contiguous\(\) to torch\.export\.export",
+        ):
+            executorch_trt.export(ep)
+
 
 class RuntimeLoadArgumentsTest(absltest.TestCase):
     """``runtime.load`` checks its argument before it needs the delegate library."""

@@ -451,6 +451,30 @@ class ReturnsCopies(dm.CacheModule):
         return out, out.clone()
 
 
+class ConvertedOverwrites(torch.nn.Module):
+    """Buffers overwritten with ``copy_`` and read by nothing else: ``converted`` copies a value
+    that ``copy_`` casts (float32 into float16) and broadcasts ([4] into [3, 4]); ``matched``
+    copies values already of each buffer's dtype and shape."""
+
+    def __init__(self, form="converted"):
+        super().__init__()
+        self.form = form
+        self.register_buffer("low", torch.zeros(4, dtype=torch.float16))
+        self.register_buffer("rows", torch.zeros(3, 4))
+
+    def forward(self, x):
+        # Two values: two buffers copied from one fail in torch.export's verifier (ExecuTorch
+        # alone too).
+        v, w = x * 2, x * 3
+        if self.form == "converted":
+            self.low.copy_(v)
+            self.rows.copy_(w)
+        else:
+            self.low.copy_(v.to(torch.float16))
+            self.rows.copy_(w.expand(3, 4))
+        return x + 1
+
+
 @delegate_library.needs_library
 class StateWritesTest(absltest.TestCase):
     def _run(self, model, et, inputs):
@@ -508,6 +532,27 @@ class StateWritesTest(absltest.TestCase):
             et,
             [(torch.full((1, 4), float(i)), torch.tensor([i + 1])) for i in range(3)],
         )
+
+    def _check_overwrites(self, form, **options):
+        with torch.no_grad():
+            ep = torch.export.export(ConvertedOverwrites(form), (torch.ones(4),))
+        program = runtime.load(executorch_trt.export(ep, **options).buffer)
+        method, eager = program.load_method("forward"), ConvertedOverwrites(form)
+        for step in range(3):
+            x = torch.arange(4.0) + step
+            torch.testing.assert_close(method.execute([x])[0], eager(x))
+            for name in ("low", "rows"):
+                torch.testing.assert_close(program.buffer(name), getattr(eager, name))
+
+    def test_overwrite_that_copy_converts_is_copied_back(self):
+        with self.assertWarnsRegex(
+            NotInPlaceWarning,
+            r"buffer 'low' .*its new value is float32 \[4\] and the buffer float16 \[4\]",
+        ):
+            self._check_overwrites("converted")
+
+    def test_overwrite_of_the_buffer_dtype_and_shape_is_in_place(self):
+        self._check_overwrites("matched", require_inplace=True)
 
     def test_buffer_assigned_another_buffer_is_written(self):
         with self.assertWarnsRegex(

@@ -132,9 +132,11 @@ def _binding(
     if not _contiguous(val):
         raise ValueError(
             f"TensorRTBackend: binding '{name}' is not contiguous (strides {list(val.stride())} "
-            f"for shape {list(val.shape)}, e.g. a channels_last buffer); the delegate binds "
-            "tensors in the default (contiguous) dim order only. Make it contiguous before "
-            "export, e.g. register_buffer(name, tensor.contiguous())."
+            f"for shape {list(val.shape)}, e.g. a channels_last buffer or a transposed example "
+            "input); the delegate binds tensors in the default (contiguous) dim order only. "
+            "Make it contiguous before export: a buffer with register_buffer(name, "
+            "tensor.contiguous()), an example input by passing x.contiguous() to "
+            "torch.export.export (at run time the method takes any layout)."
         )
     shape = tuple(
         _dimension(d, name, dim, node, symbols, ranges) for dim, d in enumerate(val.shape)

@@ -27,7 +27,7 @@ from torch.export.graph_signature import ExportGraphSignature
 
 from executorch_trt.backend.analysis import analyse_partition
 from executorch_trt.format.wire import BACKEND_ID
-from executorch_trt.graph.nodes import arg_int, arg_node, attr_name
+from executorch_trt.graph.nodes import arg_int, arg_node, attr_name, value_layout
 from executorch_trt.graph.operator_support import op_name
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.buffer_to_buffer_writes import SNAPSHOT_OF
@@ -69,6 +69,14 @@ def _nbytes(node: torch.fx.Node) -> int:
     if isinstance(val, torch.Tensor):
         return val.numel() * val.element_size()
     return 0
+
+
+def _layout_text(node: torch.fx.Node) -> str:
+    layout = value_layout(node)
+    if layout is None:
+        return "of a symbolic shape"
+    dtype, shape = layout
+    return f"{str(dtype).removeprefix('torch.')} {list(shape)}"
 
 
 def _delegate_output_reason(
@@ -115,6 +123,16 @@ def _delegate_output_reason(
                 f"the old value is read outside this delegate call by "
                 f"{op_name(reader)} ({reader.name}), so the delegate "
                 "cannot write the new value into the buffer"
+            ),
+            False,
+        )
+    new = next((u for u in call.users if u.target is operator.getitem and u.args[1] == index), None)
+    if new is not None and value_layout(new) != value_layout(buffer):
+        return (
+            (
+                f"its new value is {_layout_text(new)} and the buffer {_layout_text(buffer)}, so "
+                "copy_ converts it into the buffer; write a value of the buffer's dtype and "
+                "shape (e.g. .to(buffer.dtype), .expand_as(buffer)) to update it in place"
             ),
             False,
         )

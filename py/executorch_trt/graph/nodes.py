@@ -14,6 +14,15 @@ from typing import Any, cast
 import torch
 
 
+def value_layout(node: torch.fx.Node) -> tuple[torch.dtype, tuple[int, ...]] | None:
+    """``(dtype, shape)`` of ``node``'s tensor value (``meta["val"]``), or None when it has no
+    tensor value or a symbolic size."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not all(isinstance(n, int) for n in val.shape):
+        return None
+    return val.dtype, tuple(int(n) for n in val.shape)
+
+
 def arg_node(node: torch.fx.Node, i: int) -> torch.fx.Node:
     """``node.args[i]``, a node by the operator's schema (e.g. the tensor an op reads)."""
     return cast(torch.fx.Node, node.args[i])

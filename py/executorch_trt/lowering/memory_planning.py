@@ -38,7 +38,7 @@ from executorch_trt.backend.diagnostics import WriteBack, explain_write_back, re
 from executorch_trt.format.blob import read_metadata
 from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.graph.edit import remove_write_back
-from executorch_trt.graph.nodes import arg_int, arg_node, attr_name
+from executorch_trt.graph.nodes import arg_int, arg_node, attr_name, value_layout
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
 from executorch_trt.passes.cross_attn_cache import (
     check_cache_writes_exposed,
@@ -62,7 +62,8 @@ def _aliased_write_back(
     either the blob aliases it to the argument that *is* ``buffer``, or the blob aliases it to
     nothing and nothing but this ``copy_`` uses ``buffer`` (a full overwrite of state nobody
     reads, e.g. ``buf.copy_(x * 2)``: the engine then writes its output straight into the
-    buffer, and no reader can see the write early); else ``None``."""
+    buffer, and no reader can see the write early), and the two have one dtype and shape;
+    else ``None``."""
     if copy.op != "call_function" or copy.target != torch.ops.aten.copy_.default:
         return None
     buffer, src = arg_node(copy, 0), arg_node(copy, 1)
@@ -76,6 +77,8 @@ def _aliased_write_back(
     lowered = getattr(graph_module, attr_name(arg_node(call, 0)), None)
     if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return None
+    if value_layout(src) is None or value_layout(src) != value_layout(buffer):
+        return None  # copy_ casts or broadcasts: the buffer's storage cannot hold the output
     aliases = _aliases_of(graph_module, call)
     if j not in aliases:
         return src if list(buffer.users) == [copy] else None
