@@ -485,6 +485,24 @@ class InitialValueTest(absltest.TestCase):
         self.assertFalse(torch.equal(prog.buffer("rows"), want))
         self.assertTrue(torch.equal(prog.new_state()["rows"], want), "still the initial value")
 
+    def test_buffer_without_elements_reads_as_empty(self):
+        class EmptyBuffer(torch.nn.Module):  # the program's only buffer: no memory planned
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("none", torch.zeros(0, 4))
+
+            def forward(self, x):
+                self.none.add_(1)
+                return x * 2, self.none + 1
+
+        with torch.no_grad():
+            pte = executorch_trt.export(
+                torch.export.export(EmptyBuffer(), (torch.ones(4),)), emit_mutable_buffer_names=True
+            ).buffer
+        prog = runtime.load(pte)
+        prog.load_method("forward").execute([torch.ones(4)])
+        self.assertEqual(prog.buffer("none").shape, (0, 4))
+
 
 @delegate_library.needs_library
 class LlamaPrefillDecodeStateTest(absltest.TestCase):

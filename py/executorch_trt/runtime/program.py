@@ -3,6 +3,7 @@ bind and own, and its methods (see ``executorch_trt.runtime`` for state and thre
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -161,7 +162,8 @@ class Program:
         the tensor last bound to it, else the program's own memory. Writes through it are seen
         by the next ``execute``; reads see what the last one wrote. A view of the program's own
         memory keeps the program's storage alive; after a ``bind_buffer`` it is no longer the
-        storage in use (call ``buffer`` again).
+        storage in use (call ``buffer`` again). A buffer with no elements reads as a new empty
+        tensor of its shape.
 
         Raises ``KeyError`` for an unknown name (listing the names; naming the export option
         when the program has none), ``RuntimeError`` for a buffer with no storage (exported
@@ -175,6 +177,8 @@ class Program:
             return bound.tensor
         view = self._session.buffer_view(name)
         spec = self._specs[name]
+        if view is None and math.prod(spec.shape) == 0:
+            return torch.empty(spec.shape, dtype=spec.dtype)  # no elements: nothing to view
         if view is None:
             raise RuntimeError(
                 f"buffer {name!r} has no storage: the program was exported with "
