@@ -77,11 +77,13 @@ def _aliased_write_back(
     lowered = getattr(graph_module, attr_name(arg_node(call, 0)), None)
     if getattr(lowered, "backend_id", None) != BACKEND_ID:
         return None
-    if value_layout(src) is None or value_layout(src) != value_layout(buffer):
-        return None  # copy_ casts or broadcasts: the buffer's storage cannot hold the output
     aliases = _aliases_of(graph_module, call)
     if j not in aliases:
-        return src if list(buffer.users) == [copy] else None
+        # Not aliased by the blob: bound to the buffer's storage only if it fits it (copy_
+        # casts or broadcasts otherwise).
+        layout = value_layout(src)
+        fits = layout is not None and layout == value_layout(buffer)
+        return src if fits and list(buffer.users) == [copy] else None
     return src if call.args[1 + aliases[j]] is buffer else None
 
 

@@ -58,7 +58,7 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 
-from executorch_trt.graph.edit import remove_write_back
+from executorch_trt.graph.edit import remove_write_back, sync_output_specs
 from executorch_trt.graph.nodes import arg_int, arg_node, args_of
 from executorch_trt.graph.operator_support import cond_branches, is_cond, op_name, schema_name
 
@@ -365,9 +365,7 @@ def _expose_top_level_updates(ep: ExportedProgram, cond_fqns: set[str]) -> list[
     sig.output_specs[:0] = [
         OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(name=n.name), fqn) for fqn, n in added
     ]
-    for spec, arg in zip(sig.output_specs, output.args[0]):
-        if isinstance(arg, torch.fx.Node) and isinstance(spec.arg, TensorArgument):
-            spec.arg.name = arg.name
+    sync_output_specs(ep)
     gm.recompile()
     return [fqn for fqn, _ in added]
 
