@@ -15,10 +15,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <memory>
 #include <optional>
 #include <vector>
 
+#include <executorch/extension/tensor/tensor_ptr.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 #include <executorch/runtime/kernel/kernel_runtime_context.h>
 #include <executorch/runtime/platform/runtime.h>
@@ -29,66 +29,49 @@ namespace {
 
 using executorch::aten::ScalarType;
 using executorch::aten::Tensor;
+using executorch::extension::make_tensor_ptr;
+using executorch::extension::TensorPtr;
 
 constexpr int kLayers = 30, kQueryHeads = 9, kKvHeads = 3, kDepth = 64;
 constexpr int kUntimed = 5, kSteps = 200;
 
-// A contiguous tensor owning its values.
-template <typename T>
-class OwnedTensor {
- public:
-  OwnedTensor(ScalarType dtype, std::vector<int32_t> sizes)
-      : sizes_(std::move(sizes)), strides_(sizes_.size(), 1), dim_order_(sizes_.size()) {
-    size_t numel = 1;
-    for (int32_t s : sizes_) numel *= static_cast<size_t>(s);
-    data_.resize(numel);
-    for (size_t i = sizes_.size(); i > 1; --i) strides_[i - 2] = strides_[i - 1] * sizes_[i - 1];
-    for (size_t i = 0; i < sizes_.size(); ++i) dim_order_[i] = static_cast<uint8_t>(i);
-    impl_ = std::make_unique<executorch::runtime::etensor::TensorImpl>(
-        dtype, static_cast<ssize_t>(sizes_.size()), sizes_.data(), data_.data(), dim_order_.data(),
-        strides_.data());
-  }
-  Tensor tensor() { return Tensor(impl_.get()); }
-  std::vector<T>& data() { return data_; }
-
- private:
-  std::vector<int32_t> sizes_, strides_;
-  std::vector<uint8_t> dim_order_;
-  std::vector<T> data_;
-  std::unique_ptr<executorch::runtime::etensor::TensorImpl> impl_;
-};
-
-// Fills `values` with a smooth pattern (attention weights neither uniform nor one-hot).
-void Fill(std::vector<float>& values, float scale, float offset) {
-  for (size_t i = 0; i < values.size(); ++i) {
+// `n` values of a smooth pattern (attention weights neither uniform nor one-hot).
+std::vector<float> Pattern(size_t n, float scale, float offset) {
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) {
     values[i] = std::sin(scale * static_cast<float>(i) + offset);
   }
+  return values;
 }
 
 // Median and p10 ms of one step (kLayers calls) with `filled` of `capacity` positions allowed.
 bool TimeSteps(int capacity, int filled, double* median, double* p10) {
-  std::vector<OwnedTensor<float>> keys, values;
+  const size_t cache_numel = static_cast<size_t>(kKvHeads) * capacity * kDepth;
+  std::vector<TensorPtr> keys, values;
   for (int l = 0; l < kLayers; ++l) {
-    keys.emplace_back(ScalarType::Float, std::vector<int32_t>{1, kKvHeads, capacity, kDepth});
-    values.emplace_back(ScalarType::Float, std::vector<int32_t>{1, kKvHeads, capacity, kDepth});
-    Fill(keys.back().data(), 0.1f, static_cast<float>(l));
-    Fill(values.back().data(), 0.07f, static_cast<float>(l) + 0.5f);
+    const float layer = static_cast<float>(l);
+    keys.push_back(
+        make_tensor_ptr({1, kKvHeads, capacity, kDepth}, Pattern(cache_numel, 0.1f, layer)));
+    values.push_back(make_tensor_ptr({1, kKvHeads, capacity, kDepth},
+                                     Pattern(cache_numel, 0.07f, layer + 0.5f)));
   }
-  OwnedTensor<float> query(ScalarType::Float, {1, kQueryHeads, 1, kDepth});
-  Fill(query.data(), 0.3f, 0.0f);
-  OwnedTensor<float> out(ScalarType::Float, {1, kQueryHeads, 1, kDepth});
-  OwnedTensor<uint8_t> mask(ScalarType::Bool, {1, 1, 1, capacity});
-  for (int s = 0; s < capacity; ++s) mask.data()[s] = s < filled ? 1 : 0;
-  const std::optional<Tensor> mask_arg = mask.tensor();
-  Tensor out_tensor = out.tensor();
+  TensorPtr query =
+      make_tensor_ptr({1, kQueryHeads, 1, kDepth}, Pattern(kQueryHeads * kDepth, 0.3f, 0.0f));
+  TensorPtr out =
+      make_tensor_ptr({1, kQueryHeads, 1, kDepth}, std::vector<float>(kQueryHeads * kDepth, 0.0f));
+  std::vector<uint8_t> filled_positions(capacity, 0);
+  std::fill(filled_positions.begin(), filled_positions.begin() + filled, 1);
+  TensorPtr mask =
+      make_tensor_ptr({1, 1, 1, capacity}, std::move(filled_positions), ScalarType::Bool);
+  const std::optional<Tensor> mask_arg = *mask;
   std::vector<double> times;
   for (int step = 0; step < kUntimed + kSteps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     for (int l = 0; l < kLayers; ++l) {
       executorch::runtime::KernelRuntimeContext context;
-      executorch_trt::GqaAttentionOut(context, query.tensor(), keys[l].tensor(), values[l].tensor(),
-                                      mask_arg, /*is_causal=*/false,
-                                      1.0 / std::sqrt(static_cast<double>(kDepth)), out_tensor);
+      executorch_trt::GqaAttentionOut(context, *query, *keys[l], *values[l], mask_arg,
+                                      /*is_causal=*/false,
+                                      1.0 / std::sqrt(static_cast<double>(kDepth)), *out);
       if (context.failure_state() != executorch::runtime::Error::Ok) {
         std::fprintf(stderr, "attention_step: gqa_attention failed at layer %d\n", l);
         return false;
