@@ -42,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 import torch.nn.functional as F
 
-from benchmarks import measure, roofline
+from benchmarks import command_line, measure, roofline
 from benchmarks.generate_config import MODELS
 from executorch_trt.graph.operator_support import schema_name
 
@@ -88,6 +88,7 @@ def run(model_name: str, threads: int, steps: int, bandwidth_mib: int) -> dict:
     result dict the docstring lists."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend.utils import get_delegates
     from executorch.runtime import Runtime
 
     spec = MODELS[model_name]
@@ -102,7 +103,7 @@ def run(model_name: str, threads: int, steps: int, bandwidth_mib: int) -> dict:
             torch.export.export(module, (x,)), partitioner=[XnnpackPartitioner()]
         )
         graph_module = manager.exported_program().graph_module
-        delegates = sum(1 for n in graph_module.graph.nodes if n.op == "get_attr")
+        delegates = len(get_delegates(graph_module.graph))
         undelegated = undelegated_linears(graph_module)
         program = manager.to_executorch().buffer
     export_s = time.perf_counter() - start
@@ -161,14 +162,8 @@ def format_result(result: dict) -> str:
     return "\n".join([program, floor, bound])
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+def _count(flag: str):
+    return lambda text: command_line.positive_int(flag, text)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -176,10 +171,13 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--model", choices=sorted(MODELS), default="smollm-135m")
-    p.add_argument("--threads", type=_positive, default=2)
-    p.add_argument("--steps", type=_positive, default=200, help="timed calls")
+    p.add_argument("--threads", type=_count("--threads"), default=2)
+    p.add_argument("--steps", type=_count("--steps"), default=200, help="timed calls")
     p.add_argument(
-        "--bandwidth-mib", type=_positive, default=512, help="copy bandwidth buffer (MiB)"
+        "--bandwidth-mib",
+        type=_count("--bandwidth-mib"),
+        default=512,
+        help="copy bandwidth buffer (MiB)",
     )
     p.add_argument("--json", help="write the result here as JSON")
     return p
