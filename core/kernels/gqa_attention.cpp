@@ -174,8 +174,8 @@ struct AttentionInputs {
   ssize_t q_heads, q_len, depth, kv_heads, kv_len, v_depth;
 };
 
-// Dot and AttendRowBody are inlined into each AttendRow variant below, which compiles them for
-// its instruction set.
+// Dot and AttendChunkBody are inlined into each AttendChunk variant below, which compiles them
+// for its instruction set.
 #define GQA_INLINE inline __attribute__((always_inline))
 
 // a . b over n floats, in eight partial sums the compiler keeps in vector registers.
@@ -195,91 +195,163 @@ GQA_INLINE float Dot(const float* a, const float* b, ssize_t n) {
   return total;
 }
 
-// Output row `row` (flattened [B, H_q, T]) of softmax(q k^T * scale + mask) v, over the key
-// positions the mask allows: the scores of the allowed span first, then their softmax, then
-// the weighted sum of the value rows. Returns how many key positions it read.
-GQA_INLINE uint64_t AttendRowBody(const AttentionInputs& in, size_t row, float* acc) {
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  const ssize_t t = static_cast<ssize_t>(row % in.q_len);
-  const ssize_t h = static_cast<ssize_t>((row / in.q_len) % in.q_heads);
-  const ssize_t b = static_cast<ssize_t>(row / (in.q_len * in.q_heads));
-  const MaskView& mask = in.mask;
-  const size_t mask_row = b * mask.stride[0] + h * mask.stride[1] + t * mask.stride[2];
-  const KeySpan span =
-      AllowedSpan(mask, mask_row, in.is_causal ? std::min(in.kv_len, t + 1) : in.kv_len);
-  const bool* allow = mask.bools != nullptr ? mask.bools + mask_row : nullptr;
-  const float* bias = mask.floats != nullptr ? mask.floats + mask_row : nullptr;
-  const ssize_t kv = b * in.kv_heads + h / (in.q_heads / in.kv_heads);
-  const float* k_head = in.k + static_cast<size_t>(kv) * in.kv_len * in.depth;
-  const float* v_head = in.v + static_cast<size_t>(kv) * in.kv_len * in.v_depth;
-  const float* q_row = in.q + row * in.depth;
+// The unit of work: the query heads that share one key/value head (a group), at one query
+// position, over a chunk [begin, end) of key positions. Each key and value row of the chunk is
+// read once for the whole group (GQA's point), and long spans are cut into chunks so that a
+// decode step (one query position, few groups) still gives every thread work.
+struct Chunk {
+  size_t first_row;      // output row of the group's first head; head g's row is + g * q_len
+  const KeySpan* spans;  // the group's rows' allowed spans, one per head
+  ssize_t kv;            // flattened [B, H_kv] index of the key/value head
+  ssize_t begin, end;    // key positions of this chunk
+};
 
-  // Per thread, grown to the longest span seen (at most the cache's capacity).
+// Where a chunk's result goes, per head g of the group: acc[g] receives v_depth floats. With
+// `partial`, acc[g] is the unnormalised sum of exp(score - max) * v and max[g] / sum[g] the
+// chunk's running maximum and sum of weights (combined across chunks later); without it,
+// acc[g] is the finished output row.
+struct ChunkResult {
+  float* const* acc;
+  float* max;
+  float* sum;
+  bool partial;
+};
+
+GQA_INLINE uint64_t AttendChunkBody(const AttentionInputs& in, const Chunk& c,
+                                    const ChunkResult& result) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const ssize_t group = in.q_heads / in.kv_heads;
+  const ssize_t length = c.end - c.begin;
+  const MaskView& mask = in.mask;
+  const float* k_head = in.k + static_cast<size_t>(c.kv) * in.kv_len * in.depth;
+  const float* v_head = in.v + static_cast<size_t>(c.kv) * in.kv_len * in.v_depth;
+
+  // Per thread, grown to the largest group * chunk seen.
   thread_local std::vector<float> scores;
-  if (scores.size() < static_cast<size_t>(span.end - span.begin)) {
-    scores.resize(static_cast<size_t>(span.end - span.begin));
+  if (scores.size() < static_cast<size_t>(group * length)) {
+    scores.resize(static_cast<size_t>(group * length));
   }
-  float max_score = neg_inf;
   uint64_t read = 0;
-  for (ssize_t s = span.begin; s < span.end; ++s) {
-    const size_t m = static_cast<size_t>(s) * mask.stride[3];
-    float score = neg_inf;  // excluded inside the span (e.g. a sliding window's hole)
-    if ((allow == nullptr || allow[m]) && (bias == nullptr || bias[m] != neg_inf)) {
-      score = Dot(q_row, k_head + s * in.depth, in.depth) * in.scale +
-              (bias != nullptr ? bias[m] : 0.0f);
-      ++read;
+  for (ssize_t g = 0; g < group; ++g) {
+    const size_t row = c.first_row + static_cast<size_t>(g * in.q_len);
+    const ssize_t t = static_cast<ssize_t>(row % in.q_len);
+    const ssize_t h = static_cast<ssize_t>((row / in.q_len) % in.q_heads);
+    const ssize_t b = static_cast<ssize_t>(row / (in.q_len * in.q_heads));
+    const size_t mask_row = b * mask.stride[0] + h * mask.stride[1] + t * mask.stride[2];
+    const bool* allow = mask.bools != nullptr ? mask.bools + mask_row : nullptr;
+    const float* bias = mask.floats != nullptr ? mask.floats + mask_row : nullptr;
+    const ssize_t begin = std::max(c.begin, c.spans[g].begin);
+    const ssize_t end = std::min(c.end, c.spans[g].end);
+    const float* q_row = in.q + row * in.depth;
+    float* head_scores = scores.data() + g * length;
+    float max_score = neg_inf;
+    for (ssize_t s = c.begin; s < c.end; ++s) {
+      const size_t m = static_cast<size_t>(s) * mask.stride[3];
+      float score = neg_inf;  // outside the row's span, or excluded inside it (a hole)
+      if (s >= begin && s < end && (allow == nullptr || allow[m]) &&
+          (bias == nullptr || bias[m] != neg_inf)) {
+        // The group's heads read the same key row one after the other: from memory once.
+        score = Dot(q_row, k_head + s * in.depth, in.depth) * in.scale +
+                (bias != nullptr ? bias[m] : 0.0f);
+        ++read;
+      }
+      head_scores[s - c.begin] = score;
+      max_score = std::max(max_score, score);
     }
-    scores[s - span.begin] = score;
-    max_score = std::max(max_score, score);
+    result.max[g] = max_score;
+    result.sum[g] = 0.0f;
+    std::fill(result.acc[g], result.acc[g] + in.v_depth, 0.0f);
   }
-  std::fill(acc, acc + in.v_depth, 0.0f);
-  if (max_score == neg_inf) {
-    return read;  // no position allowed: zeros, as PyTorch's SDPA gives for a fully masked row
-  }
-  float denominator = 0.0f;
-  for (ssize_t s = span.begin; s < span.end; ++s) {
-    const float score = scores[s - span.begin];
-    if (score == neg_inf) {
-      continue;
-    }
-    const float weight = std::exp(score - max_score);
-    denominator += weight;
+  for (ssize_t s = c.begin; s < c.end; ++s) {
     const float* v_row = v_head + s * in.v_depth;
-    for (ssize_t e = 0; e < in.v_depth; ++e) {
-      acc[e] += weight * v_row[e];
+    for (ssize_t g = 0; g < group; ++g) {
+      const float score = scores[g * length + (s - c.begin)];
+      if (score == neg_inf) {
+        continue;
+      }
+      const float weight = std::exp(score - result.max[g]);
+      result.sum[g] += weight;
+      float* acc = result.acc[g];
+      for (ssize_t e = 0; e < in.v_depth; ++e) {
+        acc[e] += weight * v_row[e];
+      }
     }
   }
-  const float inverse = 1.0f / denominator;
-  for (ssize_t e = 0; e < in.v_depth; ++e) {
-    acc[e] *= inverse;
+  if (!result.partial) {
+    for (ssize_t g = 0; g < group; ++g) {
+      // A row allowed nowhere keeps its zeros, as PyTorch's SDPA gives for it.
+      if (result.max[g] != neg_inf) {
+        const float inverse = 1.0f / result.sum[g];
+        for (ssize_t e = 0; e < in.v_depth; ++e) {
+          result.acc[g][e] *= inverse;
+        }
+      }
+    }
   }
   return read;
 }
 
-using AttendRowFn = uint64_t (*)(const AttentionInputs&, size_t, float*);
+using AttendChunkFn = uint64_t (*)(const AttentionInputs&, const Chunk&, const ChunkResult&);
 
-uint64_t AttendRowBaseline(const AttentionInputs& in, size_t row, float* acc) {
-  return AttendRowBody(in, row, acc);
+uint64_t AttendChunkBaseline(const AttentionInputs& in, const Chunk& c, const ChunkResult& r) {
+  return AttendChunkBody(in, c, r);
 }
 
 #if defined(__x86_64__)
 // The same code compiled with AVX2 and FMA: eight floats per instruction where the baseline
 // x86-64 build (SSE2) has four (//benchmarks:attention_step: 8-25% less time per step).
-__attribute__((target("avx2,fma"))) uint64_t AttendRowAvx2(const AttentionInputs& in, size_t row,
-                                                           float* acc) {
-  return AttendRowBody(in, row, acc);
+__attribute__((target("avx2,fma"))) uint64_t AttendChunkAvx2(const AttentionInputs& in,
+                                                             const Chunk& c, const ChunkResult& r) {
+  return AttendChunkBody(in, c, r);
 }
 #endif
 
 // The widest variant this CPU runs.
-AttendRowFn ChooseAttendRow() {
+AttendChunkFn ChooseAttendChunk() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return AttendRowAvx2;
+    return AttendChunkAvx2;
   }
 #endif
-  return AttendRowBaseline;
+  return AttendChunkBaseline;
+}
+
+// Key positions per chunk: enough to amortise a chunk's setup and combine, few enough that a
+// decode step over a few hundred positions gives two threads several chunks each
+// (//benchmarks:attention_step: 64, 256, and chunks shrunk for short spans were not faster).
+constexpr ssize_t kChunkPositions = 128;
+
+// A chunk's partial result, per head: v_depth sums, then its maximum and its sum of weights.
+ssize_t PartialFloats(const AttentionInputs& in) { return in.v_depth + 2; }
+
+// Output row `row` from its `chunks` partial results (each PartialFloats apart in `partials`,
+// head `g` of its group): the chunks' sums rescaled to the largest maximum (log-sum-exp), so
+// the row equals one softmax over all its positions.
+void CombineRow(const AttentionInputs& in, const float* partials, ssize_t chunks, ssize_t group,
+                ssize_t g, float* out_row) {
+  const ssize_t stride = group * PartialFloats(in);
+  const float* first = partials + g * PartialFloats(in);
+  float best = -std::numeric_limits<float>::infinity();
+  for (ssize_t c = 0; c < chunks; ++c) {
+    best = std::max(best, first[c * stride + in.v_depth]);
+  }
+  std::fill(out_row, out_row + in.v_depth, 0.0f);
+  if (best == -std::numeric_limits<float>::infinity()) {
+    return;  // allowed nowhere: zeros
+  }
+  float denominator = 0.0f;
+  for (ssize_t c = 0; c < chunks; ++c) {
+    const float* p = first + c * stride;
+    const float rescale = std::exp(p[in.v_depth] - best);  // 0 for a chunk with nothing allowed
+    denominator += p[in.v_depth + 1] * rescale;
+    for (ssize_t e = 0; e < in.v_depth; ++e) {
+      out_row[e] += p[e] * rescale;
+    }
+  }
+  const float inverse = 1.0f / denominator;
+  for (ssize_t e = 0; e < in.v_depth; ++e) {
+    out_row[e] *= inverse;
+  }
 }
 }  // namespace
 
@@ -357,22 +429,117 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
                            kv_len,
                            v_depth};
   float* o = out.mutable_data_ptr<float>();
-  // One task per output row (batch, head, query position): rows are independent and write
-  // disjoint parts of `out`. ExecuTorch's threadpool is the one XNNPACK's delegates use.
-  const int64_t rows = static_cast<int64_t>(batch * q_heads * q_len);
-  static const AttendRowFn attend_row = ChooseAttendRow();  // once per process
-  auto attend_rows = [&](int64_t begin, int64_t end) {
+  const ssize_t group = q_heads / kv_heads;
+
+  // The plan, per group row (batch, key/value head, query position): its heads' allowed spans,
+  // the union of those cut into chunks, and where its chunks' partial results go when it has
+  // more than one.
+  struct GroupRowPlan {
+    size_t first_row;
+    ssize_t kv, begin, end, chunks;
+    ssize_t first_partial;  // index of its first chunk among the partial results, or -1
+  };
+  const size_t group_rows = static_cast<size_t>(batch * kv_heads * q_len);
+  std::vector<GroupRowPlan> plans(group_rows);
+  std::vector<KeySpan> spans(group_rows * static_cast<size_t>(group));
+  std::vector<int64_t> chunk_starts(group_rows + 1, 0);  // first chunk of each group row
+  ssize_t partial_chunks = 0;
+  for (size_t gr = 0; gr < group_rows; ++gr) {
+    const ssize_t t = static_cast<ssize_t>(gr % q_len);
+    const ssize_t kv_head = static_cast<ssize_t>((gr / q_len) % kv_heads);
+    const ssize_t b = static_cast<ssize_t>(gr / (q_len * kv_heads));
+    GroupRowPlan& plan = plans[gr];
+    plan.first_row = static_cast<size_t>((b * q_heads + kv_head * group) * q_len + t);
+    plan.kv = b * kv_heads + kv_head;
+    plan.begin = kv_len;
+    plan.end = 0;
+    for (ssize_t g = 0; g < group; ++g) {
+      const ssize_t h = kv_head * group + g;
+      const size_t mask_row = b * mask.stride[0] + h * mask.stride[1] + t * mask.stride[2];
+      const KeySpan span =
+          AllowedSpan(mask, mask_row, is_causal ? std::min(kv_len, t + 1) : kv_len);
+      spans[gr * group + g] = span;
+      if (span.begin < span.end) {
+        plan.begin = std::min(plan.begin, span.begin);
+        plan.end = std::max(plan.end, span.end);
+      }
+    }
+    if (plan.begin >= plan.end) {
+      plan.begin = plan.end = 0;  // nothing allowed: one empty chunk writes the zeros
+    }
+    plan.chunks =
+        std::max<ssize_t>(1, (plan.end - plan.begin + kChunkPositions - 1) / kChunkPositions);
+    plan.first_partial = plan.chunks > 1 ? partial_chunks : -1;
+    if (plan.chunks > 1) {
+      partial_chunks += plan.chunks;
+    }
+    chunk_starts[gr + 1] = chunk_starts[gr] + plan.chunks;
+  }
+  const ssize_t partial_floats = PartialFloats(in);
+  std::vector<float> partials(static_cast<size_t>(partial_chunks * group * partial_floats));
+
+  // One task per chunk: chunks write disjoint output rows or partial results. ExecuTorch's
+  // threadpool is the one XNNPACK's delegates use.
+  static const AttendChunkFn attend_chunk = ChooseAttendChunk();  // once per process
+  auto attend_chunks = [&](int64_t begin, int64_t end) {
     PoolTakeOver(&pool_start);
+    thread_local std::vector<float*> acc;
+    thread_local std::vector<float> maxima, sums;
+    acc.resize(static_cast<size_t>(group));
+    maxima.resize(static_cast<size_t>(group));
+    sums.resize(static_cast<size_t>(group));
     uint64_t read = 0;
-    for (int64_t row = begin; row < end; ++row) {
-      read += attend_row(in, static_cast<size_t>(row), o + static_cast<size_t>(row) * v_depth);
+    for (int64_t task = begin; task < end; ++task) {
+      const size_t gr =
+          static_cast<size_t>(std::upper_bound(chunk_starts.begin(), chunk_starts.end(), task) -
+                              chunk_starts.begin() - 1);
+      const GroupRowPlan& plan = plans[gr];
+      const ssize_t c = static_cast<ssize_t>(task - chunk_starts[gr]);
+      const ssize_t chunk_begin = plan.begin + c * kChunkPositions;
+      const Chunk chunk{plan.first_row, &spans[gr * group], plan.kv, chunk_begin,
+                        std::min(plan.end, chunk_begin + kChunkPositions)};
+      float* slot = plan.chunks > 1
+                        ? partials.data() + (plan.first_partial + c) * group * partial_floats
+                        : nullptr;
+      for (ssize_t g = 0; g < group; ++g) {
+        acc[g] = slot != nullptr ? slot + g * partial_floats
+                                 : o + (plan.first_row + g * q_len) * v_depth;
+      }
+      read += attend_chunk(in, chunk, {acc.data(), maxima.data(), sums.data(), slot != nullptr});
+      if (slot != nullptr) {
+        for (ssize_t g = 0; g < group; ++g) {
+          slot[g * partial_floats + v_depth] = maxima[g];
+          slot[g * partial_floats + v_depth + 1] = sums[g];
+        }
+      }
     }
     positions_read.Add(read);
     PoolHandOff(&pool_done);
   };
+  // Group rows cut into several chunks: their heads' output rows from the chunks' results.
+  auto combine_rows = [&](int64_t begin, int64_t end) {
+    PoolTakeOver(&pool_start);
+    for (int64_t gr = begin; gr < end; ++gr) {
+      const GroupRowPlan& plan = plans[gr];
+      if (plan.chunks > 1) {
+        for (ssize_t g = 0; g < group; ++g) {
+          CombineRow(in, partials.data() + plan.first_partial * group * partial_floats, plan.chunks,
+                     group, g, o + (plan.first_row + g * q_len) * v_depth);
+        }
+      }
+    }
+    PoolHandOff(&pool_done);
+  };
   PoolHandOff(&pool_start);  // after everything the tasks read was written
-  const bool ok = executorch::extension::parallel_for(0, rows, /*grain_size=*/1, attend_rows);
+  bool ok =
+      executorch::extension::parallel_for(0, chunk_starts.back(), /*grain_size=*/1, attend_chunks);
   PoolTakeOver(&pool_done);
+  if (ok && partial_chunks > 0) {
+    PoolHandOff(&pool_start);
+    ok = executorch::extension::parallel_for(0, static_cast<int64_t>(group_rows),
+                                             /*grain_size=*/1, combine_rows);
+    PoolTakeOver(&pool_done);
+  }
   if (!ok) {
     ET_LOG(Error, "gqa_attention: the threadpool refused the work (parallel_for failed).");
     return fail();

@@ -42,8 +42,12 @@ namespace executorch_trt {
 //
 // A key position is read only where the mask allows it: a false bool entry or a -inf float
 // entry contributes exactly 0 in SDPA, so skipping it changes nothing. A row the mask allows
-// nowhere gives zeros, as PyTorch's SDPA does. Softmax is computed online (running maximum),
-// in float32, without scratch memory.
+// nowhere gives zeros, as PyTorch's SDPA does. The query heads that share a key/value head are
+// computed together, so each key and value row is read from memory once per group, not once
+// per query head; an allowed span longer than 128 positions is cut into chunks of 128 computed
+// in parallel, each with its own softmax maximum and sum, and combined by rescaling to the
+// largest maximum (log-sum-exp), which gives the same softmax as one pass. Float32 throughout;
+// scratch memory per call (the plan and the chunks' partial results) is on the heap.
 //
 // Errors: ctx.fail(Error::InvalidArgument) with an ET_LOG line naming the argument and the
 // expected and actual value (dtype, rank, a size, a head count that does not divide, a mask

@@ -1,10 +1,11 @@
 // Copyright (c) executorch-trt authors.
 //
 // executorch_trt::gqa_attention.out: values against a direct softmax(q.k * scale + mask) . v
-// over repeated heads (a different algorithm from the kernel's online softmax), for grouped
-// heads, bool and float masks, broadcast masks, a window with a hole, is_causal and a fully
-// masked row; the positions-read counter proves masked positions are skipped; bad input fails
-// the context and writes nothing; the kernel is in ExecuTorch's registry.
+// over repeated heads in double (a different algorithm from the kernel's grouped, chunked
+// softmax), for grouped heads, bool and float masks, broadcast masks, a window with a hole,
+// is_causal, a fully masked row and spans long enough to be cut into chunks; the positions-read
+// counter proves masked positions are skipped; bad input fails the context and writes nothing;
+// the kernel is in ExecuTorch's registry.
 
 #include "core/kernels/gqa_attention.h"
 
@@ -210,6 +211,107 @@ TEST(GqaAttentionTest, FullyMaskedRowIsZeros) {
   ExpectNear(out, Reference(p, 0.5f, [](int, int, int t, int) { return t == 1 ? 0.0 : -INFINITY; }),
              "fully masked row");
   EXPECT_EQ(out[0], 0.0f);
+}
+
+// Spans longer than the kernel's chunk (128 positions) are computed in chunks and combined;
+// these cover several chunks per row, chunks a head's mask leaves empty, and maxima that
+// differ by far more than exp's range between chunks.
+
+TEST(GqaAttentionTest, LongDecodeSpanAcrossChunksEqualsOneSoftmax) {
+  // A decode step over 600 filled positions of 700, three query heads per key/value head,
+  // head size 64 (the vectorised dot product and its tail both run: 64 and 67).
+  for (int depth : {64, 67}) {
+    Problem p;
+    p.q_heads = 6;
+    p.kv_heads = 2;
+    p.q_len = 1;
+    p.kv_len = 700;
+    p.depth = depth;
+    p.v_depth = depth;
+    p.Fill();
+    OwnedTensor<uint8_t> mask(ScalarType::Bool, {1, 1, 1, p.kv_len});
+    for (int s = 0; s < 600; ++s) mask.data()[s] = 1;
+    uint64_t read = 0;
+    const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.125f, &read);
+    ExpectNear(out,
+               Reference(p, 0.125f, [](int, int, int, int s) { return s < 600 ? 0.0 : -INFINITY; }),
+               "600 of 700 filled");
+    EXPECT_EQ(read, static_cast<uint64_t>(p.q_heads * 600));
+  }
+}
+
+TEST(GqaAttentionTest, PerHeadLongMasksWithEmptyChunksAndAnEmptyHead) {
+  // One group of three heads over 900 positions: head 0 attends everything but a hole of 300
+  // (whole chunks empty for it), head 1 only positions 700..709 (its group's other chunks are
+  // empty for it), head 2 nothing (zeros, while its group-mates read).
+  Problem p;
+  p.q_heads = 3;
+  p.kv_heads = 1;
+  p.q_len = 1;
+  p.kv_len = 900;
+  p.depth = 16;
+  p.v_depth = 16;
+  p.Fill();
+  auto allowed = [](int, int h, int, int s) {
+    if (h == 0) return s < 150 || s >= 450;
+    if (h == 1) return s >= 700 && s < 710;
+    return false;
+  };
+  OwnedTensor<uint8_t> mask(ScalarType::Bool, {1, p.q_heads, 1, p.kv_len});
+  int expected_read = 0;
+  for (int h = 0; h < p.q_heads; ++h)
+    for (int s = 0; s < p.kv_len; ++s) {
+      mask.data()[h * p.kv_len + s] = allowed(0, h, 0, s);
+      expected_read += allowed(0, h, 0, s);
+    }
+  uint64_t read = 0;
+  const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.3f, &read);
+  ExpectNear(
+      out,
+      Reference(p, 0.3f,
+                [&](int b, int h, int t, int s) { return allowed(b, h, t, s) ? 0.0 : -INFINITY; }),
+      "per-head long masks");
+  EXPECT_EQ(read, static_cast<uint64_t>(expected_read));
+  for (int e = 0; e < p.v_depth; ++e) EXPECT_EQ(out[2 * p.v_depth + e], 0.0f) << e;
+}
+
+TEST(GqaAttentionTest, ChunkMaximaFarApartAreRescaled) {
+  // A float bias that puts one chunk's scores ~100 above the others: a combine that did not
+  // rescale each chunk to the largest maximum would sum weights of e^100 with weights of 1.
+  Problem p;
+  p.q_heads = 2;
+  p.kv_heads = 1;
+  p.q_len = 2;
+  p.kv_len = 520;
+  p.Fill();
+  auto bias = [](int, int, int t, int s) -> double {
+    if (s >= 300 && s < 310) return 100.0 - t;
+    return s % 7 == 0 ? -INFINITY : 0.01 * s;
+  };
+  OwnedTensor<float> mask(ScalarType::Float, {1, 1, p.q_len, p.kv_len});
+  for (int t = 0; t < p.q_len; ++t)
+    for (int s = 0; s < p.kv_len; ++s)
+      mask.data()[t * p.kv_len + s] = static_cast<float>(bias(0, 0, t, s));
+  const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.5f);
+  ExpectNear(out, Reference(p, 0.5f, bias), "far-apart maxima");
+}
+
+TEST(GqaAttentionTest, LongCausalPrefillAcrossChunks) {
+  // A 300-token causal prompt: rows span 1..300 positions (one to three chunks).
+  Problem p;
+  p.q_heads = 4;
+  p.kv_heads = 2;
+  p.q_len = 300;
+  p.kv_len = 300;
+  p.depth = 8;
+  p.v_depth = 8;
+  p.Fill();
+  uint64_t read = 0;
+  const std::vector<float> out = RunKernel(p, std::nullopt, true, 0.4f, &read);
+  ExpectNear(out,
+             Reference(p, 0.4f, [](int, int, int t, int s) { return s <= t ? 0.0 : -INFINITY; }),
+             "long causal");
+  EXPECT_EQ(read, static_cast<uint64_t>(p.q_heads * 300 * 301 / 2));
 }
 
 TEST(GqaAttentionTest, RejectsBadInputsWithoutWriting) {
