@@ -175,7 +175,8 @@ struct AttentionInputs {
 };
 
 // Dot and AttendChunkBody are inlined into each AttendChunk variant below, which compiles them
-// for its instruction set.
+// for its instruction set and, for heads of 64, for that size (constant-length loops the
+// compiler unrolls, sums it keeps in vector registers).
 #define GQA_INLINE inline __attribute__((always_inline))
 
 // a . b over n floats, in eight partial sums the compiler keeps in vector registers.
@@ -193,6 +194,41 @@ GQA_INLINE float Dot(const float* a, const float* b, ssize_t n) {
     total += a[e] * b[e];
   }
   return total;
+}
+
+// Eight floats as one value (GCC/Clang vector extension): one AVX register in the AVX2
+// variant, two SSE registers in the baseline one. Plain float arrays of the same job were kept
+// on the stack by the compiler.
+typedef float Float8 __attribute__((vector_size(32)));
+// Passing and returning one changes the ABI between the variants (GCC's -Wpsabi, up to the
+// variants' definitions below); the helpers that do are inlined into each variant and
+// internal to this file, so no call crosses it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+GQA_INLINE Float8 Load8(const float* p) {
+  Float8 v;
+  std::memcpy(&v, p, sizeof(v));  // unaligned load
+  return v;
+}
+
+GQA_INLINE float Sum8(Float8 v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+// a . b over kN floats (a multiple of 32) in four independent vector sums, not one chain of
+// dependent multiply-adds.
+template <int kN>
+GQA_INLINE float DotFixed(const float* a, const float* b) {
+  static_assert(kN % 32 == 0, "DotFixed takes multiples of 32");
+  Float8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  for (int e = 0; e < kN; e += 32) {
+    s0 += Load8(a + e) * Load8(b + e);
+    s1 += Load8(a + e + 8) * Load8(b + e + 8);
+    s2 += Load8(a + e + 16) * Load8(b + e + 16);
+    s3 += Load8(a + e + 24) * Load8(b + e + 24);
+  }
+  return Sum8((s0 + s1) + (s2 + s3));
 }
 
 // The unit of work: the query heads that share one key/value head (a group), at one query
@@ -217,14 +253,18 @@ struct ChunkResult {
   bool partial;
 };
 
+// kD > 0: query, key and value rows are all kD floats (the caller checked); 0: any sizes.
+template <int kD>
 GQA_INLINE uint64_t AttendChunkBody(const AttentionInputs& in, const Chunk& c,
                                     const ChunkResult& result) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const ssize_t depth = kD > 0 ? kD : in.depth;
+  const ssize_t v_depth = kD > 0 ? kD : in.v_depth;
   const ssize_t group = in.q_heads / in.kv_heads;
   const ssize_t length = c.end - c.begin;
   const MaskView& mask = in.mask;
-  const float* k_head = in.k + static_cast<size_t>(c.kv) * in.kv_len * in.depth;
-  const float* v_head = in.v + static_cast<size_t>(c.kv) * in.kv_len * in.v_depth;
+  const float* k_head = in.k + static_cast<size_t>(c.kv) * in.kv_len * depth;
+  const float* v_head = in.v + static_cast<size_t>(c.kv) * in.kv_len * v_depth;
 
   // Per thread, grown to the largest group * chunk seen.
   thread_local std::vector<float> scores;
@@ -242,7 +282,7 @@ GQA_INLINE uint64_t AttendChunkBody(const AttentionInputs& in, const Chunk& c,
     const float* bias = mask.floats != nullptr ? mask.floats + mask_row : nullptr;
     const ssize_t begin = std::max(c.begin, c.spans[g].begin);
     const ssize_t end = std::min(c.end, c.spans[g].end);
-    const float* q_row = in.q + row * in.depth;
+    const float* q_row = in.q + row * depth;
     float* head_scores = scores.data() + g * length;
     float max_score = neg_inf;
     for (ssize_t s = c.begin; s < c.end; ++s) {
@@ -251,38 +291,72 @@ GQA_INLINE uint64_t AttendChunkBody(const AttentionInputs& in, const Chunk& c,
       if (s >= begin && s < end && (allow == nullptr || allow[m]) &&
           (bias == nullptr || bias[m] != neg_inf)) {
         // The group's heads read the same key row one after the other: from memory once.
-        score = Dot(q_row, k_head + s * in.depth, in.depth) * in.scale +
-                (bias != nullptr ? bias[m] : 0.0f);
+        const float* k_row = k_head + s * depth;
+        float dot;
+        if constexpr (kD > 0) {
+          dot = DotFixed<kD>(q_row, k_row);
+        } else {
+          dot = Dot(q_row, k_row, depth);
+        }
+        score = dot * in.scale + (bias != nullptr ? bias[m] : 0.0f);
         ++read;
       }
       head_scores[s - c.begin] = score;
       max_score = std::max(max_score, score);
     }
     result.max[g] = max_score;
-    result.sum[g] = 0.0f;
-    std::fill(result.acc[g], result.acc[g] + in.v_depth, 0.0f);
   }
-  for (ssize_t s = c.begin; s < c.end; ++s) {
-    const float* v_row = v_head + s * in.v_depth;
-    for (ssize_t g = 0; g < group; ++g) {
-      const float score = scores[g * length + (s - c.begin)];
-      if (score == neg_inf) {
-        continue;
+  // Head by head, so that a head's sums stay in registers (kD) while the chunk's value rows,
+  // read by the first head, come from the CPU's cache for the others. The weights first, in a
+  // loop of their own: a call of exp inside the sum would make the compiler spill the sums.
+  for (ssize_t g = 0; g < group; ++g) {
+    float* weights = scores.data() + g * length;
+    const float max_score = result.max[g];
+    float sum = 0.0f;
+    for (ssize_t i = 0; i < length; ++i) {
+      const float weight = weights[i] == neg_inf ? 0.0f : std::exp(weights[i] - max_score);
+      weights[i] = weight;
+      sum += weight;
+    }
+    float* acc = result.acc[g];
+    // A zero weight (a position not allowed, or one whose weight underflowed) adds nothing: its
+    // value row is not read.
+    if constexpr (kD > 0) {
+      static_assert(kD % 8 == 0, "heads of whole Float8s");
+      Float8 local[kD / 8] = {};
+      for (ssize_t s = c.begin; s < c.end; ++s) {
+        const float weight = weights[s - c.begin];
+        if (weight == 0.0f) {
+          continue;
+        }
+        const float* v_row = v_head + s * kD;
+#pragma GCC unroll 16
+        for (int j = 0; j < kD / 8; ++j) {
+          local[j] += weight * Load8(v_row + 8 * j);
+        }
       }
-      const float weight = std::exp(score - result.max[g]);
-      result.sum[g] += weight;
-      float* acc = result.acc[g];
-      for (ssize_t e = 0; e < in.v_depth; ++e) {
-        acc[e] += weight * v_row[e];
+      std::memcpy(acc, local, sizeof(local));
+    } else {
+      std::fill(acc, acc + v_depth, 0.0f);
+      for (ssize_t s = c.begin; s < c.end; ++s) {
+        const float weight = weights[s - c.begin];
+        if (weight == 0.0f) {
+          continue;
+        }
+        const float* v_row = v_head + s * v_depth;
+        for (ssize_t e = 0; e < v_depth; ++e) {
+          acc[e] += weight * v_row[e];
+        }
       }
     }
+    result.sum[g] = sum;
   }
   if (!result.partial) {
     for (ssize_t g = 0; g < group; ++g) {
       // A row allowed nowhere keeps its zeros, as PyTorch's SDPA gives for it.
       if (result.max[g] != neg_inf) {
         const float inverse = 1.0f / result.sum[g];
-        for (ssize_t e = 0; e < in.v_depth; ++e) {
+        for (ssize_t e = 0; e < v_depth; ++e) {
           result.acc[g][e] *= inverse;
         }
       }
@@ -293,27 +367,37 @@ GQA_INLINE uint64_t AttendChunkBody(const AttentionInputs& in, const Chunk& c,
 
 using AttendChunkFn = uint64_t (*)(const AttentionInputs&, const Chunk&, const ChunkResult&);
 
+template <int kD>
 uint64_t AttendChunkBaseline(const AttentionInputs& in, const Chunk& c, const ChunkResult& r) {
-  return AttendChunkBody(in, c, r);
+  return AttendChunkBody<kD>(in, c, r);
 }
 
 #if defined(__x86_64__)
 // The same code compiled with AVX2 and FMA: eight floats per instruction where the baseline
 // x86-64 build (SSE2) has four (//benchmarks:attention_step: 8-25% less time per step).
+template <int kD>
 __attribute__((target("avx2,fma"))) uint64_t AttendChunkAvx2(const AttentionInputs& in,
                                                              const Chunk& c, const ChunkResult& r) {
-  return AttendChunkBody(in, c, r);
+  return AttendChunkBody<kD>(in, c, r);
 }
 #endif
 
-// The widest variant this CPU runs.
-AttendChunkFn ChooseAttendChunk() {
+#pragma GCC diagnostic pop
+
+// The variants for any head size and for heads of 64 (Llama-family models' usual size).
+struct AttendChunkFns {
+  AttendChunkFn any_depth;
+  AttendChunkFn depth_64;
+};
+
+// The widest variants this CPU runs.
+AttendChunkFns ChooseAttendChunk() {
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return AttendChunkAvx2;
+    return {AttendChunkAvx2<0>, AttendChunkAvx2<64>};
   }
 #endif
-  return AttendChunkBaseline;
+  return {AttendChunkBaseline<0>, AttendChunkBaseline<64>};
 }
 
 // Key positions per chunk: enough to amortise a chunk's setup and combine, few enough that a
@@ -480,7 +564,9 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
 
   // One task per chunk: chunks write disjoint output rows or partial results. ExecuTorch's
   // threadpool is the one XNNPACK's delegates use.
-  static const AttendChunkFn attend_chunk = ChooseAttendChunk();  // once per process
+  static const AttendChunkFns variants = ChooseAttendChunk();  // once per process
+  const AttendChunkFn attend_chunk =
+      depth == 64 && v_depth == 64 ? variants.depth_64 : variants.any_depth;
   auto attend_chunks = [&](int64_t begin, int64_t end) {
     PoolTakeOver(&pool_start);
     thread_local std::vector<float*> acc;

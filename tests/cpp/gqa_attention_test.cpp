@@ -52,6 +52,18 @@ struct Problem {
   }
 };
 
+// A filled problem of these sizes (batch 1, value rows as wide as key rows).
+Problem Shaped(int q_heads, int kv_heads, int q_len, int kv_len, int depth) {
+  Problem p;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.q_len = q_len;
+  p.kv_len = kv_len;
+  p.depth = p.v_depth = depth;
+  p.Fill();
+  return p;
+}
+
 // softmax over all positions with mask(b, h, t, s) added (-inf = excluded) then . v, with
 // query head h reading kv head h / (H_q / H_kv); a row with every score -inf gives zeros.
 template <typename MaskFn>
@@ -219,16 +231,9 @@ TEST(GqaAttentionTest, FullyMaskedRowIsZeros) {
 
 TEST(GqaAttentionTest, LongDecodeSpanAcrossChunksEqualsOneSoftmax) {
   // A decode step over 600 filled positions of 700, three query heads per key/value head,
-  // head size 64 (the vectorised dot product and its tail both run: 64 and 67).
+  // heads of 64 (the kernel's fixed-size build) and 67 (any size: vector loop and tail).
   for (int depth : {64, 67}) {
-    Problem p;
-    p.q_heads = 6;
-    p.kv_heads = 2;
-    p.q_len = 1;
-    p.kv_len = 700;
-    p.depth = depth;
-    p.v_depth = depth;
-    p.Fill();
+    Problem p = Shaped(6, 2, 1, 700, depth);
     OwnedTensor<uint8_t> mask(ScalarType::Bool, {1, 1, 1, p.kv_len});
     for (int s = 0; s < 600; ++s) mask.data()[s] = 1;
     uint64_t read = 0;
@@ -244,14 +249,7 @@ TEST(GqaAttentionTest, PerHeadLongMasksWithEmptyChunksAndAnEmptyHead) {
   // One group of three heads over 900 positions: head 0 attends everything but a hole of 300
   // (whole chunks empty for it), head 1 only positions 700..709 (its group's other chunks are
   // empty for it), head 2 nothing (zeros, while its group-mates read).
-  Problem p;
-  p.q_heads = 3;
-  p.kv_heads = 1;
-  p.q_len = 1;
-  p.kv_len = 900;
-  p.depth = 16;
-  p.v_depth = 16;
-  p.Fill();
+  Problem p = Shaped(3, 1, 1, 900, 16);
   auto allowed = [](int, int h, int, int s) {
     if (h == 0) return s < 150 || s >= 450;
     if (h == 1) return s >= 700 && s < 710;
@@ -278,12 +276,7 @@ TEST(GqaAttentionTest, PerHeadLongMasksWithEmptyChunksAndAnEmptyHead) {
 TEST(GqaAttentionTest, ChunkMaximaFarApartAreRescaled) {
   // A float bias that puts one chunk's scores ~100 above the others: a combine that did not
   // rescale each chunk to the largest maximum would sum weights of e^100 with weights of 1.
-  Problem p;
-  p.q_heads = 2;
-  p.kv_heads = 1;
-  p.q_len = 2;
-  p.kv_len = 520;
-  p.Fill();
+  Problem p = Shaped(2, 1, 2, 520, 4);
   auto bias = [](int, int, int t, int s) -> double {
     if (s >= 300 && s < 310) return 100.0 - t;
     return s % 7 == 0 ? -INFINITY : 0.01 * s;
@@ -297,21 +290,17 @@ TEST(GqaAttentionTest, ChunkMaximaFarApartAreRescaled) {
 }
 
 TEST(GqaAttentionTest, LongCausalPrefillAcrossChunks) {
-  // A 300-token causal prompt: rows span 1..300 positions (one to three chunks).
-  Problem p;
-  p.q_heads = 4;
-  p.kv_heads = 2;
-  p.q_len = 300;
-  p.kv_len = 300;
-  p.depth = 8;
-  p.v_depth = 8;
-  p.Fill();
-  uint64_t read = 0;
-  const std::vector<float> out = RunKernel(p, std::nullopt, true, 0.4f, &read);
-  ExpectNear(out,
-             Reference(p, 0.4f, [](int, int, int t, int s) { return s <= t ? 0.0 : -INFINITY; }),
-             "long causal");
-  EXPECT_EQ(read, static_cast<uint64_t>(p.q_heads * 300 * 301 / 2));
+  // A 300-token causal prompt: rows span 1..300 positions (one to three chunks); heads of 8
+  // (any size) and of 64 (the kernel's fixed-size build).
+  for (int depth : {8, 64}) {
+    Problem p = Shaped(4, 2, 300, 300, depth);
+    uint64_t read = 0;
+    const std::vector<float> out = RunKernel(p, std::nullopt, true, 0.4f, &read);
+    ExpectNear(out,
+               Reference(p, 0.4f, [](int, int, int t, int s) { return s <= t ? 0.0 : -INFINITY; }),
+               "long causal");
+    EXPECT_EQ(read, static_cast<uint64_t>(p.q_heads * 300 * 301 / 2));
+  }
 }
 
 TEST(GqaAttentionTest, RejectsBadInputsWithoutWriting) {
