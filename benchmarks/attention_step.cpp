@@ -6,7 +6,8 @@
 // query position, a bool mask of the filled positions, each layer its own caches. Prints the
 // median and p10 ms of the 30 calls per step, 200 steps after 5 untimed, at 64 / half /
 // capacity - 64 positions filled, for caches of 512 and 2048 positions, on ExecuTorch's
-// threadpool (its default thread count).
+// threadpool (its default thread count). Then the same for a prefill's attention: a prompt of
+// 64 and of 512 tokens at positions 0.. (a causal bool mask [1, 1, T, capacity]), 20 prefills.
 //
 //   ./bazelw run //benchmarks:attention_step
 
@@ -33,7 +34,7 @@ using executorch::extension::make_tensor_ptr;
 using executorch::extension::TensorPtr;
 
 constexpr int kLayers = 30, kQueryHeads = 9, kKvHeads = 3, kDepth = 64;
-constexpr int kUntimed = 5, kSteps = 200;
+constexpr int kUntimed = 5, kSteps = 200, kPrefills = 20;
 
 // `n` values of a smooth pattern (attention weights neither uniform nor one-hot).
 std::vector<float> Pattern(size_t n, float scale, float offset) {
@@ -44,8 +45,10 @@ std::vector<float> Pattern(size_t n, float scale, float offset) {
   return values;
 }
 
-// Median and p10 ms of one step (kLayers calls) with `filled` of `capacity` positions allowed.
-bool TimeSteps(int capacity, int filled, double* median, double* p10) {
+// Median and p10 ms of one step (kLayers calls) over `filled` of `capacity` positions, for
+// `prompt` query positions: the last `prompt` of the filled ones, each allowed the positions up
+// to its own (1 = a decode step).
+bool TimeSteps(int capacity, int filled, int prompt, int steps, double* median, double* p10) {
   const size_t cache_numel = static_cast<size_t>(kKvHeads) * capacity * kDepth;
   std::vector<TensorPtr> keys, values;
   for (int l = 0; l < kLayers; ++l) {
@@ -55,17 +58,21 @@ bool TimeSteps(int capacity, int filled, double* median, double* p10) {
     values.push_back(make_tensor_ptr({1, kKvHeads, capacity, kDepth},
                                      Pattern(cache_numel, 0.07f, layer + 0.5f)));
   }
+  const size_t rows_numel = static_cast<size_t>(kQueryHeads) * prompt * kDepth;
   TensorPtr query =
-      make_tensor_ptr({1, kQueryHeads, 1, kDepth}, Pattern(kQueryHeads * kDepth, 0.3f, 0.0f));
+      make_tensor_ptr({1, kQueryHeads, prompt, kDepth}, Pattern(rows_numel, 0.3f, 0.0f));
   TensorPtr out =
-      make_tensor_ptr({1, kQueryHeads, 1, kDepth}, std::vector<float>(kQueryHeads * kDepth, 0.0f));
-  std::vector<uint8_t> filled_positions(capacity, 0);
-  std::fill(filled_positions.begin(), filled_positions.begin() + filled, 1);
-  TensorPtr mask =
-      make_tensor_ptr({1, 1, 1, capacity}, std::move(filled_positions), ScalarType::Bool);
+      make_tensor_ptr({1, kQueryHeads, prompt, kDepth}, std::vector<float>(rows_numel, 0.0f));
+  std::vector<uint8_t> allowed(static_cast<size_t>(prompt) * capacity, 0);
+  for (int t = 0; t < prompt; ++t) {
+    const int last = filled - prompt + t;  // the row's own position
+    std::fill(allowed.begin() + static_cast<size_t>(t) * capacity,
+              allowed.begin() + static_cast<size_t>(t) * capacity + last + 1, 1);
+  }
+  TensorPtr mask = make_tensor_ptr({1, 1, prompt, capacity}, std::move(allowed), ScalarType::Bool);
   const std::optional<Tensor> mask_arg = *mask;
   std::vector<double> times;
-  for (int step = 0; step < kUntimed + kSteps; ++step) {
+  for (int step = 0; step < kUntimed + steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     for (int l = 0; l < kLayers; ++l) {
       executorch::runtime::KernelRuntimeContext context;
@@ -97,8 +104,17 @@ int main() {
   for (int capacity : {512, 2048}) {
     for (int filled : {64, capacity / 2, capacity - 64}) {
       double median = 0, p10 = 0;
-      if (!TimeSteps(capacity, filled, &median, &p10)) return 1;
+      if (!TimeSteps(capacity, filled, 1, kSteps, &median, &p10)) return 1;
       std::printf("%-10d %-8d %-12.3f %-10.3f\n", capacity, filled, median, p10);
+    }
+  }
+  std::printf("prefill: the prompt's query positions from position 0, causal\n");
+  std::printf("%-10s %-8s %-12s %-10s\n", "capacity", "prompt", "median ms", "p10 ms");
+  for (int capacity : {512, 2048}) {
+    for (int prompt : {64, 512}) {
+      double median = 0, p10 = 0;
+      if (!TimeSteps(capacity, prompt, prompt, kPrefills, &median, &p10)) return 1;
+      std::printf("%-10d %-8d %-12.3f %-10.3f\n", capacity, prompt, median, p10);
     }
   }
   return 0;
