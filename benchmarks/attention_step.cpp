@@ -6,8 +6,10 @@
 // query position, a bool mask of the filled positions, each layer its own caches. Prints the
 // median and p10 ms of the 30 calls per step, 200 steps after 5 untimed, at 64 / half /
 // capacity - 64 positions filled, for caches of 512 and 2048 positions, on ExecuTorch's
-// threadpool (its default thread count). Then the same for a prefill's attention: a prompt of
-// 64 and of 512 tokens at positions 0.. (a causal bool mask [1, 1, T, capacity]), 20 prefills.
+// threadpool (its default thread count), in the kernel's build for this CPU
+// (EXECUTORCH_TRT_GQA_ATTENTION_BUILD=baseline for the baseline one). Then the same for a prefill's
+// attention: a prompt of 64 and of 512 tokens at positions 0.. (a causal bool mask [1, 1, T,
+// capacity]), 20 prefills.
 //
 //   ./bazelw run //benchmarks:attention_step
 
@@ -98,8 +100,9 @@ bool TimeSteps(int capacity, int filled, int prompt, int steps, double* median, 
 
 int main() {
   executorch::runtime::runtime_init();
-  std::printf("gqa_attention, %d layers x %d query heads over %d KV heads of %d, one position\n",
-              kLayers, kQueryHeads, kKvHeads, kDepth);
+  std::printf(
+      "gqa_attention (%s build), %d layers x %d query heads over %d KV heads of %d, one position\n",
+      executorch_trt::GqaAttentionBuild(), kLayers, kQueryHeads, kKvHeads, kDepth);
   std::printf("%-10s %-8s %-12s %-10s\n", "capacity", "filled", "median ms", "p10 ms");
   for (int capacity : {512, 2048}) {
     for (int filled : {64, capacity / 2, capacity - 64}) {

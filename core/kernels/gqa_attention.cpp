@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -388,16 +389,34 @@ __attribute__((target("avx2,fma"))) uint64_t AttendChunkAvx2(const AttentionInpu
 struct AttendChunkFns {
   AttendChunkFn any_depth;
   AttendChunkFn depth_64;
+  const char* build;  // GqaAttentionBuild()
 };
 
-// The widest variants this CPU runs.
+// The widest variants this CPU runs, unless kGqaAttentionBuildVariable asks for the baseline.
 AttendChunkFns ChooseAttendChunk() {
+  const AttendChunkFns baseline{AttendChunkBaseline<0>, AttendChunkBaseline<64>, "baseline"};
+  const char* asked = std::getenv(kGqaAttentionBuildVariable);
+  if (asked != nullptr && std::strcmp(asked, "baseline") == 0) {
+    return baseline;
+  }
+  if (asked != nullptr && asked[0] != '\0') {
+    ET_LOG(Error,
+           "gqa_attention: %s=%s is not a build; use \"baseline\" or leave it unset (the "
+           "widest this CPU runs is used).",
+           kGqaAttentionBuildVariable, asked);
+  }
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return {AttendChunkAvx2<0>, AttendChunkAvx2<64>};
+    return {AttendChunkAvx2<0>, AttendChunkAvx2<64>, "avx2"};
   }
 #endif
-  return {AttendChunkBaseline<0>, AttendChunkBaseline<64>};
+  return baseline;
+}
+
+// Chosen once per process, at the first call (or GqaAttentionBuild()).
+const AttendChunkFns& AttendChunkVariants() {
+  static const AttendChunkFns variants = ChooseAttendChunk();
+  return variants;
 }
 
 // Key positions per chunk: enough to amortise a chunk's setup and combine, few enough that a
@@ -564,7 +583,7 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
 
   // One task per chunk: chunks write disjoint output rows or partial results. ExecuTorch's
   // threadpool is the one XNNPACK's delegates use.
-  static const AttendChunkFns variants = ChooseAttendChunk();  // once per process
+  const AttendChunkFns& variants = AttendChunkVariants();
   const AttendChunkFn attend_chunk =
       depth == 64 && v_depth == 64 ? variants.depth_64 : variants.any_depth;
   auto attend_chunks = [&](int64_t begin, int64_t end) {
@@ -634,6 +653,8 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
 }
 
 uint64_t GqaAttentionPositionsRead() { return positions_read.Read(); }
+
+const char* GqaAttentionBuild() { return AttendChunkVariants().build; }
 
 namespace {
 

@@ -68,6 +68,14 @@ executorch::aten::Tensor& GqaAttentionOut(executorch::runtime::KernelRuntimeCont
 // prove the kernel skips unfilled positions. Thread-safe.
 uint64_t GqaAttentionPositionsRead();
 
+// Which build of the kernel's inner loops this process runs: "avx2" (x86-64 CPUs with AVX2 and
+// FMA) or "baseline" (any other CPU, e.g. Arm, or when the environment variable
+// EXECUTORCH_TRT_GQA_ATTENTION_BUILD is "baseline", read once at the first call; another
+// non-empty value is logged as an error and ignored). Both compute the same values up to float
+// rounding; tests run each.
+const char* GqaAttentionBuild();
+inline constexpr const char kGqaAttentionBuildVariable[] = "EXECUTORCH_TRT_GQA_ATTENTION_BUILD";
+
 // The fully qualified operator name the kernel is registered under.
 inline constexpr const char kGqaAttentionOutOpName[] = "executorch_trt::gqa_attention.out";
 

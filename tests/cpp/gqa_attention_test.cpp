@@ -12,8 +12,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <executorch/runtime/core/evalue.h>
@@ -301,6 +303,22 @@ TEST(GqaAttentionTest, LongCausalPrefillAcrossChunks) {
                "long causal");
     EXPECT_EQ(read, static_cast<uint64_t>(p.q_heads * 300 * 301 / 2));
   }
+}
+
+// This binary runs twice (tests/cpp/BUILD): as the CPU allows, and with the baseline build
+// asked for through the environment, so both builds pass every test above.
+TEST(GqaAttentionTest, RunsTheBuildTheEnvironmentAsksFor) {
+  const char* asked = std::getenv(kGqaAttentionBuildVariable);
+  if (asked != nullptr && std::string(asked) == "baseline") {
+    EXPECT_STREQ(GqaAttentionBuild(), "baseline");
+    return;
+  }
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  EXPECT_STREQ(GqaAttentionBuild(), avx2 ? "avx2" : "baseline");
+#else
+  EXPECT_STREQ(GqaAttentionBuild(), "baseline");
+#endif
 }
 
 TEST(GqaAttentionTest, RejectsBadInputsWithoutWriting) {
