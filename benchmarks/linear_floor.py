@@ -33,7 +33,8 @@ the floor is not XNNPACK's), `export_s`, `floor_ms_median` / `floor_ms_p10` (ms 
 the roofline is one token's, so with N tokens it says little), `flops` (2 * weights * tokens
 of every layer's linears, plus the output layer's once), `floor_gflop_s` (`flops` / the floor),
 `eager_ms_median` / `eager_ms_p10` (the same module in PyTorch, ms per call) and
-`eager_gflop_s`. `--steps` defaults to 200 calls for one token, 10 for more. Exit 0 when measured, 1 when a linear stayed outside XNNPACK, 2 for a bad flag.
+`eager_gflop_s`. `--steps` defaults to 200 calls for one token, 10 for more.
+Exit 0 when measured, 1 when a linear stayed outside XNNPACK, 2 for a bad flag.
 """
 
 from __future__ import annotations

@@ -26,8 +26,18 @@ class LinearFloorQuickTest(absltest.TestCase):
             with open(path) as f:
                 cls.result = json.load(f)
             cls.prompt_exit_code = linear_floor.main(
-                ["--model", "tiny", "--tokens", "4", "--steps", "2", "--bandwidth-mib", "8",
-                 "--json", path]
+                [
+                    "--model",
+                    "tiny",
+                    "--tokens",
+                    "4",
+                    "--steps",
+                    "2",
+                    "--bandwidth-mib",
+                    "8",
+                    "--json",
+                    path,
+                ]
             )
             with open(path) as f:
                 cls.prompt = json.load(f)
