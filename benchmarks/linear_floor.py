@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -107,16 +106,11 @@ def _is_linear(m: torch.nn.Module) -> bool:
     return isinstance(m, torch.nn.Linear)
 
 
-def _time_calls(call, steps: int) -> list[float]:
-    """ms of each of `steps` calls of `call()`, after `_UNTIMED_CALLS` untimed."""
+def _time_calls(call, steps: int) -> dict:
+    """`measure.summarize` of `steps` calls of `call()` (ms), after `_UNTIMED_CALLS` untimed."""
     for _ in range(_UNTIMED_CALLS):
         call()
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t) * 1e3)
-    return times
+    return measure.summarize([measure.time_step(call) for _ in range(steps)])
 
 
 def run(model_name: str, threads: int, steps: int, bandwidth_mib: int, tokens: int = 1) -> dict:
@@ -155,8 +149,8 @@ def run(model_name: str, threads: int, steps: int, bandwidth_mib: int, tokens: i
     bandwidth = roofline.measure_bandwidth(bandwidth_mib, _BANDWIDTH_REPEATS, threads)
     roofline_bytes = roofline.weight_bytes_per_token(model)
     roofline_ms = roofline_bytes / bandwidth["bytes_per_s"] * 1e3
-    median = statistics.median(times)
-    eager_median = statistics.median(eager_times)
+    median = times["step_ms_median"]
+    eager_median = eager_times["step_ms_median"]
     flops = linear_flops(module, tokens)
     return {
         "model": model_name,
@@ -171,14 +165,14 @@ def run(model_name: str, threads: int, steps: int, bandwidth_mib: int, tokens: i
         "export_s": export_s,
         "steps": steps,
         "floor_ms_median": median,
-        "floor_ms_p10": sorted(times)[len(times) // 10],
+        "floor_ms_p10": times["step_ms_p10"],
         "bandwidth_bytes_per_s": bandwidth["bytes_per_s"],
         "roofline_ms": roofline_ms,
         "floor_roofline_fraction": roofline_ms / median,
         "flops": flops,
         "floor_gflop_s": flops / median / 1e6,
         "eager_ms_median": eager_median,
-        "eager_ms_p10": sorted(eager_times)[len(eager_times) // 10],
+        "eager_ms_p10": eager_times["step_ms_p10"],
         "eager_gflop_s": flops / eager_median / 1e6,
     }
 

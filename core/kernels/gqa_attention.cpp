@@ -559,8 +559,11 @@ Tensor& GqaAttentionOut(KernelRuntimeContext& ctx, const Tensor& query, const Te
     for (ssize_t g = 0; g < group; ++g) {
       const ssize_t h = kv_head * group + g;
       const size_t mask_row = b * mask.stride[0] + h * mask.stride[1] + t * mask.stride[2];
+      // A mask without a head dimension (the usual one) gives every head the first one's span.
       const KeySpan span =
-          AllowedSpan(mask, mask_row, is_causal ? std::min(kv_len, t + 1) : kv_len);
+          g > 0 && mask.stride[1] == 0
+              ? spans[gr * group]
+              : AllowedSpan(mask, mask_row, is_causal ? std::min(kv_len, t + 1) : kv_len);
       spans[gr * group + g] = span;
       if (span.begin < span.end) {
         plan.begin = std::min(plan.begin, span.begin);
