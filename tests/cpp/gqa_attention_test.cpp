@@ -305,6 +305,48 @@ TEST(GqaAttentionTest, LongCausalPrefillAcrossChunks) {
   }
 }
 
+TEST(GqaAttentionTest, WeightsAreExpOfScoreMinusMaxToAFewUlp) {
+  // One query row whose scores are chosen (q = e0, key row s = scores[s] * e0, scale 1) and
+  // value rows that are rows of the identity: output[s] is the softmax weight of position s,
+  // checked to a relative 2e-6 against double exp (the 1e-5 absolute of the other tests would
+  // pass a rough exp). Scores from 0 to -100: e^x below float's normal range (-87.33) may be
+  // 0. 64 positions (whole groups of eight) and 61 (a tail), heads of 64 and of 8.
+  for (int depth : {64, 8}) {
+    for (int kv_len : {64, 61}) {
+      Problem p = Shaped(1, 1, 1, kv_len, depth);
+      p.v_depth = 64;
+      std::vector<double> scores(kv_len);
+      for (int s = 0; s < kv_len; ++s) {
+        scores[s] = s == 0 ? 0.0 : -100.0 * std::pow(static_cast<double>(s) / (kv_len - 1), 1.7);
+      }
+      scores[1] = -1e-3;
+      scores[2] = -0.3466;  // near -ln 2 / 2, where the reduction's rounding turns over
+      scores[3] = -87.0;
+      std::vector<float> q(depth, 0.0f), k(static_cast<size_t>(kv_len) * depth, 0.0f);
+      std::vector<float> v(static_cast<size_t>(kv_len) * 64, 0.0f);
+      q[0] = 1.0f;
+      for (int s = 0; s < kv_len; ++s) {
+        k[s * depth] = static_cast<float>(scores[s]);
+        v[s * 64 + s] = 1.0f;
+      }
+      p.query = OwnedTensor<float>(ScalarType::Float, {1, 1, 1, depth}, q);
+      p.key = OwnedTensor<float>(ScalarType::Float, {1, 1, kv_len, depth}, k);
+      p.value = OwnedTensor<float>(ScalarType::Float, {1, 1, kv_len, 64}, v);
+      const std::vector<float> out = RunKernel(p, std::nullopt, false, 1.0f);
+      double sum = 0;
+      for (int s = 0; s < kv_len; ++s)
+        sum += std::exp(static_cast<double>(static_cast<float>(scores[s])));
+      for (int s = 0; s < kv_len; ++s) {
+        const double want = std::exp(static_cast<double>(static_cast<float>(scores[s]))) / sum;
+        const double tolerance = scores[s] < -87.33 ? 1.2e-38 : 2e-6 * want;
+        EXPECT_NEAR(out[s], want, tolerance) << "score " << scores[s] << " (position " << s
+                                             << ", kv_len " << kv_len << ", depth " << depth << ")";
+      }
+      for (int e = kv_len; e < 64; ++e) EXPECT_EQ(out[e], 0.0f) << "column " << e;
+    }
+  }
+}
+
 // This binary runs twice (tests/cpp/BUILD): as the CPU allows, and with the baseline build
 // asked for through the environment, so both builds pass every test above.
 TEST(GqaAttentionTest, RunsTheBuildTheEnvironmentAsksFor) {
