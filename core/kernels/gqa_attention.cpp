@@ -201,10 +201,9 @@ GQA_INLINE float Dot(const float* a, const float* b, ssize_t n) {
 // variant, two SSE registers in the baseline one. Plain float arrays of the same job were kept
 // on the stack by the compiler.
 typedef float Float8 __attribute__((vector_size(32)));
-// Passing and returning one changes the ABI between the variants (GCC's -Wpsabi, up to the
-// variants' definitions below); the helpers that do are inlined into each variant and
-// internal to this file, so no call crosses it.
-#pragma GCC diagnostic push
+// Passing and returning one changes the ABI between the variants (GCC's -Wpsabi); the helpers
+// that do are inlined into each variant and internal to this file, so no call crosses it. Off
+// for the rest of the file: GCC reports some of these where the file ends.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 GQA_INLINE Float8 Load8(const float* p) {
@@ -293,6 +292,38 @@ GQA_INLINE float DotFixed(const float* a, const float* b) {
   return Sum8((s0 + s1) + (s2 + s3));
 }
 
+// Pairwise sums of x's and y's neighbours, as x86's haddps: [x0+x1, x2+x3, y0+y1, y2+y3] in each
+// half of eight.
+GQA_INLINE Float8 PairSums(Float8 x, Float8 y) {
+  return __builtin_shuffle(x, y, Int8{0, 2, 8, 10, 4, 6, 12, 14}) +
+         __builtin_shuffle(x, y, Int8{1, 3, 9, 11, 5, 7, 13, 15});
+}
+
+// q . k_r for the eight rows k_r = k_rows + r * kN (kN floats each, a multiple of 8), as one
+// Float8 (lane r). The eight sums are reduced together, three rounds of pairwise sums and one of
+// halves, where reducing each alone costs about as much again as its multiply-adds.
+template <int kN>
+GQA_INLINE Float8 DotEightRows(const float* q, const float* k_rows) {
+  static_assert(kN % 8 == 0, "DotEightRows takes multiples of 8");
+  Float8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
+  for (int e = 0; e < kN; e += 8) {
+    const Float8 qe = Load8(q + e);
+    a0 += qe * Load8(k_rows + e);
+    a1 += qe * Load8(k_rows + kN + e);
+    a2 += qe * Load8(k_rows + 2 * kN + e);
+    a3 += qe * Load8(k_rows + 3 * kN + e);
+    a4 += qe * Load8(k_rows + 4 * kN + e);
+    a5 += qe * Load8(k_rows + 5 * kN + e);
+    a6 += qe * Load8(k_rows + 6 * kN + e);
+    a7 += qe * Load8(k_rows + 7 * kN + e);
+  }
+  // Lanes [r0..r3 of the low halves, r0..r3 of the high halves] for rows 0-3, likewise 4-7.
+  const Float8 low = PairSums(PairSums(a0, a1), PairSums(a2, a3));
+  const Float8 high = PairSums(PairSums(a4, a5), PairSums(a6, a7));
+  return __builtin_shuffle(low, high, Int8{0, 1, 2, 3, 8, 9, 10, 11}) +
+         __builtin_shuffle(low, high, Int8{4, 5, 6, 7, 12, 13, 14, 15});
+}
+
 // The unit of work: the query heads that share one key/value head (a group), at one query
 // position, over a chunk [begin, end) of key positions. Each key and value row of the chunk is
 // read once for the whole group (GQA's point), and long spans are cut into chunks so that a
@@ -342,17 +373,23 @@ GQA_INLINE uint64_t AttendChunkBody(const AttentionInputs& in, const Chunk& c,
     const size_t mask_row = b * mask.stride[0] + h * mask.stride[1] + t * mask.stride[2];
     const bool* allow = mask.bools != nullptr ? mask.bools + mask_row : nullptr;
     const float* bias = mask.floats != nullptr ? mask.floats + mask_row : nullptr;
-    const ssize_t begin = std::max(c.begin, c.spans[g].begin);
-    const ssize_t end = std::min(c.end, c.spans[g].end);
+    // The row's span within the chunk, empty (begin == end) where they do not meet.
+    const ssize_t begin = std::clamp(c.spans[g].begin, c.begin, c.end);
+    const ssize_t end = std::clamp(c.spans[g].end, begin, c.end);
     const float* q_row = in.q + row * depth;
-    float* head_scores = scores.data() + g * length;
-    float max_score = neg_inf;
-    for (ssize_t s = c.begin; s < c.end; ++s) {
+    float* head_scores = scores.data() + g * length;  // [s - c.begin] for key position s
+    auto allowed = [&](ssize_t s) {
       const size_t m = static_cast<size_t>(s) * mask.stride[3];
-      float score = neg_inf;  // outside the row's span, or excluded inside it (a hole)
-      if (s >= begin && s < end && (allow == nullptr || allow[m]) &&
-          (bias == nullptr || bias[m] != neg_inf)) {
-        // The group's heads read the same key row one after the other: from memory once.
+      return (allow == nullptr || allow[m]) && (bias == nullptr || bias[m] != neg_inf);
+    };
+    auto add_bias = [&](ssize_t s, float score) {
+      return bias != nullptr ? score + bias[static_cast<size_t>(s) * mask.stride[3]] : score;
+    };
+    float max_score = neg_inf;
+    // The group's heads read the same key rows one after the other: from memory once.
+    auto score_one = [&](ssize_t s) {
+      float score = neg_inf;  // excluded inside the span (a hole)
+      if (allowed(s)) {
         const float* k_row = k_head + s * depth;
         float dot;
         if constexpr (kD > 0) {
@@ -360,12 +397,46 @@ GQA_INLINE uint64_t AttendChunkBody(const AttentionInputs& in, const Chunk& c,
         } else {
           dot = Dot(q_row, k_row, depth);
         }
-        score = dot * in.scale + (bias != nullptr ? bias[m] : 0.0f);
+        score = add_bias(s, dot * in.scale);
         ++read;
       }
       head_scores[s - c.begin] = score;
       max_score = std::max(max_score, score);
+    };
+    std::fill(head_scores, head_scores + (begin - c.begin), neg_inf);  // outside the row's span
+    ssize_t s = begin;
+    if constexpr (kD > 0) {
+      // Eight positions at a time; a block with a hole, position by position.
+      Float8 block_max = Float8{} + neg_inf;
+      for (; s + 8 <= end; s += 8) {
+        bool all_allowed = true;
+        for (ssize_t i = s; i < s + 8; ++i) {
+          all_allowed = all_allowed && allowed(i);
+        }
+        if (!all_allowed) {
+          for (ssize_t i = s; i < s + 8; ++i) {
+            score_one(i);
+          }
+          continue;
+        }
+        Float8 block = DotEightRows<kD>(q_row, k_head + s * kD) * in.scale;
+        if (bias != nullptr) {
+          for (int i = 0; i < 8; ++i) {
+            block[i] = add_bias(s + i, block[i]);
+          }
+        }
+        Store8(head_scores + (s - c.begin), block);
+        block_max = block_max > block ? block_max : block;
+        read += 8;
+      }
+      for (int i = 0; i < 8; ++i) {
+        max_score = std::max(max_score, block_max[i]);
+      }
     }
+    for (; s < end; ++s) {  // any head size, and the last few positions
+      score_one(s);
+    }
+    std::fill(head_scores + (end - c.begin), head_scores + length, neg_inf);
     result.max[g] = max_score;
   }
   // Head by head, so that a head's sums stay in registers (kD) while the chunk's value rows,
@@ -437,8 +508,6 @@ __attribute__((target("avx2,fma"))) uint64_t AttendChunkAvx2(const AttentionInpu
   return AttendChunkBody<kD>(in, c, r);
 }
 #endif
-
-#pragma GCC diagnostic pop
 
 // The variants for any head size and for heads of 64 (Llama-family models' usual size).
 struct AttendChunkFns {

@@ -251,28 +251,32 @@ TEST(GqaAttentionTest, PerHeadLongMasksWithEmptyChunksAndAnEmptyHead) {
   // One group of three heads over 900 positions: head 0 attends everything but a hole of 300
   // (whole chunks empty for it), head 1 only positions 700..709 (its group's other chunks are
   // empty for it), head 2 nothing (zeros, while its group-mates read).
-  Problem p = Shaped(3, 1, 1, 900, 16);
-  auto allowed = [](int, int h, int, int s) {
-    if (h == 0) return s < 150 || s >= 450;
-    if (h == 1) return s >= 700 && s < 710;
-    return false;
-  };
-  OwnedTensor<uint8_t> mask(ScalarType::Bool, {1, p.q_heads, 1, p.kv_len});
-  int expected_read = 0;
-  for (int h = 0; h < p.q_heads; ++h)
-    for (int s = 0; s < p.kv_len; ++s) {
-      mask.data()[h * p.kv_len + s] = allowed(0, h, 0, s);
-      expected_read += allowed(0, h, 0, s);
-    }
-  uint64_t read = 0;
-  const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.3f, &read);
-  ExpectNear(
-      out,
-      Reference(p, 0.3f,
-                [&](int b, int h, int t, int s) { return allowed(b, h, t, s) ? 0.0 : -INFINITY; }),
-      "per-head long masks");
-  EXPECT_EQ(read, static_cast<uint64_t>(expected_read));
-  for (int e = 0; e < p.v_depth; ++e) EXPECT_EQ(out[2 * p.v_depth + e], 0.0f) << e;
+  // Heads of 16 (any size) and of 64 (eight positions at a time).
+  for (int depth : {16, 64}) {
+    Problem p = Shaped(3, 1, 1, 900, depth);
+    auto allowed = [](int, int h, int, int s) {
+      if (h == 0) return s < 150 || s >= 450;
+      if (h == 1) return s >= 700 && s < 710;
+      return false;
+    };
+    OwnedTensor<uint8_t> mask(ScalarType::Bool, {1, p.q_heads, 1, p.kv_len});
+    int expected_read = 0;
+    for (int h = 0; h < p.q_heads; ++h)
+      for (int s = 0; s < p.kv_len; ++s) {
+        mask.data()[h * p.kv_len + s] = allowed(0, h, 0, s);
+        expected_read += allowed(0, h, 0, s);
+      }
+    uint64_t read = 0;
+    const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.3f, &read);
+    ExpectNear(out,
+               Reference(p, 0.3f,
+                         [&](int b, int h, int t, int s) {
+                           return allowed(b, h, t, s) ? 0.0 : -INFINITY;
+                         }),
+               "per-head long masks");
+    EXPECT_EQ(read, static_cast<uint64_t>(expected_read));
+    for (int e = 0; e < p.v_depth; ++e) EXPECT_EQ(out[2 * p.v_depth + e], 0.0f) << e;
+  }
 }
 
 TEST(GqaAttentionTest, ChunkMaximaFarApartAreRescaled) {
@@ -289,6 +293,30 @@ TEST(GqaAttentionTest, ChunkMaximaFarApartAreRescaled) {
       mask.data()[t * p.kv_len + s] = static_cast<float>(bias(0, 0, t, s));
   const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.5f);
   ExpectNear(out, Reference(p, 0.5f, bias), "far-apart maxima");
+}
+
+TEST(GqaAttentionTest, HeadsOf64MixBlocksOfEightWithSinglePositions) {
+  // Heads of 64 score eight allowed positions at a time and the rest one by one: a per-head
+  // float bias whose span starts and ends off a multiple of eight, with a -inf hole per head
+  // (its block of eight goes position by position), over three query positions.
+  Problem p = Shaped(6, 2, 3, 100, 64);
+  auto bias = [](int, int h, int t, int s) -> double {
+    if (s < 3 + h || s > 90 + t || s % 29 == 5 + h) return -INFINITY;
+    return 0.02 * s - 0.1 * t + 0.3 * h;
+  };
+  OwnedTensor<float> mask(ScalarType::Float, {1, p.q_heads, p.q_len, p.kv_len});
+  int expected_read = 0;
+  for (int h = 0; h < p.q_heads; ++h)
+    for (int t = 0; t < p.q_len; ++t)
+      for (int s = 0; s < p.kv_len; ++s) {
+        const double b = bias(0, h, t, s);
+        mask.data()[(h * p.q_len + t) * p.kv_len + s] = static_cast<float>(b);
+        expected_read += !std::isinf(b);
+      }
+  uint64_t read = 0;
+  const std::vector<float> out = RunKernel(p, mask.tensor(), false, 0.2f, &read);
+  ExpectNear(out, Reference(p, 0.2f, bias), "blocks and single positions");
+  EXPECT_EQ(read, static_cast<uint64_t>(expected_read));
 }
 
 TEST(GqaAttentionTest, LongCausalPrefillAcrossChunks) {
