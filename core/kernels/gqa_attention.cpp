@@ -237,10 +237,13 @@ GQA_INLINE Float8 Exp8(Float8 x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const Float8 y = p * (r * r) + r + 1.0f;
-  Int8 n_bits, pow2_bits, y_bits;
+  // Unsigned, so that the lanes masked below (x = -inf, NaN) wrap instead of overflowing.
+  typedef uint32_t Bits8 __attribute__((vector_size(32)));
+  Bits8 n_bits;
+  Int8 y_bits;
   std::memcpy(&n_bits, &t, sizeof(t));
   // The low bits of t hold n; 2^n is n + 127 in the exponent field (n >= -126 above -87.33).
-  pow2_bits = ((n_bits - 0x4B400000) + 127) << 23;
+  const Bits8 pow2_bits = ((n_bits - 0x4B400000u) + 127u) << 23;
   Float8 pow2;
   std::memcpy(&pow2, &pow2_bits, sizeof(pow2));
   const Float8 scaled = y * pow2;
@@ -292,11 +295,11 @@ GQA_INLINE float DotFixed(const float* a, const float* b) {
   return Sum8((s0 + s1) + (s2 + s3));
 }
 
-// Pairwise sums of x's and y's neighbours, as x86's haddps: [x0+x1, x2+x3, y0+y1, y2+y3] in each
-// half of eight.
+// Pairwise sums of x's and y's neighbours, as x86's haddps (__builtin_shufflevector: Clang, GCC >=
+// 12): [x0+x1, x2+x3, y0+y1, y2+y3] in each half of eight.
 GQA_INLINE Float8 PairSums(Float8 x, Float8 y) {
-  return __builtin_shuffle(x, y, Int8{0, 2, 8, 10, 4, 6, 12, 14}) +
-         __builtin_shuffle(x, y, Int8{1, 3, 9, 11, 5, 7, 13, 15});
+  return __builtin_shufflevector(x, y, 0, 2, 8, 10, 4, 6, 12, 14) +
+         __builtin_shufflevector(x, y, 1, 3, 9, 11, 5, 7, 13, 15);
 }
 
 // q . k_r for the eight rows k_r = k_rows + r * kN (kN floats each, a multiple of 8), as one
@@ -320,8 +323,8 @@ GQA_INLINE Float8 DotEightRows(const float* q, const float* k_rows) {
   // Lanes [r0..r3 of the low halves, r0..r3 of the high halves] for rows 0-3, likewise 4-7.
   const Float8 low = PairSums(PairSums(a0, a1), PairSums(a2, a3));
   const Float8 high = PairSums(PairSums(a4, a5), PairSums(a6, a7));
-  return __builtin_shuffle(low, high, Int8{0, 1, 2, 3, 8, 9, 10, 11}) +
-         __builtin_shuffle(low, high, Int8{4, 5, 6, 7, 12, 13, 14, 15});
+  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 8, 9, 10, 11) +
+         __builtin_shufflevector(low, high, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
 // The unit of work: the query heads that share one key/value head (a group), at one query

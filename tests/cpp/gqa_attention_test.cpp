@@ -31,8 +31,6 @@ using executorch::runtime::EValue;
 using executorch::runtime::KernelRuntimeContext;
 using testing::OwnedTensor;
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 std::vector<float> Ramp(size_t n, float scale, float offset) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = std::sin(scale * static_cast<float>(i) + offset);

@@ -251,9 +251,10 @@ class WhisperCrossAttnTest(absltest.TestCase):
                     atol=1e-4,
                     msg=f"utterance {u} step {step}",
                 )
+            # atol 1e-4 as for the caches above (docs/testing.md: 1e-4 of the scale).
             for fqn in self.cross_fqns:
                 torch.testing.assert_close(
-                    state[fqn], self.want[u]["steps"][-1]["caches"][fqn], rtol=1e-4, atol=1e-5
+                    state[fqn], self.want[u]["steps"][-1]["caches"][fqn], rtol=1e-4, atol=1e-4
                 )
 
     def test_without_zeroing_the_next_utterance_reuses_stale_kv(self):
