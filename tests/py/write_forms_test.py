@@ -475,6 +475,28 @@ class ConvertedOverwrites(torch.nn.Module):
         return x + 1
 
 
+class CopiedThenRead(torch.nn.Module):
+    """A buffer overwritten with ``copy_`` (or ``buf[:] = ...``) from a value it converts
+    (float32 into float16) or broadcasts (``[4]`` into ``[3, 4]``), then read in the same call:
+    the read must see the converted value, as in eager."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+        self.register_buffer("low", torch.zeros(3, 4, dtype=torch.float16))
+
+    def forward(self, x):
+        if self.form == "copy_":
+            self.low.copy_(x)
+        elif self.form == "setitem":
+            self.low[:] = x
+        elif self.form == "broadcast":
+            self.low.copy_(x[1].half())
+        elif self.form == "broadcast_converted":
+            self.low.copy_(x[1])
+        return self.low.float() * 2
+
+
 @delegate_library.needs_library
 class StateWritesTest(absltest.TestCase):
     def _run(self, model, et, inputs):
@@ -544,12 +566,33 @@ class StateWritesTest(absltest.TestCase):
             for name in ("low", "rows"):
                 torch.testing.assert_close(program.buffer(name), getattr(eager, name))
 
-    def test_overwrite_that_copy_converts_is_copied_back(self):
-        with self.assertWarnsRegex(
-            NotInPlaceWarning,
-            r"buffer 'low' .*its new value is float32 \[4\] and the buffer float16 \[4\]",
-        ):
-            self._check_overwrites("converted")
+    def test_overwrite_that_copy_converts_is_in_place(self):
+        self._check_overwrites("converted", require_inplace=True)
+
+    def test_copy_that_converts_is_read_converted(self):
+        # 1.0001 and 3.0007 round in float16, 70000 overflows to inf.
+        x = torch.tensor([[1.0001, 2.0, 3.0007, 70000.0]] * 3) * torch.tensor([[1.0], [2.0], [3.0]])
+        for form in ("copy_", "setitem", "broadcast", "broadcast_converted"):
+            with self.subTest(form=form), torch.no_grad():
+                ep = torch.export.export(CopiedThenRead(form), (x,))
+                et = executorch_trt.export(ep, require_inplace=True)
+                program, eager = runtime.load(et.buffer), CopiedThenRead(form)
+                method = program.load_method("forward")
+                for step in range(2):
+                    torch.testing.assert_close(method.execute([x + step])[0], eager(x + step))
+                    torch.testing.assert_close(program.buffer("low"), eager.low)
+
+    def test_composable_path_reads_the_converted_copy(self):
+        x = torch.tensor([[1.0001, 70000.0, 3.0007, 0.5]] * 3)
+        with torch.no_grad():
+            edge = to_edge_transform_and_lower(
+                torch.export.export(CopiedThenRead("copy_"), (x,)),
+                partitioner=[executorch_trt.TensorRTPartitioner()],
+                transform_passes=executorch_trt.transform_passes(),
+            )
+        et = edge.to_executorch(executorch_trt.backend_config())
+        got = runtime.load(et.buffer).load_method("forward").execute([x])[0]
+        torch.testing.assert_close(got, CopiedThenRead("copy_")(x))
 
     def test_overwrite_of_the_buffer_dtype_and_shape_is_in_place(self):
         self._check_overwrites("matched", require_inplace=True)

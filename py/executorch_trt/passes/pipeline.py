@@ -6,9 +6,11 @@ transform_passes=transform_passes())`` then ``to_executorch(backend_config())``)
 stages in this order. Each stage is a function here; its caller is named with it.
 
 1. ``prepare_aten_program`` (each ATen program, before decomposition; called by
-   ``TensorRTPartitioner.transform_for_pre_decomposition``): record cross-attention cache
-   writes under ``torch.cond`` as buffer mutations (``cross_attn_cache``), and pin SDPA's result
-   layout when the engine runs SDPA whole (``sdpa_layout``).
+   ``TensorRTPartitioner.transform_for_pre_decomposition``): make ``copy_``'s dtype conversion
+   and broadcast explicit, which functionalisation would drop (``copy_conversions``), record
+   cross-attention cache writes under ``torch.cond`` as buffer mutations
+   (``cross_attn_cache``), and pin SDPA's result layout when the engine runs SDPA whole
+   (``sdpa_layout``).
 2. ``edge_transform_passes`` (each edge program, before partitioning; ExecuTorch runs them as
    ``transform_passes``): a dynamic size read inside and outside the delegate is copied for its
    delegated readers (``size_copies``), a buffer assigned another buffer keeps its write
@@ -45,6 +47,7 @@ from executorch_trt.graph.edit import sync_output_specs
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, schema_name
 from executorch_trt.passes.buffer_to_buffer_writes import BufferToBufferWritesPass
 from executorch_trt.passes.cond_outputs import SiblingCondOutputsPass, copy_cond_outputs
+from executorch_trt.passes.copy_conversions import make_copy_conversions_explicit
 from executorch_trt.passes.cross_attn_cache import expose_cross_attn_cache_writes
 from executorch_trt.passes.functional_copies import FunctionalCopyPass
 from executorch_trt.passes.gqa_attention import use_gqa_attention
@@ -67,6 +70,7 @@ def prepare_aten_program(ep: ExportedProgram, supported_ops: frozenset[str]) -> 
     """Stage 1: rewrites ATen program ``ep`` in place for an engine taking ``supported_ops``.
     Idempotent. Raises ``ValueError`` for a cross-attention cache write it cannot record
     (``expose_cross_attn_cache_writes``)."""
+    make_copy_conversions_explicit(ep)
     expose_cross_attn_cache_writes(ep)
     if SDPA in supported_ops:
         pin_sdpa_layout(ep)  # prefill SDPA can then stay whole
