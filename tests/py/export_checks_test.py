@@ -1,15 +1,17 @@
-"""Rejections at export: dynamic shapes and caches passed as method
-inputs, on ``executorch_trt.export`` (method named, before lowering) and on the composable
-``to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()])`` path; and the graph
-scan that finds what a non-functional ``torch.export`` program mutates
+"""Rejections at export: dynamic shapes, caches passed as method inputs and buffers updated
+under an input's name, on ``executorch_trt.export`` (method named, before lowering) and on the
+composable ``to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()])`` path; and
+the graph scan that finds what a non-functional ``torch.export`` program mutates
 (``executorch_trt.graph.mutations``), checked against ``run_decompositions``."""
 
 import torch
 from absl.testing import absltest, parameterized
-from executorch.exir import to_edge_transform_and_lower
+from executorch.exir import to_edge, to_edge_transform_and_lower
 
+import delegate_library
 import executorch_trt
 import lowering_utils as lu
+from executorch_trt import runtime
 from executorch_trt.backend.bindings import _binding
 from executorch_trt.graph.mutations import mutated_inputs
 
@@ -293,6 +295,61 @@ class MutatedUserInputTest(parameterized.TestCase):
         with torch.no_grad():
             ep = torch.export.export(UserCacheReadOnly(), _user_cache_args())
         executorch_trt.export(ep)
+
+
+class Accumulator(torch.nn.Module):
+    """``self.<name>.add_(input)``: a buffer updated with the method's input, the buffer named
+    ``x`` (like the input, ``clash=True``) or ``total``."""
+
+    def __init__(self, clash=True):
+        super().__init__()
+        self.name = "x" if clash else "total"
+        self.register_buffer(self.name, torch.zeros(4))
+
+    def forward(self, x):
+        buf = getattr(self, self.name)
+        buf.add_(x)
+        return buf * 2
+
+
+_NAMED_LIKE_INPUT = (
+    r"updates buffer 'x' \(written by aten::add_?\.Tensor\), which has the name of one of the "
+    r"method's inputs\. ExecuTorch 1\.5\.1 .*insert_write_back_for_buffers_pass.* takes the "
+    r"input, so the buffer would never change.*Rename the forward argument "
+    r"\(e\.g\. forward\(self, x_in\)\) or the buffer"
+)
+
+
+class BufferNamedLikeInputTest(absltest.TestCase):
+    """ExecuTorch 1.5.1 writes such a buffer's update into the input (the buffer never
+    changes): every lowering path refuses it; renamed, the state accumulates."""
+
+    def _ep(self, clash):
+        with torch.no_grad():
+            return torch.export.export(Accumulator(clash), (torch.ones(4),))
+
+    def test_export_rejects_naming_method_buffer_and_fix(self):
+        with self.assertRaisesRegex(ValueError, r"method 'step' " + _NAMED_LIKE_INPUT):
+            executorch_trt.export({"step": self._ep(clash=True)})
+
+    def test_composable_path_rejects(self):
+        with self.assertRaisesRegex(ValueError, r"method 'forward' " + _NAMED_LIKE_INPUT):
+            _lower(self._ep(clash=True))
+
+    def test_partitioning_an_edge_program_rejects(self):
+        # to_edge, then to_backend: only TensorRTPartitioner.partition sees the program.
+        with torch.no_grad():
+            edge = to_edge(self._ep(clash=True))
+        with self.assertRaisesRegex(ValueError, r"the method " + _NAMED_LIKE_INPUT):
+            edge.to_backend(executorch_trt.TensorRTPartitioner())
+
+    def test_renamed_buffer_accumulates(self):
+        delegate_library.require()
+        et = executorch_trt.export(self._ep(clash=False))
+        method = runtime.load(et.buffer).load_method("forward")
+        for step in range(1, 4):
+            x = torch.arange(4.0)
+            torch.testing.assert_close(method.execute([x])[0], x * 2 * step)
 
 
 class AllForms(torch.nn.Module):

@@ -149,3 +149,30 @@ def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) 
         "emit_mutable_buffer_names=True and bind the buffer by name "
         "(Method::get_attribute, see README 'Owning the cache memory yourself')."
     )
+
+
+def buffers_named_like_inputs(ep: ExportedProgram) -> dict[str, str]:
+    """The mutated buffers of ``ep`` whose fully qualified name is also the name of one of its
+    user inputs (``{name: op that writes the buffer}``), e.g. ``self.x.add_(x)`` in
+    ``forward(self, x)``.
+
+    ExecuTorch 1.5.1's ``insert_write_back_for_buffers_pass`` (run by ``to_executorch``) looks
+    up the tensor a ``BUFFER_MUTATION`` writes back to in one table keyed by buffer FQN *and*
+    user-input name, so the input wins: the new value is copied into the input and the buffer
+    never changes (plain ExecuTorch too). Raises nothing."""
+    user_names = set(ep.graph_signature.user_inputs)
+    return {fqn: op for fqn, op in mutated_inputs(ep).buffers.items() if fqn in user_names}
+
+
+def buffer_named_like_input_error(names: dict[str, str], method: str | None = None) -> ValueError:
+    """The ``ValueError`` for ``buffers_named_like_inputs``' result (``{name: op}``)."""
+    where = f"method {method!r}" if method else "the method"
+    first = sorted(names)[0]
+    listed = ", ".join(f"{name!r} (written by {op})" for name, op in sorted(names.items()))
+    return ValueError(
+        f"executorch_trt: {where} updates buffer {listed}, which has the name of one of the "
+        "method's inputs. ExecuTorch 1.5.1 (to_executorch's insert_write_back_for_buffers_pass) "
+        "finds the tensor to write the update back to by name and takes the input, so the "
+        "buffer would never change and later calls would return wrong values. Rename the "
+        f"forward argument (e.g. forward(self, {first}_in)) or the buffer."
+    )

@@ -24,6 +24,9 @@ Rules (``docs/contract.md`` 1, "Ownership"):
   updated in place) is rejected (``graph_mutations.mutated_user_input_error``): ExecuTorch would
   return the new value as an extra output and leave the caller's tensor unchanged. The cache
   must be a module buffer.
+* A method that updates a buffer named like one of its inputs (``self.x.add_(x)``) is rejected
+  (``graph_mutations.buffer_named_like_input_error``): ExecuTorch 1.5.1 would write the update
+  into the input and the buffer would never change.
 * A ``torch.cond`` is taken whole when the engine takes it and everything in its branches
   (``operator_support``): its branch ``get_attr`` nodes get its tag. For each cross-attention
   cache it updates, ``expose_cross_attn_cache_writes`` made the ``cond``'s output for that
@@ -71,7 +74,12 @@ from executorch_trt.graph.dynamic_shapes import (
     declared_ranges,
     finite_ranges,
 )
-from executorch_trt.graph.mutations import mutated_inputs, mutated_user_input_error
+from executorch_trt.graph.mutations import (
+    buffer_named_like_input_error,
+    buffers_named_like_inputs,
+    mutated_inputs,
+    mutated_user_input_error,
+)
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
 from executorch_trt.graph.provenance import shorten_provenance
 from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
@@ -246,6 +254,9 @@ class TensorRTPartitioner(Partitioner):
         user_inputs = mutated_inputs(exported_program).user_inputs
         if user_inputs:
             raise mutated_user_input_error(user_inputs, method)
+        named_like_inputs = buffers_named_like_inputs(exported_program)
+        if named_like_inputs:
+            raise buffer_named_like_input_error(named_like_inputs, method)
         self._lowering[method] = exported_program
         if self.options.shares_mutable_buffers and len(self._lowering) > 1:
             check_buffer_sharing(
@@ -262,6 +273,9 @@ class TensorRTPartitioner(Partitioner):
         mutated_user_inputs = mutated_inputs(exported_program).user_inputs
         if mutated_user_inputs:
             raise mutated_user_input_error(mutated_user_inputs)
+        named_like_inputs = buffers_named_like_inputs(exported_program)
+        if named_like_inputs:
+            raise buffer_named_like_input_error(named_like_inputs)
         check_cache_writes_exposed(
             exported_program.graph_module, exported_program.graph_signature, "TensorRTPartitioner"
         )
