@@ -2,8 +2,11 @@
 //
 // BindingPlan::Execute: the per-call half of binding_plan.h.
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
@@ -29,13 +32,33 @@ Error NotATensor(const EValue* arg, size_t index, const PlannedBinding& b) {
   return Error::InvalidArgument;
 }
 
-Error WrongArgument(const Tensor& t, size_t index, const PlannedBinding& b) {
+// `b`'s exported shape as messages print it: a dynamic dimension as its size's name and range
+// ("[1, T=1..16, 8]"), not as the upper bound the binding is planned for.
+std::string ExpectedShape(const PlannedBinding& b, const std::vector<SymbolRange>& symbols) {
+  std::string out = "[";
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    out += d == 0 ? "" : ", ";
+    const int32_t k = d < b.dim_symbol.size() ? b.dim_symbol[d] : -1;
+    if (k >= 0 && static_cast<size_t>(k) < symbols.size()) {
+      const SymbolRange& symbol = symbols[k];
+      out += symbol.name + "=" + std::to_string(symbol.min) + ".." + std::to_string(symbol.max);
+    } else {
+      out += std::to_string(b.shape[d]);
+    }
+  }
+  return out + "]";
+}
+
+Error WrongArgument(const Tensor& t, size_t index, const PlannedBinding& b,
+                    const std::vector<SymbolRange>& symbols) {
+  const bool dynamic =
+      std::any_of(b.dim_symbol.begin(), b.dim_symbol.end(), [](int32_t k) { return k >= 0; });
   ET_LOG(Error,
          "executorch_trt: delegate argument %zu (%s '%s') is %s %s (%zu bytes), the "
-         "engine expects %s %s (%zu bytes); pass tensors of the exported shape and dtype.",
+         "engine expects %s %s (%s%zu bytes); pass tensors of the exported shape and dtype.",
          index, TensorIOModeName(b.mode), b.name.c_str(), DTypeName(t.scalar_type()).c_str(),
          ShapeString(t.sizes()).c_str(), t.nbytes(), DTypeName(b.dtype).c_str(),
-         ShapeString(b.shape).c_str(), b.nbytes);
+         ExpectedShape(b, symbols).c_str(), dynamic ? "at most " : "", b.nbytes);
   return Error::InvalidArgument;
 }
 
@@ -46,14 +69,14 @@ Error WrongArgument(const Tensor& t, size_t index, const PlannedBinding& b) {
 Error CheckArg(const Tensor& t, size_t index, const PlannedBinding& b,
                const std::vector<SymbolRange>& symbols, std::vector<int64_t>* values) {
   if (t.scalar_type() != b.dtype || static_cast<size_t>(t.dim()) != b.shape.size()) {
-    return WrongArgument(t, index, b);
+    return WrongArgument(t, index, b, symbols);
   }
   for (size_t d = 0; d < b.shape.size(); ++d) {
     const int64_t size = t.size(d);
     const int32_t k = b.dim_symbol[d];
     if (k < 0) {
       if (size != b.shape[d]) {
-        return WrongArgument(t, index, b);
+        return WrongArgument(t, index, b, symbols);
       }
       continue;
     }

@@ -132,6 +132,15 @@ class DynamicPrefillTest(parameterized.TestCase):
                 r"dimension \d is [23] but an earlier input gave dynamic size 'T' the value [23]; "
                 r"every dimension exported as 'T' must have one size per call",
             ),
+            # Fits the planned capacity (so set_input takes it) but its static size is wrong;
+            # the expected shape names T's range, not the capacity.
+            "a batch of 2": (
+                (torch.zeros(2, 3, dtype=torch.long), torch.arange(3)),
+                RuntimeError,
+                delegate + r"executorch_trt: delegate argument \d \(input 'tokens'\) is int64 "
+                rf"\[2, 3\] \(48 bytes\), the engine expects int64 \[1, T=1\.\.{MAX_SEQ}\] "
+                rf"\(at most {8 * MAX_SEQ} bytes\)",
+            ),
         }
         for context, (inputs, error, message) in cases.items():
             with self.subTest(context):
