@@ -18,7 +18,7 @@ import warnings
 
 import torch
 from absl.testing import absltest, parameterized
-from executorch.exir import to_edge_transform_and_lower
+from executorch.exir import to_edge, to_edge_transform_and_lower
 
 import decoder_models as dm
 import delegate_library
@@ -581,6 +581,21 @@ class StateWritesTest(absltest.TestCase):
                 for step in range(2):
                     torch.testing.assert_close(method.execute([x + step])[0], eager(x + step))
                     torch.testing.assert_close(program.buffer("low"), eager.low)
+
+    def test_to_backend_path_refuses_the_dropped_conversion(self):
+        # to_edge decomposes before any partitioner hook runs, so the copy_'s conversion is
+        # lost; the partitioner sees it in the buffer's new value and refuses.
+        x = torch.tensor([[1.0001, 70000.0, 3.0007, 0.5]] * 3)
+        for form, value in (("copy_", r"float32 \[3, 4\]"), ("broadcast", r"float16 \[4\]")):
+            with self.subTest(form=form), torch.no_grad():
+                edge = to_edge(torch.export.export(CopiedThenRead(form), (x,)))
+                with self.assertRaisesRegex(
+                    ValueError,
+                    rf"buffer 'low' \(float16 \[3, 4\]\) would be updated with a {value} value\. "
+                    r"torch\.export's functionalisation dropped the dtype conversion or broadcast"
+                    r".*Lower with to_edge_transform_and_lower",
+                ):
+                    edge.to_backend(executorch_trt.TensorRTPartitioner())
 
     def test_composable_path_reads_the_converted_copy(self):
         x = torch.tensor([[1.0001, 70000.0, 3.0007, 0.5]] * 3)

@@ -176,3 +176,57 @@ def buffer_named_like_input_error(names: dict[str, str], method: str | None = No
         "buffer would never change and later calls would return wrong values. Rename the "
         f"forward argument (e.g. forward(self, {first}_in)) or the buffer."
     )
+
+
+def _spec(val: torch.Tensor) -> str:
+    return f"{str(val.dtype).removeprefix('torch.')} {list(val.shape)}"
+
+
+def mismatched_buffer_mutations(ep: ExportedProgram) -> dict[str, tuple[str, str]]:
+    """The buffers of functional program ``ep`` whose ``BUFFER_MUTATION`` value differs from
+    the buffer in dtype or shape (``{buffer FQN: ("float16 [3, 4]", "float32 [4]")}``: the
+    buffer's dtype and shape, then its new value's).
+
+    A buffer's new value always has its dtype and shape in eager PyTorch; a value that does not
+    is torch's functionalisation dropping a whole-buffer ``copy_``'s conversion or broadcast
+    (``passes/copy_conversions.py``), so what the method reads after that ``copy_`` is wrong
+    too. Only nodes with fake values (``meta["val"]``) are compared. Raises nothing."""
+    sig = ep.graph_signature
+    nodes = {n.name: n for n in ep.graph.nodes}
+    buffer_nodes = {
+        sig.inputs_to_buffers[name]: node
+        for name, node in nodes.items()
+        if name in sig.inputs_to_buffers
+    }
+    found: dict[str, tuple[str, str]] = {}
+    for out, fqn in sig.buffers_to_mutate.items():
+        value = nodes.get(out)
+        buffer = buffer_nodes.get(fqn)
+        if value is None or buffer is None:
+            continue
+        new, old = value.meta.get("val"), buffer.meta.get("val")
+        if not isinstance(new, torch.Tensor) or not isinstance(old, torch.Tensor):
+            continue
+        same_shape = new.dim() == old.dim() and all(
+            str(a) == str(b) for a, b in zip(new.shape, old.shape)
+        )
+        if new.dtype != old.dtype or not same_shape:
+            found[fqn] = (_spec(old), _spec(new))
+    return found
+
+
+def mismatched_buffer_mutation_error(found: dict[str, tuple[str, str]]) -> ValueError:
+    """The ``ValueError`` for ``mismatched_buffer_mutations``' result."""
+    listed = "; ".join(
+        f"buffer {fqn!r} ({buffer}) would be updated with a {value} value"
+        for fqn, (buffer, value) in sorted(found.items())
+    )
+    return ValueError(
+        f"executorch_trt: {listed}. torch.export's functionalisation dropped the dtype "
+        "conversion or broadcast of a whole-buffer copy_ (self.buf.copy_(x) or self.buf[:] = x), "
+        "so the values the method reads after it would be wrong. Lower with "
+        "to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()]) or "
+        "executorch_trt.export, whose partitioner makes the conversion explicit before "
+        "decomposition, or convert in the model: self.buf.copy_(x.to(self.buf.dtype)."
+        "expand_as(self.buf))."
+    )

@@ -27,6 +27,11 @@ Rules (``docs/contract.md`` 1, "Ownership"):
 * A method that updates a buffer named like one of its inputs (``self.x.add_(x)``) is rejected
   (``graph_mutations.buffer_named_like_input_error``): ExecuTorch 1.5.1 would write the update
   into the input and the buffer would never change.
+* An edge program in which a buffer's new value differs from the buffer in dtype or shape is
+  rejected (``graph_mutations.mismatched_buffer_mutation_error``): functionalisation dropped a
+  whole-buffer ``copy_``'s conversion, which ``transform_for_pre_decomposition`` makes explicit
+  on the paths that call it (``passes/copy_conversions.py``); ``to_edge`` + ``to_backend`` does
+  not.
 * A ``torch.cond`` is taken whole when the engine takes it and everything in its branches
   (``operator_support``): its branch ``get_attr`` nodes get its tag. For each cross-attention
   cache it updates, ``expose_cross_attn_cache_writes`` made the ``cond``'s output for that
@@ -77,6 +82,8 @@ from executorch_trt.graph.dynamic_shapes import (
 from executorch_trt.graph.mutations import (
     buffer_named_like_input_error,
     buffers_named_like_inputs,
+    mismatched_buffer_mutation_error,
+    mismatched_buffer_mutations,
     mutated_inputs,
     mutated_user_input_error,
 )
@@ -276,6 +283,9 @@ class TensorRTPartitioner(Partitioner):
         named_like_inputs = buffers_named_like_inputs(exported_program)
         if named_like_inputs:
             raise buffer_named_like_input_error(named_like_inputs)
+        mismatched = mismatched_buffer_mutations(exported_program)
+        if mismatched:
+            raise mismatched_buffer_mutation_error(mismatched)
         check_cache_writes_exposed(
             exported_program.graph_module, exported_program.graph_signature, "TensorRTPartitioner"
         )
