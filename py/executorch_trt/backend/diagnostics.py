@@ -27,7 +27,7 @@ from torch.export.graph_signature import ExportGraphSignature
 
 from executorch_trt.backend.analysis import analyse_partition
 from executorch_trt.format.wire import BACKEND_ID
-from executorch_trt.graph.nodes import arg_int, arg_node, attr_name, value_layout
+from executorch_trt.graph.nodes import arg_int, arg_node, attr_name, layout_text, value_layout
 from executorch_trt.graph.operator_support import op_name
 from executorch_trt.options import KV_CACHE_INPLACE, CompileOptions
 from executorch_trt.passes.buffer_to_buffer_writes import SNAPSHOT_OF
@@ -75,8 +75,7 @@ def _layout_text(node: torch.fx.Node) -> str:
     layout = value_layout(node)
     if layout is None:
         return "of a symbolic shape"
-    dtype, shape = layout
-    return f"{str(dtype).removeprefix('torch.')} {list(shape)}"
+    return layout_text(*layout)
 
 
 def _delegate_output_reason(

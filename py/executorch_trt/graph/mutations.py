@@ -23,6 +23,8 @@ from collections.abc import Iterable
 import torch
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.nodes import layout_text, same_shape
+
 
 @dataclasses.dataclass(frozen=True)
 class MutatedInputs:
@@ -178,10 +180,6 @@ def buffer_named_like_input_error(names: dict[str, str], method: str | None = No
     )
 
 
-def _spec(val: torch.Tensor) -> str:
-    return f"{str(val.dtype).removeprefix('torch.')} {list(val.shape)}"
-
-
 def mismatched_buffer_mutations(ep: ExportedProgram) -> dict[str, tuple[str, str]]:
     """The buffers of functional program ``ep`` whose ``BUFFER_MUTATION`` value differs from
     the buffer in dtype or shape (``{buffer FQN: ("float16 [3, 4]", "float32 [4]")}``: the
@@ -207,11 +205,8 @@ def mismatched_buffer_mutations(ep: ExportedProgram) -> dict[str, tuple[str, str
         new, old = value.meta.get("val"), buffer.meta.get("val")
         if not isinstance(new, torch.Tensor) or not isinstance(old, torch.Tensor):
             continue
-        same_shape = new.dim() == old.dim() and all(
-            str(a) == str(b) for a, b in zip(new.shape, old.shape)
-        )
-        if new.dtype != old.dtype or not same_shape:
-            found[fqn] = (_spec(old), _spec(new))
+        if new.dtype != old.dtype or not same_shape(new, old):
+            found[fqn] = (layout_text(old.dtype, old.shape), layout_text(new.dtype, new.shape))
     return found
 
 

@@ -23,6 +23,31 @@ def value_layout(node: torch.fx.Node) -> tuple[torch.dtype, tuple[int, ...]] | N
     return val.dtype, tuple(int(n) for n in val.shape)
 
 
+def same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` have the same shape, size by size; symbolic sizes are compared as
+    written (no guard is added), so an equality the shape environment has not proven counts as
+    different."""
+    return a.dim() == b.dim() and all(str(x) == str(y) for x, y in zip(a.shape, b.shape))
+
+
+def layout_text(dtype: torch.dtype, shape: Sequence[Any]) -> str:
+    """``"float16 [3, 4]"``: a dtype and shape as messages print them."""
+    return f"{str(dtype).removeprefix('torch.')} {list(shape)}"
+
+
+#: ``node.meta`` keys that say where a node came from in the user's model.
+PROVENANCE_KEYS = ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node")
+
+
+def copy_provenance(source: torch.fx.Node, *new: torch.fx.Node) -> None:
+    """Gives the nodes ``new`` that a pass inserts for ``source`` its provenance, so errors and
+    profiles point at the user's code."""
+    for key in PROVENANCE_KEYS:
+        if key in source.meta:
+            for node in new:
+                node.meta[key] = source.meta[key]
+
+
 def arg_node(node: torch.fx.Node, i: int) -> torch.fx.Node:
     """``node.args[i]``, a node by the operator's schema (e.g. the tensor an op reads)."""
     return cast(torch.fx.Node, node.args[i])

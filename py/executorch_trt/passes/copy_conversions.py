@@ -30,22 +30,10 @@ import torch
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
 
-from executorch_trt.graph.nodes import args_of
+from executorch_trt.graph.nodes import args_of, copy_provenance, same_shape
 
 aten = torch.ops.aten
 COPY_OPS = (aten.copy_.default, aten.copy.default)
-
-
-def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` have the same shape expression by expression; symbolic sizes are
-    compared as written (no guard is added), so an unproven equality counts as different."""
-    return a.dim() == b.dim() and all(str(x) == str(y) for x, y in zip(a.shape, b.shape))
-
-
-def _copy_meta(source: torch.fx.Node, new: torch.fx.Node) -> None:
-    for key in ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node"):
-        if key in source.meta:
-            new.meta[key] = source.meta[key]
 
 
 def _make_explicit(graph: torch.fx.Graph, copy: torch.fx.Node) -> bool:
@@ -57,7 +45,7 @@ def _make_explicit(graph: torch.fx.Graph, copy: torch.fx.Node) -> bool:
     if not isinstance(dst_val, torch.Tensor) or not isinstance(src_val, torch.Tensor):
         return False
     convert = src_val.dtype != dst_val.dtype
-    broadcast = not _same_shape(src_val, dst_val)
+    broadcast = not same_shape(src_val, dst_val)
     if not convert and not broadcast:
         return False
     # The values' fake mode, so the new nodes' values are fake too (real ones compute as is).
@@ -69,12 +57,12 @@ def _make_explicit(graph: torch.fx.Graph, copy: torch.fx.Node) -> bool:
             with fake_mode:
                 value_val = aten._to_copy.default(value_val, dtype=dst_val.dtype)
             value.meta["val"] = value_val
-            _copy_meta(copy, value)
+            copy_provenance(copy, value)
         if broadcast:
             value = graph.call_function(aten.expand_as.default, (value, dst))
             with fake_mode:
                 value.meta["val"] = aten.expand_as.default(value_val, dst_val)
-            _copy_meta(copy, value)
+            copy_provenance(copy, value)
     copy.replace_input_with(src, value)
     return True
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 from torch.export import ExportedProgram
 
-from executorch_trt.graph.nodes import args_of
+from executorch_trt.graph.nodes import args_of, copy_provenance
 
 aten = torch.ops.aten
 SDPA_OP = aten.scaled_dot_product_attention.default
@@ -98,10 +98,7 @@ def pin_sdpa_layout(ep: ExportedProgram) -> int:
         swapped.meta["val"] = val.transpose(1, 2)
         packed.meta["val"] = swapped.meta["val"].clone(memory_format=torch.contiguous_format)
         restored.meta["val"] = packed.meta["val"].transpose(1, 2)
-        for key in ("stack_trace", "nn_module_stack", "source_fn_stack", "from_node"):
-            if key in node.meta:
-                for new in (swapped, packed, restored):
-                    new.meta[key] = node.meta[key]
+        copy_provenance(node, swapped, packed, restored)
         for user in users:
             user.replace_input_with(node, restored)
         count += 1
