@@ -180,6 +180,8 @@ class WheelTest(unittest.TestCase):
             metadata = email.parser.Parser().parsestr(wheel.read(f"{dist_info}/METADATA").decode())
         missing = [lib for lib in _LIBRARIES if f"executorch_trt/{lib}" not in names]
         self.assertEqual(missing, [], "libraries missing from the wheel's executorch_trt/")
+        # The portable engine's operator table, read at export (runtime_kernels.py).
+        self.assertIn("executorch_trt/engines/portable/operator_schemas.txt", names)
         # Every Python file of //py:executorch_trt, at its package path.
         package_dir = os.path.dirname(_runfile("py/executorch_trt/__init__.py"))
         sources = {

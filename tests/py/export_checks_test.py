@@ -352,6 +352,57 @@ class BufferNamedLikeInputTest(absltest.TestCase):
             torch.testing.assert_close(method.execute([x])[0], x * 2 * step)
 
 
+class BytesAsInt(torch.nn.Module):
+    """A float32 buffer's bytes read as int32 (``Tensor.view(dtype)``, ``aten::view_copy.dtype``),
+    which ExecuTorch 1.5.1 has no kernel for; ``as_float=True`` reads the value converted
+    instead (``.to``), which it has."""
+
+    def __init__(self, as_float=False):
+        super().__init__()
+        self.as_float = as_float
+        self.register_buffer("bits", torch.zeros(4))
+
+    def forward(self, x):
+        self.bits.add_(x)
+        if self.as_float:
+            return self.bits.to(torch.int32) + 0
+        return self.bits.view(torch.int32) + 0
+
+
+_NO_KERNEL = (
+    r"the delegated graph needs aten::view_copy\.dtype_out, called by \w+ \(File .*"
+    r"export_checks_test\.py\", line \d+, in forward .*self\.bits\.view\(torch\.int32\).*\)\. "
+    r"ExecuTorch 1\.5\.1's runtime has no kernel for it .*'Missing operator'"
+)
+
+
+class NoKernelTest(absltest.TestCase):
+    """An operation that exports but that no ExecuTorch runtime has a kernel for is refused at
+    export, naming the kernel and the model line, not at load as a corrupt program."""
+
+    def _ep(self, as_float=False):
+        with torch.no_grad():
+            return torch.export.export(BytesAsInt(as_float), (torch.ones(4),))
+
+    def test_export_refuses_naming_kernel_and_line(self):
+        with self.assertRaisesRegex(ValueError, _NO_KERNEL):
+            executorch_trt.export(self._ep())
+
+    def test_composable_path_refuses(self):
+        with self.assertRaisesRegex(ValueError, _NO_KERNEL):
+            _lower(self._ep()).to_executorch()
+
+    def test_the_converted_read_runs(self):
+        delegate_library.require()
+        method = runtime.load(executorch_trt.export(self._ep(as_float=True)).buffer).load_method(
+            "forward"
+        )
+        for step in range(1, 3):
+            torch.testing.assert_close(
+                method.execute([torch.ones(4)])[0], torch.full((4,), step, dtype=torch.int32)
+            )
+
+
 class AllForms(torch.nn.Module):
     """Buffers ``a``..``g`` written in different ways, ``ro`` only read; user inputs ``u`` and
     ``w`` written, ``x`` only read."""

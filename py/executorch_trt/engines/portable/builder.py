@@ -53,6 +53,7 @@ from torch.export.graph_signature import ExportGraphSignature
 
 from executorch_trt.engines import op_groups
 from executorch_trt.engines.base import EnginePayload
+from executorch_trt.engines.portable.runtime_kernels import check_kernels
 from executorch_trt.engines.portable.shared_data import split_nested_program
 from executorch_trt.format.blob import AliasedIO
 from executorch_trt.format.portable_payload import PortableDescriptor, write_portable_payload
@@ -203,9 +204,10 @@ def build(
 
     Returns the payload (``docs/formats/portable_payload.md``) and the nested program's data, moved
     out of it (``shared_data.split_nested_program``). Raises ``ValueError`` if the nested method's
-    input/output names or counts disagree with ``ep``'s signature, or if a quantization op is
+    input/output names or counts disagree with ``ep``'s signature, if a quantization op is
     left that XNNPACK did not take and no embedding fusion replaced
-    (``_check_quantized_ops_taken``).
+    (``_check_quantized_ops_taken``), or if the nested program calls an operator the runtime
+    has no kernel for (``runtime_kernels.check_kernels``).
     """
     del aliases  # the blob metadata carries them (module docstring)
     xnnpack = True if options is None else options.portable_xnnpack
@@ -232,6 +234,7 @@ def build(
         external_constants=True,
     )
     et = manager.to_executorch(config)
+    check_kernels(et, fused)
     nested_sig = et.exported_program(METHOD_NAME).graph_signature
     if list(nested_sig.user_inputs) != input_names:
         raise ValueError(
