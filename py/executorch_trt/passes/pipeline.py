@@ -22,7 +22,8 @@ stages in this order. Each stage is a function here; its caller is named with it
    (``kv_cache_writes``), copies that change nothing dropped (``noop_copies``). The binding
    contract and the alias decision are then read off the result (``backend``).
 4. The engine builds its payload. The portable engine runs ``prepare_nested_program`` on the
-   partition (attention over the caches in place: ``gqa_attention``; a norm's mean and a
+   partition (attention over the caches in place: ``gqa_attention``; integer remainders with
+   PyTorch's sign, which ExecuTorch's kernel gets wrong: ``integer_remainder``; a norm's mean and a
    dynamic value's reshapes in the forms XNNPACK takes: ``mean_as_pooling``,
    ``inferred_reshapes``;
    ``torch.cond`` results copied into bound outputs:
@@ -56,6 +57,7 @@ from executorch_trt.passes.initialize_mutable_buffers import (
     InitializeMutableBuffersPass,
     MarkZeroBuffersPass,
 )
+from executorch_trt.passes.integer_remainder import integer_remainders_as_pytorch
 from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
 from executorch_trt.passes.mean_as_pooling import mean_as_pooling
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
@@ -104,6 +106,7 @@ def prepare_nested_program(ep: ExportedProgram, xnnpack: bool) -> None:
     its forms. A node the method returns may be replaced on the way; the
     output specs are renamed after them (``graph.edit.sync_output_specs``)."""
     use_gqa_attention(ep.graph_module)
+    integer_remainders_as_pytorch(ep.graph_module)
     if xnnpack:
         mean_as_pooling(ep.graph_module)
         reshapes_as_inferred_views(ep.graph_module)

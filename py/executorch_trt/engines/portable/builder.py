@@ -101,6 +101,8 @@ class _NestedXnnpackPartitioner(Partitioner):
     """ExecuTorch's ``XnnpackPartitioner`` on the nested program's top-level graph, minus the
     state writers (``STATE_WRITERS``, ``torch.cond``) and whatever lies in a ``cond`` branch.
     XNNPACK takes none of these today; removing their tags keeps it so if its tables grow.
+    Its configs refuse what XNNPACK would compute otherwise than PyTorch
+    (``xnnpack_configs.restricted_configs``).
     Copies whose removal would break their XNNPACK subgraph stay out too
     (``_untag_copies_xnnpack_cannot_remove``)."""
 
@@ -108,7 +110,9 @@ class _NestedXnnpackPartitioner(Partitioner):
         super().__init__()
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-        self._xnnpack = XnnpackPartitioner()
+        from executorch_trt.engines.portable.xnnpack_configs import restricted_configs
+
+        self._xnnpack = XnnpackPartitioner(configs=restricted_configs())
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         result = self._xnnpack.partition(exported_program)
