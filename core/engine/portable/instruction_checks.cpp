@@ -49,9 +49,9 @@ Error CheckKernelArguments(const NestedPlan& plan, const fb::KernelCall& call, u
   if (schema == nullptr) {
     ET_LOG(Error,
            "executorch_trt: nested method '%s': instruction %" PRIu32
-           " calls operator '%s%s%s', which is not one the runtime has a kernel schema for, "
-           "so its arguments cannot be checked; %s.",
-           plan.method(), i, name, dot, overload, kCorrupt);
+           " calls '%s%s%s', which this runtime has no kernel for: export the program again "
+           "with the ExecuTorch and executorch_trt of this runtime.",
+           plan.method(), i, name, dot, overload);
     return Error::InvalidProgram;
   }
   const uint32_t n = Size(call.args());
