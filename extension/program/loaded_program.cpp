@@ -142,6 +142,11 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
                       ? std::string(" and no data file was given; pass the .ptd written with it")
                       : " nor in " + data_path_ + "; check that it was written with this program") +
                  " (the missing key is in the log above)";
+      } else if (err == Error::OperatorMissing) {
+        *error = what + ": cannot load method '" + name + "' (error " + ErrorText(err) +
+                 "): it calls an operator no kernel is registered for in this runtime (ExecuTorch "
+                 "logs its name); register that kernel, or export the model without the "
+                 "operation";
       } else {
         *error = what + ": cannot load method '" + name + "' (error " + ErrorText(err) +
                  "): the program has no such method, or a delegate in it failed to initialise "

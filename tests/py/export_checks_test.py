@@ -369,6 +369,18 @@ class BytesAsInt(torch.nn.Module):
         return self.bits.view(torch.int32) + 0
 
 
+class Sorted(torch.nn.Module):
+    """A buffer's values sorted (``aten::sort``, left on the host) after the delegate's add."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(4))
+
+    def forward(self, x):
+        self.seen.add_(x)
+        return torch.sort(self.seen * 2).values
+
+
 _NO_KERNEL = (
     r"the delegated graph needs aten::view_copy\.dtype_out, called by \w+ \(File .*"
     r"export_checks_test\.py\", line \d+, in forward .*self\.bits\.view\(torch\.int32\).*\)\. "
@@ -391,6 +403,20 @@ class NoKernelTest(absltest.TestCase):
     def test_composable_path_refuses(self):
         with self.assertRaisesRegex(ValueError, _NO_KERNEL):
             _lower(self._ep()).to_executorch()
+
+    def test_an_operator_left_on_the_host_is_named_at_load(self):
+        # torch.sort is not the delegate's; ExecuTorch 1.5.1 has no sort kernel either, and only
+        # a runtime that registers one can load the program.
+        delegate_library.require()
+        with torch.no_grad():
+            ep = torch.export.export(Sorted(), (torch.ones(4),))
+        program = executorch_trt.export(ep)
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"(?s)cannot load method 'forward' \(error 20: OperatorMissing\): it calls an operator "
+            r"no kernel is registered for in this runtime .*aten::sort\.values",
+        ):
+            runtime.load(program.buffer).load_method("forward")
 
     def test_the_converted_read_runs(self):
         delegate_library.require()
