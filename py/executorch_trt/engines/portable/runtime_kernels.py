@@ -53,26 +53,18 @@ def _kernel_name(name: str, overload: str) -> str:
     return f"{name}.{overload}" if overload else name
 
 
-def _functional_overload(out_overload: str) -> str:
-    """``"dtype"`` for ``"dtype_out"``, ``"default"`` for ``"out"`` (ExecuTorch's out-variant
-    naming, ``exir/operator/convert.py``)."""
-    if out_overload in ("", "out"):
-        return "default"
-    return out_overload.removesuffix("_out")
-
-
 def _callers(ep: ExportedProgram, kernel: str) -> list[str]:
-    """Where the model calls ``kernel``'s functional form: each node's name and the last
-    frame of its stack trace, control-flow branches included."""
+    """Where the model calls ``kernel``: each node's name and the last frame of its stack
+    trace, control-flow branches included. ``ep``'s nodes are the out variants by then
+    (``to_executorch`` replaces them in place)."""
     name, _, overload = kernel.partition(".")
-    wanted = {overload or "default", _functional_overload(overload)}
     found = []
     for module in ep.graph_module.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
         for node in module.graph.nodes:
             target_overload = getattr(node.target, "_overloadname", None)
-            if schema_name(node) == name and target_overload in wanted:
+            if schema_name(node) == name and target_overload == (overload or "default"):
                 frame = (node.meta.get("stack_trace") or "").strip().splitlines()[-2:]
                 where = " ".join(line.strip() for line in frame)
                 found.append(f"{node.name} ({where})" if where else node.name)

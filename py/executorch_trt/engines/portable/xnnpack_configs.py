@@ -47,28 +47,24 @@ def _tensors(node: torch.fx.Node) -> list[torch.Tensor]:
     return [v for v in flat if isinstance(v, torch.Tensor)]
 
 
-def xnnpack_rejection(node: torch.fx.Node) -> str | None:
-    """Why XNNPACK would not compute ``node`` as PyTorch does (module docstring), or ``None``."""
+def computes_as_pytorch(node: torch.fx.Node) -> bool:
+    """Whether XNNPACK computes ``node`` as PyTorch does (module docstring)."""
     name = schema_name(node)
     if name == "aten::gelu" and _gelu_approximation(node) != "none":
-        return "XNNPACK's GELU is the exact (erf) one"
-    if name in _NAN_DROPPING:
-        return f"XNNPACK's {name.split('::')[1]} drops NaN"
-    if any(t.dim() > XNN_MAX_TENSOR_DIMS for t in _tensors(node)):
-        return f"XNNPACK takes tensors of at most {XNN_MAX_TENSOR_DIMS} dimensions"
-    return None
+        return False  # XNNPACK's GELU is the exact (erf) one
+    return name not in _NAN_DROPPING and all(t.dim() <= XNN_MAX_TENSOR_DIMS for t in _tensors(node))
 
 
 def _restricted(config: type[XNNPartitionerConfig]) -> type[XNNPartitionerConfig]:
     def check_constraints(
         self: XNNPartitionerConfig, node: torch.fx.Node, ep: ExportedProgram
     ) -> bool:
-        return xnnpack_rejection(node) is None and config.check_constraints(self, node, ep)
+        return computes_as_pytorch(node) and config.check_constraints(self, node, ep)
 
     return type(config.__name__, (config,), {"check_constraints": check_constraints})
 
 
 def restricted_configs() -> list[type[XNNPartitionerConfig]]:
-    """``ALL_PARTITIONER_CONFIGS`` (what ``XnnpackPartitioner()`` uses), each refusing the nodes
-    ``xnnpack_rejection`` names."""
+    """``ALL_PARTITIONER_CONFIGS`` (what ``XnnpackPartitioner()`` uses), each refusing a node
+    ``computes_as_pytorch`` rejects."""
     return [_restricted(config) for config in ALL_PARTITIONER_CONFIGS]
