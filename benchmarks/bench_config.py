@@ -91,23 +91,9 @@ class BenchConfig:
         return dataclasses.asdict(self.dims)
 
 
-FULL_DIMS = ModelDims(
-    vocab_size=1024,
-    hidden_size=256,
-    intermediate_size=512,
-    num_hidden_layers=4,
-    num_attention_heads=8,
-    num_key_value_heads=4,
-)
-
-QUICK_DIMS = ModelDims(
-    vocab_size=128,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=1,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-)
+# Positional: vocab, hidden, MLP (intermediate), layers, query heads, KV heads.
+FULL_DIMS = ModelDims(1024, 256, 512, 4, 8, 4)
+QUICK_DIMS = ModelDims(128, 64, 128, 1, 4, 2)
 
 
 def full_config(threads: int) -> BenchConfig:

@@ -221,15 +221,15 @@ def spawn_worker(
     return command_line.run_worker_process(cmd, env, WORKER_TIMEOUT_S, mode, label, RESULT_MARKER)
 
 
-CPP_FIELDS = (
-    "step_ms_cpp_median",
-    "step_ms_cpp_p10",
-    "step_ms_cpp_p90",
-    "step_ms_cpp_samples",
-    "cpp_threads",
-    "cpp_engine",
-    "cpp_error",
-)
+#: A row's C++ timing fields, each from decode_step_cpp's result key (`cpp_error` apart).
+_CPP_SOURCES = {
+    "step_ms_cpp_median": "step_ms_median",
+    "step_ms_cpp_p10": "step_ms_p10",
+    "step_ms_cpp_p90": "step_ms_p90",
+    "step_ms_cpp_samples": "step_ms_samples",
+    "cpp_threads": "threads",
+}
+CPP_FIELDS = (*_CPP_SOURCES, "cpp_engine", "cpp_error")
 
 
 def cpp_fields(cpp: dict | None) -> dict:
@@ -244,14 +244,8 @@ def cpp_fields(cpp: dict | None) -> dict:
     if cpp.get("error"):
         out["cpp_error"] = cpp["error"]
         return out
-    out.update(
-        step_ms_cpp_median=cpp["step_ms_median"],
-        step_ms_cpp_p10=cpp["step_ms_p10"],
-        step_ms_cpp_p90=cpp["step_ms_p90"],
-        step_ms_cpp_samples=cpp["step_ms_samples"],
-        cpp_threads=cpp["threads"],
-        cpp_engine=cpp.get("engine"),
-    )
+    out.update({field: cpp[key] for field, key in _CPP_SOURCES.items()})
+    out["cpp_engine"] = cpp.get("engine")
     return out
 
 

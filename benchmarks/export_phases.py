@@ -18,61 +18,40 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+_PROGRAM = "executorch.exir.program._program"
+_PREPROCESS = "executorch_trt.backend.preprocess"
+_BUILDER = "executorch_trt.engines.portable.builder"
+_EXPORT = "executorch_trt.lowering.export"
+_VERIFIER = "executorch.exir.verification.verifier"
+_XNNPACK = "executorch.backends.xnnpack.xnnpack_preprocess"
+
 #: (module, attribute path, phase name): what `instrument` wraps, where callers look it up.
 #: A function imported by name into another module is wrapped there (e.g. `analyse_partition`
 #: in `backend.preprocess`).
 PATCH_POINTS: tuple[tuple[str, str, str], ...] = (
-    (
-        "executorch_trt.lowering.export",
-        "to_edge_transform_and_lower",
-        "to_edge_transform_and_lower",
-    ),
-    (
-        "executorch.exir.program._program",
-        "_gen_edge_manager_for_partitioners",
-        "to_edge (decompositions)",
-    ),
+    (_EXPORT, "to_edge_transform_and_lower", "to_edge_transform_and_lower"),
+    (_PROGRAM, "_gen_edge_manager_for_partitioners", "to_edge (decompositions)"),
     ("torch.export.exported_program", "ExportedProgram.run_decompositions", "run_decompositions"),
-    ("executorch.exir.program._program", "_generate_edge_program", "edge dialect"),
-    ("executorch.exir.program._program", "EdgeProgramManager.transform", "transform passes"),
-    (
-        "executorch.exir.verification.verifier",
-        "_check_tensor_args_matching_op_allowed_dtype",
-        "edge dtype check",
-    ),
+    (_PROGRAM, "_generate_edge_program", "edge dialect"),
+    (_PROGRAM, "EdgeProgramManager.transform", "transform passes"),
+    (_VERIFIER, "_check_tensor_args_matching_op_allowed_dtype", "edge dtype check"),
     ("executorch.exir.lowered_backend_module", "legalize_graph", "legalize graph"),
-    ("executorch.exir.program._program", "EdgeProgramManager.to_backend", "to_backend"),
-    ("executorch.exir.program._program", "EdgeProgramManager.to_executorch", "to_executorch"),
+    (_PROGRAM, "EdgeProgramManager.to_backend", "to_backend"),
+    (_PROGRAM, "EdgeProgramManager.to_executorch", "to_executorch"),
     ("executorch_trt.lowering.partitioner", "TensorRTPartitioner.partition", "partition"),
-    (
-        "executorch.exir.backend.backend_api",
-        "_create_partitions",
-        "create partitions",
-    ),
-    ("executorch_trt.backend.preprocess", "TensorRTBackend.preprocess", "preprocess"),
-    ("executorch_trt.backend.preprocess", "analyse_partition", "analysis"),
-    ("executorch_trt.backend.preprocess", "report_view_copies", "diagnostics"),
+    ("executorch.exir.backend.backend_api", "_create_partitions", "create partitions"),
+    (_PREPROCESS, "TensorRTBackend.preprocess", "preprocess"),
+    (_PREPROCESS, "analyse_partition", "analysis"),
+    (_PREPROCESS, "report_view_copies", "diagnostics"),
     ("executorch_trt.engines.portable", "ENGINE.build", "nested lowering"),
-    (
-        "executorch_trt.engines.portable.builder",
-        "_NestedXnnpackPartitioner.partition",
-        "xnnpack partition",
-    ),
-    (
-        "executorch.backends.xnnpack.xnnpack_preprocess",
-        "XnnpackBackend.preprocess",
-        "xnnpack preprocess",
-    ),
-    ("executorch_trt.engines.portable.builder", "split_nested_program", "nested serialization"),
-    ("executorch_trt.backend.preprocess", "write_blob", "blob"),
+    (_BUILDER, "_NestedXnnpackPartitioner.partition", "xnnpack partition"),
+    (_XNNPACK, "XnnpackBackend.preprocess", "xnnpack preprocess"),
+    (_BUILDER, "split_nested_program", "nested serialization"),
+    (_PREPROCESS, "write_blob", "blob"),
     ("executorch.exir.passes", "MemoryPlanningPass.run", "memory planning"),
-    ("executorch.exir.program._program", "emit_program", "emit"),
-    ("executorch.exir.program._program", "serialize_for_executorch", "serialize"),
-    (
-        "executorch.exir.program._program",
-        "collect_named_data_store_from_exported_program",
-        "named data",
-    ),
+    (_PROGRAM, "emit_program", "emit"),
+    (_PROGRAM, "serialize_for_executorch", "serialize"),
+    (_PROGRAM, "collect_named_data_store_from_exported_program", "named data"),
 )
 
 #: Attributes that are staticmethods on their class (wrapped as staticmethods again).

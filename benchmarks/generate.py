@@ -181,6 +181,17 @@ def spawn_worker(
     )
 
 
+#: A row's export fields, each from the export worker's result key.
+_EXPORT_FIELDS = {
+    "export_s": "export_s",
+    "convert_s": "convert_s",
+    "export_peak_rss_mb": "peak_rss_mb",
+    "export_baseline_rss_mb": "baseline_rss_mb",
+    "program_bytes": "program_bytes",
+    "data_bytes": "data_bytes",
+}
+
+
 def make_row(
     config: GenerateConfig, variant: str, exported: dict | None, timed: dict, min_ms: float | None
 ) -> dict:
@@ -193,22 +204,10 @@ def make_row(
         "description": generate_variants.VARIANTS[variant],
         "engine": "eager PyTorch" if exported is None else exported.get("engine"),
         "decode_delegates": None if exported is None else exported.get("decode_delegates"),
-        "export_s": None,
-        "convert_s": None,
-        "export_peak_rss_mb": None,
-        "export_baseline_rss_mb": None,
-        "program_bytes": None,
-        "data_bytes": None,
+        **dict.fromkeys(_EXPORT_FIELDS),
     }
     if exported is not None and not exported.get("error"):
-        row.update(
-            export_s=exported["export_s"],
-            convert_s=exported["convert_s"],
-            export_peak_rss_mb=exported["peak_rss_mb"],
-            export_baseline_rss_mb=exported["baseline_rss_mb"],
-            program_bytes=exported["program_bytes"],
-            data_bytes=exported["data_bytes"],
-        )
+        row.update({field: exported[key] for field, key in _EXPORT_FIELDS.items()})
     error = (exported or {}).get("error") or timed.get("error")
     if not error and variant not in timed["decode"]:
         error = "the timing worker returned nothing for it"

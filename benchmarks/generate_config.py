@@ -49,18 +49,10 @@ class ModelSpec:
 #: `decoder_model.build_model`'s defaults (2 layers, hidden 64, vocab 512, untied).
 TINY = ModelSpec("tiny", ModelDims(**decoder_model.DEFAULT_DIMS), tie_word_embeddings=False)
 
-#: The shape of HuggingFaceTB/SmolLM-135M (seeded random weights, no download).
+#: The shape of HuggingFaceTB/SmolLM-135M (seeded random weights, no download): vocab 49152,
+#: hidden 576, MLP 1536, 30 layers, 9 query / 3 KV heads, tied embeddings.
 SMOLLM_135M = ModelSpec(
-    "smollm-135m",
-    ModelDims(
-        vocab_size=49152,
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=30,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-    ),
-    tie_word_embeddings=True,
+    "smollm-135m", ModelDims(49152, 576, 1536, 30, 9, 3), tie_word_embeddings=True
 )
 
 MODELS = {m.name: m for m in (TINY, SMOLLM_135M)}
@@ -68,7 +60,7 @@ MODELS = {m.name: m for m in (TINY, SMOLLM_135M)}
 
 @dataclasses.dataclass(frozen=True)
 class GenerateConfig:
-    """Settings of one run.
+    """Settings of one run; the defaults are the full measurement's (`full_config`).
 
     * `model`: a key of MODELS; `max_seq_len`: the static cache's capacity (positions).
     * `prompt_len`: the generation's prompt (tokens at positions 0..prompt_len-1); greedy
@@ -89,14 +81,14 @@ class GenerateConfig:
 
     model: str
     max_seq_len: int
-    prompt_len: int
-    prefill_lens: tuple[int, ...]
-    end_steps: int
-    segment: int
-    repeats: int
-    prefill_repeats: int
-    warmup: int
     threads: int
+    prompt_len: int = 64
+    prefill_lens: tuple[int, ...] = (64, 512)
+    end_steps: int = 16
+    segment: int = 16
+    repeats: int = 2
+    prefill_repeats: int = 5
+    warmup: int = 3
     bandwidth_mib: int = 512
     bandwidth_repeats: int = 10
 
@@ -132,19 +124,9 @@ class GenerateConfig:
 
 
 def full_config(model: str, max_seq_len: int, threads: int) -> GenerateConfig:
-    """A measurement: prompt 64, prefills of 64 and 512 tokens, 2 generations, 5 prefills."""
-    return GenerateConfig(
-        model=model,
-        max_seq_len=max_seq_len,
-        prompt_len=64,
-        prefill_lens=(64, 512),
-        end_steps=16,
-        segment=16,
-        repeats=2,
-        prefill_repeats=5,
-        warmup=3,
-        threads=threads,
-    )
+    """A measurement, with `GenerateConfig`'s defaults: prompt 64, prefills of 64 and 512
+    tokens, 2 generations, 5 prefills."""
+    return GenerateConfig(model=model, max_seq_len=max_seq_len, threads=threads)
 
 
 def quick_config(threads: int) -> GenerateConfig:

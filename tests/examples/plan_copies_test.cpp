@@ -21,13 +21,6 @@ namespace {
 
 using executorch::runtime::Error;
 
-// Runfiles-relative (bazel test runs in the runfiles root).
-constexpr const char* kInplace = "examples/kv_cache_decode.pte";
-constexpr const char* kInplaceReference = "examples/kv_cache_decode_reference.json";
-constexpr const char* kCopyBack = "examples/kv_cache_copy_back.pte";
-constexpr const char* kUnplanned = "examples/kv_cache_inplace_without_planning.pte";
-constexpr const char* kMap = "tests/examples/map.pte";
-
 ProgramCopies MustRead(const std::string& path) {
   std::string error;
   auto copies = ReadProgramCopies(path, &error);
@@ -62,7 +55,7 @@ bool SameCopies(const ProgramCopies& a, const ProgramCopies& b) {
 }
 
 TEST(PlanCopiesTest, InPlaceExampleWritesNothingBack) {
-  const ProgramCopies copies = MustRead(kInplace);
+  const ProgramCopies copies = MustRead(kKvCacheDecodePte);
   EXPECT_EQ(copies.MethodNames(), "decode, prefill");
   for (const char* method : {"prefill", "decode"}) {
     const MethodCopies* m = copies.Find(method);
@@ -80,7 +73,7 @@ TEST(PlanCopiesTest, InPlaceExampleWritesNothingBack) {
 void ExpectEveryCacheWrittenBack(const char* program) {
   Reference ref;
   std::string error;
-  ASSERT_TRUE(LoadReference(kInplaceReference, &ref, &error)) << error;
+  ASSERT_TRUE(LoadReference(kKvCacheDecodeReference, &ref, &error)) << error;
   const ProgramCopies copies = MustRead(program);
   for (const char* method : {"prefill", "decode"}) {
     const MethodCopies* m = copies.Find(method);
@@ -107,17 +100,17 @@ void ExpectEveryCacheWrittenBack(const char* program) {
 }
 
 TEST(PlanCopiesTest, CopyBackProgramWritesEveryCacheBack) {
-  ExpectEveryCacheWrittenBack(kCopyBack);
+  ExpectEveryCacheWrittenBack(kCopyBackPte);
 }
 
 TEST(PlanCopiesTest, InPlaceWithoutPlanningWritesEveryCacheBack) {
-  ExpectEveryCacheWrittenBack(kUnplanned);
+  ExpectEveryCacheWrittenBack(kUnplannedPte);
 }
 
 // torch.map: a loop (not exact), et_copy_index counted by what it copies (one row of
 // 3 floats into the [5, 3] output, which has no name), then the write-back of `state` [2, 3].
 TEST(PlanCopiesTest, LoopAndEtCopyIndex) {
-  const ProgramCopies copies = MustRead(kMap);
+  const ProgramCopies copies = MustRead(kMapPte);
   const MethodCopies* m = copies.Find("forward");
   ASSERT_NE(m, nullptr) << copies.MethodNames();
   EXPECT_FALSE(m->exact);
@@ -137,7 +130,7 @@ TEST(PlanCopiesTest, LoopAndEtCopyIndex) {
 // Every prefix of the flatbuffer: an error, or (if everything the plan needs lies in the
 // prefix) exactly the full result. Never a read past the prefix.
 TEST(PlanCopiesTest, EveryTruncationIsRejectedOrIdentical) {
-  const std::vector<uint8_t> pte = ReadAll(kCopyBack);
+  const std::vector<uint8_t> pte = ReadAll(kCopyBackPte);
   ASSERT_FALSE(pte.empty());
   const size_t size = ProgramSize(pte);
   std::string error;
@@ -161,7 +154,7 @@ TEST(PlanCopiesTest, EveryTruncationIsRejectedOrIdentical) {
 // Every byte of the flatbuffer flipped in three ways: never a crash or a read past the buffer
 // (run under ASan to see the latter); the result, when there is one, is well formed.
 TEST(PlanCopiesTest, CorruptBytesNeverCrash) {
-  std::vector<uint8_t> pte = ReadAll(kCopyBack);
+  std::vector<uint8_t> pte = ReadAll(kCopyBackPte);
   ASSERT_FALSE(pte.empty());
   const size_t size = ProgramSize(pte);
   size_t rejected = 0;
@@ -185,7 +178,7 @@ TEST(PlanCopiesTest, CorruptBytesNeverCrash) {
 // A caller's buffer at an odd address: the same result (the parser copies it to aligned
 // memory before the verifier and the generated accessors load from it).
 TEST(PlanCopiesTest, UnalignedBufferGivesTheSameResult) {
-  const std::vector<uint8_t> pte = ReadAll(kCopyBack);
+  const std::vector<uint8_t> pte = ReadAll(kCopyBackPte);
   ASSERT_FALSE(pte.empty());
   const size_t size = ProgramSize(pte);
   std::vector<uint8_t> shifted(size + 1);
@@ -193,12 +186,12 @@ TEST(PlanCopiesTest, UnalignedBufferGivesTheSameResult) {
   std::string error;
   auto unaligned = ParseProgramCopies(shifted.data() + 1, size, "test.pte", &error);
   ASSERT_TRUE(unaligned.ok()) << error;
-  EXPECT_TRUE(SameCopies(*unaligned, MustRead(kCopyBack)));
+  EXPECT_TRUE(SameCopies(*unaligned, MustRead(kCopyBackPte)));
 }
 
 // The root offset pointing past the end: flatbuffers' verifier rejects it before any access.
 TEST(PlanCopiesTest, VerifierRejectsAnOffsetOutOfRange) {
-  std::vector<uint8_t> pte = ReadAll(kCopyBack);
+  std::vector<uint8_t> pte = ReadAll(kCopyBackPte);
   ASSERT_FALSE(pte.empty());
   const size_t size = ProgramSize(pte);
   for (int i = 0; i < 4; ++i) pte[i] = static_cast<uint8_t>((size + 64) >> (8 * i));
@@ -220,12 +213,13 @@ TEST(PlanCopiesTest, VerifierRejectsAnOffsetOutOfRange) {
 // symbols exported, ExecuTorch's Program::Verify ran our 2.0.8 code on its own Verifier and
 // rejected every program.)
 TEST(PlanCopiesTest, ExecuTorchStillVerifiesPrograms) {
-  ASSERT_TRUE(MustRead(kInplace).Find("decode") != nullptr);  // our reader is linked and used
-  auto loader = executorch::extension::FileDataLoader::from(kInplace);
+  ASSERT_TRUE(MustRead(kKvCacheDecodePte).Find("decode") !=
+              nullptr);  // our reader is linked and used
+  auto loader = executorch::extension::FileDataLoader::from(kKvCacheDecodePte);
   ASSERT_TRUE(loader.ok());
   auto program = executorch::runtime::Program::load(
       &loader.get(), executorch::runtime::Program::Verification::InternalConsistency);
-  EXPECT_TRUE(program.ok()) << "ExecuTorch's verifier rejects " << kInplace << ": error 0x"
+  EXPECT_TRUE(program.ok()) << "ExecuTorch's verifier rejects " << kKvCacheDecodePte << ": error 0x"
                             << std::hex << static_cast<uint32_t>(program.error());
 }
 
@@ -251,7 +245,7 @@ TEST(PlanCopiesTest, FileErrors) {
   EXPECT_NE(error.find("no_such.pte: cannot open"), std::string::npos) << error;
 
   // Cut inside the flatbuffer: the extended header promises more than the file has.
-  const std::vector<uint8_t> pte = ReadAll(kInplace);
+  const std::vector<uint8_t> pte = ReadAll(kKvCacheDecodePte);
   ASSERT_GT(pte.size(), 200u);
   const std::string cut_path = WriteTemp("cut.pte", pte.data(), 100);
   error.clear();
@@ -267,7 +261,7 @@ TEST(PlanCopiesTest, FileErrors) {
   error.clear();
   auto head = ReadProgramCopies(head_path, &error);
   ASSERT_TRUE(head.ok()) << error;
-  EXPECT_TRUE(SameCopies(*head, MustRead(kInplace)));
+  EXPECT_TRUE(SameCopies(*head, MustRead(kKvCacheDecodePte)));
 
   const std::string empty_path = WriteTemp("empty.pte", pte.data(), 0);
   error.clear();

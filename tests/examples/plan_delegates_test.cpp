@@ -22,15 +22,6 @@ namespace {
 
 using executorch::runtime::Error;
 
-// Runfiles-relative (bazel test runs in the runfiles root).
-constexpr const char* kSegments = "examples/kv_cache_decode.pte";
-constexpr const char* kInline = "tests/examples/delegate_inline.pte";
-constexpr const char* kNoXnnpack = "tests/examples/delegate_no_xnnpack.pte";
-constexpr const char* kXnnpackOnly = "tests/examples/xnnpack_only.pte";
-constexpr const char* kPlain = "tests/examples/plain.pte";
-constexpr const char* kPlanCut = "tests/examples/plan_cut.pte";
-constexpr const char* kScribbled = "tests/examples/scribbled.pte";
-
 constexpr const char* kPortableWithXnnpack =
     "1 TensorRTBackend delegate, engine portable (nested ExecuTorch program with XNNPACK, on "
     "the CPU)";
@@ -57,12 +48,12 @@ class PlanDelegatesTest : public ::testing::Test {
 
 TEST_F(PlanDelegatesTest, BlobsInSegments) {
   // ExecuTorch's default: no blob inside the flatbuffer, both after it.
-  const std::vector<uint8_t> pte = ReadAll(kSegments);
+  const std::vector<uint8_t> pte = ReadAll(kKvCacheDecodePte);
   const size_t program_size = ProgramSize(pte);
   EXPECT_EQ(FindBlob(pte, 0, program_size), program_size);
   EXPECT_LT(FindBlob(pte, program_size, pte.size()), pte.size());
 
-  const ProgramDelegates program = MustRead(kSegments);
+  const ProgramDelegates program = MustRead(kKvCacheDecodePte);
   ASSERT_EQ(program.methods.size(), 2u);
   for (const char* name : {"prefill", "decode"}) {
     const MethodDelegates* method = program.Find(name);
@@ -82,10 +73,10 @@ TEST_F(PlanDelegatesTest, BlobsInSegments) {
 
 TEST_F(PlanDelegatesTest, BlobInline) {
   // extract_delegate_segments=False: the blob is inside the flatbuffer.
-  const std::vector<uint8_t> pte = ReadAll(kInline);
+  const std::vector<uint8_t> pte = ReadAll(kInlinePte);
   EXPECT_LT(FindBlob(pte, 0, ProgramSize(pte)), ProgramSize(pte));
 
-  const ProgramDelegates program = MustRead(kInline);
+  const ProgramDelegates program = MustRead(kInlinePte);
   ASSERT_EQ(program.methods.size(), 1u);
   EXPECT_EQ(program.methods[0].method, "forward");
   EXPECT_EQ(program.methods[0].Describe(), kPortableWithXnnpack);
@@ -93,7 +84,7 @@ TEST_F(PlanDelegatesTest, BlobInline) {
 }
 
 TEST_F(PlanDelegatesTest, PortableEngineWithoutNestedXnnpack) {
-  const ProgramDelegates program = MustRead(kNoXnnpack);
+  const ProgramDelegates program = MustRead(kNoXnnpackPte);
   ASSERT_EQ(program.methods.size(), 1u);
   ASSERT_EQ(program.methods[0].delegates.size(), 1u);
   EXPECT_EQ(program.methods[0].delegates[0].nested_backends, std::vector<std::string>{});
@@ -104,7 +95,7 @@ TEST_F(PlanDelegatesTest, PortableEngineWithoutNestedXnnpack) {
 }
 
 TEST_F(PlanDelegatesTest, OtherBackendHasNoEngine) {
-  const ProgramDelegates program = MustRead(kXnnpackOnly);
+  const ProgramDelegates program = MustRead(kXnnpackOnlyPte);
   ASSERT_EQ(program.methods.size(), 1u);
   const MethodDelegates& forward = program.methods[0];
   ASSERT_FALSE(forward.delegates.empty());
@@ -120,7 +111,7 @@ TEST_F(PlanDelegatesTest, OtherBackendHasNoEngine) {
 }
 
 TEST_F(PlanDelegatesTest, NoDelegate) {
-  const ProgramDelegates program = MustRead(kPlain);
+  const ProgramDelegates program = MustRead(kPlainPte);
   ASSERT_EQ(program.methods.size(), 1u);
   EXPECT_EQ(program.methods[0].Describe(), "no delegate (ExecuTorch's CPU kernels)");
   EXPECT_EQ(program.EnginesRun({"forward"}), "no TensorRTBackend delegate");
@@ -129,7 +120,7 @@ TEST_F(PlanDelegatesTest, NoDelegate) {
 TEST_F(PlanDelegatesTest, SegmentPastTheEndIsReportedPerDelegate) {
   // Cut inside the first blob's segment: the flatbuffer is whole, no blob is (ExecuTorch's
   // loader rejects the file; the report must say the engine is unknown, not guess one).
-  std::vector<uint8_t> pte = ReadAll(kSegments);
+  std::vector<uint8_t> pte = ReadAll(kKvCacheDecodePte);
   const size_t blob = FindBlob(pte, ProgramSize(pte), pte.size());
   ASSERT_LT(blob + 100, pte.size());
   pte.resize(blob + 100);
@@ -148,7 +139,7 @@ TEST_F(PlanDelegatesTest, SegmentPastTheEndIsReportedPerDelegate) {
 }
 
 TEST_F(PlanDelegatesTest, CorruptedBlobIsReportedPerDelegate) {
-  std::vector<uint8_t> pte = ReadAll(kSegments);
+  std::vector<uint8_t> pte = ReadAll(kKvCacheDecodePte);
   const size_t blob = FindBlob(pte, ProgramSize(pte), pte.size());
   ASSERT_LT(blob + 200, pte.size());
   pte[blob + 200] ^= 0xff;  // inside the checksummed metadata or payload
@@ -172,7 +163,7 @@ TEST_F(PlanDelegatesTest, UnreadableFilesAreErrors) {
   auto missing = ReadProgramDelegates("no_such.pte", &error);
   EXPECT_EQ(missing.error(), Error::AccessFailed);
   EXPECT_EQ(error, "no_such.pte: cannot open");
-  for (const char* path : {kPlanCut, kScribbled}) {
+  for (const char* path : {kPlanCutPte, kScribbledPte}) {
     error.clear();
     auto bad = ReadProgramDelegates(path, &error);
     EXPECT_EQ(bad.error(), Error::InvalidProgram) << path;

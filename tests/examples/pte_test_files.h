@@ -17,6 +17,21 @@
 
 namespace executorch_trt::examples {
 
+// The programs these tests read, runfiles-relative (bazel test runs in the runfiles root):
+// the example's decoder (in place, its weights in segments) and its other exports, and the
+// forms of one small model (//tests/examples:delegate_forms_program) and broken copies of it.
+inline constexpr const char* kKvCacheDecodePte = "examples/kv_cache_decode.pte";
+inline constexpr const char* kKvCacheDecodeReference = "examples/kv_cache_decode_reference.json";
+inline constexpr const char* kCopyBackPte = "examples/kv_cache_copy_back.pte";
+inline constexpr const char* kUnplannedPte = "examples/kv_cache_inplace_without_planning.pte";
+inline constexpr const char* kMapPte = "tests/examples/map.pte";
+inline constexpr const char* kInlinePte = "tests/examples/delegate_inline.pte";
+inline constexpr const char* kNoXnnpackPte = "tests/examples/delegate_no_xnnpack.pte";
+inline constexpr const char* kXnnpackOnlyPte = "tests/examples/xnnpack_only.pte";
+inline constexpr const char* kPlainPte = "tests/examples/plain.pte";
+inline constexpr const char* kPlanCutPte = "tests/examples/plan_cut.pte";
+inline constexpr const char* kScribbledPte = "tests/examples/scribbled.pte";
+
 // The bytes of the file at `path` (empty if it does not open).
 inline std::vector<uint8_t> ReadAll(const std::string& path) {
   std::vector<uint8_t> bytes;
