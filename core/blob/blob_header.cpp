@@ -38,8 +38,8 @@ bool SectionFits(const char* section, uint64_t offset, uint64_t size, uint64_t m
   return true;
 }
 
-// Verifies the CHECKSUM feature (FORMAT.md "Integrity"). `h` has passed every range
-// check, so both sections lie inside the blob and their ends do not overflow.
+// Verifies the CHECKSUM feature (docs/formats/delegate_blob.md "Integrity"). `h` has passed every
+// range check, so both sections lie inside the blob and their ends do not overflow.
 Error VerifyChecksum(const BlobHeader& h, const uint8_t* bytes) {
   if ((h.required_features & kBlobFeatureChecksum) == 0) {
     if (h.checksum != 0) {

@@ -22,8 +22,8 @@ namespace executorch_trt {
 inline constexpr char kBlobMagic[4] = {'E', 'T', 'R', 'T'};
 
 // The format versions this runtime reads: 1 (static shapes) through kBlobFormatVersion.
-// Version 2 adds dynamic dimensions (`symbols`; FORMAT.md); a writer stamps 2 only on a
-// blob that has one, so static delegates still load in version-1 runtimes.
+// Version 2 adds dynamic dimensions (`symbols`; docs/formats/delegate_blob.md); a writer stamps 2
+// only on a blob that has one, so static delegates still load in version-1 runtimes.
 inline constexpr uint32_t kBlobFormatVersionMin = 1;
 inline constexpr uint32_t kBlobFormatVersionDynamic = 2;
 inline constexpr uint32_t kBlobFormatVersion = 2;

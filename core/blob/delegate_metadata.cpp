@@ -21,8 +21,8 @@ using executorch::runtime::Result;
 using json = nlohmann::json;
 
 // The metadata's names for each enum, written once: Parse reads them, the *Name functions
-// print them, and the error messages list them (FORMAT.md "Metadata";
-// Python: executorch_trt.wire).
+// print them, and the error messages list them (docs/formats/delegate_blob.md "Metadata";
+// Python: executorch_trt.format.wire).
 template <typename Enum>
 struct WireName {
   const char* name;

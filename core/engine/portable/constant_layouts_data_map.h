@@ -19,8 +19,8 @@
 
 namespace executorch_trt {
 
-// Why: the nested method's external constants (PORTABLE_FORMAT.md, "constants") live in the
-// outer program's named data. Method::parse_external_constants asks its NamedDataMap for
+// Why: the nested method's external constants (docs/formats/portable_payload.md, "constants") live
+// in the outer program's named data. Method::parse_external_constants asks its NamedDataMap for
 // each constant's TensorLayout before its data, and a program's own named data has none
 // (ExecuTorch 1.5.1's PteDataMap::get_tensor_layout returns NotImplemented). This map answers
 // get_tensor_layout for the descriptor's keys from the descriptor and forwards everything else

@@ -48,8 +48,8 @@ class PortableEngine final : public Engine {
   // be null) is the outer program's named data, given to the nested method's load (through a
   // ConstantLayoutsDataMap): the nested method's external constants and its XNNPACK
   // delegates' weights are there (the builder moves them out of the nested program so a
-  // program stores each weight once; PORTABLE_FORMAT.md). It is borrowed and must outlive
-  // the engine.
+  // program stores each weight once; docs/formats/portable_payload.md). It is borrowed and must
+  // outlive the engine.
   //
   // Ownership: the payload is borrowed and must outlive the engine (the backend keeps
   // the delegate blob alive in its handle); if the nested program is not 16-byte

@@ -47,7 +47,8 @@ Error ParseNames(const json& root, const char* key, std::vector<std::string>* ou
   return Error::Ok;
 }
 
-// One "constants" entry (PORTABLE_FORMAT.md): exactly key, scalar_type, sizes, dim_order.
+// One "constants" entry (docs/formats/portable_payload.md): exactly key, scalar_type, sizes,
+// dim_order.
 Error ParseConstant(const json& entry, ConstantLayoutSpec* out) {
   if (!entry.is_object() || entry.size() != 4 || !entry.contains("key") ||
       !entry.contains("scalar_type") || !entry.contains("sizes") || !entry.contains("dim_order")) {
