@@ -352,6 +352,68 @@ class BufferNamedLikeInputTest(absltest.TestCase):
             torch.testing.assert_close(method.execute([x])[0], x * 2 * step)
 
 
+class Scaled(torch.nn.Module):
+    """``self.inner.scale`` (a parameter, or a buffer with ``as_buffer=True``) updated in place
+    with the input, then read."""
+
+    def __init__(self, as_buffer=False):
+        super().__init__()
+        self.inner = torch.nn.Module()
+        value = torch.full((4,), 0.5)
+        if as_buffer:
+            self.inner.register_buffer("scale", value)
+        else:
+            self.inner.scale = torch.nn.Parameter(value, requires_grad=False)
+
+    def forward(self, x):
+        self.inner.scale.add_(x)
+        return self.inner.scale * x
+
+
+_PARAMETER_UPDATED = (
+    r"updates parameter 'inner\.scale' \(written by aten::add_?\.Tensor\) in place\. A "
+    r"parameter is a constant of the program: its update would not persist to the next call\. "
+    r".*delete the nn\.Parameter and register_buffer\('scale', <its value>\) on the module "
+    r"that owns 'inner\.scale'"
+)
+
+
+class MutatedParameterTest(absltest.TestCase):
+    """A parameter updated in place is refused on every lowering path (plain ExecuTorch returns
+    its new value as an extra output and the next call reads the exported value again); as a
+    buffer, the state accumulates as in eager."""
+
+    def _ep(self, as_buffer=False):
+        with torch.no_grad():
+            return torch.export.export(Scaled(as_buffer), (torch.ones(4),))
+
+    def test_export_rejects_naming_method_parameter_and_fix(self):
+        with self.assertRaisesRegex(ValueError, r"method 'step' " + _PARAMETER_UPDATED):
+            executorch_trt.export({"step": self._ep()})
+
+    def test_composable_path_rejects(self):
+        with self.assertRaisesRegex(ValueError, r"method 'forward' " + _PARAMETER_UPDATED):
+            _lower(self._ep())
+
+    def test_partitioning_an_edge_program_rejects(self):
+        with torch.no_grad():
+            edge = to_edge(self._ep())
+        with self.assertRaisesRegex(ValueError, r"the method " + _PARAMETER_UPDATED):
+            edge.to_backend(executorch_trt.TensorRTPartitioner())
+
+    def test_as_a_buffer_the_state_accumulates(self):
+        delegate_library.require()
+        program = runtime.load(executorch_trt.export(self._ep(as_buffer=True)).buffer)
+        method = program.load_method("forward")
+        eager = Scaled(as_buffer=True)
+        for step in range(3):
+            x = torch.arange(4.0) + step
+            with torch.no_grad():
+                expected = eager(x)
+            torch.testing.assert_close(method.execute([x])[0], expected)
+            torch.testing.assert_close(program.buffer("inner.scale"), eager.inner.scale)
+
+
 class BytesAsInt(torch.nn.Module):
     """A float32 buffer's bytes read as int32 (``Tensor.view(dtype)``, ``aten::view_copy.dtype``),
     which ExecuTorch 1.5.1 has no kernel for; ``as_float=True`` reads the value converted

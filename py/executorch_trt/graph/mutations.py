@@ -33,10 +33,12 @@ class MutatedInputs:
     * ``buffers``: ``{buffer FQN: op that writes it}`` (op = schema name, e.g.
       ``"aten::index_copy_"``; for a functional program, the op computing the new value).
     * ``user_inputs``: ``{user input name: op that writes it}``, in the same form.
+    * ``parameters``: ``{parameter FQN: op that writes it}``, in the same form.
     """
 
     buffers: dict[str, str]
     user_inputs: dict[str, str]
+    parameters: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _write_arguments(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
@@ -99,10 +101,12 @@ def _op_name(node: torch.fx.Node) -> str:
 
 
 def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
-    """The buffers and user inputs that ``ep`` writes (see the module docstring for how).
+    """The buffers, user inputs and parameters that ``ep`` writes (see the module docstring for
+    how).
 
-    Reads ``ep.graph_signature`` (``buffers_to_mutate``, ``user_inputs_to_mutate``) and every
-    top-level ``call_function`` node whose schema writes an argument. Raises nothing.
+    Reads ``ep.graph_signature`` (``buffers_to_mutate``, ``user_inputs_to_mutate``,
+    ``parameters_to_mutate``) and every top-level ``call_function`` node whose schema writes an
+    argument. Raises nothing.
     """
     sig = ep.graph_signature
     nodes = {n.name: n for n in ep.graph.nodes}
@@ -113,6 +117,7 @@ def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
 
     buffers = {fqn: writer(out) for out, fqn in sig.buffers_to_mutate.items()}
     user_inputs = {name: writer(out) for out, name in sig.user_inputs_to_mutate.items()}
+    parameters = {fqn: writer(out) for out, fqn in sig.parameters_to_mutate.items()}
     user_names = set(sig.user_inputs)
     for node in ep.graph.nodes:
         if node.op != "call_function":
@@ -125,7 +130,9 @@ def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
                 buffers.setdefault(sig.inputs_to_buffers[base.name], _op_name(node))
             elif base.name in user_names:
                 user_inputs.setdefault(base.name, _op_name(node))
-    return MutatedInputs(buffers=buffers, user_inputs=user_inputs)
+            elif base.name in sig.inputs_to_parameters:
+                parameters.setdefault(sig.inputs_to_parameters[base.name], _op_name(node))
+    return MutatedInputs(buffers=buffers, user_inputs=user_inputs, parameters=parameters)
 
 
 def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) -> ValueError:
@@ -150,6 +157,29 @@ def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) 
         "in the application anyway, export with alloc_mutable_buffers=False and "
         "emit_mutable_buffer_names=True and bind the buffer by name "
         "(Method::get_attribute, see README 'Owning the cache memory yourself')."
+    )
+
+
+def mutated_parameter_error(parameters: dict[str, str], method: str | None = None) -> ValueError:
+    """The ``ValueError`` for parameters that a program updates in place (``{FQN: op}``).
+
+    The rule (``docs/contract.md`` 1, "Ownership"): state that persists across calls is a mutable
+    buffer (``BUFFER_MUTATION``). A parameter is a constant of the program: ExecuTorch returns its
+    new value as an extra output (``PARAMETER_MUTATION``) and the next call reads the exported
+    value again, and the delegate cannot lower it at all.
+    """
+    where = f"method {method!r}" if method else "the method"
+    listed = ", ".join(
+        f"parameter {fqn!r} (written by {op})" for fqn, op in sorted(parameters.items())
+    )
+    first = sorted(parameters)[0]
+    attr = first.rsplit(".", 1)[-1]
+    return ValueError(
+        f"executorch_trt: {where} updates {listed} in place. A parameter is a constant of the "
+        "program: its update would not persist to the next call. Keep state that a method "
+        "updates in a buffer of the module instead: delete the nn.Parameter and "
+        f"register_buffer({attr!r}, <its value>) on the module that owns {first!r}; the "
+        "delegate then updates it in place across calls."
     )
 
 

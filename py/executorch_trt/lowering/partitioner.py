@@ -27,6 +27,9 @@ Rules (``docs/contract.md`` 1, "Ownership"):
 * A method that updates a buffer named like one of its inputs (``self.x.add_(x)``) is rejected
   (``graph_mutations.buffer_named_like_input_error``): ExecuTorch 1.5.1 would write the update
   into the input and the buffer would never change.
+* A method that updates an ``nn.Parameter`` in place is rejected
+  (``graph_mutations.mutated_parameter_error``): a parameter is a constant of the program, so its
+  update would not persist (ExecuTorch returns it as an extra output); state must be a buffer.
 * An edge program in which a buffer's new value differs from the buffer in dtype or shape is
   rejected (``graph_mutations.mismatched_buffer_mutation_error``): functionalisation dropped a
   whole-buffer ``copy_``'s conversion, which ``transform_for_pre_decomposition`` makes explicit
@@ -85,6 +88,7 @@ from executorch_trt.graph.mutations import (
     mismatched_buffer_mutation_error,
     mismatched_buffer_mutations,
     mutated_inputs,
+    mutated_parameter_error,
     mutated_user_input_error,
 )
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
@@ -258,9 +262,11 @@ class TensorRTPartitioner(Partitioner):
         method = self._method_label(len(self._lowering))
         prepare_aten_program(exported_program, self.operator_support.supported_ops)
         check_dynamic_shapes(exported_program, method)
-        user_inputs = mutated_inputs(exported_program).user_inputs
-        if user_inputs:
-            raise mutated_user_input_error(user_inputs, method)
+        mutated = mutated_inputs(exported_program)
+        if mutated.user_inputs:
+            raise mutated_user_input_error(mutated.user_inputs, method)
+        if mutated.parameters:
+            raise mutated_parameter_error(mutated.parameters, method)
         named_like_inputs = buffers_named_like_inputs(exported_program)
         if named_like_inputs:
             raise buffer_named_like_input_error(named_like_inputs, method)
@@ -277,9 +283,11 @@ class TensorRTPartitioner(Partitioner):
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         self._partitioned = True
-        mutated_user_inputs = mutated_inputs(exported_program).user_inputs
-        if mutated_user_inputs:
-            raise mutated_user_input_error(mutated_user_inputs)
+        mutated = mutated_inputs(exported_program)
+        if mutated.user_inputs:
+            raise mutated_user_input_error(mutated.user_inputs)
+        if mutated.parameters:
+            raise mutated_parameter_error(mutated.parameters)
         named_like_inputs = buffers_named_like_inputs(exported_program)
         if named_like_inputs:
             raise buffer_named_like_input_error(named_like_inputs)
