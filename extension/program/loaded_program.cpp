@@ -154,8 +154,34 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
       }
       return err;
     }
+    const Error io = CheckMethodIo(what, methods_.back(), error);
+    if (io != Error::Ok) {
+      return io;
+    }
   }
   return CollectBuffers(what, error);
+}
+
+// Method::init does not check that the execution plan's input and output value indices lie in
+// its value table; set_input and get_output then abort on one that does not (a corrupted
+// .pte). MethodMeta's tags check the range, so a bad index is refused here, at load.
+Error LoadedProgram::CheckMethodIo(const std::string& what, const LoadedMethod& m,
+                                   std::string* error) {
+  const MethodMeta meta = m.method->method_meta();
+  const size_t inputs = m.method->inputs_size();
+  for (size_t i = 0; i < inputs + m.method->outputs_size(); ++i) {
+    const bool input = i < inputs;
+    const size_t index = input ? i : i - inputs;
+    Result<executorch::runtime::Tag> tag = input ? meta.input_tag(index) : meta.output_tag(index);
+    if (!tag.ok()) {
+      *error = what + ": cannot load method '" + m.name + "': its " +
+               (input ? "input " : "output ") + std::to_string(index) +
+               " refers to no value of the method (error " + ErrorText(tag.error()) +
+               "); the program is corrupt: re-export it";
+      return Error::InvalidProgram;
+    }
+  }
+  return Error::Ok;
 }
 
 Error LoadedProgram::AllocateSharedArenas() {

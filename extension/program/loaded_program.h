@@ -182,6 +182,8 @@ class LoadedProgram {
   Error AllocateSharedArenas();
   // Loads method `name` into shared_arenas_ as methods_.back().
   Error LoadIntoSharedArenas(const std::string& name);
+  // Refuses a method whose inputs or outputs name values it does not have (a corrupt .pte).
+  Error CheckMethodIo(const std::string& what, const LoadedMethod& m, std::string* error);
   // Collects buffers_ from the loaded methods and records their initial values.
   Error CollectBuffers(const std::string& what, std::string* error);
   // BindBuffers()'s checks: every name known, every size right, no two buffers' memory

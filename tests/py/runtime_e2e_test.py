@@ -12,6 +12,7 @@ import gc
 import torch
 from absl.testing import absltest, parameterized
 from executorch.exir import to_edge_transform_and_lower
+from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
 
 import decoder_models as dm
 import delegate_library
@@ -350,6 +351,44 @@ class MethodLifetimeTest(absltest.TestCase):
             (got,) = method.execute([x, pos])
             torch.testing.assert_close(got, want, msg=f"step {step}")
         del garbage
+
+
+class Accumulate(torch.nn.Module):
+    """``acc += x``; returns ``acc * 2``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(4))
+
+    def forward(self, x):
+        self.acc.add_(x)
+        return self.acc * 2
+
+
+@delegate_library.needs_library
+class CorruptProgramTest(parameterized.TestCase):
+    """A .pte whose execution plan names an input or output value the method does not have
+    (ExecuTorch's Method::init accepts it; set_input / get_output then abort the process) is
+    refused at load."""
+
+    @parameterized.parameters("inputs", "outputs")
+    def test_an_input_or_output_index_out_of_range_is_refused(self, field):
+        with torch.no_grad():
+            pte = executorch_trt.export(torch.export.export(Accumulate(), (torch.ones(4),)))
+        parsed = deserialize_pte_binary(bytes(pte.buffer))
+        plan = parsed.program.execution_plan[0]
+        getattr(plan, field)[0] = len(plan.values) + 248
+        corrupt = bytes(serialize_pte_binary(parsed))
+        with self.assertRaisesRegex(
+            RuntimeError,
+            rf"cannot load method 'forward': its {field[:-1]} 0 refers to no value of the method "
+            r"\(error 35: InvalidProgram\); the program is corrupt: re-export it",
+        ):
+            runtime.load(corrupt).load_method("forward")
+        # The same bytes re-serialised without the change load and run.
+        intact = bytes(serialize_pte_binary(deserialize_pte_binary(bytes(pte.buffer))))
+        (out,) = runtime.load(intact).load_method("forward").execute([torch.ones(4)])
+        torch.testing.assert_close(out, torch.full((4,), 2.0))
 
 
 class LibraryPathTest(absltest.TestCase):
