@@ -303,6 +303,61 @@ class SharingRuleTest(absltest.TestCase):
         executorch_trt.export(programs, share_mutable_buffers=False)
 
 
+_UNSHARED_READER = (
+    r"method 'read' reads buffer 'model\.cache', which method 'write' updates, but the methods "
+    r"do not share mutable buffers \({}\): 'read' would read the buffer's exported value on "
+    r"every call, never the update, and binding the buffer would not reach it\. Export with "
+    r"share_mutable_buffers and alloc_mutable_buffers left at their defaults .* or export "
+    r"'read' as a separate program"
+)
+
+
+class UnsharedReaderTest(absltest.TestCase):
+    """Unshared, a buffer that one method writes is a constant of a method that only reads it:
+    refused on the paths that see every method; shared (the default), the reader sees the
+    write."""
+
+    def _programs(self):
+        model = RowWriter()
+        return {
+            "write": _export(Wrapper(model, "model")),
+            "read": _export(CacheWrapperReader(model, "model")),
+        }
+
+    def test_share_mutable_buffers_false_raises(self):
+        with self.assertRaisesRegex(
+            ValueError, _UNSHARED_READER.format("share_mutable_buffers=False")
+        ):
+            executorch_trt.export(self._programs(), share_mutable_buffers=False)
+
+    def test_caller_allocated_buffers_raise(self):
+        with self.assertRaisesRegex(
+            ValueError, _UNSHARED_READER.format(r"alloc_mutable_buffers=False: .*unplanned buffers")
+        ):
+            executorch_trt.export(self._programs(), alloc_mutable_buffers=False)
+
+    def test_composable_path_raises(self):
+        from executorch.exir import to_edge_transform_and_lower
+
+        with self.assertRaisesRegex(
+            ValueError, _UNSHARED_READER.format("share_mutable_buffers=False")
+        ):
+            to_edge_transform_and_lower(
+                self._programs(),
+                partitioner=[executorch_trt.TensorRTPartitioner(method_names=["write", "read"])],
+            ).to_executorch(executorch_trt.backend_config(share_mutable_buffers=False))
+
+    def test_shared_by_default_the_reader_sees_the_write(self):
+        delegate_library.require()
+        program = runtime.load(executorch_trt.export(self._programs()).buffer)
+        write, read = program.load_method("write"), program.load_method("read")
+        write.execute([torch.full((1, 1, 4), 5.0), torch.tensor([2])])
+        (out,) = read.execute([torch.zeros(1, 1, 4), torch.tensor([0])])
+        want = torch.zeros(1, 4, 4)
+        want[0, 2] = 5.0
+        torch.testing.assert_close(out, want)
+
+
 class TransformersWrapperSharingTest(absltest.TestCase):
     """transformers' static-cache export wrapper keeps its caches as non-persistent buffers
     (``ep.constants``): exporting twice from one wrapper shares them; two wrappers of one

@@ -33,6 +33,12 @@ The fixes the errors name: export every method from one module instance (to shar
 rename the buffer in one module (to keep them apart); or export the methods as separate
 programs. Buffers that no method mutates are constants, never shared state: not checked.
 
+Without sharing (``share_mutable_buffers=False`` or ``alloc_mutable_buffers=False``), a buffer
+that one method writes is a constant of a method that only reads it: the reader would read the
+exported value on every call and no binding would reach it. ``check_unshared_readers`` refuses
+such a program, in the partitioner (``executorch_trt.export``) and again when it is emitted
+(``emitter_fixes``: the composable path's ``backend_config(share_mutable_buffers=False)``).
+
 The converse, *same storage under different names*, is checked too (always, whatever
 ``share_by_name`` says): two methods whose buffers of different FQNs hold overlapping memory of
 one tensor storage, where at least one method mutates either name. Typically one model held by
@@ -313,3 +319,33 @@ def check_buffer_sharing(
                     + _fix(explicit_ok=True)
                 )
     return shared
+
+
+def unshared_reason(alloc_mutable_buffers: bool) -> str:
+    """Which option keeps a program's methods from sharing mutable buffers, for messages."""
+    if not alloc_mutable_buffers:
+        return "alloc_mutable_buffers=False: ExecuTorch cannot share unplanned buffers"
+    return "share_mutable_buffers=False"
+
+
+def check_unshared_readers(programs: Mapping[str, ExportedProgram], reason: str) -> None:
+    """Refuses a method that only reads a buffer another method writes, in a program whose
+    methods do not share mutable buffers (``reason`` says which option turned sharing off).
+
+    Unshared, such a buffer is a constant of the reading method (``docs/contract.md`` 1): it
+    reads the exported value on every call, never what the writer wrote, and binding the
+    buffer (``bind_buffer``, ``bind_state``, C++ ``set_buffer``) reaches only the methods that
+    write it. Raises ``ValueError`` naming the buffer, both methods and the fixes.
+    """
+    for buffer in shared_buffers(programs):
+        readers = [m for m in buffer.methods if m not in buffer.writers]
+        if readers:
+            raise ValueError(
+                f"executorch_trt: method {readers[0]!r} reads buffer {buffer.fqn!r}, which "
+                f"method {buffer.writers[0]!r} updates, but the methods do not share mutable "
+                f"buffers ({reason}): {readers[0]!r} would read the buffer's exported value on "
+                f"every call, never the update, and binding the buffer would not reach it. "
+                "Export with share_mutable_buffers and alloc_mutable_buffers left at their "
+                f"defaults (the methods then share it), or export {readers[0]!r} as a separate "
+                "program."
+            )

@@ -53,8 +53,8 @@ from executorch.exir.schema import EValue, Tensor, TensorDataLocation
 from executorch.exir.tensor import TensorSpec
 
 from executorch_trt import quiet
-from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
-from executorch_trt.lowering.memory_planning import SHARES_BUFFERS
+from executorch_trt.lowering.buffer_sharing import check_buffer_sharing, check_unshared_readers
+from executorch_trt.lowering.memory_planning import SHARES_BUFFERS, UNSHARED_BUFFERS
 
 VERIFIED_VERSION = "1.5.1"
 _MARK = "_executorch_trt_named_mutable_data_fix"
@@ -90,9 +90,10 @@ def apply() -> bool:
 
 def _apply_buffer_sharing_check() -> None:
     """Before a program is emitted, the methods ``InplaceMemoryPlanningPass`` planned with
-    shared mutable buffers pass ``buffer_sharing.check_buffer_sharing``: ExecuTorch shares by
-    name, and only here are all methods' buffer values in one place, whichever partitioners
-    (one per method, or ``to_edge`` + ``to_backend``) lowered them."""
+    shared mutable buffers pass ``buffer_sharing.check_buffer_sharing`` (ExecuTorch shares by
+    name), and those it planned without sharing pass ``check_unshared_readers``: only here are
+    all methods' buffers in one place, whichever partitioners (one per method, or ``to_edge`` +
+    ``to_backend``) lowered them."""
     from executorch.exir.program import _program
 
     original = _program.emit_program
@@ -112,6 +113,12 @@ def _apply_buffer_sharing_check() -> None:
                         ep.graph_module.meta[SHARES_BUFFERS] for ep in planned.values()
                     ),
                 )
+            unshared = {
+                name: ep for name, ep in methods.items() if UNSHARED_BUFFERS in ep.graph_module.meta
+            }
+            if len(unshared) > 1:
+                reason = next(iter(unshared.values())).graph_module.meta[UNSHARED_BUFFERS]
+                check_unshared_readers(unshared, reason)
         return original(methods, *args, **kwargs)
 
     setattr(emit_program, _SHARING_MARK, True)

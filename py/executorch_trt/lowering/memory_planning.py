@@ -39,6 +39,7 @@ from executorch_trt.format.blob import read_metadata
 from executorch_trt.format.wire import BACKEND_ID
 from executorch_trt.graph.edit import remove_write_back
 from executorch_trt.graph.nodes import arg_int, arg_node, attr_name, value_layout
+from executorch_trt.lowering.buffer_sharing import unshared_reason
 from executorch_trt.passes.buffer_to_buffer_writes import check_no_dropped_writes
 from executorch_trt.passes.cross_attn_cache import (
     check_cache_writes_exposed,
@@ -116,6 +117,9 @@ def share_aliased_buffer_specs(
 #: ``graph_module.meta`` key of a method planned with shared mutable buffers; its value is
 #: ``share_by_name``.
 SHARES_BUFFERS = "executorch_trt_shares_mutable_buffers"
+#: ``graph_module.meta`` key of a method planned without sharing; its value says which option
+#: turned sharing off (``buffer_sharing.unshared_reason``).
+UNSHARED_BUFFERS = "executorch_trt_unshared_mutable_buffers"
 
 
 class InplaceMemoryPlanningPass(MemoryPlanningPass):
@@ -183,9 +187,11 @@ class InplaceMemoryPlanningPass(MemoryPlanningPass):
                 write_back = explain_write_back(graph_module, graph_signature, node, method)
                 if write_back is not None:
                     self.write_backs.append(write_back)
+        # Only the emitter holds every method's buffers, to check what is (not) shared.
         if self.share_mutable_buffers:
-            # Only the emitter holds every method's buffer values, to check what is shared.
             graph_module.meta[SHARES_BUFFERS] = self.share_by_name
+        else:
+            graph_module.meta[UNSHARED_BUFFERS] = unshared_reason(self.alloc_mutable_buffers)
         self._runs += 1
         return super().run(graph_module, graph_signature)
 

@@ -93,7 +93,11 @@ from executorch_trt.graph.mutations import (
 )
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
 from executorch_trt.graph.provenance import shorten_provenance
-from executorch_trt.lowering.buffer_sharing import check_buffer_sharing
+from executorch_trt.lowering.buffer_sharing import (
+    check_buffer_sharing,
+    check_unshared_readers,
+    unshared_reason,
+)
 from executorch_trt.options import ExportOptions, check_bool
 from executorch_trt.passes.cross_attn_cache import check_cache_writes_exposed, cond_cache_outputs
 from executorch_trt.passes.gqa_attention import sdpa_kernel_rejection
@@ -274,6 +278,10 @@ class TensorRTPartitioner(Partitioner):
         if self.options.shares_mutable_buffers and len(self._lowering) > 1:
             check_buffer_sharing(
                 self._lowering, share_by_name=self.options.share_mutable_buffers is True
+            )
+        elif len(self._lowering) > 1:
+            check_unshared_readers(
+                self._lowering, unshared_reason(self.options.alloc_mutable_buffers)
             )
         for symbol, bounds in finite_ranges(exported_program.range_constraints).items():
             seen = self._declared.setdefault(symbol, bounds)
