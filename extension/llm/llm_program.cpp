@@ -195,8 +195,10 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
     for (const BufferLayout& b : layout_.buffers()) {
       shapes += (shapes.empty() ? "'" : ", '") + b.name + "': " + ShapeString(b.sizes);
     }
-    return refuse("no buffer of the program has a dimension of " + std::to_string(capacity) +
-                  " positions (max_context_len), so none is a KV cache; the buffers are {" +
+    return refuse("no buffer of the program has exactly one dimension of " +
+                  std::to_string(capacity) +
+                  " positions (max_context_len) besides its last, so none is a KV cache; the "
+                  "buffers are {" +
                   shapes + "}");
   }
   Result<executorch::runtime::TensorInfo> out =

@@ -47,14 +47,18 @@ StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t cap
     b.sizes = named.sizes;
     b.nbytes = named.nbytes;
     b.element_size = executorch::runtime::elementSize(named.dtype);
-    int found = 0;
+    std::vector<int> dims;
     for (size_t d = 0; d < b.sizes.size(); ++d) {
       if (b.sizes[d] == capacity) {
-        b.positional_dim = static_cast<int>(d);
-        ++found;
+        dims.push_back(static_cast<int>(d));
       }
     }
-    if (found != 1) {
+    if (dims.size() > 1 && static_cast<size_t>(dims.back()) == b.sizes.size() - 1) {
+      dims.pop_back();  // the head dimension (state_layout.h)
+    }
+    if (dims.size() == 1) {
+      b.positional_dim = dims.front();
+    } else {
       // None, or several: which one is the position is not known.
       b.positional_dim = -1;
       layout.other_.push_back(layout.buffers_.size());

@@ -5,11 +5,14 @@
 //
 // A session's state is every mutable buffer of the program. Two kinds matter:
 //   - positional buffers (the KV caches): exactly one dimension equals the cache's capacity
-//     (max_context_len positions); the entry at position p is written when the token at p runs
+//     (max_context_len positions), not counting the last when several do (the head dimension,
+//     last in every KV cache layout transformers and ExecuTorch's LLM export write:
+//     [B, H, S, D], [B, S, H, D]); the entry at position p is written when the token at p runs
 //     and only read by later tokens under the causal mask. Entries past the tokens a session
 //     holds are never read before they are written again, so keeping the first n positions
 //     keeps everything that matters (rewind copies nothing; fork and save copy the held part).
-//   - other buffers: everything else (a buffer with no dimension of the capacity, or several),
+//   - other buffers: everything else (a buffer with no dimension of the capacity, or several
+//     that rule leaves),
 //     e.g. transformers' per-layer `cumulative_length` step counters, or a sliding window's
 //     ring buffer smaller than the capacity. A session keeps and restores them whole.
 

@@ -44,9 +44,11 @@
 namespace executorch_trt {
 namespace {
 
+using extension::NamedBuffer;
 using extension::llm::BufferLayout;
 using extension::llm::LlmProgram;
 using extension::llm::Session;
+using extension::llm::StateLayout;
 
 constexpr char kExample[] = "examples/kv_cache_decode.pte";
 constexpr char kExampleReference[] = "examples/kv_cache_decode_reference.json";
@@ -222,6 +224,23 @@ class ExampleProgramTest : public ::testing::Test {
 
 std::shared_ptr<LlmProgram> ExampleProgramTest::program_;
 nlohmann::json ExampleProgramTest::reference_;
+
+// Which dimension of a buffer holds the positions: the one of the capacity; when several have
+// it, not the last (the head dimension: [B, H, S, D] with head_dim == capacity).
+TEST(StateLayoutTest, TheLastDimensionIsTheHeadsWhenSeveralHaveTheCapacity) {
+  std::vector<NamedBuffer> buffers;
+  for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{
+           {1, 2, 8, 8}, {1, 8, 2, 8}, {1, 2, 8, 4}, {8, 8, 4}, {1, 2, 4, 8}, {}}) {
+    NamedBuffer b;
+    b.name = "b" + std::to_string(buffers.size());
+    b.sizes = sizes;
+    buffers.push_back(b);
+  }
+  const StateLayout layout = StateLayout::Of(buffers, 8);
+  std::vector<int> dims;
+  for (const BufferLayout& b : layout.buffers()) dims.push_back(b.positional_dim);
+  EXPECT_EQ(dims, (std::vector<int>{2, 1, 2, -1, 3, -1}));
+}
 
 TEST_F(ExampleProgramTest, ReadsTheProgram) {
   const LlmProgram& p = *program_;

@@ -465,6 +465,26 @@ class OtherProgramsTest(absltest.TestCase):
         s.prefill(PROMPT)
         self.assertEqual(list(s.generate(8)), M.greedy_tokens(model, PROMPT, 8))
 
+    def test_a_head_dimension_as_long_as_the_cache(self):
+        # Caches [1, 2, 8, 8]: head_dim 8 and 8 positions. A fork copies the held positions
+        # along the position dimension only, so a wrong one shows in the fork's logits.
+        model = M.tiny_llama()
+        path = os.path.join(self.create_tempdir().full_path, "head_dim_8.pte")
+        with open(path, "wb") as f:
+            f.write(llm.export_llm(model, 4, max_context_len=8).buffer)
+        program = llm.load(path)
+        self.assertEqual(set(program.layout.positional.values()), {2})
+        prompt = PROMPT[:4]
+        s = program.new_session()
+        _assert_close(self, s.prefill(prompt), _eager_logits(model, prompt), "prefill")
+        _assert_close(self, s.decode(11), _eager_logits(model, [*prompt, 11]), "decode")
+        s.rewind(3)
+        fork = s.fork()
+        s.decode(5)  # the parent overwrites position 3 after the fork
+        _assert_close(
+            self, fork.decode(12), _eager_logits(model, [*prompt[:3], 12]), "rewind(3), fork"
+        )
+
     def test_gemma3_with_a_sliding_window(self):
         model, path = _Programs.get("gemma3")
         program = llm.load(path)

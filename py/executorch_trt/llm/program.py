@@ -136,8 +136,9 @@ class LLMProgram:
         self.layout = StateLayout.of(specs, capacity)
         if not self.layout.positional:
             raise ValueError(
-                f"llm.load: no buffer of the program has a dimension of {capacity} positions "
-                f"(max_context_len), so none is a KV cache; the buffers are "
+                f"llm.load: no buffer of the program has exactly one dimension of {capacity} "
+                f"positions (max_context_len) besides its last, so none is a KV cache; the "
+                f"buffers are "
                 f"{ {n: list(s.shape) for n, s in specs.items()} }"
             )
         self.max_context_len = capacity

@@ -12,10 +12,14 @@ an LLM program with a static KV cache two kinds matter:
   (an int64 scalar per layer that says where the next token is written). They are small; a
   session keeps their value after each call it makes, so it can restore them exactly.
 
-Rule: a buffer is positional when exactly one of its dimensions equals the capacity; a buffer
-with several such dimensions, or none, is "other". Sliding-window caches smaller than the
-capacity (a ring buffer) are therefore "other": a session can fork and save them but rewinds
-them only to a call boundary (``Session.rewind``).
+Rule: a buffer is positional when exactly one of its dimensions equals the capacity. When
+several do and the last is one of them, the last is taken for the head dimension, which every
+KV cache layout that transformers and ExecuTorch's LLM export write keeps last (``[B, H, S, D]``,
+``[B, S, H, D]``), so a cache whose head dimension equals the capacity (head_dim 64, 64
+positions) is still positional along ``S``. A buffer with no such dimension, or several that
+rule leaves, is "other". Sliding-window caches smaller than the capacity (a ring buffer) are
+therefore "other": a session can fork and save them but rewinds them only to a call boundary
+(``Session.rewind``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ class StateLayout:
         other = []
         for name, spec in specs.items():
             dims = [d for d, size in enumerate(spec.shape) if size == capacity]
+            if len(dims) > 1 and dims[-1] == len(spec.shape) - 1:
+                dims.pop()  # the head dimension (module docstring)
             if len(dims) == 1:
                 positional[name] = dims[0]
             else:
