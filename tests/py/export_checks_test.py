@@ -414,6 +414,70 @@ class MutatedParameterTest(absltest.TestCase):
             torch.testing.assert_close(program.buffer("inner.scale"), eager.inner.scale)
 
 
+class CondUpdate(torch.nn.Module):
+    """``acc`` updated by ``torch.cond``: in place inside the branches (``add_`` / ``mul_``), or,
+    with ``after=True``, the new value returned by both branches and written after the cond
+    (what the refusal says to do)."""
+
+    def __init__(self, after=False):
+        super().__init__()
+        self.after = after
+        self.register_buffer("acc", torch.ones(3))
+
+    def forward(self, x, flag):
+        if self.after:
+            new = torch.cond(flag.sum() > 0, lambda x: self.acc + x, lambda x: self.acc * 2, (x,))
+            self.acc.copy_(new)
+            return self.acc * 1
+
+        def grow(x):
+            self.acc.add_(x)
+            return self.acc * 1
+
+        def double(x):
+            self.acc.mul_(2.0)
+            return self.acc * 1
+
+        return torch.cond(flag.sum() > 0, grow, double, (x,))
+
+
+_COND_BRANCH_WRITE = (
+    r"updates buffer 'acc' \(aten::add_\.Tensor in true_graph_0\) inside a torch\.cond "
+    r"branch\. .*to_edge refuses it .*Return the new value from both branches and write it "
+    r"after the cond \(new = torch\.cond\(pred, t, f, ops\); self\.acc\.copy_\(new\)\)"
+)
+
+
+class CondBranchWriteTest(absltest.TestCase):
+    """A buffer updated in place inside a ``torch.cond`` branch is refused with the fix (plain
+    ExecuTorch fails in ``to_edge`` with "aten.copy_.default is not functional"); the fix
+    exports and runs as eager."""
+
+    def _ep(self, after=False):
+        with torch.no_grad():
+            return torch.export.export(CondUpdate(after), (torch.ones(3), torch.tensor([1])))
+
+    def test_export_rejects_naming_method_buffer_and_fix(self):
+        with self.assertRaisesRegex(ValueError, r"method 'step' " + _COND_BRANCH_WRITE):
+            executorch_trt.export({"step": self._ep()})
+
+    def test_composable_path_rejects(self):
+        with self.assertRaisesRegex(ValueError, r"method 'forward' " + _COND_BRANCH_WRITE):
+            _lower(self._ep())
+
+    def test_the_value_written_after_the_cond_runs_as_eager(self):
+        delegate_library.require()
+        program = runtime.load(executorch_trt.export(self._ep(after=True)).buffer)
+        method = program.load_method("forward")
+        eager = CondUpdate(after=True)
+        for step, flag in enumerate((1, -1, 1, -1)):
+            x, f = torch.arange(3.0) + step, torch.tensor([flag])
+            with torch.no_grad():
+                want = eager(x, f)
+            torch.testing.assert_close(method.execute([x, f])[0], want, msg=f"step {step}")
+            torch.testing.assert_close(program.buffer("acc"), eager.acc)
+
+
 class BytesAsInt(torch.nn.Module):
     """A float32 buffer's bytes read as int32 (``Tensor.view(dtype)``, ``aten::view_copy.dtype``),
     which ExecuTorch 1.5.1 has no kernel for; ``as_float=True`` reads the value converted

@@ -135,6 +135,60 @@ def mutated_inputs(ep: ExportedProgram) -> MutatedInputs:
     return MutatedInputs(buffers=buffers, user_inputs=user_inputs, parameters=parameters)
 
 
+def buffers_written_in_cond_branches(ep: ExportedProgram) -> dict[str, str]:
+    """The buffers of ``ep`` that a ``torch.cond`` branch writes in place
+    (``{FQN: "op in branch"}``), nested conds included. ``torch.export`` keeps such a write
+    in place inside the branch; ``to_edge`` then fails (``aten.copy_.default is not
+    functional``). A write an op hides from its schema (``executorch::update_cross_attn_cache``)
+    is not seen. Raises nothing."""
+    found: dict[str, str] = {}
+
+    def scan(gm: torch.fx.GraphModule, fqn_of: dict[str, str], branch: str | None) -> None:
+        for node in gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            if branch is not None:
+                for written in _write_arguments(node):
+                    base = _base_placeholder(written)
+                    if base is not None and base.name in fqn_of:
+                        found.setdefault(fqn_of[base.name], f"{_op_name(node)} in {branch}")
+            if node.target is not torch.ops.higher_order.cond:
+                continue
+            operands = node.args[3] if len(node.args) > 3 else ()
+            for ref in node.args[1:3]:
+                sub = getattr(gm, ref.target) if isinstance(ref, torch.fx.Node) else None
+                if not isinstance(sub, torch.fx.GraphModule):
+                    continue
+                inner: dict[str, str] = {}
+                params = [n for n in sub.graph.nodes if n.op == "placeholder"]
+                for param, operand in zip(params, operands, strict=False):
+                    base = (
+                        _base_placeholder(operand) if isinstance(operand, torch.fx.Node) else None
+                    )
+                    if base is not None and base.name in fqn_of:
+                        inner[param.name] = fqn_of[base.name]
+                scan(sub, inner, str(ref.target))
+
+    scan(ep.graph_module, dict(ep.graph_signature.inputs_to_buffers), None)
+    return found
+
+
+def cond_branch_write_error(found: dict[str, str], method: str | None = None) -> ValueError:
+    """The ``ValueError`` for buffers that a ``torch.cond`` branch writes in place
+    (``buffers_written_in_cond_branches``)."""
+    where = f"method {method!r}" if method else "the method"
+    listed = ", ".join(f"buffer {fqn!r} ({op})" for fqn, op in sorted(found.items()))
+    first = sorted(found)[0]
+    return ValueError(
+        f"executorch_trt: {where} updates {listed} inside a torch.cond branch. torch.export keeps "
+        "such an update in place inside the branch and ExecuTorch's to_edge refuses it "
+        "('aten.copy_.default is not functional'). Return the new value from both branches and "
+        f"write it after the cond (new = torch.cond(pred, t, f, ops); self.{first}.copy_(new)); "
+        "a cross-attention cache filled once is written with executorch::update_cross_attn_cache "
+        "(docs/guide/cross_attention.md)."
+    )
+
+
 def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) -> ValueError:
     """The ``ValueError`` for user inputs that a program mutates (``{input name: op}``).
 

@@ -27,6 +27,9 @@ Rules (``docs/contract.md`` 1, "Ownership"):
 * A method that updates a buffer named like one of its inputs (``self.x.add_(x)``) is rejected
   (``graph_mutations.buffer_named_like_input_error``): ExecuTorch 1.5.1 would write the update
   into the input and the buffer would never change.
+* A method that updates a buffer in place inside a ``torch.cond`` branch is rejected
+  (``graph_mutations.cond_branch_write_error``), before ``to_edge`` fails on it ("not
+  functional"): the new value must be returned and written after the cond.
 * A method that updates an ``nn.Parameter`` in place is rejected
   (``graph_mutations.mutated_parameter_error``): a parameter is a constant of the program, so its
   update would not persist (ExecuTorch returns it as an extra output); state must be a buffer.
@@ -85,6 +88,8 @@ from executorch_trt.graph.dynamic_shapes import (
 from executorch_trt.graph.mutations import (
     buffer_named_like_input_error,
     buffers_named_like_inputs,
+    buffers_written_in_cond_branches,
+    cond_branch_write_error,
     mismatched_buffer_mutation_error,
     mismatched_buffer_mutations,
     mutated_inputs,
@@ -264,6 +269,9 @@ class TensorRTPartitioner(Partitioner):
 
     def _prepare(self, exported_program: ExportedProgram) -> ExportedProgram:
         method = self._method_label(len(self._lowering))
+        in_branches = buffers_written_in_cond_branches(exported_program)
+        if in_branches:
+            raise cond_branch_write_error(in_branches, method)
         prepare_aten_program(exported_program, self.operator_support.supported_ops)
         check_dynamic_shapes(exported_program, method)
         mutated = mutated_inputs(exported_program)
