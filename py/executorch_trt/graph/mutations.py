@@ -156,7 +156,9 @@ def buffers_written_in_cond_branches(ep: ExportedProgram) -> dict[str, str]:
                 continue
             operands = node.args[3] if len(node.args) > 3 else ()
             for ref in node.args[1:3]:
-                sub = getattr(gm, ref.target) if isinstance(ref, torch.fx.Node) else None
+                if not isinstance(ref, torch.fx.Node) or not isinstance(ref.target, str):
+                    continue
+                sub = getattr(gm, ref.target, None)
                 if not isinstance(sub, torch.fx.GraphModule):
                     continue
                 inner: dict[str, str] = {}
