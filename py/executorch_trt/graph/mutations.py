@@ -175,12 +175,18 @@ def buffers_written_in_cond_branches(ep: ExportedProgram) -> dict[str, str]:
     return found
 
 
+def _subjects(method: str | None, found: dict[str, str], item: str) -> tuple[str, str, str]:
+    """``(where, listed, first)`` for an error about ``found`` (``{name: op}``): the method,
+    every name formatted by ``item`` (``{name}``, ``{op}``) in name order, and the first name."""
+    where = f"method {method!r}" if method else "the method"
+    listed = ", ".join(item.format(name=repr(n), op=op) for n, op in sorted(found.items()))
+    return where, listed, sorted(found)[0]
+
+
 def cond_branch_write_error(found: dict[str, str], method: str | None = None) -> ValueError:
     """The ``ValueError`` for buffers that a ``torch.cond`` branch writes in place
     (``buffers_written_in_cond_branches``)."""
-    where = f"method {method!r}" if method else "the method"
-    listed = ", ".join(f"buffer {fqn!r} ({op})" for fqn, op in sorted(found.items()))
-    first = sorted(found)[0]
+    where, listed, first = _subjects(method, found, "buffer {name} ({op})")
     return ValueError(
         f"executorch_trt: {where} updates {listed} inside a torch.cond branch. torch.export keeps "
         "such an update in place inside the branch and ExecuTorch's to_edge refuses it "
@@ -200,9 +206,7 @@ def mutated_user_input_error(inputs: dict[str, str], method: str | None = None) 
     cache must be a buffer of the module, which the program owns (and which an application can still
     own the memory of, bound by name).
     """
-    where = f"method {method!r}" if method else "the method"
-    listed = ", ".join(f"input {name!r} (written by {op})" for name, op in sorted(inputs.items()))
-    first = sorted(inputs)[0]
+    where, listed, first = _subjects(method, inputs, "input {name} (written by {op})")
     return ValueError(
         f"executorch_trt: {where} mutates {listed}. A tensor passed as a method input and "
         "updated in place (e.g. forward(cache, x, pos) with cache.index_copy_(...)) is not "
@@ -224,11 +228,7 @@ def mutated_parameter_error(parameters: dict[str, str], method: str | None = Non
     new value as an extra output (``PARAMETER_MUTATION``) and the next call reads the exported
     value again, and the delegate cannot lower it at all.
     """
-    where = f"method {method!r}" if method else "the method"
-    listed = ", ".join(
-        f"parameter {fqn!r} (written by {op})" for fqn, op in sorted(parameters.items())
-    )
-    first = sorted(parameters)[0]
+    where, listed, first = _subjects(method, parameters, "parameter {name} (written by {op})")
     attr = first.rsplit(".", 1)[-1]
     return ValueError(
         f"executorch_trt: {where} updates {listed} in place. A parameter is a constant of the "
@@ -254,9 +254,7 @@ def buffers_named_like_inputs(ep: ExportedProgram) -> dict[str, str]:
 
 def buffer_named_like_input_error(names: dict[str, str], method: str | None = None) -> ValueError:
     """The ``ValueError`` for ``buffers_named_like_inputs``' result (``{name: op}``)."""
-    where = f"method {method!r}" if method else "the method"
-    first = sorted(names)[0]
-    listed = ", ".join(f"{name!r} (written by {op})" for name, op in sorted(names.items()))
+    where, listed, first = _subjects(method, names, "{name} (written by {op})")
     return ValueError(
         f"executorch_trt: {where} updates buffer {listed}, which has the name of one of the "
         "method's inputs. ExecuTorch 1.5.1 (to_executorch's insert_write_back_for_buffers_pass) "
