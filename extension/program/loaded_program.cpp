@@ -168,18 +168,19 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
 Error LoadedProgram::CheckMethodIo(const std::string& what, const LoadedMethod& m,
                                    std::string* error) {
   const MethodMeta meta = m.method->method_meta();
-  const size_t inputs = m.method->inputs_size();
-  for (size_t i = 0; i < inputs + m.method->outputs_size(); ++i) {
-    const bool input = i < inputs;
-    const size_t index = input ? i : i - inputs;
-    Result<executorch::runtime::Tag> tag = input ? meta.input_tag(index) : meta.output_tag(index);
+  auto check = [&](const char* kind, size_t index, Result<executorch::runtime::Tag> tag) {
     if (!tag.ok()) {
-      *error = what + ": cannot load method '" + m.name + "': its " +
-               (input ? "input " : "output ") + std::to_string(index) +
-               " refers to no value of the method (error " + ErrorText(tag.error()) +
-               "); the program is corrupt: re-export it";
-      return Error::InvalidProgram;
+      *error = what + ": cannot load method '" + m.name + "': its " + kind + " " +
+               std::to_string(index) + " refers to no value of the method (error " +
+               ErrorText(tag.error()) + "); the program is corrupt: re-export it";
     }
+    return tag.ok();
+  };
+  for (size_t i = 0; i < m.method->inputs_size(); ++i) {
+    if (!check("input", i, meta.input_tag(i))) return Error::InvalidProgram;
+  }
+  for (size_t i = 0; i < m.method->outputs_size(); ++i) {
+    if (!check("output", i, meta.output_tag(i))) return Error::InvalidProgram;
   }
   return Error::Ok;
 }

@@ -1,4 +1,6 @@
-"""Which inputs of an ``ExportedProgram`` its graph mutates: buffers and user inputs.
+"""Which inputs of an ``ExportedProgram`` its graph mutates (buffers, user inputs, parameters,
+buffers inside ``torch.cond`` branches), and the writes the delegate refuses
+(``check_supported_mutations``, ``buffers_written_in_cond_branches``).
 
 ``torch.export.export`` (torch 2.13) returns a *non-functional* graph: an in-place update such
 as ``self.cache.index_copy_(1, pos, k)`` or ``self.cache[:, pos] = k`` stays an in-place node
@@ -239,7 +241,9 @@ def mutated_parameter_error(parameters: dict[str, str], method: str | None = Non
     )
 
 
-def buffers_named_like_inputs(ep: ExportedProgram) -> dict[str, str]:
+def buffers_named_like_inputs(
+    ep: ExportedProgram, mutated: MutatedInputs | None = None
+) -> dict[str, str]:
     """The mutated buffers of ``ep`` whose fully qualified name is also the name of one of its
     user inputs (``{name: op that writes the buffer}``), e.g. ``self.x.add_(x)`` in
     ``forward(self, x)``.
@@ -247,9 +251,11 @@ def buffers_named_like_inputs(ep: ExportedProgram) -> dict[str, str]:
     ExecuTorch 1.5.1's ``insert_write_back_for_buffers_pass`` (run by ``to_executorch``) looks
     up the tensor a ``BUFFER_MUTATION`` writes back to in one table keyed by buffer FQN *and*
     user-input name, so the input wins: the new value is copied into the input and the buffer
-    never changes (plain ExecuTorch too). Raises nothing."""
+    never changes (plain ExecuTorch too). ``mutated``: ``mutated_inputs(ep)`` when the caller
+    has it. Raises nothing."""
     user_names = set(ep.graph_signature.user_inputs)
-    return {fqn: op for fqn, op in mutated_inputs(ep).buffers.items() if fqn in user_names}
+    buffers = (mutated or mutated_inputs(ep)).buffers
+    return {fqn: op for fqn, op in buffers.items() if fqn in user_names}
 
 
 def buffer_named_like_input_error(names: dict[str, str], method: str | None = None) -> ValueError:
@@ -309,3 +315,18 @@ def mismatched_buffer_mutation_error(found: dict[str, tuple[str, str]]) -> Value
         "decomposition, or convert in the model: self.buf.copy_(x.to(self.buf.dtype)."
         "expand_as(self.buf))."
     )
+
+
+def check_supported_mutations(ep: ExportedProgram, method: str | None = None) -> None:
+    """Raises the ``ValueError`` for the first write of ``ep`` the delegate refuses, naming
+    ``method``: a mutated user input (``mutated_user_input_error``), a parameter updated in
+    place (``mutated_parameter_error``), a buffer named like a user input
+    (``buffer_named_like_input_error``)."""
+    mutated = mutated_inputs(ep)
+    if mutated.user_inputs:
+        raise mutated_user_input_error(mutated.user_inputs, method)
+    if mutated.parameters:
+        raise mutated_parameter_error(mutated.parameters, method)
+    named_like_inputs = buffers_named_like_inputs(ep, mutated)
+    if named_like_inputs:
+        raise buffer_named_like_input_error(named_like_inputs, method)

@@ -103,22 +103,23 @@ def _apply_buffer_sharing_check() -> None:
     @functools.wraps(original)
     def emit_program(methods: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(methods, dict):
-            planned = {
-                name: ep for name, ep in methods.items() if SHARES_BUFFERS in ep.graph_module.meta
-            }
-            if len(planned) > 1:
+            # {method: its mark's value} for the methods the pass planned with / without sharing.
+            shared, unshared = (
+                {
+                    name: ep.graph_module.meta[key]
+                    for name, ep in methods.items()
+                    if key in ep.graph_module.meta
+                }
+                for key in (SHARES_BUFFERS, UNSHARED_BUFFERS)
+            )
+            if len(shared) > 1:
                 check_buffer_sharing(
-                    planned,
-                    share_by_name=any(
-                        ep.graph_module.meta[SHARES_BUFFERS] for ep in planned.values()
-                    ),
+                    {name: methods[name] for name in shared}, share_by_name=any(shared.values())
                 )
-            unshared = {
-                name: ep for name, ep in methods.items() if UNSHARED_BUFFERS in ep.graph_module.meta
-            }
             if len(unshared) > 1:
-                reason = next(iter(unshared.values())).graph_module.meta[UNSHARED_BUFFERS]
-                check_unshared_readers(unshared, reason)
+                check_unshared_readers(
+                    {name: methods[name] for name in unshared}, next(iter(unshared.values()))
+                )
         return original(methods, *args, **kwargs)
 
     setattr(emit_program, _SHARING_MARK, True)

@@ -86,15 +86,11 @@ from executorch_trt.graph.dynamic_shapes import (
     finite_ranges,
 )
 from executorch_trt.graph.mutations import (
-    buffer_named_like_input_error,
-    buffers_named_like_inputs,
     buffers_written_in_cond_branches,
+    check_supported_mutations,
     cond_branch_write_error,
     mismatched_buffer_mutation_error,
     mismatched_buffer_mutations,
-    mutated_inputs,
-    mutated_parameter_error,
-    mutated_user_input_error,
 )
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
 from executorch_trt.graph.provenance import shorten_provenance
@@ -274,14 +270,7 @@ class TensorRTPartitioner(Partitioner):
             raise cond_branch_write_error(in_branches, method)
         prepare_aten_program(exported_program, self.operator_support.supported_ops)
         check_dynamic_shapes(exported_program, method)
-        mutated = mutated_inputs(exported_program)
-        if mutated.user_inputs:
-            raise mutated_user_input_error(mutated.user_inputs, method)
-        if mutated.parameters:
-            raise mutated_parameter_error(mutated.parameters, method)
-        named_like_inputs = buffers_named_like_inputs(exported_program)
-        if named_like_inputs:
-            raise buffer_named_like_input_error(named_like_inputs, method)
+        check_supported_mutations(exported_program, method)
         self._lowering[method] = exported_program
         if self.options.shares_mutable_buffers and len(self._lowering) > 1:
             check_buffer_sharing(
@@ -299,14 +288,7 @@ class TensorRTPartitioner(Partitioner):
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         self._partitioned = True
-        mutated = mutated_inputs(exported_program)
-        if mutated.user_inputs:
-            raise mutated_user_input_error(mutated.user_inputs)
-        if mutated.parameters:
-            raise mutated_parameter_error(mutated.parameters)
-        named_like_inputs = buffers_named_like_inputs(exported_program)
-        if named_like_inputs:
-            raise buffer_named_like_input_error(named_like_inputs)
+        check_supported_mutations(exported_program)
         mismatched = mismatched_buffer_mutations(exported_program)
         if mismatched:
             raise mismatched_buffer_mutation_error(mismatched)
