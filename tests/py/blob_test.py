@@ -329,7 +329,7 @@ class PortablePayloadTest(absltest.TestCase):
             P.read_portable_payload(data[:4] + struct.pack("<I", 1) + data[8:])
         with self.assertRaisesRegex(ValueError, "program lies past the end"):
             P.read_portable_payload(data[:-1])
-        with self.assertRaisesRegex(ValueError, "shorter than the header"):
+        with self.assertRaisesRegex(ValueError, "shorter than the 32-byte header"):
             P.read_portable_payload(data[:8])
         bad = P.PortableDescriptor(("x",), ("x",))
         with self.assertRaisesRegex(ValueError, "names binding 'x' twice"):

@@ -39,6 +39,7 @@ import json
 import struct
 from typing import Any
 
+from executorch_trt.format.fixed_header import check_version, unpack_header
 from executorch_trt.format.wire import (
     ALIAS_KINDS,
     ALIAS_KV_CACHE_UPDATE,
@@ -267,19 +268,10 @@ def read_header(data: bytes | memoryview, *, verify_checksum: bool = True) -> Bl
     checksum that does not match the bytes. ``verify_checksum=False`` skips the integrity
     check (and its reading of the whole payload)."""
     data = memoryview(data)
-    if len(data) < BLOB_HEADER_SIZE:
-        raise ValueError(f"delegate blob: {len(data)} bytes is shorter than the 64-byte header")
-    (magic, header_size, version, reserved, features, m_off, m_size, p_off, p_size, stored) = (
-        _HEADER.unpack_from(data, 0)
+    (_, header_size, version, reserved, features, m_off, m_size, p_off, p_size, stored) = (
+        unpack_header("delegate blob", data, _HEADER, BLOB_MAGIC)
     )
-    if magic != BLOB_MAGIC:
-        raise ValueError(f"delegate blob: wrong magic {magic!r}, expected {BLOB_MAGIC!r}")
-    if version not in BLOB_FORMAT_VERSIONS:
-        raise ValueError(
-            f"delegate blob: format_version {version} is not supported (this reader supports "
-            f"{', '.join(map(str, BLOB_FORMAT_VERSIONS))}); re-export the model with a "
-            "matching executorch_trt"
-        )
+    check_version("delegate blob", "format_version", version, BLOB_FORMAT_VERSIONS)
     unknown = features & ~int(KNOWN_FEATURES)
     if unknown:
         raise ValueError(

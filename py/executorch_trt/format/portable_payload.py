@@ -28,6 +28,7 @@ import struct
 from typing import Any
 
 from executorch_trt.format.blob import parse_json
+from executorch_trt.format.fixed_header import check_version, unpack_header
 from executorch_trt.format.scalar_types import TORCH_DTYPES
 
 MAGIC = b"ETPE"
@@ -183,16 +184,10 @@ def read_portable_payload(data: bytes) -> PortablePayload:
     """Parses a portable payload; raises ``ValueError`` naming the problem (short data, wrong
     magic/version, sections past the end, misaligned program, bad descriptor)."""
     data = bytes(data)
-    if len(data) < HEADER_SIZE:
-        raise ValueError(f"portable payload: {len(data)} bytes is shorter than the header")
-    magic, version, desc_size, prog_off, prog_size = _HEADER.unpack_from(data, 0)
-    if magic != MAGIC:
-        raise ValueError(f"portable payload: wrong magic {magic!r}, expected {MAGIC!r}")
-    if version not in READABLE_VERSIONS:
-        raise ValueError(
-            f"portable payload: version {version} is not supported "
-            f"({READABLE_VERSIONS}); re-export with a matching version"
-        )
+    _, version, desc_size, prog_off, prog_size = unpack_header(
+        "portable payload", data, _HEADER, MAGIC
+    )
+    check_version("portable payload", "version", version, READABLE_VERSIONS)
     if HEADER_SIZE + desc_size > len(data):
         raise ValueError("portable payload: descriptor lies past the end of the payload")
     if prog_off < HEADER_SIZE + desc_size:
