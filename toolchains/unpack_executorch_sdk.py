@@ -15,19 +15,26 @@ def main(wheel: str, version: str, sha256: str, out: str) -> int:
     with open(wheel, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     if digest != sha256:
-        print(f"the downloaded executorch=={version} wheel has sha256 {digest}, but "
-              f"toolchains/pins.bzl has EXECUTORCH_WHEEL_SHA256 = \"{sha256}\". When you change "
-              "EXECUTORCH_VERSION, set EXECUTORCH_WHEEL_SHA256 to the new wheel's sha256 "
-              "(and change requirements.txt and the lock to the same version).", file=sys.stderr)
+        print(
+            f"the downloaded executorch=={version} wheel has sha256 {digest}, but "
+            f'toolchains/pins.bzl has EXECUTORCH_WHEEL_SHA256 = "{sha256}". When you change '
+            "EXECUTORCH_VERSION, set EXECUTORCH_WHEEL_SHA256 to the new wheel's sha256 "
+            "(and change requirements.txt and the lock to the same version).",
+            file=sys.stderr,
+        )
         return 1
     with zipfile.ZipFile(wheel) as z:
         meta = z.read(f"executorch-{version}.dist-info/METADATA").decode()
         declared = next(
-            (l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Version:")), None
+            (x.split(":", 1)[1].strip() for x in meta.splitlines() if x.startswith("Version:")),
+            None,
         )
         if declared != version:
-            print(f"{wheel}: wheel declares executorch {declared}, toolchains/pins.bzl pins {version}",
-                  file=sys.stderr)
+            print(
+                f"{wheel}: wheel declares executorch {declared}, "
+                f"toolchains/pins.bzl pins {version}",
+                file=sys.stderr,
+            )
             return 1
         for name in z.namelist():
             keep = (

@@ -1,4 +1,5 @@
-"""Verifies an installed environment against requirements_lock.txt (run by //toolchains:python_env.bzl).
+"""Verifies an installed environment against requirements_lock.txt (run by
+//toolchains:python_env.bzl).
 
 Exits 1 naming each package whose installed version differs from the lock (with both
 versions) or that is missing; writes `pip freeze` to --freeze-out on success.
@@ -47,11 +48,11 @@ def main() -> int:
             errors.append(f"{name}: locked {want}, installed {have}")
     et = installed.get("executorch")
     if et != args.executorch:
-        errors.append(
-            f"executorch: toolchains/pins.bzl pins {args.executorch}, installed {et}"
-        )
+        errors.append(f"executorch: toolchains/pins.bzl pins {args.executorch}, installed {et}")
     if errors:
-        print("The pinned Python environment does not match requirements_lock.txt:", file=sys.stderr)
+        print(
+            "The pinned Python environment does not match requirements_lock.txt:", file=sys.stderr
+        )
         for e in errors:
             print("  " + e, file=sys.stderr)
         return 1

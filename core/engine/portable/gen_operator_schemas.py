@@ -47,8 +47,9 @@ Usage: gen_operator_schemas.py --out PATH OPS_PY ATTENTION_OPS_PY CROSS_ATTN_OPS
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -56,8 +57,17 @@ import torch
 # NONE = 0). operator_schemas.h names the same bits; nested_program_checks.cpp asserts them
 # against the generated flatbuffer code.
 KERNEL_TYPES = {
-    "Null": 1, "Int": 2, "Bool": 3, "Double": 4, "Tensor": 5, "String": 6, "IntList": 7,
-    "DoubleList": 8, "BoolList": 9, "TensorList": 10, "OptionalTensorList": 11,
+    "Null": 1,
+    "Int": 2,
+    "Bool": 3,
+    "Double": 4,
+    "Tensor": 5,
+    "String": 6,
+    "IntList": 7,
+    "DoubleList": 8,
+    "BoolList": 9,
+    "TensorList": 10,
+    "OptionalTensorList": 11,
 }
 
 #: The delegate's own kernels (core/kernels/BUILD), registered by the C++ libraries only.
@@ -76,7 +86,7 @@ def _mask(*names: str) -> int:
     return m
 
 
-def tags_of(t: "torch._C.JitType") -> Optional[int]:
+def tags_of(t: torch._C.JitType) -> int | None:
     """The KernelTypes bitmask a value of schema type ``t`` may have, or None if unsupported."""
     kind = t.kind()
     if kind == "OptionalType":
@@ -113,33 +123,38 @@ def _import_namespaces(op_modules: Sequence[str]) -> None:
     """Defines the non-ATen operators' schemas in torch (each import registers a library).
 
     ``op_modules``: the files of py/executorch_trt that define the delegate's own operators
-    (ops.py, attention_ops.py, cross_attn_ops.py), loaded on their own: they import only torch
+    (py/executorch_trt/ops/*.py), loaded on their own: they import only torch
     and executorch, and importing the package would make this build step depend on the runtime
     library it is part of."""
     import importlib.util
 
-    import executorch.exir.passes.executorch_prim_ops_registry  # noqa: F401  executorch_prim
-    import executorch.exir.passes.dim_order_ops_registry  # noqa: F401  dim_order_ops
+    # Imported for what they register: the dim_order_ops and executorch_prim namespaces.
+    import executorch.exir.passes.dim_order_ops_registry
+    import executorch.exir.passes.executorch_prim_ops_registry  # noqa: F401
+
     for i, path in enumerate(op_modules):
         spec = importlib.util.spec_from_file_location(f"_executorch_trt_op_module_{i}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    for optional in ("executorch.exir.passes._quant_patterns_and_replacements",
-                     "executorch.kernels.quantized",
-                     "executorch.extension.llm.custom_ops.custom_ops"):
-        try:  # namespaces of kernels the runtime may register; absent ones are reported
+    for optional in (
+        "executorch.exir.passes._quant_patterns_and_replacements",
+        "executorch.kernels.quantized",
+        "executorch.extension.llm.custom_ops.custom_ops",
+    ):
+        # Namespaces of kernels the runtime may register; an absent one leaves its ops out
+        # (they are then reported as missing).
+        with contextlib.suppress(Exception):
             __import__(optional)
-        except Exception:  # noqa: BLE001  (an optional import; its ops are then left out)
-            pass
 
 
-def registered_kernels() -> List[str]:
+def registered_kernels() -> list[str]:
     """Every kernel name the wheel's runtime registers, plus the delegate's own."""
     from executorch.extension.pybindings import portable_lib
+
     return sorted(set(portable_lib._get_operator_names()) | set(OWN_KERNELS))
 
 
-def schema_for(kernel: str) -> Optional["torch._C.FunctionSchema"]:
+def schema_for(kernel: str) -> torch._C.FunctionSchema | None:
     """The schema of ``ns::name.overload`` (``.default`` or no overload = the unnamed one)."""
     base, _, overload = kernel.partition(".")
     if overload == "default":
@@ -154,17 +169,21 @@ def schema_for(kernel: str) -> Optional["torch._C.FunctionSchema"]:
 #: no schema in torch. (name, [(argument, KernelTypes names)...]).
 EMITTER_KERNELS = (
     # _emit_view: [self, size, out].
-    ("executorch_prim::et_view.default",
-     [("self", ("Tensor",)), ("size", ("IntList",)), ("out", ("Tensor",))]),
+    (
+        "executorch_prim::et_view.default",
+        [("self", ("Tensor",)), ("size", ("IntList",)), ("out", ("Tensor",))],
+    ),
     # torch.map / scan: [accumulated output, this iteration's output, iteration index].
-    ("executorch_prim::et_copy_index.tensor",
-     [("copy_to", ("Tensor",)), ("copy_from", ("Tensor",)), ("index", ("Int",))]),
+    (
+        "executorch_prim::et_copy_index.tensor",
+        [("copy_to", ("Tensor",)), ("copy_from", ("Tensor",)), ("index", ("Int",))],
+    ),
 )
 
 _SCALAR_RETURN = ("IntType", "SymIntType", "FloatType", "BoolType", "NumberType")
 
 
-def return_tags(s: "torch._C.FunctionSchema") -> Optional[List[Tuple[str, int]]]:
+def return_tags(s: torch._C.FunctionSchema) -> list[tuple[str, int]] | None:
     """The values the emitter appends after the arguments (``_emit_operator``), or None if a
     return type is not supported.
 
@@ -192,8 +211,9 @@ def return_tags(s: "torch._C.FunctionSchema") -> Optional[List[Tuple[str, int]]]
     return tags
 
 
-def build_table(kernels: Sequence[str]) -> Tuple[List[Tuple[str, List[Tuple[str, int]]]],
-                                                  Dict[str, str]]:
+def build_table(
+    kernels: Sequence[str],
+) -> tuple[list[tuple[str, list[tuple[str, int]]]], dict[str, str]]:
     """(kernel, [(argument name, mask)...]) for each kernel with a supported schema, and why
     each other kernel was left out."""
     table, left_out = [], {}
@@ -256,8 +276,9 @@ def main(argv: Sequence[str]) -> int:
         sys.exit(f"gen_operator_schemas: no schema for the delegate's own kernels {own}")
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(emit(table, left_out))
-    print(f"gen_operator_schemas: {len(table)} operators, {len(left_out)} left out",
-          file=sys.stderr)
+    print(
+        f"gen_operator_schemas: {len(table)} operators, {len(left_out)} left out", file=sys.stderr
+    )
     return 0
 
 
