@@ -201,7 +201,7 @@ class TargetsTest(absltest.TestCase):
         self.assertFalse(got["delegate in-place copies 0 cache bytes/step"], got)
         self.assertFalse(got["copy_back copies the whole cache each step"], got)
 
-    def test_sizes_and_memory_flip_issue_14_targets(self):
+    def test_sizes_and_memory_flip_the_size_and_memory_targets(self):
         def judged(variant, **changes):
             rows = rows_for(FAST, PLAIN)
             for r in rows:
