@@ -26,7 +26,6 @@ def executorch_program(name, script, outs, args = [], deps = [], **kwargs):
         name = tool,
         srcs = [script],
         main = script,
-        python_version = "PY3",
         deps = ["//py:executorch_trt"] + deps,
         testonly = kwargs.get("testonly", False),
         visibility = ["//visibility:private"],
