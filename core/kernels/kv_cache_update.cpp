@@ -5,6 +5,7 @@
 #include "core/kernels/register_once.h"
 
 #include <cinttypes>
+#include <cstdint>
 #include <cstring>
 
 #include <executorch/extension/kernel_util/make_boxed_from_unboxed_functor.h>
@@ -100,6 +101,16 @@ bool Validate(const Tensor& cache, const Tensor& value, const Tensor& indices, i
   return true;
 }
 
+// Whether the bytes of a and b intersect.
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) {
+    return false;
+  }
+  const auto begin_a = reinterpret_cast<uintptr_t>(a.const_data_ptr());
+  const auto begin_b = reinterpret_cast<uintptr_t>(b.const_data_ptr());
+  return begin_a < begin_b + b.nbytes() && begin_b < begin_a + a.nbytes();
+}
+
 }  // namespace
 
 Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const Tensor& value,
@@ -125,6 +136,16 @@ Tensor& KvCacheUpdateOut(KernelRuntimeContext& ctx, const Tensor& cache, const T
            "kv_cache_update: out (%zu bytes) does not match cache (%zu bytes) or a "
            "tensor has no storage.",
            out.nbytes(), cache.nbytes());
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
+  // The rows are read from value (and indices) while out is written: if they share bytes with
+  // out (a cache rotated from itself, updated in place), later rows would read written ones.
+  if (Overlaps(value, out) || Overlaps(indices, out)) {
+    ET_LOG(Error,
+           "kv_cache_update: value or indices shares memory with the tensor it writes, so the "
+           "update would read rows it has already overwritten; re-export the program (the "
+           "exporter copies such an update back instead of writing it in place).");
     ctx.fail(Error::InvalidArgument);
     return out;
   }

@@ -100,6 +100,32 @@ TEST(KvCacheUpdateTest, AcceptsInt32IndicesAndOtherDims) {
   EXPECT_EQ(cache.data(), (std::vector<float>{0, 0, 0, 0, 0, 0, 7, 8}));
 }
 
+// A cache rotated from itself: value is the cache's own memory.
+TEST(KvCacheUpdateTest, RefusesAValueThatIsTheCacheInPlace) {
+  OwnedTensor<float> cache(ScalarType::Float, {4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  OwnedTensor<int64_t> rotate(ScalarType::Long, {4}, {1, 2, 3, 0});
+  const std::vector<float> before = cache.data();
+  executorch::aten::Tensor c = cache.tensor();
+  KernelRuntimeContext ctx;
+  KvCacheUpdateOut(ctx, c, c, rotate.tensor(), 0, c);
+  EXPECT_EQ(ctx.failure_state(), Error::InvalidArgument);
+  EXPECT_EQ(cache.data(), before);
+}
+
+TEST(KvCacheUpdateTest, RotatesAValueThatIsTheCacheOutOfPlace) {
+  OwnedTensor<float> cache(ScalarType::Float, {4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  OwnedTensor<int64_t> rotate(ScalarType::Long, {4}, {1, 2, 3, 0});
+  OwnedTensor<float> out(ScalarType::Float, {4, 2});
+  executorch::aten::Tensor c = cache.tensor();
+  executorch::aten::Tensor out_t = out.tensor();
+  KernelRuntimeContext ctx;
+  KvCacheUpdateOut(ctx, c, c, rotate.tensor(), 0, out_t);
+  EXPECT_EQ(ctx.failure_state(), Error::Ok);
+  // index_copy: out[rotate[i]] = cache[i].
+  EXPECT_EQ(out.data(), (std::vector<float>{6, 7, 0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(cache.data(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
 TEST(KvCacheUpdateTest, RejectsBadInputsWithoutWriting) {
   struct Case {
     const char* what;

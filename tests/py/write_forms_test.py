@@ -299,6 +299,30 @@ class ReadFeedsWrite(dm.CacheModule):
         return self.cache + 0
 
 
+class RotateFromItself(dm.CacheModule):
+    """The cache rotated by one position from its own memory (the value written is the
+    cache): in place, the rows written first would be read back."""
+
+    SHAPE = CACHE_SHAPE
+
+    def initial(self):
+        return torch.arange(float(H * S * D)).view(self.SHAPE)
+
+    def forward(self, x, pos):
+        perm = torch.tensor([*range(1, S), 0])
+        self.cache.copy_(self.cache.index_copy(2, perm, self.cache))
+        return self.cache + x.sum()
+
+
+class IndexPutFromItself(RotateFromItself):
+    """The same rotation as ``index_put`` of the cache into itself."""
+
+    def forward(self, x, pos):
+        perm = torch.tensor([*range(1, S), 0])
+        self.cache.copy_(torch.ops.aten.index_put(self.cache, [None, None, perm], self.cache))
+        return self.cache + x.sum()
+
+
 class ReadOnlyTable(torch.nn.Module):
     """A functional ``index_copy`` of a buffer that is never mutated: the buffer must stay as
     it is (the result is a new tensor, as in eager)."""
@@ -330,6 +354,8 @@ class NotInPlaceTest(parameterized.TestCase):
     @parameterized.named_parameters(
         ("accumulate", Accumulate, "accumulate=True"),
         ("read_before_write", ReadBeforeWrite, r"also read by aten::sum"),
+        ("rotate_from_itself", RotateFromItself, r"reads the buffer's own memory"),
+        ("index_put_from_itself", IndexPutFromItself, r"reads the buffer's own memory"),
     )
     def test_warns_with_reason_and_stays_correct(self, cls, reason):
         with self.assertWarnsRegex(

@@ -63,6 +63,31 @@ def _ancestors(node: torch.fx.Node) -> set[torch.fx.Node]:
     return seen
 
 
+def _memory_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose memory ``node`` is: itself, or through ``view_copy`` (a view of the same
+    memory once ExecuTorch plans it) the node it views."""
+    while node.op == "call_function" and schema_name(node) == "aten::view_copy":
+        node = arg_node(node, 0)
+    return node
+
+
+def _kv_operand_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> str | None:
+    """Why ``out = kv_cache_update(cache, value, indices, dim)`` cannot write ``cache`` in
+    place because an operand *is* the cache's memory, or ``None``.
+
+    In place, the engine reads ``value`` (and ``indices``) while it writes the cache; when they
+    are the cache itself (``cache.index_copy(2, perm, cache)``: a rotation, or a source that
+    compiled to nothing such as ``cache.float()`` of a float cache), rows it has already
+    written would be read back. Eager computes the new cache out of place."""
+    for operand in (arg_node(out, 1), arg_node(out, 2)):
+        if _memory_root(operand) is cache:
+            return (
+                f"the update reads the buffer's own memory ({operand.name}) while it writes "
+                "it, so an in-place write would read rows it has already overwritten"
+            )
+    return None
+
+
 def _kv_alias_blocker(out: torch.fx.Node, cache: torch.fx.Node) -> str | None:
     """Why ``out = kv_cache_update(cache, ...)`` cannot write ``cache`` in place, or ``None``.
 
@@ -95,8 +120,9 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
     ``"inplace"``, the buffer is not also read outside the partition
     (``options.shared_inputs``), and either
 
-    * the output is ``executorch_trt.kv_cache_update`` of that input and no other op reads the
-      old cache unless it feeds the update (``_kv_alias_blocker``): kind ``kv_cache_update``
+    * the output is ``executorch_trt.kv_cache_update`` of that input, its value and indices
+      are not the cache's own memory (``_kv_operand_blocker``) and no other op reads the old
+      cache unless it feeds the update (``_kv_alias_blocker``): kind ``kv_cache_update``
       (the engine performs the aliasing update, and reports it); or
     * nothing in the partition reads the input at all (a full overwrite, e.g. the HF static
       cache's step counter after ``FunctionalCopyPass``): kind ``user`` (the exporter declares
@@ -145,7 +171,7 @@ def decide_aliases(contract: BindingContract, options: CompileOptions) -> AliasD
             )
             continue
         if out.op == "call_function" and out.target == KV_CACHE_UPDATE and out.args[0] is inp:
-            blocker = _kv_alias_blocker(out, inp)
+            blocker = _kv_operand_blocker(out, inp) or _kv_alias_blocker(out, inp)
             if blocker is None:
                 aliases.append(
                     AliasedIO(out_name, in_name, ALIAS_KV_CACHE_UPDATE, OWNERSHIP_CALLER)

@@ -202,7 +202,7 @@ def report_write_backs(write_backs: Sequence[WriteBack], require_inplace: bool) 
         raise NotInPlaceError(
             f"executorch_trt: require_inplace=True, but {len(unrequested)} mutable buffer "
             f"update(s) would be copied back on every call:\n{lines}\nRewrite the update as a "
-            "supported KV-cache write (README: 'Cache writes that update in place') or export "
+            "supported KV-cache write (docs/guide/cache_writes.md) or export "
             "without require_inplace to accept the copy."
         )
     for w in unrequested:
