@@ -312,29 +312,31 @@ _UNSHARED_READER = (
 )
 
 
+def _writer_and_reader():
+    """Two methods of one model: ``write`` updates ``model.cache``, ``read`` only reads it."""
+    model = RowWriter()
+    return {
+        "write": _export(Wrapper(model, "model")),
+        "read": _export(CacheWrapperReader(model, "model")),
+    }
+
+
 class UnsharedReaderTest(absltest.TestCase):
     """Unshared, a buffer that one method writes is a constant of a method that only reads it:
     refused on the paths that see every method; shared (the default), the reader sees the
     write."""
 
-    def _programs(self):
-        model = RowWriter()
-        return {
-            "write": _export(Wrapper(model, "model")),
-            "read": _export(CacheWrapperReader(model, "model")),
-        }
-
     def test_share_mutable_buffers_false_raises(self):
         with self.assertRaisesRegex(
             ValueError, _UNSHARED_READER.format("share_mutable_buffers=False")
         ):
-            executorch_trt.export(self._programs(), share_mutable_buffers=False)
+            executorch_trt.export(_writer_and_reader(), share_mutable_buffers=False)
 
     def test_caller_allocated_buffers_raise(self):
         with self.assertRaisesRegex(
             ValueError, _UNSHARED_READER.format(r"alloc_mutable_buffers=False: .*unplanned buffers")
         ):
-            executorch_trt.export(self._programs(), alloc_mutable_buffers=False)
+            executorch_trt.export(_writer_and_reader(), alloc_mutable_buffers=False)
 
     def test_composable_path_raises(self):
         from executorch.exir import to_edge_transform_and_lower
@@ -343,19 +345,65 @@ class UnsharedReaderTest(absltest.TestCase):
             ValueError, _UNSHARED_READER.format("share_mutable_buffers=False")
         ):
             to_edge_transform_and_lower(
-                self._programs(),
+                _writer_and_reader(),
                 partitioner=[executorch_trt.TensorRTPartitioner(method_names=["write", "read"])],
             ).to_executorch(executorch_trt.backend_config(share_mutable_buffers=False))
 
     def test_shared_by_default_the_reader_sees_the_write(self):
         delegate_library.require()
-        program = runtime.load(executorch_trt.export(self._programs()).buffer)
+        program = runtime.load(executorch_trt.export(_writer_and_reader()).buffer)
         write, read = program.load_method("write"), program.load_method("read")
         write.execute([torch.full((1, 1, 4), 5.0), torch.tensor([2])])
         (out,) = read.execute([torch.zeros(1, 1, 4), torch.tensor([0])])
         want = torch.zeros(1, 4, 4)
         want[0, 2] = 5.0
         torch.testing.assert_close(out, want)
+
+
+class FrozenReaderTest(absltest.TestCase):
+    """``TensorRTPartitioner(freeze_buffers=True)`` sees one method at a time: a buffer that
+    one method only reads but another writes, frozen into the reader's delegate, is refused
+    when the program is emitted, on both composable paths; a buffer no method writes may be
+    frozen."""
+
+    _FROZEN = (
+        r"buffer 'model\.cache', which method 'write' updates, was frozen into method 'read''s "
+        r"delegate \(TensorRTPartitioner\(freeze_buffers=True\)\): 'read' would read the "
+        r"buffer's exported value on every call, never the update.*Leave freeze_buffers=False"
+    )
+
+    def _partitioner(self):
+        return executorch_trt.TensorRTPartitioner(
+            freeze_buffers=True, method_names=["write", "read"]
+        )
+
+    def test_to_edge_transform_and_lower_raises(self):
+        from executorch.exir import to_edge_transform_and_lower
+
+        edge = to_edge_transform_and_lower(_writer_and_reader(), partitioner=[self._partitioner()])
+        with self.assertRaisesRegex(ValueError, self._FROZEN):
+            edge.to_executorch(executorch_trt.backend_config())
+
+    def test_to_edge_and_to_backend_raises(self):
+        from executorch.exir import to_edge
+
+        edge = to_edge(_writer_and_reader()).to_backend(self._partitioner())
+        with self.assertRaisesRegex(ValueError, self._FROZEN):
+            edge.to_executorch(executorch_trt.backend_config())
+
+    def test_a_buffer_no_method_writes_is_frozen(self):
+        from executorch.exir import to_edge_transform_and_lower
+
+        delegate_library.require()
+        programs = {"a": _export(TableReader(2.0), (torch.ones(1, 4),))}
+        programs["b"] = _export(TableReader(2.0), (torch.ones(1, 4),))
+        edge = to_edge_transform_and_lower(programs, partitioner=[self._partitioner()])
+        for name in programs:
+            self.assertEqual(edge.exported_program(name).graph_signature.inputs_to_buffers, {})
+        program = runtime.load(edge.to_executorch(executorch_trt.backend_config()).buffer)
+        for name in programs:
+            (out,) = program.load_method(name).execute([torch.ones(1, 4)])
+            torch.testing.assert_close(out, torch.full((1, 4), 2.0))
 
 
 class TransformersWrapperSharingTest(absltest.TestCase):

@@ -349,3 +349,41 @@ def check_unshared_readers(programs: Mapping[str, ExportedProgram], reason: str)
                 f"defaults (the methods then share it), or export {readers[0]!r} as a separate "
                 "program."
             )
+
+
+def _delegate_buffers(ep: ExportedProgram) -> set[str]:
+    """The buffer FQNs frozen into ``ep``'s delegates of this backend (a buffer its partition
+    took whole as a constant: ``TensorRTPartitioner(freeze_buffers=True)``)."""
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    from executorch_trt.format.wire import BACKEND_ID
+
+    return {
+        fqn
+        for module in ep.graph_module.modules()
+        if isinstance(module, LoweredBackendModule) and module.backend_id == BACKEND_ID
+        for fqn in module.original_module.graph_signature.inputs_to_buffers.values()
+    }
+
+
+def check_frozen_buffers(programs: Mapping[str, ExportedProgram]) -> None:
+    """Refuses a program in which a buffer that one method updates was frozen into another
+    method's delegate (``TensorRTPartitioner(freeze_buffers=True)`` sees one method at a time):
+    that method would read the buffer's exported value on every call, never the update, as
+    an unshared reader does (``check_unshared_readers``). Raises ``ValueError`` naming the
+    buffer, both methods and the fixes."""
+    written = {
+        fqn: method
+        for method, ep in programs.items()
+        for fqn in ep.graph_signature.buffers_to_mutate.values()
+    }
+    for method, ep in programs.items():
+        for fqn in sorted(_delegate_buffers(ep) & written.keys()):
+            raise ValueError(
+                f"executorch_trt: buffer {fqn!r}, which method {written[fqn]!r} updates, was "
+                f"frozen into method {method!r}'s delegate (TensorRTPartitioner("
+                f"freeze_buffers=True)): {method!r} would read the buffer's exported value on "
+                "every call, never the update, and binding the buffer would not reach it. "
+                "Leave freeze_buffers=False (the default) for a program whose methods share "
+                f"state, or export {method!r} as a separate program."
+            )

@@ -53,7 +53,11 @@ from executorch.exir.schema import EValue, Tensor, TensorDataLocation
 from executorch.exir.tensor import TensorSpec
 
 from executorch_trt import quiet
-from executorch_trt.lowering.buffer_sharing import check_buffer_sharing, check_unshared_readers
+from executorch_trt.lowering.buffer_sharing import (
+    check_buffer_sharing,
+    check_frozen_buffers,
+    check_unshared_readers,
+)
 from executorch_trt.lowering.memory_planning import SHARES_BUFFERS, UNSHARED_BUFFERS
 
 VERIFIED_VERSION = "1.5.1"
@@ -91,9 +95,10 @@ def apply() -> bool:
 def _apply_buffer_sharing_check() -> None:
     """Before a program is emitted, the methods ``InplaceMemoryPlanningPass`` planned with
     shared mutable buffers pass ``buffer_sharing.check_buffer_sharing`` (ExecuTorch shares by
-    name), and those it planned without sharing pass ``check_unshared_readers``: only here are
-    all methods' buffers in one place, whichever partitioners (one per method, or ``to_edge`` +
-    ``to_backend``) lowered them."""
+    name), and those it planned without sharing pass ``check_unshared_readers``; every
+    program of several methods passes ``check_frozen_buffers`` (a buffer one method updates,
+    frozen into another's delegate). Only here are all methods' buffers in one place, whichever
+    partitioners (one per method, or ``to_edge`` + ``to_backend``) lowered them."""
     from executorch.exir.program import _program
 
     original = _program.emit_program
@@ -120,6 +125,8 @@ def _apply_buffer_sharing_check() -> None:
                 check_unshared_readers(
                     {name: methods[name] for name in unshared}, next(iter(unshared.values()))
                 )
+            if len(methods) > 1:
+                check_frozen_buffers(methods)
         return original(methods, *args, **kwargs)
 
     setattr(emit_program, _SHARING_MARK, True)

@@ -16,7 +16,8 @@ Rules (``docs/contract.md`` 1, "Ownership"):
   this method's delegate would silently detach it from the shared state. ExecuTorch's own
   lifted scalar constants (buffers whose target starts with ``_lifted_tensor_constant``) are
   constants and are tagged. ``freeze_buffers=True`` restores ExecuTorch's default (unmutated
-  buffers move into the delegate) for single-method programs.
+  buffers move into the delegate) for single-method programs; a program in which it froze a
+  buffer another method updates is refused when emitted (``buffer_sharing.check_frozen_buffers``).
 * Each partition's compile specs list its *shared inputs*: values it consumes that something
   outside the partition also reads. ``preprocess`` never aliases those (an in-place update
   would change what the other reader sees); their KV writes are copied back instead.
