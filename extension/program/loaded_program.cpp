@@ -20,6 +20,7 @@
 
 #include "core/common/error_text.h"
 #include "core/common/shape_string.h"
+#include "extension/program/program_delegates.h"
 
 namespace executorch_trt::extension {
 namespace {
@@ -114,6 +115,10 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
     return program.error();
   }
   program_ = std::make_unique<executorch::runtime::Program>(std::move(program.get()));
+  const Error delegates = CheckDelegateEntries(what, error);
+  if (delegates != Error::Ok) {
+    return delegates;
+  }
   if (methods.empty()) {
     for (size_t i = 0; i < program_->num_methods(); ++i) {
       Result<const char*> name = program_->get_method_name(i);
@@ -160,6 +165,25 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
     }
   }
   return CollectBuffers(what, error);
+}
+
+Error LoadedProgram::CheckDelegateEntries(const std::string& what, std::string* error) {
+  using executorch::runtime::DataLoader;
+  Result<size_t> size = loader_->size();
+  if (!size.ok()) {
+    return size.error();
+  }
+  Result<executorch::runtime::FreeableBuffer> bytes =
+      loader_->load(0, size.get(), DataLoader::SegmentInfo(DataLoader::SegmentInfo::Type::Program));
+  if (!bytes.ok()) {
+    return bytes.error();
+  }
+  std::string problem;
+  const Error err = CheckProgramDelegates(bytes->data(), bytes->size(), &problem);
+  if (err != Error::Ok) {
+    *error = what + ": " + problem + "; the program is corrupt: re-export it";
+  }
+  return err;
 }
 
 // Method::init does not check that the execution plan's input and output value indices lie in

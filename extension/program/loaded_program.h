@@ -182,6 +182,9 @@ class LoadedProgram {
   Error AllocateSharedArenas();
   // Loads method `name` into shared_arenas_ as methods_.back().
   Error LoadIntoSharedArenas(const std::string& name);
+  // Refuses a program with a delegate entry ExecuTorch's method loader would crash on (a
+  // corrupt .pte: core/schema/compile_specs.h).
+  Error CheckDelegateEntries(const std::string& what, std::string* error);
   // Refuses a method whose inputs or outputs name values it does not have (a corrupt .pte).
   Error CheckMethodIo(const std::string& what, const LoadedMethod& m, std::string* error);
   // Collects buffers_ from the loaded methods and records their initial values.

@@ -368,8 +368,8 @@ class Accumulate(torch.nn.Module):
 @delegate_library.needs_library
 class CorruptProgramTest(parameterized.TestCase):
     """A .pte whose execution plan names an input or output value the method does not have
-    (ExecuTorch's Method::init accepts it; set_input / get_output then abort the process) is
-    refused at load."""
+    (ExecuTorch's Method::init accepts it; set_input / get_output then abort the process), or
+    whose delegate has an incomplete compile spec, is refused at load."""
 
     @parameterized.parameters("inputs", "outputs")
     def test_an_input_or_output_index_out_of_range_is_refused(self, field):
@@ -389,6 +389,22 @@ class CorruptProgramTest(parameterized.TestCase):
         intact = bytes(serialize_pte_binary(deserialize_pte_binary(bytes(pte.buffer))))
         (out,) = runtime.load(intact).load_method("forward").execute([torch.ones(4)])
         torch.testing.assert_close(out, torch.full((4,), 2.0))
+
+    @parameterized.parameters("key", "value")
+    def test_a_compile_spec_without_its_key_or_value_is_refused(self, field):
+        # ExecuTorch's BackendDelegate::Init dereferences both (the flatbuffer verifier accepts
+        # an absent field): the process crashed in load_method.
+        with torch.no_grad():
+            pte = executorch_trt.export(torch.export.export(Accumulate(), (torch.ones(4),)))
+        parsed = deserialize_pte_binary(bytes(pte.buffer))
+        setattr(parsed.program.execution_plan[0].delegates[0].compile_specs[1], field, None)
+        corrupt = bytes(serialize_pte_binary(parsed))
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"cannot load method 'forward': its delegate 0 has a compile spec \(1\) without its "
+            r"key or value; the program is corrupt: re-export it",
+        ):
+            runtime.load(corrupt)
 
 
 class LibraryPathTest(absltest.TestCase):
