@@ -171,5 +171,81 @@ class StockRuntimeTest(absltest.TestCase):
         self.assertRegex(result["register_error"], r"does not name a file")
 
 
+class Step(torch.nn.Module):
+    """``prefill`` ([1, T, 8], T in 1..8) and ``decode`` ([1, 1, 8]) of one model: rows ``pos``
+    of the shared ``cache`` [1, 16, 8] written, its row sums returned."""
+
+    def __init__(self, core):
+        super().__init__()
+        self.core = core
+
+    def forward(self, x, pos):  # x [1, T, 8] float32, pos [T] int64
+        self.core.cache.index_copy_(1, pos, self.core.proj(x))
+        return (self.core.cache.sum(1) * 1,)
+
+
+@delegate_library.needs_library
+class SharedStateStockRuntimeTest(absltest.TestCase):
+    """A prefill/decode program whose methods share a cache: ``executorch.runtime`` (every
+    method loaded first) runs it as eager does; ExecuTorch 1.5.1's ``portable_lib`` gives each
+    method its own planned memory, so ``decode`` does not see ``prefill``'s cache, as
+    docs/guide/stock_executorch.md says (when this test fails, update that page)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        torch.manual_seed(0)
+        core = CacheAndCounter().eval()
+        T = torch.export.Dim("T", min=1, max=8)
+        with torch.no_grad():
+            programs = {
+                "prefill": torch.export.export(
+                    Step(core),
+                    (torch.randn(1, 3, 8), torch.arange(3)),
+                    dynamic_shapes=({1: T}, {0: T}),
+                ),
+                "decode": torch.export.export(
+                    Step(core), (torch.randn(1, 1, 8), torch.tensor([3]))
+                ),
+            }
+        tmp = absltest.get_default_test_tmpdir()
+        cls.pte = os.path.join(tmp, "prefill_decode.pte")
+        with open(cls.pte, "wb") as f:
+            f.write(executorch_trt.export(programs).buffer)
+        gen = torch.Generator().manual_seed(1)
+        cls.calls = [("prefill", (torch.randn(1, 3, 8, generator=gen), torch.arange(3)))]
+        cls.calls += [
+            ("decode", (torch.randn(1, 1, 8, generator=gen), torch.tensor([p]))) for p in (3, 4)
+        ]
+        cls.inputs = os.path.join(tmp, "method_calls.pt")
+        torch.save(cls.calls, cls.inputs)
+        eager = Step(core)  # the model's buffers are still its initial ones: export copies them
+        with torch.no_grad():
+            cls.eager = [eager(*args)[0] for _, args in cls.calls]
+
+    def _outputs(self, kind):
+        proc = subprocess.run(
+            [sys.executable, WORKER, kind, self.pte, self.inputs],
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=TIMEOUT_S,
+        )
+        self.assertEqual(proc.returncode, 0, f"{kind} worker failed:\n{proc.stderr[-4000:]}")
+        outputs = json.loads(proc.stdout.strip().splitlines()[-1])["outputs"]
+        return [torch.tensor(outs[0], dtype=torch.float32) for outs in outputs]
+
+    def test_executorch_runtime_shares_the_cache(self):
+        for (name, _), got, want in zip(self.calls, self._outputs("runtime_methods"), self.eager):
+            torch.testing.assert_close(got, want, msg=name)
+
+    def test_portable_lib_does_not_share_the_cache(self):
+        got = self._outputs("portable_lib_methods")
+        torch.testing.assert_close(got[0], self.eager[0], msg="prefill")
+        for step in (1, 2):
+            self.assertFalse(torch.allclose(got[step], self.eager[step]), f"decode {step}")
+
+
 if __name__ == "__main__":
     absltest.main()

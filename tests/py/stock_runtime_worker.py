@@ -3,7 +3,9 @@ of ExecuTorch's own Python runtimes, never ``executorch_trt.runtime``.
 
 ``stock_runtime_worker.py KIND PTE INPUTS``: KIND is ``runtime`` (``executorch.runtime.Runtime``)
 or ``portable_lib`` (``_load_for_executorch``); INPUTS a ``torch.save``d list of ``forward``
-argument lists, run in order on one loaded method. Prints one JSON line,
+argument lists, run in order on one loaded method. KIND ``runtime_methods`` /
+``portable_lib_methods``: INPUTS a list of ``(method name, argument list)``, every method loaded
+before the first runs. Prints one JSON line,
 ``{"registration": [...], "outputs": [[out0 as a nested list, ...] per call]}``; exits 1 with
 the exception on a failure (a load without the backend).
 
@@ -34,6 +36,21 @@ def _portable_lib_outputs(pte: str, calls):
     return [module.forward(list(args)) for args in calls]
 
 
+def _runtime_method_outputs(pte: str, calls):
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(pte)
+    methods = {name: program.load_method(name) for name, _ in calls}
+    return [methods[name].execute(list(args)) for name, args in calls]
+
+
+def _portable_lib_method_outputs(pte: str, calls):
+    from executorch.extension.pybindings.portable_lib import _load_for_executorch
+
+    module = _load_for_executorch(pte)
+    return [module.run_method(name, list(args)) for name, args in calls]
+
+
 def _missing(pte: str, calls) -> dict:
     from executorch.runtime import Runtime
 
@@ -56,7 +73,12 @@ def main(kind: str, pte: str, inputs: str) -> None:
     if kind == "missing":
         print(json.dumps(_missing(pte, calls)))
         return
-    run = {"runtime": _runtime_outputs, "portable_lib": _portable_lib_outputs}[kind]
+    run = {
+        "runtime": _runtime_outputs,
+        "portable_lib": _portable_lib_outputs,
+        "runtime_methods": _runtime_method_outputs,
+        "portable_lib_methods": _portable_lib_method_outputs,
+    }[kind]
     outputs = [[t.tolist() for t in outs] for outs in run(pte, calls)]
     registration = executorch_trt.register()  # after the run: only the import registered it
     print(json.dumps({"registration": list(registration), "outputs": outputs}))
