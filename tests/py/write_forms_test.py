@@ -477,6 +477,20 @@ class ReturnsCopies(dm.CacheModule):
         return out, out.clone()
 
 
+class FilledFromASum(torch.nn.Module):
+    """A 0-d buffer overwritten with ``fill_`` of a value XNNPACK does not compute (a full sum),
+    then read by an op it runs: the overwrite is a copy XNNPACK would remove from its subgraph,
+    leaving it to return its own input."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(()))
+
+    def forward(self, x):
+        self.total.fill_(x.sum())
+        return self.total * 2
+
+
 class ConvertedOverwrites(torch.nn.Module):
     """Buffers overwritten with ``copy_`` and read by nothing else: ``converted`` copies a value
     that ``copy_`` casts (float32 into float16) and broadcasts ([4] into [3, 4]); ``matched``
@@ -580,6 +594,16 @@ class StateWritesTest(absltest.TestCase):
             et,
             [(torch.full((1, 4), float(i)), torch.tensor([i + 1])) for i in range(3)],
         )
+
+    def test_buffer_filled_from_a_value_outside_xnnpack(self):
+        with torch.no_grad():
+            ep = torch.export.export(FilledFromASum(), (torch.ones(1, 4),))
+        program = runtime.load(executorch_trt.export(ep).buffer)
+        method, eager = program.load_method("forward"), FilledFromASum()
+        for step in range(3):
+            x = torch.arange(4.0).view(1, 4) * (step + 1)
+            torch.testing.assert_close(method.execute([x])[0], eager(x))
+            torch.testing.assert_close(program.buffer("total"), eager.total)
 
     def _check_overwrites(self, form, **options):
         with torch.no_grad():

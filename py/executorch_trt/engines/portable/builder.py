@@ -135,12 +135,33 @@ class _NestedXnnpackPartitioner(Partitioner):
 #: Copies XNNPACK's preprocess removes from its subgraph (ExecuTorch's
 #: ``RemoveCloneOpsTransform``): each one's result becomes its operand.
 _REMOVED_COPIES = frozenset({"aten::clone", "dim_order_ops::_clone_dim_order"})
+#: Conversions it removes too when they keep the dtype and the dim order (its
+#: ``RemoveRedundantCopyPass``; e.g. a buffer overwritten by ``fill_`` with a tensor).
+_REMOVED_CONVERSIONS = frozenset({"aten::_to_copy", "dim_order_ops::_to_dim_order_copy"})
+
+
+def _removed_by_xnnpack(node: torch.fx.Node) -> bool:
+    """Whether XNNPACK's preprocess replaces ``node``, a copy it took, by its operand."""
+    name = schema_name(node)
+    if name in _REMOVED_COPIES:
+        return True
+    if name not in _REMOVED_CONVERSIONS or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    out, src = node.meta.get("val"), node.args[0].meta.get("val")
+    return (
+        isinstance(out, torch.Tensor)
+        and isinstance(src, torch.Tensor)
+        and out.dtype == src.dtype
+        and out.dim_order() == src.dim_order()
+    )
 
 
 def _untag_copies_xnnpack_cannot_remove(graph_module: torch.fx.GraphModule) -> None:
-    """Untags each copy (``_REMOVED_COPIES``) whose result leaves its XNNPACK subgraph while
-    its operand enters the subgraph or leaves it too (a buffer updated, then returned as a
-    copy: ``cache.add_(x); return cache.clone()``). With the copy removed, the subgraph would
+    """Untags each copy XNNPACK removes (``_removed_by_xnnpack``) whose result leaves its
+    XNNPACK subgraph while its operand enters the subgraph or leaves it too (a buffer updated,
+    then returned as a copy: ``cache.add_(x); return cache.clone()``; a buffer overwritten with
+    a value XNNPACK does not compute: ``total.fill_(x.sum())``). With the copy removed, the
+    subgraph would
     return one value twice or return its own input, which XNNPACK's preprocess refuses
     ("Output node ... is already in the inputs", ExecuTorch 1.5.1 with its own
     ``XnnpackPartitioner`` too). Such a copy runs on ExecuTorch's kernel instead."""
@@ -153,11 +174,7 @@ def _untag_copies_xnnpack_cannot_remove(graph_module: torch.fx.GraphModule) -> N
         changed = False
         for node in graph_module.graph.nodes:
             tag = node.meta.get("delegation_tag")
-            if (
-                tag is None
-                or node.op != "call_function"
-                or schema_name(node) not in _REMOVED_COPIES
-            ):
+            if tag is None or node.op != "call_function" or not _removed_by_xnnpack(node):
                 continue
             operand = node.args[0]
             if not isinstance(operand, torch.fx.Node) or not leaves(node, tag):
