@@ -249,6 +249,35 @@ class RefusalsTest(absltest.TestCase):
             with self.assertRaisesRegex(CheckpointError, r"has no \*.safetensors weights"):
                 export_llm(tmp, 16)
 
+    def test_checkpoint_whose_weights_are_not_its_configs_model(self):
+        # transformers would fill a missing weight at random (and drop an extra one), logging
+        # only: the program would not be the checkpoint's model.
+        import json
+
+        from safetensors.torch import load_file, save_file
+
+        for case, pattern in (
+            ("weight_deleted", r"lacks weights .*\(model\.layers\.1\.self_attn\.q_proj\.weight\)"),
+            ("one_more_layer", r"lacks weights .*model\.layers\.2\."),
+            ("one_layer_fewer", r"holds weights .*model\.layers\.1\."),
+        ):
+            with self.subTest(case), tempfile.TemporaryDirectory() as tmp:
+                H.FAMILIES["llama"].model().save_pretrained(tmp)
+                weights = os.path.join(tmp, "model.safetensors")
+                config = os.path.join(tmp, "config.json")
+                if case == "weight_deleted":
+                    tensors = load_file(weights)
+                    del tensors["model.layers.1.self_attn.q_proj.weight"]
+                    save_file(tensors, weights, metadata={"format": "pt"})
+                else:
+                    with open(config) as f:
+                        settings = json.load(f)
+                    settings["num_hidden_layers"] += 1 if case == "one_more_layer" else -1
+                    with open(config, "w") as f:
+                        json.dump(settings, f)
+                with self.assertRaisesRegex(CheckpointError, pattern):
+                    export_llm(tmp, 16)
+
 
 if __name__ == "__main__":
     absltest.main()

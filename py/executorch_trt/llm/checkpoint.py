@@ -73,18 +73,37 @@ def read_config(model_dir: str) -> Any:
 def load_causal_lm(model_dir: str, dtype: torch.dtype) -> Any:
     """The causal LM saved in ``model_dir``, loaded offline with ``from_pretrained`` in
     ``dtype``, in eval mode. Raises ``CheckpointError`` (missing directory, no ``config.json``,
-    unreadable config, no safetensors, weights that do not load) and
+    unreadable config, no safetensors, weights that do not load, weights the model's
+    ``config.json`` names but the safetensors lack, or hold but the model does not have) and
     ``UnsupportedArchitectureError`` (naming the architecture and the supported ones)."""
     from transformers import AutoModelForCausalLM
 
     config = read_config(model_dir)
     _check_weights(model_dir)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            model_dir, config=config, dtype=dtype, local_files_only=True, use_safetensors=True
+        model, loading = AutoModelForCausalLM.from_pretrained(
+            model_dir,
+            config=config,
+            dtype=dtype,
+            local_files_only=True,
+            use_safetensors=True,
+            output_loading_info=True,
         )
     except (OSError, ValueError, RuntimeError) as exc:
         raise CheckpointError(
             f"model directory {model_dir}: the weights do not load ({exc})"
         ) from exc
+    # transformers initialises a missing weight at random and drops an unexpected one, with a
+    # log line only: the exported program would not be the checkpoint's model.
+    for kind, what in (
+        ("missing_keys", "lacks weights that the model of its config.json needs"),
+        ("unexpected_keys", "holds weights that the model of its config.json does not have"),
+    ):
+        names = sorted(loading.get(kind) or ())
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            raise CheckpointError(
+                f"model directory {model_dir}: the checkpoint {what} ({shown}); check that "
+                "config.json and the safetensors are the same model's"
+            )
     return model.eval()
