@@ -81,7 +81,8 @@ def load_causal_lm(model_dir: str, dtype: torch.dtype) -> Any:
     config = read_config(model_dir)
     _check_weights(model_dir)
     try:
-        model, loading = AutoModelForCausalLM.from_pretrained(
+        # With output_loading_info, (model, {"missing_keys": [...], "unexpected_keys": ...}).
+        loaded: Any = AutoModelForCausalLM.from_pretrained(
             model_dir,
             config=config,
             dtype=dtype,
@@ -93,6 +94,7 @@ def load_causal_lm(model_dir: str, dtype: torch.dtype) -> Any:
         raise CheckpointError(
             f"model directory {model_dir}: the weights do not load ({exc})"
         ) from exc
+    model, loading = loaded
     # transformers initialises a missing weight at random and drops an unexpected one, with a
     # log line only: the exported program would not be the checkpoint's model.
     for kind, what in (
