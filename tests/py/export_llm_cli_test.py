@@ -259,11 +259,15 @@ class BadInputTest(_Checkpoint, absltest.TestCase):
         self.assert_usage_error(self._args(**{"--quantize": "4w"}), "--quantize=4w")
         self.assert_usage_error(
             self._args(**{"--quantize": "8da4w", "--group-size": "48"}),
-            "group_size must be 0 (per output channel) or a power of two >= 16, got 48",
+            "group_size must be 0 (per output channel) or a power of two >= 32",
+        )
+        self.assert_usage_error(
+            self._args(**{"--quantize": "8da8w"}),
+            "8da8w takes one scale per output channel",
         )
         self.assert_usage_error(self._args(**{"--group-size": "-1"}), "--group-size=-1")
         self.assert_usage_error(
-            self._args(**{"--quantize": "8da8w", "--dtype": "float16"}),
+            self._args(**{"--quantize": "8da8w", "--group-size": "0", "--dtype": "float16"}),
             "--quantize 8da8w needs --dtype float32",
         )
         self.assert_usage_error(

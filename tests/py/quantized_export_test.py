@@ -165,8 +165,13 @@ class QuantizedExportTest(absltest.TestCase):
         model = copy.deepcopy(self.model)
         for kwargs, message in (
             (dict(scheme="4w"), r"unknown scheme '4w'; expected one of 8da4w, 8da8w"),
-            (dict(group_size=48), r"a power of two >= 16, got 48"),
-            (dict(group_size=8), r"a power of two >= 16, got 8"),
+            (dict(group_size=48), r"a power of two >= 32 .*, got 48"),
+            (dict(group_size=16), r"a power of two >= 32 .*, got 16"),
+            (dict(scheme="8da8w"), r"8da8w takes one scale per output channel.*got 32"),
+            (
+                dict(scheme="8da8w", group_size=0, embedding="int4"),
+                r"embedding='int4' needs a group size, which 8da8w's linears cannot take",
+            ),
             (dict(group_size=128), r"divides the in_features of no linear \(widths \[32, 64\]\)"),
             (dict(embedding="int2"), r"unknown embedding scheme 'int2'; expected one of int8"),
             (dict(embedding="int4", group_size=0), r"embedding='int4' needs a group size"),

@@ -89,7 +89,8 @@ def _define_flags() -> flags.FlagValues:
     flags.DEFINE_integer(
         "group-size",
         DEFAULT_GROUP_SIZE,
-        "input channels per weight scale with --quantize (0: per output channel)",
+        "input channels per weight scale with --quantize 8da4w: 0 (per output channel) or a "
+        "power of two >= 32; 8da8w takes 0 only",
         lower_bound=0,
         flag_values=fv,
     )

@@ -52,9 +52,10 @@ def quantizable_linears(model: torch.nn.Module, group_size: int) -> list[str]:
 
 def check_scheme(scheme: str, group_size: int, embedding: str | None = None) -> None:
     """Raises ``ValueError`` unless ``scheme`` is one of ``SCHEMES``, ``embedding`` None or one
-    of ``EMBEDDING_SCHEMES``, and ``group_size`` is 0 or a power of two >= 16 (XNNPACK's grouped
-    int4/int8 linears); ``embedding="int4"`` needs a group size (ExecuTorch's embedding_4bit
-    kernel takes grouped scales)."""
+    of ``EMBEDDING_SCHEMES``, and ``group_size`` is 0 or a power of two >= 32 (XNNPACK's grouped
+    int4 linears take multiples of 32), and 0 with ``"8da8w"`` (XNNPACK groups int4 weights
+    only); ``embedding="int4"`` needs a group size (ExecuTorch's embedding_4bit kernel takes
+    grouped scales), so it goes with ``"8da4w"`` only."""
     if scheme not in SCHEMES:
         raise ValueError(
             f"quantize: unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}"
@@ -66,10 +67,20 @@ def check_scheme(scheme: str, group_size: int, embedding: str | None = None) -> 
         )
     if isinstance(group_size, bool) or not isinstance(group_size, int):
         raise ValueError(f"quantize: group_size must be an int, got {group_size!r}")
-    if group_size != 0 and (group_size < 16 or group_size & (group_size - 1)):
+    if group_size != 0 and (group_size < 32 or group_size & (group_size - 1)):
         raise ValueError(
-            f"quantize: group_size must be 0 (per output channel) or a power of two >= 16, "
-            f"got {group_size}"
+            f"quantize: group_size must be 0 (per output channel) or a power of two >= 32 "
+            f"(XNNPACK's grouped linears take multiples of 32), got {group_size}"
+        )
+    if scheme == "8da8w" and embedding == "int4":
+        raise ValueError(
+            "quantize: embedding='int4' needs a group size, which 8da8w's linears cannot take "
+            "(XNNPACK groups int4 weights only): use embedding='int8' with 8da8w, or 8da4w"
+        )
+    if scheme == "8da8w" and group_size != 0:
+        raise ValueError(
+            f"quantize: 8da8w takes one scale per output channel (XNNPACK groups int4 weights "
+            f"only): pass group_size=0 (export_llm --group-size 0), got {group_size}"
         )
     if embedding == "int4" and group_size == 0:
         raise ValueError("quantize: embedding='int4' needs a group size (e.g. 32), not 0")
@@ -87,7 +98,7 @@ def quantize(
     Args:
         model: a float32 module (torchao's dynamic activation quantization computes in float32).
         scheme: ``"8da4w"`` (int4 weights) or ``"8da8w"`` (int8 weights).
-        group_size: input channels per weight scale, a power of two >= 16 that divides the
+        group_size: input channels per weight scale, a power of two >= 32 that divides the
             ``in_features`` of the linears to quantize; 0 for one scale per output channel.
             Linears it does not divide stay float.
         embedding: ``None`` (float tables), ``"int8"`` (one scale per row) or ``"int4"`` (one
