@@ -169,6 +169,15 @@ class ChatTest(absltest.TestCase):
         done = self._process("--model", "/nonexistent.pte", "--tokenizer", self.tokenizer)
         self.assertEqual(done.returncode, 2, done.stderr)
 
+    def test_a_turn_that_is_not_utf8_exits_2_naming_it(self):
+        # Python keeps bytes of argv (and of stdin in a C locale) that do not decode as
+        # surrogate escapes: "\xff" arrives as "\udcff".
+        for args, stdin in ((["--prompt", "the \udcff cat"], ""), ([], "the \udcff cat\n")):
+            with self.subTest(args=args):
+                status, _out, err = self._main(*self._model_args("2"), *args, stdin=stdin)
+                self.assertEqual(status, 2, err)
+                self.assertIn("the turn is not UTF-8 text", err)
+
     def test_a_turn_cut_short_by_a_full_cache_says_so(self):
         prompt = "ab" * 30  # BOS + 60 tokens: 3 of the 10 asked for fit in 64 positions
         want, ids = self._greedy_text(prompt, 3)

@@ -175,6 +175,13 @@ def _turn(
     err: TextIO,
 ) -> None:
     model = session.model
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # bytes Python kept undecoded (surrogate escapes)
+        raise ValueError(
+            f"the turn is not UTF-8 text (byte {exc.object[exc.start]!r} at character "
+            f"{exc.start} does not decode); give the prompt as UTF-8"
+        ) from None
     ids = tokenizer.encode(text)
     if session.position == 0 and model.bos_id is not None:
         ids = [model.bos_id, *ids]
