@@ -238,6 +238,15 @@ class RefusalsTest(absltest.TestCase):
             with self.assertRaisesRegex(TypeError, f"export_llm: {flag} must be True or False"):
                 export_llm(model, 16, **{flag: "yes"})
 
+    def test_dynamic_rope_scaling_is_refused(self):
+        import transformers as T
+
+        config = T.LlamaConfig(**H._COMMON, rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+        with self.assertRaisesRegex(
+            UnsupportedArchitectureError, r"rope_type 'dynamic' \(dynamic NTK scaling\)"
+        ):
+            export_llm(T.LlamaForCausalLM(config), 16)
+
     def test_checkpoint_directories(self):
         with tempfile.TemporaryDirectory() as tmp:
             missing = os.path.join(tmp, "nope")

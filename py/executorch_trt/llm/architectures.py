@@ -56,7 +56,23 @@ def check_config(config: Any, where: str) -> str:
         raise _unsupported(where, f"architecture {named} is not supported")
     if declared and expected not in declared:
         raise _unsupported(where, f"architecture {named} is not the causal LM {expected}")
+    _check_rope(config, where)
     return expected
+
+
+def _check_rope(config: Any, where: str) -> None:
+    """Refuses dynamic-NTK rotary scaling: transformers recomputes its frequencies from the
+    longest sequence seen so far, a data-dependent branch torch.export cannot capture."""
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+    if isinstance(rope, dict):
+        rope_type = rope.get("rope_type", rope.get("type"))
+        if rope_type == "dynamic":
+            raise UnsupportedArchitectureError(
+                f"{where}: rope_type 'dynamic' (dynamic NTK scaling) is not supported: its "
+                "frequencies change with the longest sequence seen at run time, which an "
+                "exported program cannot follow; use a model with static rope scaling (e.g. "
+                "'linear', 'llama3') or none"
+            )
 
 
 def check_model(model: Any) -> str:
@@ -81,4 +97,5 @@ def check_model(model: Any) -> str:
             f"export_llm: {name}",
             f"for model_type {config.model_type!r} only the causal LM {expected} is exported",
         )
+    _check_rope(config, f"export_llm: {name}")
     return name
