@@ -7,9 +7,12 @@
 
 #pragma once
 
-// Before the hidden region: flatbuffers' asserts bind to the C library's __assert_fail.
+// Before the hidden region: what flatbuffers calls in the C library (__assert_fail, strncmp
+// in its identifier check) must keep default visibility, or a build that does not inline
+// them (the fuzz configuration) links against a hidden undefined symbol.
 #include <cassert>
 #include <cstdint>
+#include <cstring>
 
 // Hidden, as everywhere program_generated.h is included (core/schema/BUILD).
 #pragma GCC visibility push(hidden)
