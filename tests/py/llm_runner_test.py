@@ -10,6 +10,9 @@ decoded with the same C++ tokenizer). A second ``generate`` after ``reset()`` gi
 text again. The runner calls the single ``forward`` with the whole prompt, then T = 1 per token.
 The program's delegate runs on the portable engine (nested ExecuTorch program with XNNPACK,
 on the CPU). ``import executorch_trt`` is all the runner needs to find TensorRTBackend.
+
+On a ``prefill_decode`` program the runner loads ``prefill`` and ``decode`` each with its own
+planned memory, so ``decode`` never sees the cache ``prefill`` wrote (docs/guide/llm.md).
 """
 
 import os
@@ -17,6 +20,7 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports huggingface_hub
 
+import torch
 from absl.testing import absltest
 
 import delegate_library
@@ -113,6 +117,69 @@ class TextLLMRunnerTest(absltest.TestCase):
         second = self._generate(runner)
         self.assertEqual(second, first)
         self.assertEqual("".join(first), self.eager_text)
+
+
+@delegate_library.needs_library
+class PrefillDecodeProgramTest(absltest.TestCase):
+    """ExecuTorch 1.5.1's ``TextLLMRunner`` builds its ``Module`` without
+    ``share_memory_arenas``: on a program with ``prefill`` and ``decode`` it generates the
+    tokens of those methods run each in its own planned memory (here ``portable_lib``, which
+    does the same), not eager's, with no error. docs/guide/llm.md says so and points such
+    programs at ``executorch_trt.llm``; when this test fails, update that page."""
+
+    @classmethod
+    def setUpClass(cls):
+        from pytorch_tokenizers import CppTiktoken
+
+        tmp = cls.enterClassContext(tempfile.TemporaryDirectory())
+        # Seed 1: a model whose greedy text depends on the prompt's cache (with seed 0 the
+        # text happens to be the same without it).
+        cls.model = M.tiny_llama(seed=1)
+        cls.tokenizer_path = M.write_tokenizer(os.path.join(tmp, "tokenizer.model"))
+        cls.path = os.path.join(tmp, "prefill_decode.pte")
+        export_llm(cls.model, MAX_SEQ_LEN, prefill_decode=True, output=cls.path)
+        cls.tokenizer = CppTiktoken()
+        cls.tokenizer.load(cls.tokenizer_path)
+        cls.prompt_ids = cls.tokenizer.encode(PROMPT, 0, 0)
+        cls.eager_tokens = M.greedy_tokens(cls.model, cls.prompt_ids, NEW_TOKENS, {M.EOS_ID})
+
+    def _text(self, tokens):
+        return "".join(self.tokenizer.decode(t) for t in tokens)
+
+    def _tokens_with_separate_memory(self):
+        from executorch.extension.pybindings.portable_lib import _load_for_executorch
+
+        module = _load_for_executorch(self.path)
+        ids = self.prompt_ids
+        logits = module.run_method("prefill", [torch.tensor([ids]), torch.arange(len(ids))])[0]
+        tokens = [int(logits[0, -1].argmax())]
+        while len(tokens) < NEW_TOKENS and tokens[-1] != M.EOS_ID:
+            position = torch.tensor([len(ids) + len(tokens) - 1])
+            logits = module.run_method("decode", [torch.tensor([tokens[-1:]]), position])[0]
+            tokens.append(int(logits[0, -1].argmax()))
+        return tokens
+
+    def test_the_runner_decodes_without_prefill_s_cache(self):
+        from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+        pieces = []
+        TextLLMRunner(self.path, self.tokenizer_path).generate(
+            PROMPT,
+            GenerationConfig(max_new_tokens=NEW_TOKENS, temperature=0.0, echo=False),
+            token_callback=pieces.append,
+        )
+        separate = self._tokens_with_separate_memory()
+        self.assertEqual("".join(pieces), self._text(separate))
+        self.assertEqual(separate[0], self.eager_tokens[0], "prefill's own token is right")
+        self.assertNotEqual(separate, self.eager_tokens)
+
+    def test_a_session_runs_the_program_as_eager(self):
+        from executorch_trt import llm
+
+        session = llm.load(self.path).new_session()
+        session.prefill(self.prompt_ids)
+        tokens = list(session.generate(NEW_TOKENS, stop_tokens=[M.EOS_ID]))
+        self.assertEqual(tokens, self.eager_tokens)
 
 
 if __name__ == "__main__":

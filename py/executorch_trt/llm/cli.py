@@ -62,7 +62,9 @@ def _define_flags() -> flags.FlagValues:
     flags.DEFINE_boolean(
         "prefill-decode",
         False,
-        "methods prefill and decode sharing the cache, instead of one forward",
+        "methods prefill and decode sharing the cache, instead of one forward (for "
+        "executorch_trt.llm and //:chat; ExecuTorch 1.5.1's TextLLMRunner does not share "
+        "the cache between methods)",
         flag_values=fv,
     )
     flags.DEFINE_integer(

@@ -121,7 +121,9 @@ def export_llm(
             ``.pte`` (``external_weights=True``); load with ``TextLLMRunner(pte, tokenizer,
             data)`` or ``executorch_trt.runtime.load(pte, data=...)``.
         prefill_decode: methods ``prefill`` (T in ``[1, max_seq_len]``) and ``decode`` (T = 1)
-            sharing the cache, instead of one ``forward``.
+            sharing the cache, instead of one ``forward``. For runtimes that share planned
+            memory between methods (``executorch_trt.llm``, ``executorch.runtime``), not
+            ExecuTorch 1.5.1's ``TextLLMRunner`` (docs/guide/llm.md).
         engine: ``"portable"`` (nested ExecuTorch program on the CPU) or ``"tensorrt"``.
         dtype: the dtype a directory's weights are loaded in; an instance must already have it.
         max_context_len: positions in the KV cache (``get_max_context_len``), at least
