@@ -48,6 +48,18 @@ def _calls():
     return [(torch.randn(1, 1, 8, generator=gen), torch.tensor([i * 3])) for i in range(CALLS)]
 
 
+def _run_worker(kind, pte, inputs, env):
+    """``stock_runtime_worker.py KIND PTE INPUTS`` in a fresh process; the completed process."""
+    return subprocess.run(
+        [sys.executable, WORKER, kind, pte, inputs],
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=TIMEOUT_S,
+    )
+
+
 def _child_env(**changes):
     env = delegate_library.subprocess_env()
     for name, value in changes.items():
@@ -81,15 +93,7 @@ class StockRuntimeTest(absltest.TestCase):
         cls.product = [method.execute(list(args)) for args in calls]
 
     def _worker(self, kind, env):
-        proc = subprocess.run(
-            [sys.executable, WORKER, kind, self.pte, self.inputs],
-            env=env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=TIMEOUT_S,
-        )
-        return proc
+        return _run_worker(kind, self.pte, self.inputs, env)
 
     def _check_stock_run(self, kind):
         proc = self._worker(kind, _child_env())
@@ -224,14 +228,7 @@ class SharedStateStockRuntimeTest(absltest.TestCase):
             cls.eager = [eager(*args)[0] for _, args in cls.calls]
 
     def _outputs(self, kind):
-        proc = subprocess.run(
-            [sys.executable, WORKER, kind, self.pte, self.inputs],
-            env=_child_env(),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=TIMEOUT_S,
-        )
+        proc = _run_worker(kind, self.pte, self.inputs, _child_env())
         self.assertEqual(proc.returncode, 0, f"{kind} worker failed:\n{proc.stderr[-4000:]}")
         outputs = json.loads(proc.stdout.strip().splitlines()[-1])["outputs"]
         return [torch.tensor(outs[0], dtype=torch.float32) for outs in outputs]
