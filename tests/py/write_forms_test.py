@@ -491,6 +491,21 @@ class FilledFromASum(torch.nn.Module):
         return self.total * 2
 
 
+class ScalarStep(torch.nn.Module):
+    """A 0-d ``dtype`` buffer updated in place with a Python scalar (``count.add_(step)``), then
+    read: ``to_edge`` computes the update in int64 or float32 (the scalar becomes a 0-d tensor
+    of that dtype), where eager keeps the buffer's dtype (wrapping, rounding)."""
+
+    def __init__(self, dtype, step):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=dtype))
+        self.step = step
+
+    def forward(self, x):
+        self.count.add_(self.step)
+        return x * self.count.to(x.dtype)
+
+
 class ConvertedOverwrites(torch.nn.Module):
     """Buffers overwritten with ``copy_`` and read by nothing else: ``converted`` copies a value
     that ``copy_`` casts (float32 into float16) and broadcasts ([4] into [3, 4]); ``matched``
@@ -605,6 +620,29 @@ class StateWritesTest(absltest.TestCase):
             torch.testing.assert_close(method.execute([x])[0], eager(x))
             torch.testing.assert_close(program.buffer("total"), eager.total)
 
+    def test_buffer_stepped_by_a_python_scalar_keeps_its_dtype(self):
+        # uint8 wraps at the third step; float16's scalar is rounded to float16 by eager and
+        # kept float32 by to_edge, so the two may round a sum one float16 ulp apart.
+        for dtype, step, ulp in (
+            (torch.uint8, 100, 0),
+            (torch.int32, 1, 0),
+            (torch.bfloat16, 0.1, 0),
+            (torch.float16, 0.1, 2**-12),
+        ):
+            with self.subTest(dtype=dtype), torch.no_grad():
+                ep = torch.export.export(ScalarStep(dtype, step), (torch.ones(2),))
+                program = runtime.load(executorch_trt.export(ep).buffer)
+                method, eager = program.load_method("forward"), ScalarStep(dtype, step)
+                for call in range(4):
+                    x = torch.full((2,), float(call + 1))
+                    torch.testing.assert_close(
+                        method.execute([x])[0], eager(x), rtol=0, atol=ulp * (call + 1)
+                    )
+                    self.assertEqual(program.buffer("count").dtype, dtype)
+                    torch.testing.assert_close(
+                        program.buffer("count"), eager.count, rtol=0, atol=ulp
+                    )
+
     def _check_overwrites(self, form, **options):
         with torch.no_grad():
             ep = torch.export.export(ConvertedOverwrites(form), (torch.ones(4),))
@@ -646,6 +684,27 @@ class StateWritesTest(absltest.TestCase):
                     r".*Lower with to_edge_transform_and_lower",
                 ):
                     edge.to_backend(executorch_trt.TensorRTPartitioner())
+
+    def test_to_backend_path_without_the_passes_refuses_a_promoted_update(self):
+        with torch.no_grad():
+            edge = to_edge(torch.export.export(ScalarStep(torch.int32, 1), (torch.ones(2),)))
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'count' \(int32 \[\]\) would be updated with a int64 \[\] value\. "
+            r"ExecuTorch's edge lowering computed the in-place update in a wider dtype.*"
+            r"transform_passes=executorch_trt\.transform_passes\(\)",
+        ):
+            edge.to_backend(executorch_trt.TensorRTPartitioner())
+        with torch.no_grad():
+            edge = to_edge(torch.export.export(ScalarStep(torch.int32, 1), (torch.ones(2),)))
+        lowered = edge.transform(executorch_trt.transform_passes()).to_backend(
+            executorch_trt.TensorRTPartitioner()
+        )
+        program = runtime.load(lowered.to_executorch(executorch_trt.backend_config()).buffer)
+        method, eager = program.load_method("forward"), ScalarStep(torch.int32, 1)
+        for _ in range(3):
+            torch.testing.assert_close(method.execute([torch.ones(2)])[0], eager(torch.ones(2)))
+            torch.testing.assert_close(program.buffer("count"), eager.count)
 
     def test_composable_path_reads_the_converted_copy(self):
         x = torch.tensor([[1.0001, 70000.0, 3.0007, 0.5]] * 3)

@@ -14,8 +14,9 @@ stages in this order. Each stage is a function here; its caller is named with it
 2. ``edge_transform_passes`` (each edge program, before partitioning; ExecuTorch runs them as
    ``transform_passes``): a dynamic size read inside and outside the delegate is copied for its
    delegated readers (``size_copies``), a buffer assigned another buffer keeps its write
-   (``buffer_to_buffer_writes``), all-zero buffers are marked so they are not serialised
-   (``initialize_mutable_buffers.MarkZeroBuffersPass``).
+   (``buffer_to_buffer_writes``), a buffer's update that ``to_edge`` promoted to a wider dtype
+   is converted back as eager does (``promoted_buffer_writes``), all-zero buffers are marked so
+   they are not serialised (``initialize_mutable_buffers.MarkZeroBuffersPass``).
 3. ExecuTorch partitions with ``TensorRTPartitioner`` and calls ``TensorRTBackend.preprocess`` on
    each partition, which runs ``canonicalise_partition``: buffer writes made functional
    (``functional_copies``), KV writes rewritten into ``executorch_trt::kv_cache_update``
@@ -61,6 +62,7 @@ from executorch_trt.passes.integer_remainder import integer_remainders_as_pytorc
 from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
 from executorch_trt.passes.mean_as_pooling import mean_as_pooling
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
+from executorch_trt.passes.promoted_buffer_writes import PromotedBufferWritesPass
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
 from executorch_trt.passes.size_copies import SizeCopiesPass
 
@@ -83,6 +85,7 @@ def edge_transform_passes(supported_ops: frozenset[str]) -> list[PassType]:
     return [
         SizeCopiesPass(DelegateOperatorSupport(supported_ops)),
         BufferToBufferWritesPass(),
+        PromotedBufferWritesPass(),
         MarkZeroBuffersPass(),
     ]
 
