@@ -6,9 +6,13 @@ tokenizer (a HF ``tokenizer.json``, and the same vocabulary as a tiktoken file).
 * ``--session FILE``: two turns in two processes give the text of one process holding both
   turns (stdin), and the file then holds every token.
 * Each bad input exits 2 naming it; a running program that fails exits 1.
+* With byte-level tokenizers (a HF ``tokenizer.json`` and a tiktoken file), characters whose
+  UTF-8 bytes are separate tokens stream whole; a generated token the tokenizer does not have
+  exits 2 naming it.
 """
 
 import io
+import itertools
 import os
 import subprocess
 import sys
@@ -195,6 +199,114 @@ class ChatTest(absltest.TestCase):
         flags_listed = out.split("\nflags:\n", 1)[1]
         for flag in ("--model:", "--tokenizer:", "--session:", "--prefix-cache-bytes:"):
             self.assertIn(flag, flags_listed)
+
+
+TEXT = "café ☕!"  # one-, two- and three-byte characters
+BYTE_BOS, BYTE_EOS = 256, 257
+
+
+def _byte_level_tokenizer(path):
+    """A HF byte-level ``tokenizer.json`` (GPT-2's byte alphabet, no merges), BOS 256, EOS 257."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tokenizer = Tokenizer(models.BPE(vocab, [], unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(
+        [AddedToken("<s>", special=True), AddedToken("</s>", special=True)]
+    )
+    tokenizer.save(path)
+    return tokenizer
+
+
+def _byte_tiktoken(path):
+    """A tiktoken file whose token ``b`` is the byte ``b`` (its specials start at 256: BOS 256,
+    EOS 257, as CppTiktoken numbers them)."""
+    import base64
+
+    with open(path, "w") as f:
+        for b in range(256):
+            f.write(f"{base64.b64encode(bytes([b])).decode()} {b}\n")
+    return path
+
+
+def _chain_model(chain):
+    """A one-layer Llama over 258 tokens whose greedy successor of ``chain[i]`` is
+    ``chain[i + 1]``: the embedding is the identity, attention and MLP add nothing, and the LM
+    head maps each token to its successor."""
+    import torch
+    import transformers as T
+
+    torch.manual_seed(0)
+    config = T.LlamaConfig(
+        vocab_size=258,
+        hidden_size=264,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        bos_token_id=BYTE_BOS,
+        eos_token_id=BYTE_EOS,
+        tie_word_embeddings=False,
+    )
+    model = T.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.model.embed_tokens.weight.zero_()
+        model.model.embed_tokens.weight[:, :258] = torch.eye(258)
+        model.model.layers[0].self_attn.o_proj.weight.zero_()
+        model.model.layers[0].mlp.down_proj.weight.zero_()
+        model.lm_head.weight.zero_()
+        for a, b in itertools.pairwise(chain):
+            model.lm_head.weight[b, a] = 10.0
+    return model
+
+
+@delegate_library.needs_library
+class ByteLevelChatTest(absltest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = cls.enterClassContext(tempfile.TemporaryDirectory())
+        hf = _byte_level_tokenizer(os.path.join(cls.tmp, "bytes.json"))
+        cls.tokenizers = {
+            "tokenizer.json": (
+                os.path.join(cls.tmp, "bytes.json"),
+                hf.encode("x" + TEXT, add_special_tokens=False).ids,
+            ),
+            "tiktoken": (
+                _byte_tiktoken(os.path.join(cls.tmp, "bytes.tiktoken")),
+                list(("x" + TEXT).encode()),
+            ),
+        }
+        cls.programs = {}
+        for name, (_, ids) in cls.tokenizers.items():
+            path = os.path.join(cls.tmp, f"{name}.pte")
+            llm.export_llm(_chain_model([*ids, BYTE_EOS]), 8, max_context_len=32, output=path)
+            cls.programs[name] = path
+
+    def _chat(self, program, tokenizer):
+        out, err = io.StringIO(), io.StringIO()
+        args = ["chat", "--model", program, "--tokenizer", tokenizer, "--prompt", "x"]
+        return chat.main(args, io.StringIO(""), out, err), out.getvalue(), err.getvalue()
+
+    def test_characters_split_over_tokens_stream_whole(self):
+        for name, (tokenizer, ids) in self.tokenizers.items():
+            with self.subTest(tokenizer=name):
+                self.assertGreater(len(ids), len("x" + TEXT))  # some characters are several
+                status, out, err = self._chat(self.programs[name], tokenizer)
+                self.assertEqual(status, 0, err)
+                self.assertEqual(out, TEXT + "\n")
+
+    def test_a_token_the_tokenizer_does_not_have_exits_2_naming_it(self):
+        small = _hf_tokenizer(os.path.join(self.tmp, "small.json"))
+        status, _, err = self._chat(self.programs["tokenizer.json"], small)
+        self.assertEqual(status, 2, err)
+        self.assertRegex(
+            err,
+            r"chat: the model generated token \d+, outside the vocabulary of --tokenizer "
+            r".*small\.json \(\d+ tokens\); give the tokenizer the model was trained with",
+        )
 
 
 if __name__ == "__main__":

@@ -103,7 +103,8 @@ def _define_flags() -> flags.FlagValues:
 
 
 class Tokenizer:
-    """``encode(text) -> ids`` and ``decode(ids) -> text`` over one of the supported files."""
+    """``encode(text) -> ids`` and ``decode(ids) -> text`` over one of the supported files;
+    ``vocab_size``: the ids it knows are ``[0, vocab_size)``, added tokens included."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -111,6 +112,7 @@ class Tokenizer:
             import tokenizers
 
             hf = tokenizers.Tokenizer.from_file(path)
+            self.vocab_size: int = hf.get_vocab_size(with_added_tokens=True)
             self._encode: Callable[[str], list[int]] = lambda text: (
                 hf.encode(text, add_special_tokens=False).ids
             )
@@ -129,6 +131,7 @@ class Tokenizer:
                 errors.append(f"{kind.__name__}: {str(exc).strip().splitlines()[0]}")
                 continue
             self._encode, self._decode = _pytorch_tokenizer_calls(tokenizer)
+            self.vocab_size = int(tokenizer.vocab_size())
             return
         raise UsageError(
             f"--tokenizer {path}: not a tokenizer.json, and no pytorch_tokenizers "
@@ -145,16 +148,30 @@ class Tokenizer:
 def _pytorch_tokenizer_calls(
     tokenizer: Any,
 ) -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
-    """``(encode, decode)`` over a loaded ``pytorch_tokenizers`` tokenizer (no BOS or EOS added;
-    ``decode`` joins each token's text)."""
+    """``(encode, decode)`` over a loaded ``pytorch_tokenizers`` tokenizer (no BOS or EOS added).
+    ``decode`` joins the tokens' bytes and decodes them as UTF-8 (U+FFFD where they are not): a
+    byte-level token may hold part of a character, which the binding's ``decode(token)`` cannot
+    return as ``str`` (its ``UnicodeDecodeError`` carries the bytes)."""
 
     def encode(text: str) -> list[int]:
         return list(tokenizer.encode(text, 0, 0))
 
+    def token_bytes(token: int) -> bytes:
+        try:
+            return str(tokenizer.decode(token)).encode("utf-8")
+        except UnicodeDecodeError as exc:
+            return bytes(exc.object)
+
     def decode(ids: list[int]) -> str:
-        return "".join(tokenizer.decode(i) for i in ids)
+        return b"".join(token_bytes(i) for i in ids).decode("utf-8", errors="replace")
 
     return encode, decode
+
+
+def _complete(text: str) -> str:
+    """``text`` without its trailing U+FFFD characters: while a turn is generated, a character
+    whose bytes span several tokens decodes to U+FFFD until its last byte arrives."""
+    return text.rstrip("\ufffd")
 
 
 def _parse(argv: list[str]) -> flags.FlagValues:
@@ -202,14 +219,25 @@ def _turn(
         value(fv, "seed"),
         stop_tokens=model.eos_ids,
     ):
+        if token >= tokenizer.vocab_size:
+            raise ValueError(
+                f"the model generated token {token}, outside the vocabulary of --tokenizer "
+                f"{tokenizer.path} ({tokenizer.vocab_size} tokens); give the tokenizer the "
+                "model was trained with"
+            )
         generated.append(token)
-        text_so_far = tokenizer.decode([t for t in generated if t not in model.eos_ids])
-        out.write(text_so_far[len(shown) :])
-        out.flush()
-        shown = text_so_far
+        text_so_far = _complete(tokenizer.decode([t for t in generated if t not in model.eos_ids]))
+        if text_so_far.startswith(shown):
+            out.write(text_so_far[len(shown) :])
+            out.flush()
+            shown = text_so_far
     decode_s = time.perf_counter() - start
-    out.write("\n")
+    text = tokenizer.decode([t for t in generated if t not in model.eos_ids])
+    common = os.path.commonprefix([text, shown])  # noqa: RUF071 - two texts, not paths
+    out.write(text[len(common) :] + "\n")
     out.flush()
+    if common != shown:  # a decoder that cleans up earlier text (e.g. WordPiece's " ." -> ".")
+        err.write(f"chat: the tokenizer changed text already written; the turn reads {text!r}\n")
     ran = len(ids) - reused
     err.write(
         f"chat: prompt {len(ids)} tokens ({reused} reused from the prefix cache), time to first "
