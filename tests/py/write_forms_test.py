@@ -492,18 +492,19 @@ class FilledFromASum(torch.nn.Module):
 
 
 class ScalarStep(torch.nn.Module):
-    """A 0-d ``dtype`` buffer updated in place with a Python scalar (``count.add_(step)``), then
-    read: ``to_edge`` computes the update in int64 or float32 (the scalar becomes a 0-d tensor
-    of that dtype), where eager keeps the buffer's dtype (wrapping, rounding)."""
+    """A 0-d ``dtype`` buffer updated in place with a Python scalar (``count.add_(step)``),
+    then computed with (``* 2``) and returned: ``to_edge`` alone computes all of it in int64 or
+    float32 (the scalar becomes a 0-d tensor of that dtype), where eager keeps the buffer's
+    dtype (wrapping, rounding)."""
 
-    def __init__(self, dtype, step):
+    def __init__(self, dtype, step, start=0):
         super().__init__()
-        self.register_buffer("count", torch.zeros((), dtype=dtype))
+        self.register_buffer("count", torch.full((), start, dtype=dtype))
         self.step = step
 
     def forward(self, x):
-        self.count.add_(self.step)
-        return x * self.count.to(x.dtype)
+        updated = self.count.add_(self.step)
+        return x * updated.to(x.dtype), updated * 2
 
 
 class ConvertedOverwrites(torch.nn.Module):
@@ -621,27 +622,26 @@ class StateWritesTest(absltest.TestCase):
             torch.testing.assert_close(program.buffer("total"), eager.total)
 
     def test_buffer_stepped_by_a_python_scalar_keeps_its_dtype(self):
-        # uint8 wraps at the third step; float16's scalar is rounded to float16 by eager and
-        # kept float32 by to_edge, so the two may round a sum one float16 ulp apart.
-        for dtype, step, ulp in (
+        # uint8 wraps at the third call, int16's doubled value at the second; float16 adds 0.1
+        # rounded to float16, as eager does.
+        for dtype, step, start in (
             (torch.uint8, 100, 0),
+            (torch.int16, 1, 16382),
             (torch.int32, 1, 0),
             (torch.bfloat16, 0.1, 0),
-            (torch.float16, 0.1, 2**-12),
+            (torch.float16, 0.1, 0),
         ):
             with self.subTest(dtype=dtype), torch.no_grad():
-                ep = torch.export.export(ScalarStep(dtype, step), (torch.ones(2),))
+                ep = torch.export.export(ScalarStep(dtype, step, start), (torch.ones(2),))
                 program = runtime.load(executorch_trt.export(ep).buffer)
-                method, eager = program.load_method("forward"), ScalarStep(dtype, step)
+                method, eager = program.load_method("forward"), ScalarStep(dtype, step, start)
                 for call in range(4):
                     x = torch.full((2,), float(call + 1))
-                    torch.testing.assert_close(
-                        method.execute([x])[0], eager(x), rtol=0, atol=ulp * (call + 1)
-                    )
-                    self.assertEqual(program.buffer("count").dtype, dtype)
-                    torch.testing.assert_close(
-                        program.buffer("count"), eager.count, rtol=0, atol=ulp
-                    )
+                    got, want = method.execute([x]), eager(x)
+                    for g, w in zip(got, want):
+                        self.assertEqual(g.dtype, w.dtype, f"call {call}")
+                        torch.testing.assert_close(g, w, rtol=0, atol=0, msg=f"call {call}")
+                    torch.testing.assert_close(program.buffer("count"), eager.count, rtol=0, atol=0)
 
     def _check_overwrites(self, form, **options):
         with torch.no_grad():
@@ -679,31 +679,35 @@ class StateWritesTest(absltest.TestCase):
                 edge = to_edge(torch.export.export(CopiedThenRead(form), (x,)))
                 with self.assertRaisesRegex(
                     ValueError,
-                    rf"buffer 'low' \(float16 \[3, 4\]\) would be updated with a {value} value\. "
+                    rf"buffer 'low' \(float16 \[3, 4\]\) would be updated with a {value} value, .*"
                     r"torch\.export's functionalisation dropped the dtype conversion or broadcast"
                     r".*Lower with to_edge_transform_and_lower",
                 ):
                     edge.to_backend(executorch_trt.TensorRTPartitioner())
 
-    def test_to_backend_path_without_the_passes_refuses_a_promoted_update(self):
+    def test_to_backend_path_refuses_a_widened_scalar_update(self):
+        # to_edge widens count.add_(1) to int64 before any partitioner hook runs; the
+        # composable path's hook keeps it int16.
+        model = ScalarStep(torch.int16, 1, 16382)
         with torch.no_grad():
-            edge = to_edge(torch.export.export(ScalarStep(torch.int32, 1), (torch.ones(2),)))
+            ep = torch.export.export(model, (torch.ones(2),))
         with self.assertRaisesRegex(
             ValueError,
-            r"buffer 'count' \(int32 \[\]\) would be updated with a int64 \[\] value\. "
-            r"ExecuTorch's edge lowering computed the in-place update in a wider dtype.*"
-            r"transform_passes=executorch_trt\.transform_passes\(\)",
+            r"buffer 'count' \(int16 \[\]\) would be updated with a int64 \[\] value, .*"
+            r"ExecuTorch's to_edge widened a 0-d buffer's arithmetic with a Python scalar.*"
+            r"Lower with to_edge_transform_and_lower",
         ):
-            edge.to_backend(executorch_trt.TensorRTPartitioner())
-        with torch.no_grad():
-            edge = to_edge(torch.export.export(ScalarStep(torch.int32, 1), (torch.ones(2),)))
-        lowered = edge.transform(executorch_trt.transform_passes()).to_backend(
-            executorch_trt.TensorRTPartitioner()
+            to_edge(ep).to_backend(executorch_trt.TensorRTPartitioner())
+        edge = to_edge_transform_and_lower(
+            ep,
+            partitioner=[executorch_trt.TensorRTPartitioner()],
+            transform_passes=executorch_trt.transform_passes(),
         )
-        program = runtime.load(lowered.to_executorch(executorch_trt.backend_config()).buffer)
-        method, eager = program.load_method("forward"), ScalarStep(torch.int32, 1)
+        program = runtime.load(edge.to_executorch(executorch_trt.backend_config()).buffer)
+        method, eager = program.load_method("forward"), ScalarStep(torch.int16, 1, 16382)
         for _ in range(3):
-            torch.testing.assert_close(method.execute([torch.ones(2)])[0], eager(torch.ones(2)))
+            for got, want in zip(method.execute([torch.ones(2)]), eager(torch.ones(2))):
+                torch.testing.assert_close(got, want, rtol=0, atol=0)
             torch.testing.assert_close(program.buffer("count"), eager.count)
 
     def test_composable_path_reads_the_converted_copy(self):

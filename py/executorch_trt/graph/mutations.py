@@ -301,9 +301,8 @@ def mismatched_buffer_mutations(ep: ExportedProgram) -> dict[str, tuple[str, str
     A buffer's new value always has its dtype and shape in eager PyTorch; a value that does not
     is torch's functionalisation dropping a whole-buffer ``copy_``'s conversion or broadcast
     (``passes/copy_conversions.py``), so what the method reads after that ``copy_`` is wrong
-    too, or ExecuTorch's edge lowering computing an in-place update with a Python scalar in a
-    wider dtype (``promoted_buffer_updates``). Only nodes with fake values are compared. Raises
-    nothing."""
+    too, or ExecuTorch's ``to_edge`` widening a 0-d buffer's arithmetic with a Python scalar
+    (``passes/scalar_operands.py``). Only nodes with fake values are compared. Raises nothing."""
     found: dict[str, tuple[str, str]] = {}
     for fqn, value, buffer in _buffer_updates(ep):
         new, old = value.meta["val"], buffer.meta["val"]
@@ -312,69 +311,22 @@ def mismatched_buffer_mutations(ep: ExportedProgram) -> dict[str, tuple[str, str
     return found
 
 
-def promoted_buffer_updates(ep: ExportedProgram) -> dict[str, tuple[torch.fx.Node, torch.dtype]]:
-    """``{buffer FQN: (new value node, the buffer's dtype)}`` of the in-place updates of edge
-    program ``ep`` that ExecuTorch's edge lowering computed in a wider dtype: the value has the
-    buffer's shape and a wider dtype of its kind (``is_promotion``), and one of its arguments is
-    the buffer itself converted to that dtype (``_to_dim_order_copy``). That is the form
-    ``to_edge`` gives ``count.add_(1)`` on a 0-d int32 buffer: the scalar becomes a 0-d int64
-    tensor, and two 0-d operands promote to the wider dtype."""
-    found = {}
-    for fqn, value, buffer in _buffer_updates(ep):
-        new, old = value.meta["val"], buffer.meta["val"]
-        if not is_promotion(old.dtype, new.dtype) or not same_shape(new, old):
-            continue
-        if any(
-            isinstance(arg, torch.fx.Node)
-            and arg.op == "call_function"
-            and "_to_dim_order_copy" in str(arg.target)
-            and arg.args[:1] == (buffer,)
-            and arg.meta.get("val") is not None
-            and arg.meta["val"].dtype == new.dtype
-            for arg in value.args
-        ):
-            found[fqn] = (value, old.dtype)
-    return found
-
-
-def is_promotion(buffer: torch.dtype, value: torch.dtype) -> bool:
-    """Whether ``value`` is a wider dtype of ``buffer``'s kind, as type promotion with a scalar
-    gives (int32 -> int64, bfloat16 -> float32); bool and complex dtypes are never."""
-    if buffer == value or torch.bool in (buffer, value):
-        return False
-    if buffer.is_complex or value.is_complex:
-        return False
-    if buffer.is_floating_point != value.is_floating_point:
-        return False
-    return torch.promote_types(buffer, value) == value
-
-
-def mismatched_buffer_mutation_error(
-    found: dict[str, tuple[str, str]], promoted: bool = False
-) -> ValueError:
-    """The ``ValueError`` for ``mismatched_buffer_mutations``' result; ``promoted``: every
-    mismatch is a same-shape value of a wider dtype (``is_promotion``), which
-    ``passes/promoted_buffer_writes.py`` converts when it runs."""
+def mismatched_buffer_mutation_error(found: dict[str, tuple[str, str]]) -> ValueError:
+    """The ``ValueError`` for ``mismatched_buffer_mutations``' result."""
     listed = "; ".join(
         f"buffer {fqn!r} ({buffer}) would be updated with a {value} value"
         for fqn, (buffer, value) in sorted(found.items())
     )
-    if promoted:
-        return ValueError(
-            f"executorch_trt: {listed}. ExecuTorch's edge lowering computed the in-place update "
-            "in a wider dtype (a Python scalar operand such as count.add_(1) becomes an int64 or "
-            "float32 tensor). Give to_edge_transform_and_lower "
-            "transform_passes=executorch_trt.transform_passes() (executorch_trt.export does), "
-            "which converts the new value to the buffer's dtype as eager does."
-        )
     return ValueError(
-        f"executorch_trt: {listed}. torch.export's functionalisation dropped the dtype "
-        "conversion or broadcast of a whole-buffer copy_ (self.buf.copy_(x) or self.buf[:] = x), "
-        "so the values the method reads after it would be wrong. Lower with "
+        f"executorch_trt: {listed}, so the values the method reads after the update would be "
+        "wrong too. Either torch.export's functionalisation dropped the dtype conversion or "
+        "broadcast of a whole-buffer copy_ (self.buf.copy_(x) or self.buf[:] = x), or "
+        "ExecuTorch's to_edge widened a 0-d buffer's arithmetic with a Python scalar "
+        "(self.count.add_(1) on int32 computed in int64). Lower with "
         "to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()]) or "
-        "executorch_trt.export, whose partitioner makes the conversion explicit before "
+        "executorch_trt.export, whose partitioner keeps both as eager has them before "
         "decomposition, or convert in the model: self.buf.copy_(x.to(self.buf.dtype)."
-        "expand_as(self.buf))."
+        "expand_as(self.buf)), self.count.add_(torch.ones((), dtype=self.count.dtype))."
     )
 
 

@@ -38,8 +38,8 @@ Rules (``docs/contract.md`` 1, "Ownership"):
   rejected (``graph_mutations.mismatched_buffer_mutation_error``): functionalisation dropped a
   whole-buffer ``copy_``'s conversion, which ``transform_for_pre_decomposition`` makes explicit
   on the paths that call it (``passes/copy_conversions.py``); ``to_edge`` + ``to_backend`` does
-  not. Or ``to_edge`` computed an update with a Python scalar in a wider dtype, which
-  ``transform_passes()`` converts back (``passes/promoted_buffer_writes.py``).
+  not; nor does it keep a 0-d buffer's arithmetic with a Python scalar in the buffer's dtype
+  (``passes/scalar_operands.py``).
 * A ``torch.cond`` is taken whole when the engine takes it and everything in its branches
   (``operator_support``): its branch ``get_attr`` nodes get its tag. For each cross-attention
   cache it updates, ``expose_cross_attn_cache_writes`` made the ``cond``'s output for that
@@ -93,7 +93,6 @@ from executorch_trt.graph.mutations import (
     cond_branch_write_error,
     mismatched_buffer_mutation_error,
     mismatched_buffer_mutations,
-    promoted_buffer_updates,
 )
 from executorch_trt.graph.operator_support import DelegateOperatorSupport, is_cond, op_name
 from executorch_trt.graph.provenance import shorten_provenance
@@ -294,8 +293,7 @@ class TensorRTPartitioner(Partitioner):
         check_supported_mutations(exported_program)
         mismatched = mismatched_buffer_mutations(exported_program)
         if mismatched:
-            promoted = set(mismatched) <= set(promoted_buffer_updates(exported_program))
-            raise mismatched_buffer_mutation_error(mismatched, promoted)
+            raise mismatched_buffer_mutation_error(mismatched)
         check_cache_writes_exposed(
             exported_program.graph_module, exported_program.graph_signature, "TensorRTPartitioner"
         )

@@ -7,16 +7,17 @@ stages in this order. Each stage is a function here; its caller is named with it
 
 1. ``prepare_aten_program`` (each ATen program, before decomposition; called by
    ``TensorRTPartitioner.transform_for_pre_decomposition``): make ``copy_``'s dtype conversion
-   and broadcast explicit, which functionalisation would drop (``copy_conversions``), record
+   and broadcast explicit, which functionalisation would drop (``copy_conversions``), give a
+   Python scalar operand of a 0-d tensor's arithmetic the tensor's dtype, which ``to_edge``
+   would widen (``scalar_operands``), record
    cross-attention cache writes under ``torch.cond`` as buffer mutations
    (``cross_attn_cache``), and pin SDPA's result layout when the engine runs SDPA whole
    (``sdpa_layout``).
 2. ``edge_transform_passes`` (each edge program, before partitioning; ExecuTorch runs them as
    ``transform_passes``): a dynamic size read inside and outside the delegate is copied for its
    delegated readers (``size_copies``), a buffer assigned another buffer keeps its write
-   (``buffer_to_buffer_writes``), a buffer's update that ``to_edge`` promoted to a wider dtype
-   is converted back as eager does (``promoted_buffer_writes``), all-zero buffers are marked so
-   they are not serialised (``initialize_mutable_buffers.MarkZeroBuffersPass``).
+   (``buffer_to_buffer_writes``), all-zero buffers are marked so they are not serialised
+   (``initialize_mutable_buffers.MarkZeroBuffersPass``).
 3. ExecuTorch partitions with ``TensorRTPartitioner`` and calls ``TensorRTBackend.preprocess`` on
    each partition, which runs ``canonicalise_partition``: buffer writes made functional
    (``functional_copies``), KV writes rewritten into ``executorch_trt::kv_cache_update``
@@ -62,7 +63,7 @@ from executorch_trt.passes.integer_remainder import integer_remainders_as_pytorc
 from executorch_trt.passes.kv_cache_writes import KVCacheUpdatePass
 from executorch_trt.passes.mean_as_pooling import mean_as_pooling
 from executorch_trt.passes.noop_copies import DropNoOpCopiesPass
-from executorch_trt.passes.promoted_buffer_writes import PromotedBufferWritesPass
+from executorch_trt.passes.scalar_operands import scalar_operands_as_tensors
 from executorch_trt.passes.sdpa_layout import pin_sdpa_layout
 from executorch_trt.passes.size_copies import SizeCopiesPass
 
@@ -75,6 +76,7 @@ def prepare_aten_program(ep: ExportedProgram, supported_ops: frozenset[str]) -> 
     Idempotent. Raises ``ValueError`` for a cross-attention cache write it cannot record
     (``expose_cross_attn_cache_writes``)."""
     make_copy_conversions_explicit(ep)
+    scalar_operands_as_tensors(ep)
     expose_cross_attn_cache_writes(ep)
     if SDPA in supported_ops:
         pin_sdpa_layout(ep)  # prefill SDPA can then stay whole
@@ -85,7 +87,6 @@ def edge_transform_passes(supported_ops: frozenset[str]) -> list[PassType]:
     return [
         SizeCopiesPass(DelegateOperatorSupport(supported_ops)),
         BufferToBufferWritesPass(),
-        PromotedBufferWritesPass(),
         MarkZeroBuffersPass(),
     ]
 
