@@ -202,6 +202,8 @@ class ChatTest(absltest.TestCase):
 
 
 TEXT = "café ☕!"  # one-, two- and three-byte characters
+# SentencePiece's text has no space: its "▁" piece would come twice in the chain.
+SP_TEXT = "café☕!"
 BYTE_BOS, BYTE_EOS = 256, 257
 
 
@@ -231,8 +233,32 @@ def _byte_tiktoken(path):
     return path
 
 
-def _chain_model(chain):
-    """A one-layer Llama over 258 tokens whose greedy successor of ``chain[i]`` is
+def _sentencepiece_model(prefix):
+    """A SentencePiece BPE model with byte fallback (BOS 1, EOS 2) trained on a few words: a
+    character it has not seen is its UTF-8 bytes, one token each."""
+    import sentencepiece
+
+    corpus = prefix + ".txt"
+    with open(corpus, "w") as f:
+        f.write("hello world, the cat sat on the mat\n" * 20)
+    sentencepiece.SentencePieceTrainer.train(
+        input=corpus,
+        model_prefix=prefix,
+        vocab_size=280,
+        model_type="bpe",
+        byte_fallback=True,
+        character_coverage=1.0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=0,
+        pad_id=-1,
+        minloglevel=2,
+    )
+    return sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
+
+
+def _chain_model(chain, bos=BYTE_BOS, eos=BYTE_EOS, vocab=258):
+    """A one-layer Llama over ``vocab`` tokens whose greedy successor of ``chain[i]`` is
     ``chain[i + 1]``: the embedding is the identity, attention and MLP add nothing, and the LM
     head maps each token to its successor."""
     import torch
@@ -240,21 +266,21 @@ def _chain_model(chain):
 
     torch.manual_seed(0)
     config = T.LlamaConfig(
-        vocab_size=258,
-        hidden_size=264,
+        vocab_size=vocab,
+        hidden_size=vocab + 8 - vocab % 8,
         intermediate_size=32,
         num_hidden_layers=1,
         num_attention_heads=4,
         num_key_value_heads=4,
         max_position_embeddings=64,
-        bos_token_id=BYTE_BOS,
-        eos_token_id=BYTE_EOS,
+        bos_token_id=bos,
+        eos_token_id=eos,
         tie_word_embeddings=False,
     )
     model = T.LlamaForCausalLM(config).eval()
     with torch.no_grad():
         model.model.embed_tokens.weight.zero_()
-        model.model.embed_tokens.weight[:, :258] = torch.eye(258)
+        model.model.embed_tokens.weight[:, :vocab] = torch.eye(vocab)
         model.model.layers[0].self_attn.o_proj.weight.zero_()
         model.model.layers[0].mlp.down_proj.weight.zero_()
         model.lm_head.weight.zero_()
@@ -279,10 +305,19 @@ class ByteLevelChatTest(absltest.TestCase):
                 list(("x" + TEXT).encode()),
             ),
         }
+        sp = _sentencepiece_model(os.path.join(cls.tmp, "bytes_sp"))
+        cls.tokenizers["sentencepiece"] = (
+            os.path.join(cls.tmp, "bytes_sp.model"),
+            sp.encode("x" + SP_TEXT),
+        )
         cls.programs = {}
         for name, (_, ids) in cls.tokenizers.items():
             path = os.path.join(cls.tmp, f"{name}.pte")
-            llm.export_llm(_chain_model([*ids, BYTE_EOS]), 8, max_context_len=32, output=path)
+            if name == "sentencepiece":
+                model = _chain_model([*ids, 2], bos=1, eos=2, vocab=sp.get_piece_size())
+            else:
+                model = _chain_model([*ids, BYTE_EOS])
+            llm.export_llm(model, 8, max_context_len=32, output=path)
             cls.programs[name] = path
 
     def _chat(self, program, tokenizer):
@@ -292,11 +327,13 @@ class ByteLevelChatTest(absltest.TestCase):
 
     def test_characters_split_over_tokens_stream_whole(self):
         for name, (tokenizer, ids) in self.tokenizers.items():
+            text = SP_TEXT if name == "sentencepiece" else TEXT
             with self.subTest(tokenizer=name):
-                self.assertGreater(len(ids), len("x" + TEXT))  # some characters are several
+                self.assertGreater(len(ids), len("x" + text))  # some characters are several
+                self.assertEqual(len(set(ids)), len(ids))  # each token has one successor
                 status, out, err = self._chat(self.programs[name], tokenizer)
                 self.assertEqual(status, 0, err)
-                self.assertEqual(out, TEXT + "\n")
+                self.assertEqual(out, text + "\n")
 
     def test_a_token_the_tokenizer_does_not_have_exits_2_naming_it(self):
         small = _hf_tokenizer(os.path.join(self.tmp, "small.json"))

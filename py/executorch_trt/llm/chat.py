@@ -131,6 +131,8 @@ class Tokenizer:
                 errors.append(f"{kind.__name__}: {str(exc).strip().splitlines()[0]}")
                 continue
             self._encode, self._decode = _pytorch_tokenizer_calls(tokenizer)
+            if kind is P.CppSPTokenizer:
+                self._decode = _sentencepiece_decode(path)
             self.vocab_size = int(tokenizer.vocab_size())
             return
         raise UsageError(
@@ -166,6 +168,16 @@ def _pytorch_tokenizer_calls(
         return b"".join(token_bytes(i) for i in ids).decode("utf-8", errors="replace")
 
     return encode, decode
+
+
+def _sentencepiece_decode(path: str) -> Callable[[list[int]], str]:
+    """SentencePiece's own ``decode`` of model ``path``: pytorch_tokenizers' per-token decode
+    writes byte-fallback pieces as "<0xC3>" and keeps the leading space of a word's first
+    piece; this one joins the bytes and drops that space, as the model's text has them."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=path)
+    return lambda ids: str(processor.decode(ids))
 
 
 def _complete(text: str) -> str:
