@@ -36,6 +36,17 @@ const std::vector<uint8_t>& NoBytes() {
   return empty;
 }
 
+// Whether the bytes are an ExecuTorch bundled program: its flatbuffer file identifier, "BP08"
+// at bytes 4-7 (devtools/bundled_program/schema/bundled_program_schema.fbs), where a program
+// has "ET12".
+bool IsBundledProgram(executorch::runtime::DataLoader& loader) {
+  using executorch::runtime::DataLoader;
+  Result<executorch::runtime::FreeableBuffer> head =
+      loader.load(0, 8, DataLoader::SegmentInfo(DataLoader::SegmentInfo::Type::Program));
+  return head.ok() && head->size() == 8 &&
+         std::memcmp(static_cast<const char*>(head->data()) + 4, "BP08", 4) == 0;
+}
+
 // A file's loader. Memory-mapped (ExecuTorch's MmapDataLoader, as its Module loads files), not
 // read: a weight is then read where it lies in the file instead of copied into a heap buffer,
 // and the pages a delegate no longer needs (XNNPACK's unpacked weights, once packed) are
@@ -110,8 +121,12 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
   Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
       loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
   if (!program.ok()) {
-    *error = what + ": not a loadable ExecuTorch program (error " + ErrorText(program.error()) +
-             "); re-export it";
+    *error = what + (IsBundledProgram(*loader_)
+                         ? ": a bundled program (.bpte, a program with test cases from "
+                           "ExecuTorch's devtools), not a program; load the .pte it was made "
+                           "from"
+                         : ": not a loadable ExecuTorch program (error " +
+                               ErrorText(program.error()) + "); re-export it");
     return program.error();
   }
   program_ = std::make_unique<executorch::runtime::Program>(std::move(program.get()));

@@ -406,6 +406,27 @@ class CorruptProgramTest(parameterized.TestCase):
         ):
             runtime.load(corrupt)
 
+    def test_a_bundled_program_is_named_as_one(self):
+        from executorch.devtools import BundledProgram
+        from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+        from executorch.devtools.bundled_program.serialize import (
+            serialize_from_bundled_program_to_flatbuffer,
+        )
+
+        model, x = Accumulate(), torch.ones(4)
+        with torch.no_grad():
+            pte = executorch_trt.export(torch.export.export(model, (x,)))
+            case = MethodTestCase(inputs=[x], expected_outputs=[Accumulate()(x)])
+        bundled = serialize_from_bundled_program_to_flatbuffer(
+            BundledProgram(pte, [MethodTestSuite("forward", [case])])
+        )
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"a bundled program \(\.bpte, a program with test cases from ExecuTorch's "
+            r"devtools\), not a program; load the \.pte it was made from",
+        ):
+            runtime.load(bytes(bundled))
+
 
 class LibraryPathTest(absltest.TestCase):
     def test_env_var_must_name_a_file(self):
