@@ -30,19 +30,31 @@ from executorch_trt.llm import chat
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "chat.py")
 
 
-def _hf_tokenizer(path):
-    """``tokenizer.json`` of llm_test_models' vocabulary: one token per character, then BOS
-    and EOS."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models
+def _save_tokenizer(path, vocab, byte_level=False):
+    """A HF ``tokenizer.json`` of ``vocab`` (``{piece: id}``, no merges) with ``<s>`` and
+    ``</s>`` as special tokens after it, pieces fused on decoding or, with ``byte_level``,
+    GPT-2's byte-level pieces; returns the tokenizer."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    vocab = {c: i for i, c in enumerate(M.TOKEN_CHARS)}
-    vocab["<s>"], vocab["</s>"] = M.BOS_ID, M.EOS_ID
     tokenizer = Tokenizer(models.BPE(vocab, [], unk_token=None))
-    tokenizer.decoder = decoders.Fuse()
+    if byte_level:
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+    else:
+        tokenizer.decoder = decoders.Fuse()
     tokenizer.add_special_tokens(
         [AddedToken("<s>", special=True), AddedToken("</s>", special=True)]
     )
     tokenizer.save(path)
+    return tokenizer
+
+
+def _hf_tokenizer(path):
+    """``tokenizer.json`` of llm_test_models' vocabulary: one token per character, then BOS
+    and EOS."""
+    vocab = {c: i for i, c in enumerate(M.TOKEN_CHARS)}
+    vocab["<s>"], vocab["</s>"] = M.BOS_ID, M.EOS_ID
+    _save_tokenizer(path, vocab)
     return path
 
 
@@ -209,17 +221,10 @@ BYTE_BOS, BYTE_EOS = 256, 257
 
 def _byte_level_tokenizer(path):
     """A HF byte-level ``tokenizer.json`` (GPT-2's byte alphabet, no merges), BOS 256, EOS 257."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import pre_tokenizers
 
-    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    tokenizer = Tokenizer(models.BPE(vocab, [], unk_token=None))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens(
-        [AddedToken("<s>", special=True), AddedToken("</s>", special=True)]
-    )
-    tokenizer.save(path)
-    return tokenizer
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    return _save_tokenizer(path, {c: i for i, c in enumerate(alphabet)}, byte_level=True)
 
 
 def _byte_tiktoken(path):
@@ -262,22 +267,9 @@ def _chain_model(chain, bos=BYTE_BOS, eos=BYTE_EOS, vocab=258):
     ``chain[i + 1]``: the embedding is the identity, attention and MLP add nothing, and the LM
     head maps each token to its successor."""
     import torch
-    import transformers as T
 
-    torch.manual_seed(0)
-    config = T.LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=vocab + 8 - vocab % 8,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=64,
-        bos_token_id=bos,
-        eos_token_id=eos,
-        tie_word_embeddings=False,
-    )
-    model = T.LlamaForCausalLM(config).eval()
+    hidden = vocab + 8 - vocab % 8  # at least one dimension per token, 4 heads of even size
+    model = M.llama(vocab=vocab, hidden=hidden, layers=1, kv_heads=4, bos=bos, eos=eos)
     with torch.no_grad():
         model.model.embed_tokens.weight.zero_()
         model.model.embed_tokens.weight[:, :vocab] = torch.eye(vocab)

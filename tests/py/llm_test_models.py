@@ -34,26 +34,41 @@ def write_tokenizer(path: str) -> str:
     return path
 
 
-def tiny_llama(seed: int = 0):
-    """A seeded random LlamaForCausalLM over the tokenizer's vocabulary (hidden 32, 2 layers,
-    4 query / 2 KV heads), float32, eval mode. The output rows of the special tokens other
-    than EOS are scaled down, so that greedy text is mostly the tokenizer's characters."""
+def llama(
+    seed: int = 0,
+    *,
+    vocab: int = VOCAB,
+    hidden: int = 32,
+    layers: int = 2,
+    kv_heads: int = 2,
+    bos: int = BOS_ID,
+    eos: int = EOS_ID,
+):
+    """A seeded random LlamaForCausalLM (4 query heads, MLP 64, 64 positions, untied LM head),
+    float32, eval mode."""
     import transformers as T
 
     torch.manual_seed(seed)
     config = T.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
+        vocab_size=vocab,
+        hidden_size=hidden,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
-        num_key_value_heads=2,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=64,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
+        bos_token_id=bos,
+        eos_token_id=eos,
         tie_word_embeddings=False,
     )
-    model = T.LlamaForCausalLM(config).eval()
+    return T.LlamaForCausalLM(config).eval()
+
+
+def tiny_llama(seed: int = 0):
+    """A seeded random LlamaForCausalLM over the tokenizer's vocabulary (hidden 32, 2 layers,
+    4 query / 2 KV heads), float32, eval mode. The output rows of the special tokens other
+    than EOS are scaled down, so that greedy text is mostly the tokenizer's characters."""
+    model = llama(seed)
     with torch.no_grad():
         model.lm_head.weight[len(TOKEN_CHARS) :] *= 0.1
         model.lm_head.weight[EOS_ID] *= 10

@@ -8,7 +8,7 @@ nested program) see correct shapes and dtypes without re-tracing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import torch
@@ -45,6 +45,28 @@ def insert_before(
     else:
         node.meta["val"] = target(*fake_args[0], **fake_args[1])
     return node
+
+
+def rewrite_calls(
+    ep: ExportedProgram,
+    targets: Collection[Any],
+    rewrite: Callable[[torch.fx.Graph, torch.fx.Node], bool],
+) -> int:
+    """Calls ``rewrite(graph, node)`` on each ``call_function`` node of ``ep`` whose target is
+    in ``targets``, in every graph (control-flow branches included), and recompiles the graphs
+    it changed (``rewrite`` returns whether it did); returns how many nodes it changed."""
+    count = 0
+    for module in ep.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        changed = 0
+        for node in list(module.graph.nodes):
+            if node.op == "call_function" and node.target in targets:
+                changed += rewrite(module.graph, node)
+        if changed:
+            module.recompile()
+        count += changed
+    return count
 
 
 def same_shape(a: Sequence[Any], b: Sequence[Any]) -> bool:

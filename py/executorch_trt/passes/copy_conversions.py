@@ -30,6 +30,7 @@ import torch
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.edit import rewrite_calls
 from executorch_trt.graph.nodes import args_of, copy_provenance, same_shape
 
 aten = torch.ops.aten
@@ -72,15 +73,4 @@ def make_copy_conversions_explicit(ep: ExportedProgram) -> int:
     whose source differs from its destination in dtype or shape (module docstring); returns
     how many. Idempotent: a rewritten copy's source already matches. Nodes without fake
     values (``meta["val"]``) are left alone. Raises nothing."""
-    count = 0
-    for module in ep.graph_module.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
-        changed = 0
-        for node in list(module.graph.nodes):
-            if node.op == "call_function" and node.target in COPY_OPS:
-                changed += _make_explicit(module.graph, node)
-        if changed:
-            module.recompile()
-        count += changed
-    return count
+    return rewrite_calls(ep, COPY_OPS, _make_explicit)

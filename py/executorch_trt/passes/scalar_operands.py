@@ -37,6 +37,7 @@ import torch
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
 
+from executorch_trt.graph.edit import rewrite_calls
 from executorch_trt.graph.nodes import copy_provenance
 
 aten = torch.ops.aten
@@ -94,15 +95,4 @@ def scalar_operands_as_tensors(ep: ExportedProgram) -> int:
     """Rewrites, in place, every op of ATen program ``ep`` (all its graphs) that the module
     docstring describes; returns how many. Idempotent: a rewritten op has no scalar operand
     left. Nodes without fake values (``meta["val"]``) are left alone. Raises nothing."""
-    count = 0
-    for module in ep.graph_module.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
-        changed = 0
-        for node in list(module.graph.nodes):
-            if node.op == "call_function" and node.target in PROMOTED_OPS:
-                changed += _rewrite(module.graph, node)
-        if changed:
-            module.recompile()
-        count += changed
-    return count
+    return rewrite_calls(ep, PROMOTED_OPS, _rewrite)
