@@ -493,9 +493,9 @@ class FilledFromASum(torch.nn.Module):
 
 class ScalarStep(torch.nn.Module):
     """A 0-d ``dtype`` buffer updated in place with a Python scalar (``count.add_(step)``),
-    then computed with (``* 2``) and returned: ``to_edge`` alone computes all of it in int64 or
-    float32 (the scalar becomes a 0-d tensor of that dtype), where eager keeps the buffer's
-    dtype (wrapping, rounding)."""
+    then computed with (``* 2``, ``// 3``) and returned: ``to_edge`` alone computes all of it
+    in int64 or float32 (the scalar becomes a 0-d tensor of that dtype), where eager keeps the
+    buffer's dtype (wrapping, rounding)."""
 
     def __init__(self, dtype, step, start=0):
         super().__init__()
@@ -504,7 +504,7 @@ class ScalarStep(torch.nn.Module):
 
     def forward(self, x):
         updated = self.count.add_(self.step)
-        return x * updated.to(x.dtype), updated * 2
+        return x * updated.to(x.dtype), updated * 2, updated // 3
 
 
 class ConvertedOverwrites(torch.nn.Module):
@@ -684,6 +684,18 @@ class StateWritesTest(absltest.TestCase):
                     r".*Lower with to_edge_transform_and_lower",
                 ):
                     edge.to_backend(executorch_trt.TensorRTPartitioner())
+
+    def test_a_scalar_the_buffer_dtype_does_not_hold_is_refused(self):
+        # Eager wraps 1000 into int8; ExecuTorch's scalar_tensor refuses it, so the update
+        # stays widened to int64 and the partitioner says why and what to change.
+        with torch.no_grad():
+            ep = torch.export.export(ScalarStep(torch.int8, 1000), (torch.ones(2),))
+        with self.assertRaisesRegex(
+            ValueError,
+            r"buffer 'count' \(int8 \[\]\) would be updated with a int64 \[\] value, .*"
+            r"a scalar the buffer's dtype does not hold.*convert in the model",
+        ):
+            executorch_trt.export(ep)
 
     def test_to_backend_path_refuses_a_widened_scalar_update(self):
         # to_edge widens count.add_(1) to int64 before any partitioner hook runs; the

@@ -49,19 +49,20 @@ def insert_before(
 
 def rewrite_calls(
     ep: ExportedProgram,
-    targets: Collection[Any],
+    targets: Collection[Any] | None,
     rewrite: Callable[[torch.fx.Graph, torch.fx.Node], bool],
 ) -> int:
     """Calls ``rewrite(graph, node)`` on each ``call_function`` node of ``ep`` whose target is
-    in ``targets``, in every graph (control-flow branches included), and recompiles the graphs
-    it changed (``rewrite`` returns whether it did); returns how many nodes it changed."""
+    in ``targets`` (every one when None), in every graph (control-flow branches included), and
+    recompiles the graphs it changed (``rewrite`` returns whether it did); returns how many
+    nodes it changed."""
     count = 0
     for module in ep.graph_module.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
         changed = 0
         for node in list(module.graph.nodes):
-            if node.op == "call_function" and node.target in targets:
+            if node.op == "call_function" and (targets is None or node.target in targets):
                 changed += rewrite(module.graph, node)
         if changed:
             module.recompile()

@@ -311,22 +311,41 @@ def mismatched_buffer_mutations(ep: ExportedProgram) -> dict[str, tuple[str, str
     return found
 
 
-def mismatched_buffer_mutation_error(found: dict[str, tuple[str, str]]) -> ValueError:
-    """The ``ValueError`` for ``mismatched_buffer_mutations``' result."""
+def mismatched_buffer_mutation_error(
+    found: dict[str, tuple[str, str]], prepared: bool = False
+) -> ValueError:
+    """The ``ValueError`` for ``mismatched_buffer_mutations``' result; ``prepared``: the
+    program went through the partitioner's preparation before decomposition
+    (``passes.pipeline.prepare_aten_program``), so only a change in the model helps."""
     listed = "; ".join(
         f"buffer {fqn!r} ({buffer}) would be updated with a {value} value"
         for fqn, (buffer, value) in sorted(found.items())
     )
+    causes = (
+        "Either torch.export's functionalisation dropped the dtype conversion or broadcast of a "
+        "whole-buffer copy_ (self.buf.copy_(x) or self.buf[:] = x), or ExecuTorch's to_edge "
+        "widened a 0-d buffer's arithmetic with a Python scalar (self.count.add_(1) on int32 "
+        "computed in int64)."
+    )
+    in_model = (
+        "convert in the model: self.buf.copy_(x.to(self.buf.dtype).expand_as(self.buf)), "
+        "self.count.add_(torch.tensor(1, dtype=self.count.dtype))."
+    )
+    if prepared:
+        remedy = (
+            "The delegate keeps both forms as eager has them where that is exact, but not this "
+            "one (a scalar the buffer's dtype does not hold, a float16/bfloat16 product, an "
+            "operand that is not a plain scalar); " + in_model
+        )
+    else:
+        remedy = (
+            "Lower with to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()]) "
+            "or executorch_trt.export, whose partitioner keeps both as eager has them before "
+            "decomposition, or " + in_model
+        )
     return ValueError(
         f"executorch_trt: {listed}, so the values the method reads after the update would be "
-        "wrong too. Either torch.export's functionalisation dropped the dtype conversion or "
-        "broadcast of a whole-buffer copy_ (self.buf.copy_(x) or self.buf[:] = x), or "
-        "ExecuTorch's to_edge widened a 0-d buffer's arithmetic with a Python scalar "
-        "(self.count.add_(1) on int32 computed in int64). Lower with "
-        "to_edge_transform_and_lower(..., partitioner=[TensorRTPartitioner()]) or "
-        "executorch_trt.export, whose partitioner keeps both as eager has them before "
-        "decomposition, or convert in the model: self.buf.copy_(x.to(self.buf.dtype)."
-        "expand_as(self.buf)), self.count.add_(torch.ones((), dtype=self.count.dtype))."
+        f"wrong too. {causes} {remedy}"
     )
 
 

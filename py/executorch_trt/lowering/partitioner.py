@@ -293,7 +293,7 @@ class TensorRTPartitioner(Partitioner):
         check_supported_mutations(exported_program)
         mismatched = mismatched_buffer_mutations(exported_program)
         if mismatched:
-            raise mismatched_buffer_mutation_error(mismatched)
+            raise mismatched_buffer_mutation_error(mismatched, prepared=bool(self._lowering))
         check_cache_writes_exposed(
             exported_program.graph_module, exported_program.graph_signature, "TensorRTPartitioner"
         )
