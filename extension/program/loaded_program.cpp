@@ -36,15 +36,15 @@ const std::vector<uint8_t>& NoBytes() {
   return empty;
 }
 
-// Whether the bytes are an ExecuTorch bundled program: its flatbuffer file identifier, "BP08"
-// at bytes 4-7 (devtools/bundled_program/schema/bundled_program_schema.fbs), where a program
-// has "ET12".
-bool IsBundledProgram(executorch::runtime::DataLoader& loader) {
+// Whether the loader's bytes carry the flatbuffer file identifier `id` (bytes 4-7): "ET12" a
+// program, "BP08" a bundled program (devtools/bundled_program/schema), "FT01" a data file
+// (extension/flat_tensor/serialize).
+bool HasFileIdentifier(executorch::runtime::DataLoader& loader, const char (&id)[5]) {
   using executorch::runtime::DataLoader;
   Result<executorch::runtime::FreeableBuffer> head =
       loader.load(0, 8, DataLoader::SegmentInfo(DataLoader::SegmentInfo::Type::Program));
   return head.ok() && head->size() == 8 &&
-         std::memcmp(static_cast<const char*>(head->data()) + 4, "BP08", 4) == 0;
+         std::memcmp(static_cast<const char*>(head->data()) + 4, id, 4) == 0;
 }
 
 // A file's loader. Memory-mapped (ExecuTorch's MmapDataLoader, as its Module loads files), not
@@ -110,8 +110,12 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
     Result<executorch::extension::FlatTensorDataMap> data_map =
         executorch::extension::FlatTensorDataMap::load(data_loader_.get());
     if (!data_map.ok()) {
-      *error = data_path + ": not an ExecuTorch data file (.ptd) (error " +
-               ErrorText(data_map.error()) + "); pass the .ptd written with the .pte";
+      *error = data_path +
+               (HasFileIdentifier(*data_loader_, "FT01")
+                    ? ": a damaged or truncated ExecuTorch data file (.ptd) (error " +
+                          ErrorText(data_map.error()) + "); write it again with the .pte"
+                    : ": not an ExecuTorch data file (.ptd) (error " + ErrorText(data_map.error()) +
+                          "); pass the .ptd written with the .pte");
       return data_map.error();
     }
     data_map_ =
@@ -121,7 +125,7 @@ Error LoadedProgram::Init(const std::string& what, const std::vector<std::string
   Result<executorch::runtime::Program> program = executorch::runtime::Program::load(
       loader_.get(), executorch::runtime::Program::Verification::InternalConsistency);
   if (!program.ok()) {
-    *error = what + (IsBundledProgram(*loader_)
+    *error = what + (HasFileIdentifier(*loader_, "BP08")
                          ? ": a bundled program (.bpte, a program with test cases from "
                            "ExecuTorch's devtools), not a program; load the .pte it was made "
                            "from"

@@ -108,6 +108,15 @@ class ExternalWeightsTest(absltest.TestCase):
         )
         with self.assertRaisesRegex(RuntimeError, "not an ExecuTorch data file"):
             runtime.load(self.pte, data=self.pte)
+        with open(self.ptd, "rb") as f:
+            head = f.read(64)
+        cut = os.path.join(tempfile.mkdtemp(), "truncated.ptd")
+        with open(cut, "wb") as f:
+            f.write(head)
+        with self.assertRaisesRegex(
+            RuntimeError, r"truncated\.ptd: a damaged or truncated ExecuTorch data file"
+        ):
+            runtime.load(self.pte, data=cut)
         with self.assertRaisesRegex(FileNotFoundError, "no such .ptd file"):
             runtime.load(self.pte, data=os.path.join(self.dir, "absent.ptd"))
         with self.assertRaisesRegex(TypeError, "path of a .ptd file"):
