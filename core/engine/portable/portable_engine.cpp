@@ -19,6 +19,7 @@
 #include "core/common/shape_string.h"
 #include "core/engine/portable/constant_layouts_data_map.h"
 #include "core/engine/portable/empty_named_data_map.h"
+#include "core/engine/portable/huge_pages.h"
 #include "core/engine/portable/nested_delegate_checks.h"
 #include "core/engine/portable/nested_program_checks.h"
 #include "core/engine/portable/portable_payload.h"
@@ -257,12 +258,19 @@ Error PortableEngine::LoadMethod() {
   if (options_err != Error::Ok) {
     return options_err;
   }
+  const bool huge_pages = HugePagesEnabled();
+  const std::vector<AddressRange> mapped_before =
+      huge_pages ? AnonymousMappings() : std::vector<AddressRange>();
   Result<executorch::runtime::Method> method =
       program_->load_method(kMethodName, memory_manager_.get(), /*event_tracer=*/nullptr,
                             data_map_.get(), &backend_options);
   if (!method.ok()) {
     LogMethodLoadFailure(method.error());
     return method.error();
+  }
+  if (huge_pages) {
+    // What the load mapped is mostly XNNPACK's packed weights, which every step streams.
+    BackNewMappingsWithHugePages(mapped_before);
   }
   method_ = std::make_unique<executorch::runtime::Method>(std::move(method.get()));
   return Error::Ok;
