@@ -3,7 +3,7 @@
 // Transparent huge pages for the memory a nested method's load maps (Linux). XNNPACK packs a
 // program's weights into heap memory, which glibc maps in 4 KiB pages unless the system runs
 // THP "always" (Debian and most distributions default to "madvise"); a decode step streams
-// every packed weight once, so 4 KiB pages cost a TLB miss per page (about 5% of a 135M
+// every packed weight once, so 4 KiB pages cost a TLB miss per page (about 10% of a 135M
 // decoder's step on the benchmark machine). Backing that memory with 2 MiB pages is a hint to
 // the kernel: contents and addresses do not change, and a kernel that refuses changes nothing.
 
