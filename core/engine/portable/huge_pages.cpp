@@ -110,34 +110,38 @@ size_t BackNewMappingsWithHugePages(const std::vector<AddressRange>& before) {
     return 0;
   }
   std::vector<unsigned char> residency;
-  for (const AddressRange& mapping : AnonymousMappings()) {
-    for (const AddressRange& range : NewRanges({mapping}, before)) {
-      // The huge pages that hold any new byte and lie inside the mapping: glibc maps each
-      // large allocation on its own, at 4 KiB alignment, so the pages at a new range's ends
-      // are often partly older memory of the same mapping.
-      uintptr_t begin = range.begin & ~(kHugePage - 1);
-      if (begin < mapping.begin) {
-        begin += kHugePage;
-      }
-      uintptr_t end = (range.end + kHugePage - 1) & ~(kHugePage - 1);
-      if (end > mapping.end) {
-        end -= kHugePage;
-      }
-      if (begin >= end || end - begin > kMostBytesExamined) {
-        continue;
-      }
-      uintptr_t run = begin;  // start of the current run of mostly resident huge pages
-      for (uintptr_t at = begin; at < end; at += kHugePage) {
-        if (!MostlyResident(at, static_cast<size_t>(page), &residency)) {
-          if (run < at) {
-            collapsed += Collapse(run, at);
-          }
-          run = at + kHugePage;
+  const std::vector<AddressRange> after = AnonymousMappings();
+  size_t container = 0;  // the mapping that holds `range`: new ranges come in address order
+  for (const AddressRange& range : NewRanges(after, before)) {
+    while (after[container].end < range.end) {
+      ++container;
+    }
+    const AddressRange& mapping = after[container];
+    // The huge pages that hold any new byte and lie inside the mapping: glibc maps each
+    // large allocation on its own, at 4 KiB alignment, so the pages at a new range's ends
+    // are often partly older memory of the same mapping.
+    uintptr_t begin = range.begin & ~(kHugePage - 1);
+    if (begin < mapping.begin) {
+      begin += kHugePage;
+    }
+    uintptr_t end = (range.end + kHugePage - 1) & ~(kHugePage - 1);
+    if (end > mapping.end) {
+      end -= kHugePage;
+    }
+    if (begin >= end || end - begin > kMostBytesExamined) {
+      continue;
+    }
+    uintptr_t run = begin;  // start of the current run of mostly resident huge pages
+    for (uintptr_t at = begin; at < end; at += kHugePage) {
+      if (!MostlyResident(at, static_cast<size_t>(page), &residency)) {
+        if (run < at) {
+          collapsed += Collapse(run, at);
         }
+        run = at + kHugePage;
       }
-      if (run < end) {
-        collapsed += Collapse(run, end);
-      }
+    }
+    if (run < end) {
+      collapsed += Collapse(run, end);
     }
   }
 #else
