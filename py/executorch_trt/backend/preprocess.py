@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -27,6 +29,27 @@ from executorch_trt.options import CompileOptions
 
 class TensorRTBackend(BackendDetails):
     """Backend id ``"TensorRTBackend"`` (the C++ runtime registers the same name)."""
+
+    @classmethod
+    def copy_exported_program_for_preprocess(
+        cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec]
+    ) -> ExportedProgram:
+        """The partition ``preprocess`` gets: its graph, signature and state dicts copied, its
+        tensors (``state_dict``, ``constants``) shared with ``edge_program``.
+
+        ExecuTorch's default deep-copies the tensors too, before preprocessing any method, so
+        every method's copy of the weights is alive at once (two extra copies of a decoder's
+        weights for prefill/decode). ``preprocess`` builds new graphs and new tensors and never
+        writes a tensor of the partition, so the copies bought nothing; ExecuTorch's CUDA
+        backend shares them the same way (its low-memory mode).
+        """
+        shared: dict[int, object] = {
+            id(t): t
+            for tensors in (edge_program.state_dict, edge_program.constants)
+            for t in tensors.values()
+            if isinstance(t, torch.Tensor)
+        }
+        return copy.deepcopy(edge_program, shared)
 
     @staticmethod
     def preprocess(
