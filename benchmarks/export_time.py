@@ -1,7 +1,7 @@
 """How long exporting a decoder takes, and where the time goes.
 
-    ./bazelw run //benchmarks:export_time -- [--model tiny|smollm-135m] [--path export|export_llm]
-        [--out FILE.pte] [--json FILE] [--profile FILE.prof]
+    ./bazelw run //benchmarks:export_time -- [--model tiny|smollm-135m|qwen2.5-0.5b]
+        [--path export|export_llm] [--out FILE.pte] [--json FILE] [--profile FILE.prof]
 
 Builds the seeded decoder (`decoder_model.build_model`), exports it and prints the wall time of
 each phase (`export_phases`), the total export time, the peak RSS of the process and the size
@@ -36,7 +36,7 @@ import torch
 
 from benchmarks.bench_config import QUICK_DIMS
 from benchmarks.export_phases import PhaseRow, PhaseTimer
-from benchmarks.generate_config import SMOLLM_135M
+from benchmarks.generate_config import QWEN25_05B, SMOLLM_135M
 
 #: Capacity of the static cache (positions).
 MAX_SEQ_LEN = 512
@@ -55,6 +55,7 @@ MODELS: dict[str, ExportModel] = {
     "tiny": ExportModel(dataclasses.asdict(QUICK_DIMS), prompt_len=4),
     # SmolLM-135M's shape, as the generation benchmark builds it (seeded random weights).
     "smollm-135m": ExportModel(SMOLLM_135M.overrides(), prompt_len=64),
+    "qwen2.5-0.5b": ExportModel(QWEN25_05B.overrides(), prompt_len=64),
 }
 
 

@@ -1,10 +1,10 @@
 """Generation benchmark: whole greedy generations, prefill, export and the memory roofline, at
-the sizes users run (a SmolLM-135M-shaped decoder), for eager PyTorch, the executorch-trt
-delegate, plain ExecuTorch + XNNPACK and ExecuTorch's CPU LLM recipe.
+the sizes users run (a SmolLM-135M- or Qwen2.5-0.5B-shaped decoder), for eager PyTorch, the
+executorch-trt delegate, plain ExecuTorch + XNNPACK and ExecuTorch's CPU LLM recipe.
 
-usage: ./bazelw run //benchmarks:generate -- [--model tiny|smollm-135m] [--max-seq-len 512]
-           [--out DIR] [--repeats N] [--prefill-repeats N] [--warmup N] [--threads N]
-           [--variants a,b,...] [--quick] [--keep-programs]
+usage: ./bazelw run //benchmarks:generate -- [--model tiny|smollm-135m|qwen2.5-0.5b]
+           [--max-seq-len 512] [--out DIR] [--repeats N] [--prefill-repeats N] [--warmup N]
+           [--threads N] [--variants a,b,...] [--quick] [--keep-programs]
 
 Each program variant is exported in a process of its own (`--worker export`: export time,
 the process's peak RSS, the `.pte`'s size); then one timing process (`--worker time`,

@@ -55,7 +55,19 @@ SMOLLM_135M = ModelSpec(
     "smollm-135m", ModelDims(49152, 576, 1536, 30, 9, 3), tie_word_embeddings=True
 )
 
-MODELS = {m.name: m for m in (TINY, SMOLLM_135M)}
+#: The shape of Qwen/Qwen2.5-0.5B as a Llama (seeded random weights, no download): vocab 151936,
+#: hidden 896, MLP 4864, 24 layers, 14 query / 2 KV heads, tied embeddings, RMSNorm epsilon 1e-6,
+#: RoPE base 1e6; without Qwen2's q/k/v biases (a Llama has none, nor has the recipe's checkpoint
+#: `llm_recipe` converts it to). 494M parameters, 1.98 GB in float32.
+QWEN25_05B = ModelSpec(
+    "qwen2.5-0.5b",
+    ModelDims(151936, 896, 4864, 24, 14, 2),
+    tie_word_embeddings=True,
+    rms_norm_eps=1e-6,
+    rope_theta=1e6,
+)
+
+MODELS = {m.name: m for m in (TINY, SMOLLM_135M, QWEN25_05B)}
 
 
 @dataclasses.dataclass(frozen=True)

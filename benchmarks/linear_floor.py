@@ -1,7 +1,7 @@
 """The linear floor of a decode step (or of a prompt): the model's linear layers alone through
 XNNPACK, timed next to the memory roofline and next to PyTorch running the same linears.
 
-    ./bazelw run //benchmarks:linear_floor -- [--model tiny|smollm-135m] [--tokens N]
+    ./bazelw run //benchmarks:linear_floor -- [--model tiny|smollm-135m|qwen2.5-0.5b] [--tokens N]
         [--threads N] [--steps N] [--bandwidth-mib N] [--json FILE]
 
 A decode step of a float32 decoder reads every weight once; almost all of them are linear
