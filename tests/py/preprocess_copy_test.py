@@ -8,7 +8,9 @@ never writes them (``backend/preprocess.py``). On the small decoder of ``decoder
 
 * every weight a ``preprocess`` call sees is the eager model's own tensor (its storage), not a
   copy;
-* the ``.pte`` is byte for byte the one ExecuTorch's default deep copy gives;
+* the ``.pte`` is byte for byte the one ExecuTorch's default deep copy gives, and so is the
+  prefill/decode program of a Llama with 8da4w linears and an int8 embedding table (torchao's
+  quantized weights, left unchanged by the export);
 * the eager model's parameters and buffers keep their values through the export.
 """
 
@@ -21,7 +23,10 @@ from absl.testing import absltest
 
 import decoder_models as dm
 import executorch_trt
+import llm_test_models as M
+from executorch_trt import llm
 from executorch_trt.backend.preprocess import TensorRTBackend
+from executorch_trt.llm.decoder_programs import export_decoder_methods
 
 
 def _export(decoder):
@@ -34,6 +39,15 @@ def _storages(module: torch.nn.Module) -> dict[str, int]:
     """``{fqn: data pointer of its storage}`` of every parameter and buffer of ``module``."""
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     return {name: t.untyped_storage().data_ptr() for name, t in tensors.items()}
+
+
+def _plain(t: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors holding ``t``'s values: a tensor subclass's inner tensors (torchao's
+    ``qdata``, ``scale``, ...), or ``t`` itself."""
+    if hasattr(t, "__tensor_flatten__"):
+        names, _ = t.__tensor_flatten__()
+        return [getattr(t, n) for n in names]
+    return [t]
 
 
 class PreprocessCopyTest(absltest.TestCase):
@@ -70,6 +84,30 @@ class PreprocessCopyTest(absltest.TestCase):
         ):
             copied = _export(decoder).buffer
         self.assertEqual(len(shared), len(copied))
+        self.assertTrue(shared == copied, "the .pte differs from the deep copy's")
+
+    def test_a_quantized_program_equals_the_one_a_deep_copy_gives(self):
+        # torchao's quantized weights (tensor subclasses) shared with the partition, as
+        # export_llm(quantize="8da4w", embedding_quantize="int8") lowers them.
+        model = M.tiny_llama(seed=3)
+        llm.quantize(model, "8da4w", 32, "int8")
+        before = {k: [t.clone() for t in _plain(v)] for k, v in model.state_dict().items()}
+
+        def export() -> bytes:
+            methods = export_decoder_methods(model, 8, 32, prefill_decode=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return executorch_trt.export(methods).buffer
+
+        shared = export()
+        for name, value in model.state_dict().items():
+            for got, want in zip(_plain(value), before[name], strict=True):
+                self.assertTrue(torch.equal(got, want), name)
+        deep = classmethod(lambda cls, edge_program, compile_specs: copy.deepcopy(edge_program))
+        with unittest.mock.patch.object(
+            TensorRTBackend, "copy_exported_program_for_preprocess", deep
+        ):
+            copied = export()
         self.assertTrue(shared == copied, "the .pte differs from the deep copy's")
 
     def test_the_export_leaves_the_eager_models_values(self):
