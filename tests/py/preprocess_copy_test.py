@@ -35,6 +35,13 @@ def _export(decoder):
         return executorch_trt.export(dm.export_methods(decoder))
 
 
+def _deep_copies():
+    """``TensorRTBackend`` copying partitions as ExecuTorch's default does (``copy.deepcopy``),
+    for the duration of a ``with`` block."""
+    deep = classmethod(lambda cls, edge_program, compile_specs: copy.deepcopy(edge_program))
+    return unittest.mock.patch.object(TensorRTBackend, "copy_exported_program_for_preprocess", deep)
+
+
 def _storages(module: torch.nn.Module) -> dict[str, int]:
     """``{fqn: data pointer of its storage}`` of every parameter and buffer of ``module``."""
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
@@ -78,10 +85,7 @@ class PreprocessCopyTest(absltest.TestCase):
     def test_the_program_equals_the_one_a_deep_copy_gives(self):
         decoder = dm.TinyDecoder()
         shared = _export(decoder).buffer
-        deep = classmethod(lambda cls, edge_program, compile_specs: copy.deepcopy(edge_program))
-        with unittest.mock.patch.object(
-            TensorRTBackend, "copy_exported_program_for_preprocess", deep
-        ):
+        with _deep_copies():
             copied = _export(decoder).buffer
         self.assertEqual(len(shared), len(copied))
         self.assertTrue(shared == copied, "the .pte differs from the deep copy's")
@@ -103,10 +107,7 @@ class PreprocessCopyTest(absltest.TestCase):
         for name, value in model.state_dict().items():
             for got, want in zip(_plain(value), before[name], strict=True):
                 self.assertTrue(torch.equal(got, want), name)
-        deep = classmethod(lambda cls, edge_program, compile_specs: copy.deepcopy(edge_program))
-        with unittest.mock.patch.object(
-            TensorRTBackend, "copy_exported_program_for_preprocess", deep
-        ):
+        with _deep_copies():
             copied = export()
         self.assertTrue(shared == copied, "the .pte differs from the deep copy's")
 
