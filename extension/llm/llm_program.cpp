@@ -3,6 +3,7 @@
 #include "extension/llm/llm_program.h"
 
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include <executorch/extension/tensor/tensor_ptr_maker.h>
@@ -189,7 +190,9 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
     return refuse("max_context_len must be positive, got " + std::to_string(capacity),
                   Error::InvalidArgument);
   }
+  // First without the probe: the probe runs on a fresh state of this layout's buffers.
   layout_ = StateLayout::Of(program_->buffers(), capacity);
+  layout_ = StateLayout::Of(program_->buffers(), capacity, ProbePositionDims());
   if (!layout_.has_positional()) {
     std::string shapes;
     for (const BufferLayout& b : layout_.buffers()) {
@@ -197,8 +200,8 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
     }
     return refuse("no buffer of the program has exactly one dimension of " +
                   std::to_string(capacity) +
-                  " positions (max_context_len) besides its last, so none is a KV cache; the "
-                  "buffers are {" +
+                  " positions (max_context_len) that one token writes one entry of, so none "
+                  "is a KV cache; the buffers are {" +
                   shapes + "}");
   }
   Result<executorch::runtime::TensorInfo> out =
@@ -242,6 +245,38 @@ Error LlmProgram::CheckSignature(const std::string& method, int64_t* tokens,
   }
   *positions_are_start = positions == 1 && *tokens > 1;
   return Error::Ok;
+}
+
+PositionProbe LlmProgram::ProbePositionDims() {
+  // Token 0 at position 0 on a fresh state through the decode method, run once, at the first
+  // buffer that needs it; a method that fails on it decides nothing (state_layout.h).
+  struct Probe {
+    bool ran = false, ok = false;
+    std::vector<OwnedBuffer> before;
+  };
+  auto probe = std::make_shared<Probe>();
+  return [this, probe](size_t index, const std::vector<int>& dims) -> int {
+    if (!probe->ran) {
+      probe->ran = true;
+      probe->before = NewState();
+      // A member: the program keeps the state it last ran bound until a session binds its own.
+      probe_state_ = NewState();
+      std::vector<BufferBinding> bindings;
+      for (size_t i = 0; i < layout_.buffers().size(); ++i) {
+        const BufferLayout& b = layout_.buffers()[i];
+        bindings.push_back({b.name, probe_state_[i].data(), b.nbytes});
+      }
+      const int64_t token = 0;
+      std::vector<float> logits;
+      std::string error;
+      probe->ok = Run(bindings, &token, 1, 0, &logits, &error) == Error::Ok;
+    }
+    if (!probe->ok) {
+      return -1;
+    }
+    return WrittenDim(layout_.buffers()[index], probe->before[index].data(),
+                      probe_state_[index].data(), dims);
+  };
 }
 
 std::vector<OwnedBuffer> LlmProgram::NewState() const {

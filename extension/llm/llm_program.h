@@ -137,6 +137,10 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   Error Run(const std::vector<BufferBinding>& state, const int64_t* ids, size_t n, int64_t start,
             std::vector<float>* logits, std::string* error);
 
+  // The probe StateLayout::Of asks about buffers with several dimensions of the capacity: one
+  // token (0, at position 0) run on a fresh state of layout_'s buffers through the decode
+  // method, once; WrittenDim of each buffer. Uses layout_ (set without a probe first).
+  PositionProbe ProbePositionDims();
   // Fresh state: every buffer at its initial value.
   std::vector<OwnedBuffer> NewState() const;
   // Writes buffer `index`'s initial value (the program's, zeros when it has none) to `to`
@@ -157,6 +161,9 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   bool prefill_is_dynamic_ = false;
   bool positions_are_start_ = false;
   StateLayout layout_;
+  // The state ProbePositionDims ran, when it ran (still bound to the program until a session
+  // binds its own).
+  std::vector<OwnedBuffer> probe_state_;
   std::mutex fingerprint_mu_;
   std::optional<ProgramFingerprint> fingerprint_;
 };

@@ -2,6 +2,7 @@
 
 #include "extension/llm/state_layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
@@ -37,7 +38,43 @@ std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* 
   }
 }
 
-StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t capacity) {
+int WrittenDim(const BufferLayout& b, const uint8_t* before, const uint8_t* after,
+               const std::vector<int>& dims) {
+  const size_t rank = b.sizes.size();
+  std::vector<size_t> stride(rank, 1);  // elements
+  for (size_t d = rank; d-- > 1;) {
+    stride[d - 1] = stride[d] * static_cast<size_t>(b.sizes[d]);
+  }
+  std::vector<std::vector<bool>> touched;
+  for (int d : dims) {
+    touched.emplace_back(static_cast<size_t>(b.sizes[static_cast<size_t>(d)]), false);
+  }
+  const size_t elements = b.element_size == 0 ? 0 : b.nbytes / b.element_size;
+  for (size_t i = 0; i < elements; ++i) {
+    const size_t at = i * b.element_size;
+    if (std::memcmp(before + at, after + at, b.element_size) == 0) {
+      continue;
+    }
+    for (size_t k = 0; k < dims.size(); ++k) {
+      const size_t d = static_cast<size_t>(dims[k]);
+      touched[k][(i / stride[d]) % static_cast<size_t>(b.sizes[d])] = true;
+    }
+  }
+  int found = -1;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (std::count(touched[k].begin(), touched[k].end(), true) != 1) {
+      continue;
+    }
+    if (found >= 0) {
+      return -1;  // two dimensions with one index each: one entry changed, which says nothing
+    }
+    found = dims[k];
+  }
+  return found;
+}
+
+StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t capacity,
+                            const PositionProbe& probe) {
   StateLayout layout;
   layout.capacity_ = capacity;
   for (const NamedBuffer& named : buffers) {
@@ -53,14 +90,16 @@ StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t cap
         dims.push_back(static_cast<int>(d));
       }
     }
-    if (dims.size() > 1 && static_cast<size_t>(dims.back()) == b.sizes.size() - 1) {
-      dims.pop_back();  // the head dimension (state_layout.h)
-    }
+    b.positional_dim = -1;
     if (dims.size() == 1) {
       b.positional_dim = dims.front();
-    } else {
-      // None, or several: which one is the position is not known.
-      b.positional_dim = -1;
+    } else if (dims.size() > 1 && probe) {
+      const int d = probe(layout.buffers_.size(), dims);
+      if (std::find(dims.begin(), dims.end(), d) != dims.end()) {
+        b.positional_dim = d;
+      }
+    }
+    if (b.positional_dim < 0) {
       layout.other_.push_back(layout.buffers_.size());
     }
     layout.buffers_.push_back(std::move(b));

@@ -4,22 +4,25 @@
 // (the KV caches), and which do not; the same rule as py/executorch_trt/llm/state_layout.py.
 //
 // A session's state is every mutable buffer of the program. Two kinds matter:
-//   - positional buffers (the KV caches): exactly one dimension equals the cache's capacity
-//     (max_context_len positions), not counting the last when several do (the head dimension,
-//     last in every KV cache layout transformers and ExecuTorch's LLM export write:
-//     [B, H, S, D], [B, S, H, D]); the entry at position p is written when the token at p runs
+//   - positional buffers (the KV caches): one dimension equals the cache's capacity
+//     (max_context_len positions); the entry at position p is written when the token at p runs
 //     and only read by later tokens under the causal mask. Entries past the tokens a session
 //     holds are never read before they are written again, so keeping the first n positions
 //     keeps everything that matters (rewind copies nothing; fork and save copy the held part).
+//     When several dimensions equal the capacity (head_dim 64, 64 positions), the shape cannot
+//     tell [B, H, S, D] from a transposed key cache [B, H, D, S], and a wrong guess would make
+//     forks and saved sessions keep the wrong entries; a probe decides (LlmProgram runs one
+//     token on a fresh state: the dimension along which it wrote exactly one entry, WrittenDim).
 //   - other buffers: everything else (a buffer with no dimension of the capacity, or several
-//     that rule leaves),
-//     e.g. transformers' per-layer `cumulative_length` step counters, or a sliding window's
-//     ring buffer smaller than the capacity. A session keeps and restores them whole.
+//     that the probe cannot decide), e.g. transformers' per-layer `cumulative_length` step
+//     counters, or a sliding window's ring buffer smaller than the capacity. A session keeps
+//     and restores them whole.
 
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,12 +50,25 @@ struct BufferLayout {
 // element of an integer dtype, not bool): what a token counter is (session.h); none otherwise.
 std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* data);
 
+// The dimension of `dims` along which exactly one index of buffer `b` (sizes, element size)
+// holds entries that differ, bit for bit, between `before` and `after` (its bytes before and
+// after one token ran); -1 when no dimension or more than one does. A KV cache written for one
+// token changes one entry along its position dimension and many along the others.
+int WrittenDim(const BufferLayout& b, const uint8_t* before, const uint8_t* after,
+               const std::vector<int>& dims);
+
+// Decides the position dimension of buffer `index` (of the buffers given to StateLayout::Of),
+// one of `dims` (all of the capacity), or returns -1 (an other buffer).
+using PositionProbe = std::function<int(size_t index, const std::vector<int>& dims)>;
+
 // The buffers of one program for a cache of `capacity` positions, in the program's order
 // (LoadedProgram::buffers()). Immutable after Of(); thread-safe to read.
 class StateLayout {
  public:
-  // Classifies `buffers` (header comment).
-  static StateLayout Of(const std::vector<NamedBuffer>& buffers, int64_t capacity);
+  // Classifies `buffers` (header comment). A buffer with several dimensions of `capacity` is
+  // positional along the one `probe` returns; without a probe it is an other buffer.
+  static StateLayout Of(const std::vector<NamedBuffer>& buffers, int64_t capacity,
+                        const PositionProbe& probe = nullptr);
 
   int64_t capacity() const { return capacity_; }
   const std::vector<BufferLayout>& buffers() const { return buffers_; }

@@ -13,7 +13,10 @@
 //   - a forward-form program with ExecuTorch's LLM metadata methods and a non-positional
 //     buffer that is not a counter (testdata/make_llm_testdata.py): the metadata is read,
 //     greedy generation equals eager and stops at get_eos_ids, and rewind restores that buffer
-//     from a snapshot and runs the tokens after it again, also after a save and a load.
+//     from a snapshot and runs the tokens after it again, also after a save and a load;
+//   - a program whose key cache is stored transposed with as many positions as its head
+//     (testdata/make_transposed_llm_testdata.py): the probe token finds each cache's position
+//     dimension, and a fork keeps the right entries.
 // Cross-language session files (Python <-> C++) are tested by //tests/py:llm_session_cpp_test.
 
 #include <sys/stat.h>
@@ -55,6 +58,7 @@ constexpr char kExampleReference[] = "examples/kv_cache_decode_reference.json";
 constexpr char kStaticPrefill[] = "examples/kv_cache_static_prefill.pte";
 constexpr char kCounting[] = "tests/cpp/testdata/counting_llm.pte";
 constexpr char kCountingReference[] = "tests/cpp/testdata/counting_llm_reference.json";
+constexpr char kTransposed[] = "tests/cpp/testdata/transposed_key_llm.pte";
 constexpr int64_t kExampleContext = 128;
 
 nlohmann::json ReadJson(const char* path) {
@@ -226,8 +230,8 @@ std::shared_ptr<LlmProgram> ExampleProgramTest::program_;
 nlohmann::json ExampleProgramTest::reference_;
 
 // Which dimension of a buffer holds the positions: the one of the capacity; when several have
-// it, not the last (the head dimension: [B, H, S, D] with head_dim == capacity).
-TEST(StateLayoutTest, TheLastDimensionIsTheHeadsWhenSeveralHaveTheCapacity) {
+// it, the one the probe names (without a probe, or when it names none, an other buffer).
+TEST(StateLayoutTest, SeveralDimensionsOfTheCapacityAreTheProbesToDecide) {
   std::vector<NamedBuffer> buffers;
   for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{
            {1, 2, 8, 8}, {1, 8, 2, 8}, {1, 2, 8, 4}, {8, 8, 4}, {1, 2, 4, 8}, {}}) {
@@ -236,10 +240,70 @@ TEST(StateLayoutTest, TheLastDimensionIsTheHeadsWhenSeveralHaveTheCapacity) {
     b.sizes = sizes;
     buffers.push_back(b);
   }
-  const StateLayout layout = StateLayout::Of(buffers, 8);
-  std::vector<int> dims;
-  for (const BufferLayout& b : layout.buffers()) dims.push_back(b.positional_dim);
-  EXPECT_EQ(dims, (std::vector<int>{2, 1, 2, -1, 3, -1}));
+  auto dims_of = [](const StateLayout& layout) {
+    std::vector<int> dims;
+    for (const BufferLayout& b : layout.buffers()) dims.push_back(b.positional_dim);
+    return dims;
+  };
+  EXPECT_EQ(dims_of(StateLayout::Of(buffers, 8)), (std::vector<int>{-1, -1, 2, -1, 3, -1}));
+  std::vector<std::pair<size_t, std::vector<int>>> asked;
+  const StateLayout probed =
+      StateLayout::Of(buffers, 8, [&](size_t index, const std::vector<int>& dims) {
+        asked.emplace_back(index, dims);
+        return index == 0 ? 3 : index == 1 ? 1 : 7;  // 7: not one of dims, so undecided
+      });
+  EXPECT_EQ(dims_of(probed), (std::vector<int>{3, 1, 2, -1, 3, -1}));
+  EXPECT_EQ(asked, (std::vector<std::pair<size_t, std::vector<int>>>{
+                       {0, {2, 3}}, {1, {1, 3}}, {3, {0, 1}}}));
+  EXPECT_EQ(probed.other(), (std::vector<size_t>{3, 5}));
+}
+
+// The dimension one token wrote: the one along which exactly one index changed.
+TEST(StateLayoutTest, WrittenDimIsTheDimensionWithOneChangedIndex) {
+  BufferLayout b;
+  b.sizes = {1, 4, 4};
+  b.element_size = sizeof(float);
+  b.nbytes = 16 * sizeof(float);
+  const std::vector<float> before(16, 0.0f);
+  auto written = [&](const std::vector<float>& after) {
+    return extension::llm::WrittenDim(b, reinterpret_cast<const uint8_t*>(before.data()),
+                                      reinterpret_cast<const uint8_t*>(after.data()), {1, 2});
+  };
+  std::vector<float> column = before, row = before, one = before, negative_zero = before;
+  for (int i = 0; i < 4; ++i) {
+    column[i * 4 + 2] = 1.0f + i;  // [0, i, 2]: index 2 along the last dimension
+    row[1 * 4 + i] = 1.0f + i;     // [0, 1, i]: index 1 along the middle one
+  }
+  one[5] = 1.0f;                                                // a single entry says nothing
+  negative_zero[4 * 2 + 0] = negative_zero[4 * 2 + 3] = -0.0f;  // bits differ from 0.0f
+  EXPECT_EQ(written(column), 2);
+  EXPECT_EQ(written(row), 1);
+  EXPECT_EQ(written(one), -1);
+  EXPECT_EQ(written(before), -1);
+  EXPECT_EQ(written(negative_zero), 1);
+}
+
+// k_cache [1, D, S] and v_cache [1, S, D] with D == S == 16: the probe token tells which
+// dimension is the position, and a fork keeps the held positions along it (a wrong one shows
+// in the fork's logits against a fresh session fed the same tokens).
+TEST(StateLayoutTest, ATransposedKeyCacheIsPositionalAlongItsLastDimension) {
+  auto program = Load(kTransposed);
+  ASSERT_NE(program, nullptr);
+  std::vector<std::pair<std::string, int>> dims;
+  for (const BufferLayout& b : program->layout().buffers()) {
+    dims.emplace_back(b.name, b.positional_dim);
+  }
+  std::sort(dims.begin(), dims.end());
+  EXPECT_EQ(dims, (std::vector<std::pair<std::string, int>>{
+                      {"count", -1}, {"k_cache", 2}, {"v_cache", 1}}));
+  const std::vector<int64_t> prompt = {3, 7, 11, 19, 23, 29};
+  auto s = program->NewSession();
+  PrefillOk(*s, prompt);
+  RewindOk(*s, 3);
+  std::unique_ptr<Session> fork = s->Fork();
+  DecodeOk(*s, 5);  // the parent overwrites position 3 after the fork
+  ExpectClose(DecodeOk(*fork, 12), PrefillOk(*program->NewSession(), {3, 7, 11, 12}),
+              "rewind(3), fork");
 }
 
 TEST_F(ExampleProgramTest, ReadsTheProgram) {

@@ -7,6 +7,7 @@ not positional: rewind restores them from snapshots and runs tokens again), and 
 the plain model's forward over the whole sequence, without a cache.
 """
 
+import copy
 import json
 import os
 import subprocess
@@ -484,6 +485,34 @@ class OtherProgramsTest(absltest.TestCase):
         _assert_close(
             self, fork.decode(12), _eager_logits(model, [*prompt[:3], 12]), "rewind(3), fork"
         )
+
+    def test_a_transposed_key_cache_as_long_as_its_head(self):
+        # k_cache [1, D, S] and v_cache [1, S, D] with D == S: the shapes cannot say which
+        # dimension is the position; one probe token does. A fork and a saved session keep the
+        # held positions along it, so a wrong dimension shows in their logits.
+        module = M.TransposedKeyDecoder().eval()
+        reference = copy.deepcopy(module)
+        program = llm.load(
+            M.export_counting(False, module, get_max_context_len=M.TRANSPOSED_CAPACITY).buffer
+        )
+        self.assertEqual(program.layout.positional, {"k_cache": 2, "v_cache": 1})
+
+        def eager(ids):
+            with torch.no_grad():
+                model = copy.deepcopy(reference)
+                return model(torch.tensor([ids]), torch.arange(len(ids)))[0, -1]
+
+        prompt = [3, 7, 11, 19, 23, 29]
+        s = program.new_session()
+        _assert_close(self, s.prefill(prompt), eager(prompt), "prefill")
+        s.rewind(3)
+        fork = s.fork()
+        s.decode(5)  # the parent overwrites position 3 after the fork
+        _assert_close(self, fork.decode(12), eager([*prompt[:3], 12]), "rewind(3), fork")
+        path = os.path.join(self.create_tempdir().full_path, "transposed.session")
+        fork.save(path)
+        restored = program.load_session(path)
+        _assert_close(self, restored.decode(13), eager([*prompt[:3], 12, 13]), "saved, loaded")
 
     def test_gemma3_with_a_sliding_window(self):
         model, path = _Programs.get("gemma3")

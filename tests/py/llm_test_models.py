@@ -156,6 +156,43 @@ class CountingDecoder(torch.nn.Module):
         return self.out(attended)
 
 
+#: TransposedKeyDecoder's sizes: its width and its cache positions are the same.
+TRANSPOSED_DIM = TRANSPOSED_CAPACITY = 16
+
+
+class TransposedKeyDecoder(torch.nn.Module):
+    """CountingDecoder's attention with its key cache stored transposed, ``k_cache [1, D, S]``
+    (the layout a ``q @ K`` without a transpose reads), its value cache as ``[1, S, D]``, and
+    ``D == S == 16``: both caches have two dimensions of the capacity, and only running a token
+    tells which one is the position (``k_cache``'s last, ``v_cache``'s middle). Export it with
+    ``export_counting(False, TransposedKeyDecoder(), get_max_context_len=TRANSPOSED_CAPACITY)``.
+
+    ``forward(tokens [1, T] int64, positions [T] int64) -> logits [1, T, COUNTING_VOCAB]``."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        dim, capacity = TRANSPOSED_DIM, TRANSPOSED_CAPACITY
+        self.embed = torch.nn.Embedding(COUNTING_VOCAB, dim)
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.out = torch.nn.Linear(dim, COUNTING_VOCAB)
+        self.register_buffer("k_cache", torch.zeros(1, dim, capacity))
+        self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+        self.capacity = capacity
+
+    def forward(self, tokens, positions):
+        x = self.embed(tokens)
+        where = self.count + torch.arange(tokens.shape[1])
+        self.k_cache.index_copy_(2, where, self.k(x).transpose(1, 2))
+        self.v_cache.index_copy_(1, where, self.v(x))
+        self.count.add_(tokens.shape[1])
+        scores = self.q(x) @ self.k_cache / 4.0
+        visible = torch.arange(self.capacity)[None, :] <= positions[:, None]
+        scores = scores.masked_fill(~visible[None], float("-inf"))
+        return self.out(torch.softmax(scores, dim=-1) @ self.v_cache)
+
+
 def export_counting(summary: bool, module=None, **metadata):
     """``module`` (default ``CountingDecoder(summary)``) exported by ``executorch_trt.export``
     as one dynamic ``forward`` (T in [1, COUNTING_MAX_SEQ_LEN]) with ExecuTorch's LLM metadata

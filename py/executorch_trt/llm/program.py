@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
@@ -36,7 +37,7 @@ from executorch_trt.llm import metadata as names
 from executorch_trt.llm.prefix_cache import PrefixCache
 from executorch_trt.llm.session import Session
 from executorch_trt.llm.session_file import read_session
-from executorch_trt.llm.state_layout import StateLayout
+from executorch_trt.llm.state_layout import StateLayout, written_dim
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -133,12 +134,12 @@ class LLMProgram:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"llm.load: max_context_len must be a positive int, got {capacity!r}")
         specs = {name: program.buffer_spec(name) for name in program.buffer_names}
-        self.layout = StateLayout.of(specs, capacity)
+        self.layout = StateLayout.of(specs, capacity, self._probe_position_dims)
         if not self.layout.positional:
             raise ValueError(
-                f"llm.load: no buffer of the program has exactly one dimension of {capacity} "
-                f"positions (max_context_len) besides its last, so none is a KV cache; the "
-                f"buffers are "
+                f"llm.load: no buffer of the program has a dimension of {capacity} positions "
+                f"(max_context_len) that one token writes one entry of, so none is a KV cache; "
+                f"the buffers are "
                 f"{ {n: list(s.shape) for n, s in specs.items()} }"
             )
         self.max_context_len = capacity
@@ -177,6 +178,26 @@ class LLMProgram:
                 "positions; positions are one per token, or the first token's"
             )
         return tokens, positions == 1 and tokens > 1
+
+    def _probe_position_dims(self, ambiguous: Mapping[str, Sequence[int]]) -> dict[str, int]:
+        """``{name: position dimension}`` of the buffers in ``ambiguous`` (several dimensions
+        of the capacity) whose dimension one token tells: token 0 is run at position 0 on a
+        fresh state through the decode method (``state_layout.written_dim``). A method that
+        fails on it decides nothing (the buffers stay "other")."""
+        state = self.program.new_state()
+        before = {name: state[name].clone() for name in ambiguous}
+        tokens = torch.zeros(1, 1, dtype=torch.long)
+        positions = torch.zeros(1, dtype=torch.long)
+        try:
+            self.program.load_method(self.decode_method).execute([tokens, positions], state=state)
+        except RuntimeError:
+            return {}
+        decided = {}
+        for name, dims in ambiguous.items():
+            dim = written_dim(before[name], state[name], dims)
+            if dim is not None:
+                decided[name] = dim
+        return decided
 
     def _logits_width(self) -> int:
         outputs = self.program.load_method(self.decode_method).metadata.outputs

@@ -13,19 +13,20 @@ an LLM program with a static KV cache two kinds matter:
   session keeps their value after each call it makes, so it can restore them exactly.
 
 Rule: a buffer is positional when exactly one of its dimensions equals the capacity. When
-several do and the last is one of them, the last is taken for the head dimension, which every
-KV cache layout that transformers and ExecuTorch's LLM export write keeps last (``[B, H, S, D]``,
-``[B, S, H, D]``), so a cache whose head dimension equals the capacity (head_dim 64, 64
-positions) is still positional along ``S``. A buffer with no such dimension, or several that
-rule leaves, is "other". Sliding-window caches smaller than the capacity (a ring buffer) are
+several do (a cache whose head dimension equals the capacity: head_dim 64, 64 positions), the
+shape cannot tell ``[B, H, S, D]`` from a transposed key cache ``[B, H, D, S]``, and guessing
+wrong would make a fork or a saved session keep the wrong entries. So the program is asked
+(``probe``): one token is run on a fresh state, and the dimension along which it wrote exactly
+one entry is the position's (``written_dim``). A buffer with no such dimension, or one the probe
+cannot decide, is "other". Sliding-window caches smaller than the capacity (a ring buffer) are
 therefore "other": a session can fork and save them but rewinds them only to a call boundary
-(``Session.rewind``).
+(``Session.rewind``). ``extension/llm/state_layout.h`` applies the same rule in C++.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -48,20 +49,34 @@ class StateLayout:
     specs: dict[str, TensorSpec]
 
     @staticmethod
-    def of(specs: Mapping[str, TensorSpec], capacity: int) -> StateLayout:
+    def of(
+        specs: Mapping[str, TensorSpec],
+        capacity: int,
+        probe: Callable[[Mapping[str, Sequence[int]]], Mapping[str, int]] | None = None,
+    ) -> StateLayout:
         """Classifies ``specs`` (``{name: TensorSpec}``, ``Program.buffer_spec`` of each
-        buffer) for a cache of ``capacity`` positions."""
+        buffer) for a cache of ``capacity`` positions. A buffer with several dimensions of
+        ``capacity`` is positional along the one ``probe`` returns for it (``probe`` gets
+        ``{name: those dimensions}`` and returns ``{name: dimension}`` for the buffers it could
+        decide); without ``probe``, or where it returns none, it is "other" (module
+        docstring)."""
         positional: dict[str, int] = {}
-        other = []
+        ambiguous: dict[str, list[int]] = {}
         for name, spec in specs.items():
             dims = [d for d, size in enumerate(spec.shape) if size == capacity]
-            if len(dims) > 1 and dims[-1] == len(spec.shape) - 1:
-                dims.pop()  # the head dimension (module docstring)
             if len(dims) == 1:
                 positional[name] = dims[0]
-            else:
-                other.append(name)
-        return StateLayout(capacity, positional, tuple(other), dict(specs))
+            elif dims:
+                ambiguous[name] = dims
+        if ambiguous and probe is not None:
+            decided = probe(ambiguous)
+            positional.update(
+                (n, d) for n, d in decided.items() if n in ambiguous and d in ambiguous[n]
+            )
+        other = tuple(name for name in specs if name not in positional)
+        return StateLayout(
+            capacity, {n: positional[n] for n in specs if n in positional}, other, dict(specs)
+        )
 
     def held(self, name: str, tensor: torch.Tensor, positions: int) -> torch.Tensor:
         """The part of buffer ``name`` (``tensor``) that ``positions`` held tokens use: the
@@ -91,3 +106,24 @@ def is_token_count(tensor: torch.Tensor, count: int) -> bool:
         and tensor.dtype != torch.bool
         and int(tensor.reshape(-1)[0]) == count
     )
+
+
+def written_dim(before: torch.Tensor, after: torch.Tensor, dims: Sequence[int]) -> int | None:
+    """The one dimension of ``dims`` along which exactly one index holds entries that changed
+    from ``before`` to ``after`` (a buffer's value before and after one token ran), or ``None``
+    when no dimension or more than one does (nothing changed, or a write the shape does not
+    place). A KV cache written for one token changes one entry along its position dimension and
+    many along the others. Entries are compared bit for bit."""
+    bits = _SAME_SIZE_INT[before.element_size()]  # bit for bit, as the C++ twin compares
+    changed = before.contiguous().view(bits) != after.contiguous().view(bits)
+    single = []
+    for d in dims:
+        others = [o for o in range(changed.dim()) if o != d]
+        along = changed.any(dim=others) if others else changed
+        if int(along.sum()) == 1:
+            single.append(d)
+    return single[0] if len(single) == 1 else None
+
+
+#: An integer dtype of each element size, to compare entries bit for bit.
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
