@@ -486,6 +486,21 @@ class OtherProgramsTest(absltest.TestCase):
             self, fork.decode(12), _eager_logits(model, [*prompt[:3], 12]), "rewind(3), fork"
         )
 
+    def test_as_many_kv_heads_as_positions(self):
+        # Caches [1, 4, 4, 8]: 4 KV heads and 4 positions, so two dimensions have the capacity
+        # and neither is the last. The probe token finds the positions (dimension 2); the
+        # program used to be refused as having no KV cache.
+        model = M.llama(kv_heads=4)
+        program = llm.load(llm.export_llm(model, 4, max_context_len=4).buffer)
+        caches = [n for n in program.program.buffer_names if "cache" in n and "cumulative" not in n]
+        self.assertEqual(program.layout.positional, dict.fromkeys(caches, 2))
+        s = program.new_session()
+        _assert_close(self, s.prefill([5, 9, 13]), _eager_logits(model, [5, 9, 13]), "prefill")
+        s.rewind(2)
+        fork = s.fork()
+        s.decode(7)  # the parent overwrites position 2 after the fork
+        _assert_close(self, fork.decode(11), _eager_logits(model, [5, 9, 11]), "rewind(2), fork")
+
     def test_a_transposed_key_cache_as_long_as_its_head(self):
         # k_cache [1, D, S] and v_cache [1, S, D] with D == S: the shapes cannot say which
         # dimension is the position; one probe token does. A fork and a saved session keep the
