@@ -114,8 +114,10 @@ def written_dim(before: torch.Tensor, after: torch.Tensor, dims: Sequence[int]) 
     when no dimension or more than one does (nothing changed, or a write the shape does not
     place). A KV cache written for one token changes one entry along its position dimension and
     many along the others. Entries are compared bit for bit."""
-    bits = _SAME_SIZE_INT[before.element_size()]  # bit for bit, as the C++ twin compares
-    changed = before.contiguous().view(bits) != after.contiguous().view(bits)
+    # Bit for bit, as the C++ twin compares: each entry's bytes.
+    size = before.element_size()
+    raw = [t.reshape(-1).view(torch.uint8).reshape(*t.shape, size) for t in (before, after)]
+    changed = (raw[0] != raw[1]).any(dim=-1)
     single = []
     for d in dims:
         others = [o for o in range(changed.dim()) if o != d]
@@ -123,7 +125,3 @@ def written_dim(before: torch.Tensor, after: torch.Tensor, dims: Sequence[int]) 
         if int(along.sum()) == 1:
             single.append(d)
     return single[0] if len(single) == 1 else None
-
-
-#: An integer dtype of each element size, to compare entries bit for bit.
-_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
