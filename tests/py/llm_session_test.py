@@ -29,6 +29,7 @@ import llm_test_models as M
 from executorch_trt import llm, runtime
 from executorch_trt.llm import session as session_module
 from executorch_trt.llm import session_file
+from executorch_trt.llm.state_layout import written_dim
 
 MAX_SEQ_LEN = 16
 MAX_CONTEXT_LEN = 64
@@ -454,6 +455,29 @@ class PrefixCacheTest(absltest.TestCase):
         too_small = program.prefix_cache(max_bytes=one_entry - 1)
         program.new_session().prefill(PROMPT)
         self.assertEqual(too_small.entries, 0)
+
+
+class WrittenDimTest(absltest.TestCase):
+    """``state_layout.written_dim``: the dimension along which one token wrote one entry."""
+
+    def test_the_dimension_with_one_changed_index(self):
+        before = torch.zeros(1, 4, 4)
+        column, row, one, negative_zero = (before.clone() for _ in range(4))
+        column[0, :, 2] = torch.arange(1.0, 5.0)  # index 2 along the last dimension
+        row[0, 1, :] = torch.arange(1.0, 5.0)  # index 1 along the middle one
+        one[0, 1, 1] = 1.0  # a single entry says nothing
+        negative_zero[0, 2, 0] = negative_zero[0, 2, 3] = -0.0  # bits differ from 0.0
+        self.assertEqual(written_dim(before, column, [1, 2]), 2)
+        self.assertEqual(written_dim(before, row, [1, 2]), 1)
+        self.assertIsNone(written_dim(before, one, [1, 2]))
+        self.assertIsNone(written_dim(before, before.clone(), [1, 2]))
+        self.assertEqual(written_dim(before, negative_zero, [1, 2]), 1)
+
+    def test_any_dtype_and_layout(self):
+        before = torch.zeros(4, 4, dtype=torch.complex128).t()
+        after = before.clone()
+        after[1, :] = 1 + 2j
+        self.assertEqual(written_dim(before, after, [0, 1]), 0)
 
 
 @delegate_library.needs_library
