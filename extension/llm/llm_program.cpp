@@ -198,10 +198,9 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
     for (const BufferLayout& b : layout_.buffers()) {
       shapes += (shapes.empty() ? "'" : ", '") + b.name + "': " + ShapeString(b.sizes);
     }
-    return refuse("no buffer of the program has exactly one dimension of " +
-                  std::to_string(capacity) +
-                  " positions (max_context_len) that one token writes one entry of, so none "
-                  "is a KV cache; the buffers are {" +
+    return refuse("no buffer of the program has a dimension of " + std::to_string(capacity) +
+                  " positions (max_context_len) along which one token writes one entry, so "
+                  "none is a KV cache; the buffers are {" +
                   shapes + "}");
   }
   Result<executorch::runtime::TensorInfo> out =

@@ -336,6 +336,16 @@ TEST_F(ExampleProgramTest, AProgramWithoutMetadataNeedsMaxContextLen) {
   EXPECT_NE(error.find("pass max_context_len"), std::string::npos) << error;
 }
 
+TEST_F(ExampleProgramTest, AMaxContextLenNoBufferHasIsRefused) {
+  std::string error;
+  auto program = LlmProgram::Load(kExample, &error, "", 100);
+  EXPECT_FALSE(program.ok());
+  EXPECT_NE(error.find("100 positions (max_context_len) along which one token writes one entry, "
+                       "so none is a KV cache"),
+            std::string::npos)
+      << error;
+}
+
 TEST_F(ExampleProgramTest, GreedyGenerationEqualsTheReference) {
   auto s = program_->NewSession();
   std::vector<const void*> storage;

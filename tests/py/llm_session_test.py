@@ -525,6 +525,12 @@ class OtherProgramsTest(absltest.TestCase):
         s.decode(7)  # the parent overwrites position 2 after the fork
         _assert_close(self, fork.decode(11), _eager_logits(model, [5, 9, 11]), "rewind(2), fork")
 
+    def test_a_program_with_no_cache_of_max_context_len_is_refused(self):
+        with self.assertRaisesRegex(
+            ValueError, r"no buffer .* 20 positions .* so none is a KV cache; the buffers are"
+        ):
+            llm.load(M.export_counting(False, get_max_context_len=20).buffer)
+
     def test_a_transposed_key_cache_as_long_as_its_head(self):
         # k_cache [1, D, S] and v_cache [1, S, D] with D == S: the shapes cannot say which
         # dimension is the position; one probe token does. A fork and a saved session keep the

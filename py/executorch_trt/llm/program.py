@@ -138,8 +138,8 @@ class LLMProgram:
         if not self.layout.positional:
             raise ValueError(
                 f"llm.load: no buffer of the program has a dimension of {capacity} positions "
-                f"(max_context_len) that one token writes one entry of, so none is a KV cache; "
-                f"the buffers are "
+                f"(max_context_len) along which one token writes one entry, so none is a KV "
+                f"cache; the buffers are "
                 f"{ {n: list(s.shape) for n, s in specs.items()} }"
             )
         self.max_context_len = capacity
