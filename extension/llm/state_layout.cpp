@@ -39,7 +39,7 @@ std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* 
 }
 
 int WrittenDim(const BufferLayout& b, const uint8_t* before, const uint8_t* after,
-               const std::vector<int>& dims) {
+               const std::vector<int>& dims, int64_t position) {
   const size_t rank = b.sizes.size();
   std::vector<size_t> stride(rank, 1);  // elements
   for (size_t d = rank; d-- > 1;) {
@@ -62,8 +62,10 @@ int WrittenDim(const BufferLayout& b, const uint8_t* before, const uint8_t* afte
   }
   int found = -1;
   for (size_t k = 0; k < dims.size(); ++k) {
-    if (std::count(touched[k].begin(), touched[k].end(), true) != 1) {
-      continue;
+    if (std::count(touched[k].begin(), touched[k].end(), true) != 1 || position < 0 ||
+        static_cast<size_t>(position) >= touched[k].size() ||
+        !touched[k][static_cast<size_t>(position)]) {
+      continue;  // not one index, or not the token's position (a ring buffer, a sink slot)
     }
     if (found >= 0) {
       return -1;  // two dimensions with one index each: one entry changed, which says nothing

@@ -12,7 +12,8 @@
 //     When several dimensions equal the capacity (head_dim 64, 64 positions), the shape cannot
 //     tell [B, H, S, D] from a transposed key cache [B, H, D, S], and a wrong guess would make
 //     forks and saved sessions keep the wrong entries; a probe decides (LlmProgram runs one
-//     token on a fresh state: the dimension along which it wrote exactly one entry, WrittenDim).
+//     token at position 0 on a fresh state: the dimension along which it wrote exactly one
+//     entry, at index 0, WrittenDim).
 //   - other buffers: everything else (a buffer with no dimension of the capacity, or several
 //     that the probe cannot decide), e.g. transformers' per-layer `cumulative_length` step
 //     counters, or a sliding window's ring buffer smaller than the capacity. A session keeps
@@ -50,12 +51,14 @@ struct BufferLayout {
 // element of an integer dtype, not bool): what a token counter is (session.h); none otherwise.
 std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* data);
 
-// The dimension of `dims` along which exactly one index of buffer `b` (sizes, element size)
-// holds entries that differ, bit for bit, between `before` and `after` (its bytes before and
-// after one token ran); -1 when no dimension or more than one does. A KV cache written for one
-// token changes one entry along its position dimension and many along the others.
+// The dimension of `dims` along which the entries of buffer `b` (sizes, element size) that
+// differ, bit for bit, between `before` and `after` (its bytes before and after one token ran
+// at `position`) all have index `position`; -1 when no dimension or more than one does (also
+// for a write at another index: a ring buffer, a sink slot, which keeping the first n entries
+// would get wrong). A KV cache written for one token changes one entry along its position
+// dimension and many along the others.
 int WrittenDim(const BufferLayout& b, const uint8_t* before, const uint8_t* after,
-               const std::vector<int>& dims);
+               const std::vector<int>& dims, int64_t position = 0);
 
 // Decides the position dimension of buffer `index` (of the buffers given to StateLayout::Of),
 // one of `dims` (all of the capacity), or returns -1 (an other buffer).

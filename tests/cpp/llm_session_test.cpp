@@ -258,29 +258,35 @@ TEST(StateLayoutTest, SeveralDimensionsOfTheCapacityAreTheProbesToDecide) {
   EXPECT_EQ(probed.other(), (std::vector<size_t>{3, 5}));
 }
 
-// The dimension one token wrote: the one along which exactly one index changed.
-TEST(StateLayoutTest, WrittenDimIsTheDimensionWithOneChangedIndex) {
+// The dimension one token wrote: the one along which exactly one index changed, the token's
+// position (a write at another index, as a ring buffer or a sink slot makes, decides nothing).
+TEST(StateLayoutTest, WrittenDimIsTheDimensionWithOneChangedIndexAtThePosition) {
   BufferLayout b;
   b.sizes = {1, 4, 4};
   b.element_size = sizeof(float);
   b.nbytes = 16 * sizeof(float);
   const std::vector<float> before(16, 0.0f);
-  auto written = [&](const std::vector<float>& after) {
+  auto written = [&](const std::vector<float>& after, int64_t position = 0) {
     return extension::llm::WrittenDim(b, reinterpret_cast<const uint8_t*>(before.data()),
-                                      reinterpret_cast<const uint8_t*>(after.data()), {1, 2});
+                                      reinterpret_cast<const uint8_t*>(after.data()), {1, 2},
+                                      position);
   };
-  std::vector<float> column = before, row = before, one = before, negative_zero = before;
+  std::vector<float> column = before, row = before, one = before, negative_zero = before,
+                     last = before;
   for (int i = 0; i < 4; ++i) {
-    column[i * 4 + 2] = 1.0f + i;  // [0, i, 2]: index 2 along the last dimension
-    row[1 * 4 + i] = 1.0f + i;     // [0, 1, i]: index 1 along the middle one
+    column[i * 4] = 1.0f + i;    // [0, i, 0]: index 0 along the last dimension
+    row[i] = 1.0f + i;           // [0, 0, i]: index 0 along the middle one
+    last[i * 4 + 3] = 1.0f + i;  // [0, i, 3]: index 3 along the last dimension
   }
-  one[5] = 1.0f;                                                // a single entry says nothing
-  negative_zero[4 * 2 + 0] = negative_zero[4 * 2 + 3] = -0.0f;  // bits differ from 0.0f
+  one[0] = 1.0f;                                // a single entry says nothing
+  negative_zero[0] = negative_zero[3] = -0.0f;  // bits differ from 0.0f
   EXPECT_EQ(written(column), 2);
   EXPECT_EQ(written(row), 1);
   EXPECT_EQ(written(one), -1);
   EXPECT_EQ(written(before), -1);
   EXPECT_EQ(written(negative_zero), 1);
+  EXPECT_EQ(written(last), -1);
+  EXPECT_EQ(written(last, 3), 2);
 }
 
 // k_cache [1, D, S] and v_cache [1, S, D] with D == S == 16: the probe token tells which

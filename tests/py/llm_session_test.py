@@ -463,20 +463,29 @@ class WrittenDimTest(absltest.TestCase):
     def test_the_dimension_with_one_changed_index(self):
         before = torch.zeros(1, 4, 4)
         column, row, one, negative_zero = (before.clone() for _ in range(4))
-        column[0, :, 2] = torch.arange(1.0, 5.0)  # index 2 along the last dimension
-        row[0, 1, :] = torch.arange(1.0, 5.0)  # index 1 along the middle one
-        one[0, 1, 1] = 1.0  # a single entry says nothing
-        negative_zero[0, 2, 0] = negative_zero[0, 2, 3] = -0.0  # bits differ from 0.0
+        column[0, :, 0] = torch.arange(1.0, 5.0)  # index 0 along the last dimension
+        row[0, 0, :] = torch.arange(1.0, 5.0)  # index 0 along the middle one
+        one[0, 0, 0] = 1.0  # a single entry says nothing
+        negative_zero[0, 0, 0] = negative_zero[0, 0, 3] = -0.0  # bits differ from 0.0
         self.assertEqual(written_dim(before, column, [1, 2]), 2)
         self.assertEqual(written_dim(before, row, [1, 2]), 1)
         self.assertIsNone(written_dim(before, one, [1, 2]))
         self.assertIsNone(written_dim(before, before.clone(), [1, 2]))
         self.assertEqual(written_dim(before, negative_zero, [1, 2]), 1)
 
+    def test_only_at_the_tokens_position(self):
+        # A token at position 0 written at index 3 (a ring buffer filled from its end, a sink
+        # slot first): keeping the first n entries would keep the wrong ones.
+        before = torch.zeros(1, 4, 4)
+        after = before.clone()
+        after[0, :, 3] = torch.arange(1.0, 5.0)
+        self.assertIsNone(written_dim(before, after, [1, 2]))
+        self.assertEqual(written_dim(before, after, [1, 2], position=3), 2)
+
     def test_any_dtype_and_layout(self):
         before = torch.zeros(4, 4, dtype=torch.complex128).t()
         after = before.clone()
-        after[1, :] = 1 + 2j
+        after[0, :] = 1 + 2j
         self.assertEqual(written_dim(before, after, [0, 1]), 0)
 
 

@@ -16,11 +16,12 @@ Rule: a buffer is positional when exactly one of its dimensions equals the capac
 several do (a cache whose head dimension equals the capacity: head_dim 64, 64 positions), the
 shape cannot tell ``[B, H, S, D]`` from a transposed key cache ``[B, H, D, S]``, and guessing
 wrong would make a fork or a saved session keep the wrong entries. So the program is asked
-(``probe``): one token is run on a fresh state, and the dimension along which it wrote exactly
-one entry is the position's (``written_dim``). A buffer with no such dimension, or one the probe
-cannot decide, is "other". Sliding-window caches smaller than the capacity (a ring buffer) are
-therefore "other": a session can fork and save them but rewinds them only to a call boundary
-(``Session.rewind``). ``extension/llm/state_layout.h`` applies the same rule in C++.
+(``probe``): one token is run at position 0 on a fresh state, and the dimension along which it
+wrote exactly one entry, at index 0, is the position's (``written_dim``). A buffer with no such
+dimension, or one the probe cannot decide, is "other". Sliding-window caches smaller than the
+capacity (a ring buffer) are therefore "other": a session can fork and save them but rewinds
+them only to a call boundary (``Session.rewind``). ``extension/llm/state_layout.h`` applies the
+same rule in C++.
 """
 
 from __future__ import annotations
@@ -108,12 +109,16 @@ def is_token_count(tensor: torch.Tensor, count: int) -> bool:
     )
 
 
-def written_dim(before: torch.Tensor, after: torch.Tensor, dims: Sequence[int]) -> int | None:
-    """The one dimension of ``dims`` along which exactly one index holds entries that changed
-    from ``before`` to ``after`` (a buffer's value before and after one token ran), or ``None``
-    when no dimension or more than one does (nothing changed, or a write the shape does not
-    place). A KV cache written for one token changes one entry along its position dimension and
-    many along the others. Entries are compared bit for bit."""
+def written_dim(
+    before: torch.Tensor, after: torch.Tensor, dims: Sequence[int], position: int = 0
+) -> int | None:
+    """The one dimension of ``dims`` along which the entries that changed from ``before`` to
+    ``after`` (a buffer's value before and after one token ran at ``position``) all have index
+    ``position``, or ``None`` when no dimension or more than one does (nothing changed, a write
+    the shape does not place, or one at another index: a ring buffer, a sink slot, which keeping
+    the first ``n`` entries would get wrong). A KV cache written for one token changes one entry
+    along its position dimension and many along the others. Entries are compared bit for
+    bit."""
     # Bit for bit, as the C++ twin compares: each entry's bytes.
     size = before.element_size()
     raw = [t.reshape(-1).view(torch.uint8).reshape(*t.shape, size) for t in (before, after)]
@@ -122,6 +127,6 @@ def written_dim(before: torch.Tensor, after: torch.Tensor, dims: Sequence[int]) 
     for d in dims:
         others = [o for o in range(changed.dim()) if o != d]
         along = changed.any(dim=others) if others else changed
-        if int(along.sum()) == 1:
+        if int(along.sum()) == 1 and bool(along[position]):
             single.append(d)
     return single[0] if len(single) == 1 else None
