@@ -29,7 +29,8 @@ import llm_test_models as M
 from executorch_trt import llm, runtime
 from executorch_trt.llm import session as session_module
 from executorch_trt.llm import session_file
-from executorch_trt.llm.state_layout import written_dim
+from executorch_trt.llm.state_layout import StateLayout, StateProbe, written_dim
+from executorch_trt.runtime.tensors import TensorSpec
 
 MAX_SEQ_LEN = 16
 MAX_CONTEXT_LEN = 64
@@ -457,6 +458,64 @@ class PrefixCacheTest(absltest.TestCase):
         self.assertEqual(too_small.entries, 0)
 
 
+class StateProbeTest(absltest.TestCase):
+    """``state_layout.StateProbe`` and ``StateLayout.of`` on buffers written in different ways
+    (the C++ twin: ``StateProbeTest`` and ``StateLayoutTest`` in tests/cpp/llm_session_test)."""
+
+    def test_positional_is_written_once_at_the_tokens_position_a_counter_counts_tokens(self):
+        capacity = 8
+        shapes = {
+            "cache": (torch.float32, [1, capacity, 2]),
+            "counted_cache": (torch.float32, [1, capacity, 2]),  # written at `count`
+            "transposed": (torch.float32, [1, capacity, capacity]),
+            "table": (torch.float32, [capacity]),  # indexed by token id
+            "runs": (torch.float32, [capacity]),  # += 1 at the position
+            "ring": (torch.float32, [capacity, 2]),  # at capacity - 1 - p
+            "count": (torch.int64, []),
+            "sum": (torch.int64, []),  # += token id
+        }
+        specs = {n: TensorSpec(dtype, shape) for n, (dtype, shape) in shapes.items()}
+        state = {n: torch.zeros(shape, dtype=dtype) for n, (dtype, shape) in shapes.items()}
+
+        def run(token, p):
+            value = float(token + 1)
+            at = int(state["count"])
+            state["cache"][0, p] = value
+            state["counted_cache"][0, at] = value
+            state["ring"][capacity - 1 - p] = value
+            state["transposed"][0, :, p] = value + torch.arange(capacity)
+            state["table"][token] = 1.0
+            state["runs"][p] += 1.0
+            state["count"] += 1
+            state["sum"] += token
+
+        probe = StateProbe(specs, capacity)
+        tokens = StateProbe.tokens(48)
+        self.assertEqual(tokens, (2, 3, 3))
+        for token, position in zip(tokens, StateProbe.POSITIONS):
+            probe.prepare(state)
+            run(token, position)
+            probe.observe(state)
+        self.assertEqual(probe.positional(), {"cache": 1, "counted_cache": 1, "transposed": 2})
+        self.assertEqual(probe.counters(), {"count"})
+        # Before the repeated token the counter was put back to one token, so it counts two.
+        self.assertEqual(int(state["count"]), 2)
+        self.assertEqual(StateProbe.tokens(3), (2, 2, 2))
+
+    def test_the_layout_takes_the_roles_where_they_can_hold(self):
+        specs = {
+            "b0": TensorSpec(torch.float32, [1, 2, 8, 8]),
+            "b1": TensorSpec(torch.float32, [1, 8, 2, 8]),
+            "b2": TensorSpec(torch.int64, []),
+            "b3": TensorSpec(torch.float32, []),
+            "b4": TensorSpec(torch.int32, [1]),
+        }
+        layout = StateLayout.of(specs, 8, {"b0": 3, "b1": 2}, {"b0", "b2", "b3", "b4"})
+        self.assertEqual(layout.positional, {"b0": 3})
+        self.assertEqual(layout.other, ("b1", "b2", "b3", "b4"))
+        self.assertEqual(layout.counters, frozenset({"b2", "b4"}))
+
+
 class WrittenDimTest(absltest.TestCase):
     """``state_layout.written_dim``: the dimension along which one token wrote one entry."""
 
@@ -521,8 +580,7 @@ class OtherProgramsTest(absltest.TestCase):
 
     def test_as_many_kv_heads_as_positions(self):
         # Caches [1, 4, 4, 8]: 4 KV heads and 4 positions, so two dimensions have the capacity
-        # and neither is the last. The probe token finds the positions (dimension 2); the
-        # program used to be refused as having no KV cache.
+        # and neither is the last. The probe tokens find the positions (dimension 2).
         model = M.llama(kv_heads=4)
         program = llm.load(llm.export_llm(model, 4, max_context_len=4).buffer)
         caches = [n for n in program.program.buffer_names if "cache" in n and "cumulative" not in n]
@@ -542,7 +600,7 @@ class OtherProgramsTest(absltest.TestCase):
 
     def test_a_transposed_key_cache_as_long_as_its_head(self):
         # k_cache [1, D, S] and v_cache [1, S, D] with D == S: the shapes cannot say which
-        # dimension is the position; one probe token does. A fork and a saved session keep the
+        # dimension is the position; the probe tokens do. A fork and a saved session keep the
         # held positions along it, so a wrong dimension shows in their logits.
         module = M.TransposedKeyDecoder().eval()
         reference = copy.deepcopy(module)
@@ -567,6 +625,53 @@ class OtherProgramsTest(absltest.TestCase):
         fork.save(path)
         restored = program.load_session(path)
         _assert_close(self, restored.decode(13), eager([*prompt[:3], 12, 13]), "saved, loaded")
+
+    def test_buffers_that_only_look_like_caches_or_counters_are_kept_whole(self):
+        # Each program has a buffer with the shape of a KV cache or of a token counter that is
+        # neither: a table indexed by token id, a count of runs per position, a sum of ids that
+        # equals the token count for this prompt. Kept by position or set to the count, a
+        # rewind, fork or saved session would be wrong; kept whole, each equals eager.
+        prompt = [0, 0, 0, 3, 2, 1]
+        for kind in ("token_table", "position_counts", "token_sum"):
+            with self.subTest(kind):
+                module = M.MisleadingStateDecoder(kind).eval()
+                reference = copy.deepcopy(module)
+                program = llm.load(
+                    M.export_counting(
+                        False, module, get_max_context_len=M.MISLEADING_CAPACITY
+                    ).buffer
+                )
+                self.assertEqual(program.layout.positional, {"k_cache": 1, "v_cache": 1})
+                self.assertEqual(program.layout.counters, frozenset())
+
+                def eager(ids, reference=reference):
+                    with torch.no_grad():
+                        model = copy.deepcopy(reference)
+                        return model(torch.tensor([ids]), torch.arange(len(ids)))[0, -1]
+
+                s = program.new_session()
+                _assert_close(self, s.prefill(prompt), eager(prompt), "prefill")
+                s.rewind(3)
+                _assert_close(self, s.decode(5), eager([*prompt[:3], 5]), "rewind(3)")
+                kept = s.tokens
+                fork = s.fork()
+                s.decode(9)
+                _assert_close(self, fork.decode(12), eager([*kept, 12]), "fork")
+                path = os.path.join(self.create_tempdir().full_path, f"{kind}.session")
+                fork.save(path)
+                restored = program.load_session(path)
+                _assert_close(self, restored.decode(13), eager([*kept, 12, 13]), "saved, loaded")
+
+    def test_a_cache_not_indexed_by_position_is_refused(self):
+        # Position p at index S - 1 - p: keeping the first n entries would keep the wrong ones,
+        # and no other buffer is a KV cache.
+        module = M.MisleadingStateDecoder("reversed_cache")
+        with self.assertRaisesRegex(
+            ValueError, r"48 positions .* each token writes its own position's entries"
+        ):
+            llm.load(
+                M.export_counting(False, module, get_max_context_len=M.MISLEADING_CAPACITY).buffer
+            )
 
     def test_gemma3_with_a_sliding_window(self):
         model, path = _Programs.get("gemma3")

@@ -193,6 +193,69 @@ class TransposedKeyDecoder(torch.nn.Module):
         return self.out(torch.softmax(scores, dim=-1) @ self.v_cache)
 
 
+#: MisleadingStateDecoder's cache positions: as many as CountingDecoder's vocabulary, so a
+#: table indexed by token id has the shape of a buffer indexed by position.
+MISLEADING_CAPACITY = COUNTING_VOCAB
+
+
+class MisleadingStateDecoder(torch.nn.Module):
+    """CountingDecoder's attention over caches ``[1, S, D]`` written at ``positions``, plus a
+    buffer ``extra`` that feeds the logits and has the shape of a KV cache or of a token counter
+    without being one (``kind``):
+
+    * ``"token_table"``: ``[S]`` (``S == COUNTING_VOCAB``), 1.0 at each id run (indexed by id);
+    * ``"position_counts"``: ``[S]``, how many times each position was run (``index_add_``);
+    * ``"token_sum"``: an int64 scalar, the sum of the ids run (the token count for some
+      prompts, e.g. ``[0, 0, 0, 3, 2, 1]``);
+    * ``"reversed_cache"``: no ``extra``; the caches hold position ``p`` at index ``S - 1 - p``.
+
+    Export it with ``export_counting(False, MisleadingStateDecoder(kind),
+    get_max_context_len=MISLEADING_CAPACITY)``.
+
+    ``forward(tokens [1, T] int64, positions [T] int64) -> logits [1, T, COUNTING_VOCAB]``."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        torch.manual_seed(7)
+        dim, capacity = COUNTING_DIM, MISLEADING_CAPACITY
+        self.embed = torch.nn.Embedding(COUNTING_VOCAB, dim)
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.out = torch.nn.Linear(dim, COUNTING_VOCAB)
+        self.w = torch.nn.Parameter(torch.randn(COUNTING_VOCAB))
+        self.register_buffer("k_cache", torch.zeros(1, capacity, dim))
+        self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
+        if kind in ("token_table", "position_counts"):
+            self.register_buffer("extra", torch.zeros(capacity))
+        elif kind == "token_sum":
+            self.register_buffer("extra", torch.zeros((), dtype=torch.long))
+        elif kind != "reversed_cache":
+            raise ValueError(f"unknown kind {kind!r}")
+        self.kind, self.capacity = kind, capacity
+
+    def forward(self, tokens, positions):
+        x = self.embed(tokens)
+        reversed_cache = self.kind == "reversed_cache"
+        where = self.capacity - 1 - positions if reversed_cache else positions
+        self.k_cache.index_copy_(1, where, self.k(x))
+        self.v_cache.index_copy_(1, where, self.v(x))
+        index = torch.arange(self.capacity)[None, :]
+        visible = index >= where[:, None] if reversed_cache else index <= positions[:, None]
+        scores = (self.q(x) @ self.k_cache.transpose(1, 2) / 4.0).masked_fill(
+            ~visible[None], float("-inf")
+        )
+        logits = self.out(torch.softmax(scores, dim=-1) @ self.v_cache)
+        if self.kind == "token_table":
+            self.extra.index_copy_(0, tokens[0], torch.ones(tokens.shape[1]))
+            logits = logits + self.extra * self.w
+        elif self.kind == "position_counts":
+            self.extra.index_add_(0, positions, torch.ones(positions.shape[0]))
+            logits = logits + self.extra[positions][None, :, None] * self.w
+        elif self.kind == "token_sum":
+            self.extra.add_(tokens.sum())
+            logits = logits + self.extra.float() * self.w * 0.1
+        return logits
+
+
 def export_counting(summary: bool, module=None, **metadata):
     """``module`` (default ``CountingDecoder(summary)``) exported by ``executorch_trt.export``
     as one dynamic ``forward`` (T in [1, COUNTING_MAX_SEQ_LEN]) with ExecuTorch's LLM metadata

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Union
 
@@ -37,7 +37,8 @@ from executorch_trt.llm import metadata as names
 from executorch_trt.llm.prefix_cache import PrefixCache
 from executorch_trt.llm.session import Session
 from executorch_trt.llm.session_file import read_session
-from executorch_trt.llm.state_layout import StateLayout, written_dim
+from executorch_trt.llm.state_layout import StateLayout, StateProbe
+from executorch_trt.runtime.tensors import TensorSpec
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -133,18 +134,24 @@ class LLMProgram:
             )
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"llm.load: max_context_len must be a positive int, got {capacity!r}")
+        if capacity < 2:
+            raise ValueError(
+                f"llm.load: max_context_len={capacity}: a KV cache of fewer than 2 positions "
+                "holds no conversation"
+            )
+        self.logits_width = self._logits_width()
+        self.vocab_size = int(meta.get(names.VOCAB_SIZE) or self.logits_width)
         specs = {name: program.buffer_spec(name) for name in program.buffer_names}
-        self.layout = StateLayout.of(specs, capacity, self._probe_position_dims)
+        probe = self._probe(specs, capacity)
+        self.layout = StateLayout.of(specs, capacity, probe.positional(), probe.counters())
         if not self.layout.positional:
             raise ValueError(
                 f"llm.load: no buffer of the program has a dimension of {capacity} positions "
-                f"(max_context_len) along which one token writes one entry, so none is a KV "
-                f"cache; the buffers are "
+                f"(max_context_len) along which each token writes its own position's entries "
+                f"(once, overwriting), so none is a KV cache; the buffers are "
                 f"{ {n: list(s.shape) for n, s in specs.items()} }"
             )
         self.max_context_len = capacity
-        self.logits_width = self._logits_width()
-        self.vocab_size = int(meta.get(names.VOCAB_SIZE) or self.logits_width)
         bos = meta.get(names.BOS_ID)
         self.bos_id: int | None = None if bos is None else int(bos)
         eos = meta.get(names.EOS_IDS, ())
@@ -179,25 +186,25 @@ class LLMProgram:
             )
         return tokens, positions == 1 and tokens > 1
 
-    def _probe_position_dims(self, ambiguous: Mapping[str, Sequence[int]]) -> dict[str, int]:
-        """``{name: position dimension}`` of the buffers in ``ambiguous`` (several dimensions
-        of the capacity) whose dimension one token tells: token 0 is run at position 0 on a
-        fresh state through the decode method (``state_layout.written_dim``). A method that
-        fails on it decides nothing (the buffers stay "other")."""
+    def _probe(self, specs: Mapping[str, TensorSpec], capacity: int) -> StateProbe:
+        """Runs ``StateProbe``'s tokens through the decode method on a fresh state and returns
+        what they wrote (``state_layout`` module docstring). ``ValueError`` naming the method
+        when it fails on them."""
         state = self.program.new_state()
-        before = {name: state[name].clone() for name in ambiguous}
-        tokens = torch.zeros(1, 1, dtype=torch.long)
-        positions = torch.zeros(1, dtype=torch.long)
-        try:
-            self.program.load_method(self.decode_method).execute([tokens, positions], state=state)
-        except RuntimeError:
-            return {}
-        decided = {}
-        for name, dims in ambiguous.items():
-            dim = written_dim(before[name], state[name], dims)
-            if dim is not None:
-                decided[name] = dim
-        return decided
+        probe = StateProbe(specs, capacity)
+        decode = self.program.load_method(self.decode_method)
+        for token, position in zip(StateProbe.tokens(self.vocab_size), StateProbe.POSITIONS):
+            probe.prepare(state)
+            inputs = [torch.tensor([[token]]), torch.tensor([position])]
+            try:
+                decode.execute(inputs, state=state)
+            except RuntimeError as e:
+                raise ValueError(
+                    f"llm.load: {self.decode_method} failed on token {token} at position "
+                    f"{position}, run on a fresh state to find the KV caches: {e}"
+                ) from e
+            probe.observe(state)
+        return probe
 
     def _logits_width(self) -> int:
         outputs = self.program.load_method(self.decode_method).metadata.outputs

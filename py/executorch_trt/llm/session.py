@@ -14,8 +14,9 @@ What a session keeps, and why its operations are cheap (``state_layout``):
   ``rewind(n)`` moves ``position`` back without touching the caches, and ``fork`` copies only
   the first ``position`` entries.
 * The other buffers (e.g. transformers' per-layer ``cumulative_length`` counters, which say
-  where the next token is written): a buffer holding the number of tokens held is restored by
-  setting it to ``n``; any other is restored from its value after the call that ended at the
+  where the next token is written): a token counter (an integer scalar the load-time probe saw
+  count tokens, ``state_layout``) that holds the number of tokens held is restored by setting
+  it to ``n``; any other is restored from its value after the call that ended at the
   nearest held position, and the tokens after that position are run again.
 """
 
@@ -68,8 +69,11 @@ class Session:
         self._snapshot_bytes = sum(
             self._state[n].numel() * self._state[n].element_size() for n in other
         )
-        #: Other buffers that have held the number of tokens held after every call so far.
-        self._counters = {n for n in other if is_token_count(self._state[n], len(self._tokens))}
+        #: The layout's token counters that have held the number of tokens held after every
+        #: call so far.
+        self._counters = {
+            n for n in self._layout.counters if is_token_count(self._state[n], len(self._tokens))
+        }
         #: position -> the other buffers' values after the call that ended there.
         self._snapshots: dict[int, dict[str, torch.Tensor]] = {}
         self._record()

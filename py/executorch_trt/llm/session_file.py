@@ -307,7 +307,7 @@ def read_session(model: LLMProgram, path: PathLike) -> SavedSession:
         raise bad(f"no data for buffer(s) {sorted(set(state) - seen)}")
     for name in counters:
         # A rewind sets a counter to the kept token count rather than restoring it.
-        if name not in model.layout.other or not is_token_count(state[name], position):
+        if name not in model.layout.counters or not is_token_count(state[name], position):
             raise bad(
                 f"{name!r} is listed as a token counter but does not hold the token count "
                 f"({position})"
