@@ -695,6 +695,8 @@ class OtherProgramsTest(absltest.TestCase):
         pte = Runfiles.Create().Rlocation("executorch_trt/examples/kv_cache_decode.pte")
         with self.assertRaisesRegex(ValueError, "pass max_context_len="):
             llm.load(pte)
+        with self.assertRaisesRegex(ValueError, "fewer than 2 positions"):
+            llm.load(pte, max_context_len=1)
         program = llm.load(pte, max_context_len=128)
         with open(
             Runfiles.Create().Rlocation("executorch_trt/examples/kv_cache_decode_reference.json")
