@@ -190,18 +190,10 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
     return refuse("max_context_len must be positive, got " + std::to_string(capacity),
                   Error::InvalidArgument);
   }
-  // First without the probe: the probe runs on a fresh state of this layout's buffers.
-  layout_ = StateLayout::Of(program_->buffers(), capacity);
-  layout_ = StateLayout::Of(program_->buffers(), capacity, ProbePositionDims());
-  if (!layout_.has_positional()) {
-    std::string shapes;
-    for (const BufferLayout& b : layout_.buffers()) {
-      shapes += (shapes.empty() ? "'" : ", '") + b.name + "': " + ShapeString(b.sizes);
-    }
-    return refuse("no buffer of the program has a dimension of " + std::to_string(capacity) +
-                  " positions (max_context_len) along which one token writes one entry, so "
-                  "none is a KV cache; the buffers are {" +
-                  shapes + "}");
+  if (capacity < 2) {
+    return refuse("max_context_len " + std::to_string(capacity) +
+                      ": a KV cache of fewer than 2 positions holds no conversation",
+                  Error::InvalidArgument);
   }
   Result<executorch::runtime::TensorInfo> out =
       program_->method(decode_method_)->method_meta().output_tensor_meta(0);
@@ -210,6 +202,22 @@ Error LlmProgram::Init(int64_t max_context_len, std::string* error) {
   }
   logits_width_ = out->sizes()[out->sizes().size() - 1];
   vocab_size_ = meta.vocab_size.value_or(0) != 0 ? *meta.vocab_size : logits_width_;
+  std::vector<BufferRole> roles;
+  if (const Error err = Probe(capacity, &roles, error); err != Error::Ok) {
+    return err;
+  }
+  layout_ = StateLayout::Of(program_->buffers(), capacity, roles);
+  if (!layout_.has_positional()) {
+    std::string shapes;
+    for (const BufferLayout& b : layout_.buffers()) {
+      shapes += (shapes.empty() ? "'" : ", '") + b.name + "': " + ShapeString(b.sizes);
+    }
+    return refuse("no buffer of the program has a dimension of " + std::to_string(capacity) +
+                  " positions (max_context_len) along which each token writes its own "
+                  "position's entries (once, overwriting), so none is a KV cache; the buffers "
+                  "are {" +
+                  shapes + "}");
+  }
   bos_id_ = meta.bos_id;
   eos_ids_ = meta.eos_ids.value_or(std::vector<int64_t>());
   return Error::Ok;
@@ -246,50 +254,44 @@ Error LlmProgram::CheckSignature(const std::string& method, int64_t* tokens,
   return Error::Ok;
 }
 
-PositionProbe LlmProgram::ProbePositionDims() {
-  // Token 0 at position 0 on a fresh state through the decode method, run once, at the first
-  // buffer that needs it; a method that fails on it decides nothing (state_layout.h).
-  struct Probe {
-    bool ran = false, ok = false;
-    std::vector<OwnedBuffer> before;
-  };
-  auto probe = std::make_shared<Probe>();
-  return [this, probe](size_t index, const std::vector<int>& dims) -> int {
-    if (!probe->ran) {
-      probe->ran = true;
-      probe->before = NewState();
-      // A member: the program keeps the state it last ran bound until a session binds its own.
-      probe_state_ = NewState();
-      std::vector<BufferBinding> bindings;
-      for (size_t i = 0; i < layout_.buffers().size(); ++i) {
-        const BufferLayout& b = layout_.buffers()[i];
-        bindings.push_back({b.name, probe_state_[i].data(), b.nbytes});
-      }
-      const int64_t token = 0;
-      std::vector<float> logits;
-      std::string error;
-      probe->ok = Run(bindings, &token, 1, 0, &logits, &error) == Error::Ok;
+Error LlmProgram::Probe(int64_t capacity, std::vector<BufferRole>* roles, std::string* error) {
+  StateProbe probe(program_->buffers(), capacity);
+  // A member: the program keeps the state it last ran bound until a session binds its own.
+  probe_state_ = NewState();
+  std::vector<BufferBinding> bindings;
+  for (size_t i = 0; i < program_->buffers().size(); ++i) {
+    const NamedBuffer& b = program_->buffers()[i];
+    bindings.push_back({b.name, probe_state_[i].data(), b.nbytes});
+  }
+  const std::array<int64_t, 3> tokens = StateProbe::Tokens(vocab_size_);
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    probe.Prepare(bindings);
+    std::vector<float> logits;
+    std::string why;
+    if (Run(bindings, &tokens[k], 1, StateProbe::kPositions[k], &logits, &why) != Error::Ok) {
+      *error = path_ + ": " + decode_method_ + " failed on token " + std::to_string(tokens[k]) +
+               " at position " + std::to_string(StateProbe::kPositions[k]) +
+               ", run on a fresh state to find the KV caches: " + why;
+      return Error::InvalidProgram;
     }
-    if (!probe->ok) {
-      return -1;
-    }
-    return WrittenDim(layout_.buffers()[index], probe->before[index].data(),
-                      probe_state_[index].data(), dims);
-  };
+    probe.Observe(bindings);
+  }
+  *roles = probe.Roles();
+  return Error::Ok;
 }
 
 std::vector<OwnedBuffer> LlmProgram::NewState() const {
   std::vector<OwnedBuffer> state;
-  state.reserve(layout_.buffers().size());
-  for (size_t i = 0; i < layout_.buffers().size(); ++i) {
-    state.emplace_back(layout_.buffers()[i].nbytes);
+  state.reserve(program_->buffers().size());
+  for (size_t i = 0; i < program_->buffers().size(); ++i) {
+    state.emplace_back(program_->buffers()[i].nbytes);
     InitialValue(i, state.back().data());
   }
   return state;
 }
 
 void LlmProgram::InitialValue(size_t index, uint8_t* to) const {
-  const BufferLayout& b = layout_.buffers()[index];
+  const NamedBuffer& b = program_->buffers()[index];
   const std::vector<uint8_t>& initial = program_->initial_value(b.name);
   if (initial.empty()) {
     std::memset(to, 0, b.nbytes);

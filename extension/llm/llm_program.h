@@ -63,11 +63,11 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   //     (tokens int64 [1, T], positions int64 [T] or [1]); a decode taking more than one token;
   //     get_max_seq_len larger than the prefill method takes, or below 1; a forward with a fixed
   //     T > 1 and no decode; no named mutable buffers (export with
-  //     emit_mutable_buffer_names=True); no buffer with a dimension of max_context_len
-  //     positions (the buffers' shapes are listed); a decode method whose first output is not
-  //     logits;
+  //     emit_mutable_buffer_names=True); a decode method whose first output is not logits;
+  //     a decode method that fails on the probe tokens (state_layout.h); no buffer the probe
+  //     finds to be a KV cache of max_context_len positions (the buffers' shapes are listed);
   //   - Error::InvalidArgument: no max_context_len from the metadata nor the caller ("pass
-  //     max_context_len"), a negative one, or one that contradicts get_max_context_len
+  //     max_context_len"), one below 2, or one that contradicts get_max_context_len
   //     ("max_context_len 8 contradicts the program's get_max_context_len (32): leave it out
   //     or pass 32").
   static Result<std::shared_ptr<LlmProgram>> Load(const std::string& path, std::string* error,
@@ -137,14 +137,14 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   Error Run(const std::vector<BufferBinding>& state, const int64_t* ids, size_t n, int64_t start,
             std::vector<float>* logits, std::string* error);
 
-  // The probe StateLayout::Of asks about buffers with several dimensions of the capacity: one
-  // token (0, at position 0) run on a fresh state of layout_'s buffers through the decode
-  // method, once; WrittenDim of each buffer. Uses layout_ (set without a probe first).
-  PositionProbe ProbePositionDims();
-  // Fresh state: every buffer at its initial value.
+  // Runs StateProbe's tokens through the decode method on a fresh state (probe_state_) and
+  // sets *roles to what they found. Error::InvalidProgram (*error names the method, the token
+  // and ExecuTorch's code) when the method fails on one.
+  Error Probe(int64_t capacity, std::vector<BufferRole>* roles, std::string* error);
+  // Fresh state: every buffer at its initial value, in the program's order.
   std::vector<OwnedBuffer> NewState() const;
   // Writes buffer `index`'s initial value (the program's, zeros when it has none) to `to`
-  // (layout().buffers()[index].nbytes bytes).
+  // (its nbytes bytes).
   void InitialValue(size_t index, uint8_t* to) const;
 
   std::string path_;
@@ -161,8 +161,7 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   bool prefill_is_dynamic_ = false;
   bool positions_are_start_ = false;
   StateLayout layout_;
-  // The state ProbePositionDims ran, when it ran (still bound to the program until a session
-  // binds its own).
+  // The state Probe ran (still bound to the program until a session binds its own).
   std::vector<OwnedBuffer> probe_state_;
   std::mutex fingerprint_mu_;
   std::optional<ProgramFingerprint> fingerprint_;

@@ -31,7 +31,7 @@ Session::Session(std::shared_ptr<LlmProgram> program, SessionContents contents)
     : program_(std::move(program)), layout_(program_->layout()), contents_(std::move(contents)) {
   for (size_t i : layout_.other()) {
     snapshot_size_ += layout_.buffers()[i].nbytes;
-    if (IsCount(i, Held())) {
+    if (layout_.buffers()[i].counter && IsCount(i, Held())) {
       contents_.counters.insert(layout_.buffers()[i].name);
     }
   }

@@ -13,8 +13,8 @@
 //     stale and never read before the next token writes them. So Rewind(n) moves the position
 //     back without touching the caches, and Fork() copies only the first position() entries;
 //   - the other buffers (e.g. transformers' per-layer cumulative_length counters, which say
-//     where the next token is written): a buffer that has held the number of tokens held after
-//     every call (an integer scalar "counter") is set to n by Rewind(n); any other is restored
+//     where the next token is written): a token counter (state_layout.h) that has held the
+//     number of tokens held after every call is set to n by Rewind(n); any other is restored
 //     from its value after the call that ended at the nearest held position <= n (a snapshot),
 //     else from the program's initial values (a fresh state's: the implicit snapshot at
 //     position 0), and the tokens after that position are run again. Snapshots only save that

@@ -576,9 +576,9 @@ Error ParseSessionFile(const uint8_t* file_data, size_t file_size, const std::st
       }
     }
   }
-  // A listed counter is set to n by a rewind instead of being restored: it must be one (an
-  // integer scalar that is not positional, holding the number of tokens held), or a rewind
-  // would overwrite another buffer with n.
+  // A listed counter is set to n by a rewind instead of being restored: it must be one (a
+  // buffer the program's probe found counting tokens, holding the number of tokens held), or a
+  // rewind would overwrite another buffer with n.
   std::set<std::string> counter_names;
   for (const json& name : *counters) {
     if (!name.is_string()) {
@@ -587,7 +587,7 @@ Error ParseSessionFile(const uint8_t* file_data, size_t file_size, const std::st
     const std::string counter = name.get<std::string>();
     const size_t i = layout.Find(counter);
     const std::optional<int64_t> value =
-        i < layout.buffers().size() && !layout.buffers()[i].positional()
+        i < layout.buffers().size() && layout.buffers()[i].counter
             ? IntegerScalarValue(layout.buffers()[i], contents->state[i].data())
             : std::nullopt;
     if (value != position) {

@@ -75,33 +75,131 @@ int WrittenDim(const BufferLayout& b, const uint8_t* before, const uint8_t* afte
   return found;
 }
 
-StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t capacity,
-                            const PositionProbe& probe) {
-  StateLayout layout;
-  layout.capacity_ = capacity;
+namespace {
+
+BufferLayout Describe(const NamedBuffer& named) {
+  BufferLayout b;
+  b.name = named.name;
+  b.dtype = named.dtype;
+  b.sizes = named.sizes;
+  b.nbytes = named.nbytes;
+  b.element_size = executorch::runtime::elementSize(named.dtype);
+  return b;
+}
+
+bool SameBytes(const std::vector<uint8_t>& bytes, const BufferBinding& binding) {
+  return bytes.size() == binding.nbytes &&
+         (bytes.empty() || std::memcmp(bytes.data(), binding.data, bytes.size()) == 0);
+}
+
+std::vector<uint8_t> Copy(const BufferBinding& binding) {
+  const auto* data = static_cast<const uint8_t*>(binding.data);
+  return std::vector<uint8_t>(data, data + binding.nbytes);
+}
+
+}  // namespace
+
+std::array<int64_t, 3> StateProbe::Tokens(int64_t vocab_size) {
+  std::array<int64_t, 3> ids = {2, 3, 3};
+  for (int64_t& id : ids) {
+    id = std::min(id, vocab_size - 1);
+  }
+  return ids;
+}
+
+StateProbe::StateProbe(const std::vector<NamedBuffer>& buffers, int64_t capacity) {
   for (const NamedBuffer& named : buffers) {
-    BufferLayout b;
-    b.name = named.name;
-    b.dtype = named.dtype;
-    b.sizes = named.sizes;
-    b.nbytes = named.nbytes;
-    b.element_size = executorch::runtime::elementSize(named.dtype);
+    buffers_.push_back(Describe(named));
     std::vector<int> dims;
-    for (size_t d = 0; d < b.sizes.size(); ++d) {
-      if (b.sizes[d] == capacity) {
+    for (size_t d = 0; d < named.sizes.size(); ++d) {
+      if (named.sizes[d] == capacity) {
         dims.push_back(static_cast<int>(d));
       }
     }
-    b.positional_dim = -1;
-    if (dims.size() == 1) {
-      b.positional_dim = dims.front();
-    } else if (dims.size() > 1 && probe) {
-      const int d = probe(layout.buffers_.size(), dims);
-      if (std::find(dims.begin(), dims.end(), d) != dims.end()) {
-        b.positional_dim = d;
+    dims_.push_back(std::move(dims));
+  }
+  last_.resize(buffers_.size());
+  written_.resize(buffers_.size());
+  rewritten_.assign(buffers_.size(), false);
+  values_.resize(buffers_.size());
+}
+
+void StateProbe::Prepare(const std::vector<BufferBinding>& state) {
+  if (state.size() != buffers_.size()) {
+    return;
+  }
+  if (steps_ == 0) {
+    for (size_t i = 0; i < state.size(); ++i) {
+      last_[i] = Copy(state[i]);
+      values_[i].push_back(IntegerScalarValue(buffers_[i], last_[i].data()));
+    }
+  } else if (steps_ == 2) {
+    for (size_t i = 0; i < state.size(); ++i) {
+      if (!Candidate(i) && last_[i].size() == state[i].nbytes && !last_[i].empty()) {
+        std::memcpy(state[i].data, last_[i].data(), last_[i].size());
       }
     }
-    if (b.positional_dim < 0) {
+  }
+}
+
+void StateProbe::Observe(const std::vector<BufferBinding>& state) {
+  if (steps_ >= kPositions.size() || state.size() != buffers_.size()) {
+    return;
+  }
+  const int64_t position = kPositions[steps_];
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto* after = static_cast<const uint8_t*>(state[i].data);
+    if (steps_ < 2) {
+      written_[i].push_back(
+          dims_[i].empty() || last_[i].size() != state[i].nbytes
+              ? -1
+              : WrittenDim(buffers_[i], last_[i].data(), after, dims_[i], position));
+      values_[i].push_back(IntegerScalarValue(buffers_[i], after));
+    } else if (Candidate(i) && !SameBytes(last_[i], state[i])) {
+      rewritten_[i] = true;
+    }
+    if (steps_ == 0 || Candidate(i)) {
+      last_[i] = Copy(state[i]);
+    }
+  }
+  ++steps_;
+}
+
+bool StateProbe::Candidate(size_t index) const {
+  const std::vector<int>& written = written_[index];
+  return written.size() == 2 && written[0] >= 0 && written[0] == written[1];
+}
+
+std::vector<BufferRole> StateProbe::Roles() const {
+  std::vector<BufferRole> roles(buffers_.size());
+  if (steps_ != kPositions.size()) {
+    return roles;
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (Candidate(i) && !rewritten_[i]) {
+      roles[i].positional_dim = written_[i][0];
+    }
+    const std::vector<std::optional<int64_t>>& v = values_[i];
+    roles[i].counter = v.size() == 3 && v[0] == 0 && v[1] == 1 && v[2] == 2;
+  }
+  return roles;
+}
+
+StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t capacity,
+                            const std::vector<BufferRole>& roles) {
+  StateLayout layout;
+  layout.capacity_ = capacity;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    BufferLayout b = Describe(buffers[i]);
+    const BufferRole role = i < roles.size() ? roles[i] : BufferRole{};
+    const int d = role.positional_dim;
+    if (d >= 0 && static_cast<size_t>(d) < b.sizes.size() &&
+        b.sizes[static_cast<size_t>(d)] == capacity) {
+      b.positional_dim = d;
+    }
+    if (!b.positional()) {
+      const uint8_t zero[8] = {};  // IntegerScalarValue reads one element of at most 8 bytes
+      b.counter = role.counter && IntegerScalarValue(b, zero).has_value();
       layout.other_.push_back(layout.buffers_.size());
     }
     layout.buffers_.push_back(std::move(b));

@@ -4,26 +4,32 @@
 // (the KV caches), and which do not; the same rule as py/executorch_trt/llm/state_layout.py.
 //
 // A session's state is every mutable buffer of the program. Two kinds matter:
-//   - positional buffers (the KV caches): one dimension equals the cache's capacity
+//   - positional buffers (the KV caches): one dimension has the cache's capacity
 //     (max_context_len positions); the entry at position p is written when the token at p runs
 //     and only read by later tokens under the causal mask. Entries past the tokens a session
 //     holds are never read before they are written again, so keeping the first n positions
 //     keeps everything that matters (rewind copies nothing; fork and save copy the held part).
-//     When several dimensions equal the capacity (head_dim 64, 64 positions), the shape cannot
-//     tell [B, H, S, D] from a transposed key cache [B, H, D, S], and a wrong guess would make
-//     forks and saved sessions keep the wrong entries; a probe decides (LlmProgram runs one
-//     token at position 0 on a fresh state: the dimension along which it wrote exactly one
-//     entry, at index 0, WrittenDim).
-//   - other buffers: everything else (a buffer with no dimension of the capacity, or several
-//     that the probe cannot decide), e.g. transformers' per-layer `cumulative_length` step
+//   - other buffers: everything else, e.g. transformers' per-layer `cumulative_length` step
 //     counters, or a sliding window's ring buffer smaller than the capacity. A session keeps
-//     and restores them whole.
+//     and restores them whole. An other buffer is a token counter when it is an integer scalar
+//     that counts the tokens run: a rewind sets it to the kept count instead of restoring it.
+//
+// The shape alone cannot tell which buffers are positional (a transposed key cache [B, H, D, S]
+// with D == S, a table indexed by token id as long as the capacity, a ring buffer written from
+// its end, a per-position counter), and treating such a buffer as a KV cache makes forks, saved
+// sessions and rewinds keep the wrong entries. So LlmProgram asks the program (StateProbe): on a
+// fresh state the decode method runs token 2 at position 0, token 3 at position 1, then token 3
+// at position 1 again after a rewind to one token. A buffer is positional along dimension d (of
+// the capacity) when the first two tokens changed entries at their own position only along d
+// and along no other such dimension (WrittenDim), and the repeated token changed nothing (an
+// accumulating write changes it again). A counter held 0, 1, 2 before and after the first two.
+// py/executorch_trt/llm/state_layout.py applies the same rules.
 
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +49,8 @@ struct BufferLayout {
   size_t element_size = 0;
   // The dimension indexed by position; -1 for an "other" buffer.
   int positional_dim = -1;
+  // An other buffer that is a token counter (header comment).
+  bool counter = false;
 
   bool positional() const { return positional_dim >= 0; }
 };
@@ -60,18 +68,60 @@ std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* 
 int WrittenDim(const BufferLayout& b, const uint8_t* before, const uint8_t* after,
                const std::vector<int>& dims, int64_t position = 0);
 
-// Decides the position dimension of buffer `index` (of the buffers given to StateLayout::Of),
-// one of `dims` (all of the capacity), or returns -1 (an other buffer).
-using PositionProbe = std::function<int(size_t index, const std::vector<int>& dims)>;
+// A buffer's role, as StateProbe finds it: its position dimension (-1: none) and whether it
+// is a token counter.
+struct BufferRole {
+  int positional_dim = -1;
+  bool counter = false;
+};
+
+// Finds the roles of a program's buffers from what the probe tokens write (header comment).
+// The caller runs Tokens(vocab)[k] at kPositions[k] through the decode method on one fresh
+// state, in order, calling Prepare before and Observe after each, then reads Roles().
+//
+// Before the repeated token, Prepare rewinds the state to one token as a session would if the
+// buffers that look positional so far are: they are left as they are, every other buffer gets
+// its value after the first token back (which sets a token counter to 1). The probe keeps one
+// copy of each buffer: at most one state's worth of memory. Not thread-safe.
+class StateProbe {
+ public:
+  static constexpr std::array<int64_t, 3> kPositions = {0, 1, 1};
+  // Ids for kPositions: 2, 3, 3, ids unequal to their positions (a vocabulary of fewer than 4
+  // ids gets its last id instead).
+  static std::array<int64_t, 3> Tokens(int64_t vocab_size);
+
+  // `buffers` in the program's order (LoadedProgram::buffers()); `capacity` positions.
+  StateProbe(const std::vector<NamedBuffer>& buffers, int64_t capacity);
+
+  // `state`: every buffer, in the program's order (the bytes a binding points at).
+  void Prepare(const std::vector<BufferBinding>& state);
+  void Observe(const std::vector<BufferBinding>& state);
+  // One per buffer, in the program's order; all "other" unless every probe token was observed.
+  std::vector<BufferRole> Roles() const;
+
+ private:
+  bool Candidate(size_t index) const;
+
+  std::vector<BufferLayout> buffers_;
+  std::vector<std::vector<int>> dims_;  // per buffer: its dimensions of the capacity
+  // Per buffer: its bytes after the last token observed (after the second: kept only for the
+  // candidates; the others keep their value after the first, to restore).
+  std::vector<std::vector<uint8_t>> last_;
+  std::vector<std::vector<int>> written_;  // per buffer: WrittenDim of the first two tokens
+  std::vector<bool> rewritten_;            // per buffer: the repeated token changed it
+  std::vector<std::vector<std::optional<int64_t>>> values_;  // per buffer: integer scalar values
+  size_t steps_ = 0;
+};
 
 // The buffers of one program for a cache of `capacity` positions, in the program's order
 // (LoadedProgram::buffers()). Immutable after Of(); thread-safe to read.
 class StateLayout {
  public:
-  // Classifies `buffers` (header comment). A buffer with several dimensions of `capacity` is
-  // positional along the one `probe` returns; without a probe it is an other buffer.
+  // The layout of `buffers` for a cache of `capacity` positions, with `roles` (one per buffer,
+  // StateProbe::Roles(); missing ones are "other"). A positional dimension that is not of
+  // `capacity` is ignored, and only an integer scalar that is not positional is a counter.
   static StateLayout Of(const std::vector<NamedBuffer>& buffers, int64_t capacity,
-                        const PositionProbe& probe = nullptr);
+                        const std::vector<BufferRole>& roles);
 
   int64_t capacity() const { return capacity_; }
   const std::vector<BufferLayout>& buffers() const { return buffers_; }

@@ -14,15 +14,18 @@
 //     buffer that is not a counter (testdata/make_llm_testdata.py): the metadata is read,
 //     greedy generation equals eager and stops at get_eos_ids, and rewind restores that buffer
 //     from a snapshot and runs the tokens after it again, also after a save and a load;
-//   - a program whose key cache is stored transposed with as many positions as its head
-//     (testdata/make_transposed_llm_testdata.py): the probe token finds each cache's position
-//     dimension, and a fork keeps the right entries.
+//   - programs whose buffers only running tokens can classify
+//     (testdata/make_probed_llm_testdata.py): a key cache stored transposed with as many
+//     positions as its head (the probe finds each cache's position dimension, and a fork keeps
+//     the right entries); a run count per position and a sum of ids (kept whole: a rewind and
+//     a fork equal a fresh session fed the same tokens).
 // Cross-language session files (Python <-> C++) are tested by //tests/py:llm_session_cpp_test.
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -33,11 +36,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/runtime.h>
 
 #include "extension/llm/blake2b_256.h"
@@ -47,8 +53,10 @@
 namespace executorch_trt {
 namespace {
 
+using extension::BufferBinding;
 using extension::NamedBuffer;
 using extension::llm::BufferLayout;
+using extension::llm::BufferRole;
 using extension::llm::LlmProgram;
 using extension::llm::Session;
 using extension::llm::StateLayout;
@@ -59,6 +67,8 @@ constexpr char kStaticPrefill[] = "examples/kv_cache_static_prefill.pte";
 constexpr char kCounting[] = "tests/cpp/testdata/counting_llm.pte";
 constexpr char kCountingReference[] = "tests/cpp/testdata/counting_llm_reference.json";
 constexpr char kTransposed[] = "tests/cpp/testdata/transposed_key_llm.pte";
+constexpr char kPositionCounts[] = "tests/cpp/testdata/position_counts_llm.pte";
+constexpr char kTokenSum[] = "tests/cpp/testdata/token_sum_llm.pte";
 constexpr int64_t kExampleContext = 128;
 
 nlohmann::json ReadJson(const char* path) {
@@ -229,33 +239,106 @@ class ExampleProgramTest : public ::testing::Test {
 std::shared_ptr<LlmProgram> ExampleProgramTest::program_;
 nlohmann::json ExampleProgramTest::reference_;
 
-// Which dimension of a buffer holds the positions: the one of the capacity; when several have
-// it, the one the probe names (without a probe, or when it names none, an other buffer).
-TEST(StateLayoutTest, SeveralDimensionsOfTheCapacityAreTheProbesToDecide) {
+// The layout takes the roles the probe found, but only where they can hold: a position
+// dimension of the capacity, a counter that is an integer scalar and not positional.
+TEST(StateLayoutTest, TheRolesTheProbeFoundWhereTheyCanHold) {
   std::vector<NamedBuffer> buffers;
-  for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{
-           {1, 2, 8, 8}, {1, 8, 2, 8}, {1, 2, 8, 4}, {8, 8, 4}, {1, 2, 4, 8}, {}}) {
+  for (const auto& [dtype, sizes] :
+       std::vector<std::pair<ScalarType, std::vector<int64_t>>>{{ScalarType::Float, {1, 2, 8, 8}},
+                                                                {ScalarType::Float, {1, 8, 2, 8}},
+                                                                {ScalarType::Float, {1, 2, 8, 4}},
+                                                                {ScalarType::Long, {}},
+                                                                {ScalarType::Float, {}},
+                                                                {ScalarType::Int, {1}}}) {
     NamedBuffer b;
     b.name = "b" + std::to_string(buffers.size());
+    b.dtype = dtype;
     b.sizes = sizes;
+    b.nbytes = executorch::runtime::elementSize(dtype);
+    for (int64_t size : sizes) b.nbytes *= static_cast<size_t>(size);
     buffers.push_back(b);
   }
-  auto dims_of = [](const StateLayout& layout) {
-    std::vector<int> dims;
-    for (const BufferLayout& b : layout.buffers()) dims.push_back(b.positional_dim);
-    return dims;
+  const StateLayout layout = StateLayout::Of(
+      buffers, 8, {{3, true}, {2, false}, {1, false}, {-1, true}, {-1, true}, {-1, true}});
+  std::vector<std::pair<int, bool>> roles;
+  for (const BufferLayout& b : layout.buffers()) roles.emplace_back(b.positional_dim, b.counter);
+  EXPECT_EQ(roles, (std::vector<std::pair<int, bool>>{
+                       {3, false}, {-1, false}, {-1, false}, {-1, true}, {-1, false}, {-1, true}}));
+  EXPECT_EQ(layout.other(), (std::vector<size_t>{1, 2, 3, 4, 5}));
+  // Fewer roles than buffers: the rest are other buffers.
+  EXPECT_EQ(StateLayout::Of(buffers, 8, {}).other().size(), buffers.size());
+}
+
+// Buffers that a token writes in different ways, run through the probe's protocol (Prepare,
+// one token, Observe) as LlmProgram runs a program: only the caches written once at the
+// token's position are positional, only the scalar counting tokens is a counter.
+TEST(StateProbeTest, PositionalIsWrittenOnceAtTheTokensPositionACounterCountsTokens) {
+  constexpr int64_t kCapacity = 8;
+  struct Buffer {
+    const char* name;
+    ScalarType dtype;
+    std::vector<int64_t> sizes;
+    BufferRole want;
   };
-  EXPECT_EQ(dims_of(StateLayout::Of(buffers, 8)), (std::vector<int>{-1, -1, 2, -1, 3, -1}));
-  std::vector<std::pair<size_t, std::vector<int>>> asked;
-  const StateLayout probed =
-      StateLayout::Of(buffers, 8, [&](size_t index, const std::vector<int>& dims) {
-        asked.emplace_back(index, dims);
-        return index == 0 ? 3 : index == 1 ? 1 : 7;  // 7: not one of dims, so undecided
-      });
-  EXPECT_EQ(dims_of(probed), (std::vector<int>{3, 1, 2, -1, 3, -1}));
-  EXPECT_EQ(asked, (std::vector<std::pair<size_t, std::vector<int>>>{
-                       {0, {2, 3}}, {1, {1, 3}}, {3, {0, 1}}}));
-  EXPECT_EQ(probed.other(), (std::vector<size_t>{3, 5}));
+  const std::vector<Buffer> specs = {
+      {"cache", ScalarType::Float, {1, kCapacity, 2}, {1, false}},
+      {"counted_cache", ScalarType::Float, {1, kCapacity, 2}, {1, false}},  // at `count`
+      {"transposed", ScalarType::Float, {1, kCapacity, kCapacity}, {2, false}},
+      {"table", ScalarType::Float, {kCapacity}, {-1, false}},    // indexed by token id
+      {"runs", ScalarType::Float, {kCapacity}, {-1, false}},     // += 1 at the position
+      {"ring", ScalarType::Float, {kCapacity, 2}, {-1, false}},  // at kCapacity - 1 - p
+      {"count", ScalarType::Long, {}, {-1, true}},
+      {"sum", ScalarType::Long, {}, {-1, false}},  // += token id
+  };
+  std::vector<NamedBuffer> buffers;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<BufferBinding> state;
+  for (const Buffer& spec : specs) {
+    NamedBuffer b;
+    b.name = spec.name;
+    b.dtype = spec.dtype;
+    b.sizes = spec.sizes;
+    b.nbytes = executorch::runtime::elementSize(spec.dtype);
+    for (int64_t size : spec.sizes) b.nbytes *= static_cast<size_t>(size);
+    buffers.push_back(b);
+    bytes.emplace_back(b.nbytes, 0);
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    state.push_back({buffers[i].name, bytes[i].data(), bytes[i].size()});
+  }
+  auto f32 = [&](size_t i) { return reinterpret_cast<float*>(bytes[i].data()); };
+  auto i64 = [&](size_t i) { return reinterpret_cast<int64_t*>(bytes[i].data()); };
+  auto run = [&](int64_t token, int64_t p) {
+    const float v = static_cast<float>(token + 1);
+    const int64_t at = *i64(6);
+    for (int64_t d = 0; d < 2; ++d) {
+      f32(0)[p * 2 + d] = v;
+      f32(1)[at * 2 + d] = v;
+      f32(5)[(kCapacity - 1 - p) * 2 + d] = v;
+    }
+    for (int64_t r = 0; r < kCapacity; ++r) f32(2)[r * kCapacity + p] = v + r;
+    f32(3)[token] = 1.0f;
+    f32(4)[p] += 1.0f;
+    *i64(6) += 1;
+    *i64(7) += token;
+  };
+  extension::llm::StateProbe probe(buffers, kCapacity);
+  const auto tokens = extension::llm::StateProbe::Tokens(48);
+  EXPECT_EQ(tokens, (std::array<int64_t, 3>{2, 3, 3}));
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    probe.Prepare(state);
+    run(tokens[k], extension::llm::StateProbe::kPositions[k]);
+    probe.Observe(state);
+  }
+  const std::vector<BufferRole> roles = probe.Roles();
+  ASSERT_EQ(roles.size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(roles[i].positional_dim, specs[i].want.positional_dim) << specs[i].name;
+    EXPECT_EQ(roles[i].counter, specs[i].want.counter) << specs[i].name;
+  }
+  // Before the repeated token the counter was put back to one token, so it counts two.
+  EXPECT_EQ(*i64(6), 2);
+  EXPECT_EQ(extension::llm::StateProbe::Tokens(3), (std::array<int64_t, 3>{2, 2, 2}));
 }
 
 // The dimension one token wrote: the one along which exactly one index changed, the token's
@@ -289,7 +372,7 @@ TEST(StateLayoutTest, WrittenDimIsTheDimensionWithOneChangedIndexAtThePosition) 
   EXPECT_EQ(written(last, 3), 2);
 }
 
-// k_cache [1, D, S] and v_cache [1, S, D] with D == S == 16: the probe token tells which
+// k_cache [1, D, S] and v_cache [1, S, D] with D == S == 16: the probe tokens tell which
 // dimension is the position, and a fork keeps the held positions along it (a wrong one shows
 // in the fork's logits against a fresh session fed the same tokens).
 TEST(StateLayoutTest, ATransposedKeyCacheIsPositionalAlongItsLastDimension) {
@@ -310,6 +393,32 @@ TEST(StateLayoutTest, ATransposedKeyCacheIsPositionalAlongItsLastDimension) {
   DecodeOk(*s, 5);  // the parent overwrites position 3 after the fork
   ExpectClose(DecodeOk(*fork, 12), PrefillOk(*program->NewSession(), {3, 7, 11, 12}),
               "rewind(3), fork");
+}
+
+// A run count per position ([48], an accumulating write at the position) and a sum of ids (an
+// int64 scalar that equals the token count for this prompt): neither is a KV cache or a counter,
+// so both are kept whole, and a rewind or a fork equals a fresh session fed the same tokens.
+TEST(StateProbeTest, BuffersThatOnlyLookLikeCachesOrCountersAreKeptWhole) {
+  for (const char* path : {kPositionCounts, kTokenSum}) {
+    SCOPED_TRACE(path);
+    auto program = Load(path);
+    ASSERT_NE(program, nullptr);
+    std::vector<std::tuple<std::string, int, bool>> roles;
+    for (const BufferLayout& b : program->layout().buffers()) {
+      roles.emplace_back(b.name, b.positional_dim, b.counter);
+    }
+    std::sort(roles.begin(), roles.end());
+    EXPECT_EQ(roles, (std::vector<std::tuple<std::string, int, bool>>{
+                         {"extra", -1, false}, {"k_cache", 1, false}, {"v_cache", 1, false}}));
+    const std::vector<int64_t> prompt = {0, 0, 0, 3, 2, 1};
+    auto s = program->NewSession();
+    PrefillOk(*s, prompt);
+    RewindOk(*s, 3);
+    ExpectClose(DecodeOk(*s, 5), PrefillOk(*program->NewSession(), {0, 0, 0, 5}), "rewind(3)");
+    std::unique_ptr<Session> fork = s->Fork();
+    DecodeOk(*s, 9);
+    ExpectClose(DecodeOk(*fork, 12), PrefillOk(*program->NewSession(), {0, 0, 0, 5, 12}), "fork");
+  }
 }
 
 TEST_F(ExampleProgramTest, ReadsTheProgram) {
@@ -342,12 +451,20 @@ TEST_F(ExampleProgramTest, AProgramWithoutMetadataNeedsMaxContextLen) {
   EXPECT_NE(error.find("pass max_context_len"), std::string::npos) << error;
 }
 
+TEST_F(ExampleProgramTest, AMaxContextLenBelowTwoIsRefused) {
+  std::string error;
+  auto program = LlmProgram::Load(kExample, &error, "", 1);
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.error(), Error::InvalidArgument);
+  EXPECT_NE(error.find("a KV cache of fewer than 2 positions"), std::string::npos) << error;
+}
+
 TEST_F(ExampleProgramTest, AMaxContextLenNoBufferHasIsRefused) {
   std::string error;
   auto program = LlmProgram::Load(kExample, &error, "", 100);
   EXPECT_FALSE(program.ok());
-  EXPECT_NE(error.find("100 positions (max_context_len) along which one token writes one entry, "
-                       "so none is a KV cache"),
+  EXPECT_NE(error.find("100 positions (max_context_len) along which each token writes its own "
+                       "position's entries (once, overwriting), so none is a KV cache"),
             std::string::npos)
       << error;
 }

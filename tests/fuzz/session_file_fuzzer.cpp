@@ -56,8 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const std::string& name : contents.counters) {
     const size_t i = layout.Find(name);
-    Check(i < layout.buffers().size() && !layout.buffers()[i].positional(),
-          "counters are non-positional buffers of the program");
+    Check(i < layout.buffers().size() && layout.buffers()[i].counter,
+          "counters are the program's token counters");
   }
   return 0;
 }

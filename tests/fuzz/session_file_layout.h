@@ -31,7 +31,10 @@ inline extension::llm::StateLayout SessionLayout() {
       {"count", ScalarType::Long, {}, 8, {0}},
       {"total", ScalarType::Float, {1, 4}, 16, {0}},
   };
-  return extension::llm::StateLayout::Of(buffers, kSessionCapacity);
+  // The roles LlmProgram's probe would find: k_cache positional along dimension 2, count a
+  // token counter.
+  return extension::llm::StateLayout::Of(buffers, kSessionCapacity,
+                                         {{2, false}, {-1, true}, {-1, false}});
 }
 
 inline extension::llm::ProgramFingerprint SessionFingerprint() {

@@ -1,13 +1,18 @@
-"""Generates an LLM program whose key cache is stored transposed, for the C++ session test.
+"""Generates LLM programs whose buffers only running tokens can classify, for the C++ session
+test (extension/llm/state_layout.h).
 
-The model is the Python session tests' TransposedKeyDecoder (tests/py/llm_test_models.py):
-`k_cache [1, 16, 16]` written along its last dimension (`[1, D, S]`), `v_cache [1, 16, 16]`
-along its middle one (`[1, S, D]`), `count` a step counter; one dynamic `forward` with
-ExecuTorch's LLM metadata methods, `get_max_context_len` 16. Both caches have two dimensions of
-the capacity, so only running a token tells which one is the position
-(extension/llm/state_layout.h).
+The models are the Python session tests' (tests/py/llm_test_models.py), each one dynamic
+`forward` with ExecuTorch's LLM metadata methods:
+- `--transposed`: TransposedKeyDecoder, `k_cache [1, 16, 16]` written along its last dimension
+  (`[1, D, S]`), `v_cache [1, 16, 16]` along its middle one, `count` a step counter; 16
+  positions. Both caches have two dimensions of the capacity.
+- `--position_counts`: MisleadingStateDecoder("position_counts"), KV caches `[1, 48, 16]` and
+  `extra [48]`, how many times each position was run (an accumulating write at the position).
+- `--token_sum`: MisleadingStateDecoder("token_sum"), `extra` an int64 scalar holding the sum
+  of the ids run (the token count for some prompts, but not a counter).
 
-Usage: python make_transposed_llm_testdata.py --pte PATH
+Usage: python make_probed_llm_testdata.py --transposed PATH --position_counts PATH
+       --token_sum PATH
 """
 
 import argparse
@@ -17,13 +22,21 @@ import llm_test_models as M
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pte", required=True)
+    for flag in ("--transposed", "--position_counts", "--token_sum"):
+        parser.add_argument(flag, required=True)
     args = parser.parse_args()
-    program = M.export_counting(
-        False, M.TransposedKeyDecoder(), get_max_context_len=M.TRANSPOSED_CAPACITY
-    )
-    with open(args.pte, "wb") as f:
-        f.write(program.buffer)
+    programs = {
+        args.transposed: (M.TransposedKeyDecoder(), M.TRANSPOSED_CAPACITY),
+        args.position_counts: (
+            M.MisleadingStateDecoder("position_counts"),
+            M.MISLEADING_CAPACITY,
+        ),
+        args.token_sum: (M.MisleadingStateDecoder("token_sum"), M.MISLEADING_CAPACITY),
+    }
+    for path, (module, capacity) in programs.items():
+        program = M.export_counting(False, module, get_max_context_len=capacity)
+        with open(path, "wb") as f:
+            f.write(program.buffer)
 
 
 if __name__ == "__main__":
