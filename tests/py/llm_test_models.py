@@ -116,7 +116,20 @@ def greedy_tokens(model, prompt_ids, max_new_tokens: int, eos_ids=()) -> list:
 COUNTING_VOCAB, COUNTING_DIM, COUNTING_CAPACITY, COUNTING_MAX_SEQ_LEN = 48, 16, 32, 8
 
 
-class CountingDecoder(torch.nn.Module):
+class _SeededAttentionWeights(torch.nn.Module):
+    """The weights CountingDecoder and its variants share, made from ``seed``: an embedding of
+    COUNTING_VOCAB ids of width ``dim``, projections ``q``, ``k``, ``v`` and ``out`` (to
+    logits)."""
+
+    def __init__(self, seed: int, dim: int = COUNTING_DIM):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = torch.nn.Embedding(COUNTING_VOCAB, dim)
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.out = torch.nn.Linear(dim, COUNTING_VOCAB)
+
+
+class CountingDecoder(_SeededAttentionWeights):
     """One attention layer whose cache write position is a step counter buffer advanced by each
     call (as transformers' StaticLayer.update writes at ``cumulative_length``): a rewind that
     does not put the counter back writes the next token at the wrong position. With
@@ -126,12 +139,8 @@ class CountingDecoder(torch.nn.Module):
     ``forward(tokens [1, T] int64, positions [T] int64) -> logits [1, T, COUNTING_VOCAB]``."""
 
     def __init__(self, summary: bool = False):
-        super().__init__()
-        torch.manual_seed(3)
-        vocab, dim, capacity = COUNTING_VOCAB, COUNTING_DIM, COUNTING_CAPACITY
-        self.embed = torch.nn.Embedding(vocab, dim)
-        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
-        self.out = torch.nn.Linear(dim, vocab)
+        super().__init__(seed=3)
+        dim, capacity = COUNTING_DIM, COUNTING_CAPACITY
         self.register_buffer("k_cache", torch.zeros(1, capacity, dim))
         self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
@@ -160,7 +169,7 @@ class CountingDecoder(torch.nn.Module):
 TRANSPOSED_DIM = TRANSPOSED_CAPACITY = 16
 
 
-class TransposedKeyDecoder(torch.nn.Module):
+class TransposedKeyDecoder(_SeededAttentionWeights):
     """CountingDecoder's attention with its key cache stored transposed, ``k_cache [1, D, S]``
     (the layout a ``q @ K`` without a transpose reads), its value cache as ``[1, S, D]``, and
     ``D == S == 16``: both caches have two dimensions of the capacity, and only running a token
@@ -170,12 +179,8 @@ class TransposedKeyDecoder(torch.nn.Module):
     ``forward(tokens [1, T] int64, positions [T] int64) -> logits [1, T, COUNTING_VOCAB]``."""
 
     def __init__(self):
-        super().__init__()
-        torch.manual_seed(5)
+        super().__init__(seed=5, dim=TRANSPOSED_DIM)
         dim, capacity = TRANSPOSED_DIM, TRANSPOSED_CAPACITY
-        self.embed = torch.nn.Embedding(COUNTING_VOCAB, dim)
-        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
-        self.out = torch.nn.Linear(dim, COUNTING_VOCAB)
         self.register_buffer("k_cache", torch.zeros(1, dim, capacity))
         self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
@@ -198,7 +203,7 @@ class TransposedKeyDecoder(torch.nn.Module):
 MISLEADING_CAPACITY = COUNTING_VOCAB
 
 
-class MisleadingStateDecoder(torch.nn.Module):
+class MisleadingStateDecoder(_SeededAttentionWeights):
     """CountingDecoder's attention over caches ``[1, S, D]`` written at ``positions``, plus a
     buffer ``extra`` that feeds the logits and has the shape of a KV cache or of a token counter
     without being one (``kind``):
@@ -215,12 +220,8 @@ class MisleadingStateDecoder(torch.nn.Module):
     ``forward(tokens [1, T] int64, positions [T] int64) -> logits [1, T, COUNTING_VOCAB]``."""
 
     def __init__(self, kind: str):
-        super().__init__()
-        torch.manual_seed(7)
+        super().__init__(seed=7)
         dim, capacity = COUNTING_DIM, MISLEADING_CAPACITY
-        self.embed = torch.nn.Embedding(COUNTING_VOCAB, dim)
-        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
-        self.out = torch.nn.Linear(dim, COUNTING_VOCAB)
         self.w = torch.nn.Parameter(torch.randn(COUNTING_VOCAB))
         self.register_buffer("k_cache", torch.zeros(1, capacity, dim))
         self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
