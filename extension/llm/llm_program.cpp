@@ -2,6 +2,7 @@
 
 #include "extension/llm/llm_program.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -255,7 +256,40 @@ Error LlmProgram::CheckSignature(const std::string& method, int64_t* tokens,
 }
 
 Error LlmProgram::Probe(int64_t capacity, std::vector<BufferRole>* roles, std::string* error) {
-  StateProbe probe(program_->buffers(), capacity);
+  const std::vector<NamedBuffer>& buffers = program_->buffers();
+  roles->assign(buffers.size(), BufferRole{});
+  std::vector<bool> undecided(buffers.size(), false);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    undecided[i] = std::find(buffers[i].sizes.begin(), buffers[i].sizes.end(), capacity) !=
+                   buffers[i].sizes.end();
+  }
+  const std::vector<std::array<int64_t, 3>> sets = StateProbe::TokenSets(vocab_size_);
+  for (size_t set = 0; set < sets.size(); ++set) {
+    StateProbe probe(buffers, capacity);
+    if (const Error err = RunProbe(sets[set], &probe, error); err != Error::Ok) {
+      return err;
+    }
+    const std::vector<BufferRole> found = probe.Roles();
+    bool left = false;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      if (set == 0) {
+        (*roles)[i].counter = found[i].counter;  // counters from the first set
+      }
+      if (undecided[i] && !probe.Silent(i)) {
+        (*roles)[i].positional_dim = found[i].positional_dim;
+        undecided[i] = false;
+      }
+      left = left || undecided[i];
+    }
+    if (!left) {
+      break;
+    }
+  }
+  return Error::Ok;
+}
+
+Error LlmProgram::RunProbe(const std::array<int64_t, 3>& ids, StateProbe* probe,
+                           std::string* error) {
   // A member: the program keeps the state it last ran bound until a session binds its own.
   probe_state_ = NewState();
   std::vector<BufferBinding> bindings;
@@ -263,20 +297,18 @@ Error LlmProgram::Probe(int64_t capacity, std::vector<BufferRole>* roles, std::s
     const NamedBuffer& b = program_->buffers()[i];
     bindings.push_back({b.name, probe_state_[i].data(), b.nbytes});
   }
-  const std::array<int64_t, 3> tokens = StateProbe::Tokens(vocab_size_);
-  for (size_t k = 0; k < tokens.size(); ++k) {
-    probe.Prepare(bindings);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    probe->Prepare(bindings);
     std::vector<float> logits;
     std::string why;
-    if (Run(bindings, &tokens[k], 1, StateProbe::kPositions[k], &logits, &why) != Error::Ok) {
-      *error = path_ + ": " + decode_method_ + " failed on token " + std::to_string(tokens[k]) +
+    if (Run(bindings, &ids[k], 1, StateProbe::kPositions[k], &logits, &why) != Error::Ok) {
+      *error = path_ + ": " + decode_method_ + " failed on token " + std::to_string(ids[k]) +
                " at position " + std::to_string(StateProbe::kPositions[k]) +
                ", run on a fresh state to find the KV caches: " + why;
       return Error::InvalidProgram;
     }
-    probe.Observe(bindings);
+    probe->Observe(bindings);
   }
-  *roles = probe.Roles();
   return Error::Ok;
 }
 

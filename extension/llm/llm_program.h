@@ -24,6 +24,7 @@
 
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -137,10 +138,13 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   Error Run(const std::vector<BufferBinding>& state, const int64_t* ids, size_t n, int64_t start,
             std::vector<float>* logits, std::string* error);
 
-  // Runs StateProbe's tokens through the decode method on a fresh state (probe_state_) and
-  // sets *roles to what they found. Error::InvalidProgram (*error names the method, the token
-  // and ExecuTorch's code) when the method fails on one.
+  // Sets *roles to what StateProbe finds (state_layout.h): each buffer's role from the first
+  // token set that changes it, counters from the first set. Error::InvalidProgram (*error
+  // names the method, the token and ExecuTorch's code) when the method fails on a token.
   Error Probe(int64_t capacity, std::vector<BufferRole>* roles, std::string* error);
+  // Runs `ids` at StateProbe::kPositions through the decode method on a fresh state
+  // (probe_state_), feeding *probe.
+  Error RunProbe(const std::array<int64_t, 3>& ids, StateProbe* probe, std::string* error);
   // Fresh state: every buffer at its initial value, in the program's order.
   std::vector<OwnedBuffer> NewState() const;
   // Writes buffer `index`'s initial value (the program's, zeros when it has none) to `to`

@@ -99,12 +99,20 @@ std::vector<uint8_t> Copy(const BufferBinding& binding) {
 
 }  // namespace
 
-std::array<int64_t, 3> StateProbe::Tokens(int64_t vocab_size) {
-  std::array<int64_t, 3> ids = {2, 3, 3};
-  for (int64_t& id : ids) {
-    id = std::min(id, vocab_size - 1);
+std::vector<std::array<int64_t, 3>> StateProbe::TokenSets(int64_t vocab_size) {
+  if (vocab_size < 4) {
+    const int64_t a = std::min<int64_t>(2, vocab_size - 1);
+    const int64_t b = std::min<int64_t>(3, vocab_size - 1);
+    return {{a, b, b}};
   }
-  return ids;
+  std::vector<std::array<int64_t, 3>> sets;
+  for (const int64_t a : {int64_t{2}, vocab_size / 2, vocab_size - 2}) {
+    const std::array<int64_t, 3> ids = {a, a + 1, a + 1};
+    if (std::find(sets.begin(), sets.end(), ids) == sets.end()) {
+      sets.push_back(ids);
+    }
+  }
+  return sets;
 }
 
 StateProbe::StateProbe(const std::vector<NamedBuffer>& buffers, int64_t capacity) {
@@ -121,6 +129,7 @@ StateProbe::StateProbe(const std::vector<NamedBuffer>& buffers, int64_t capacity
   last_.resize(buffers_.size());
   written_.resize(buffers_.size());
   rewritten_.assign(buffers_.size(), false);
+  silent_.assign(buffers_.size(), false);
   values_.resize(buffers_.size());
 }
 
@@ -155,6 +164,9 @@ void StateProbe::Observe(const std::vector<BufferBinding>& state) {
               ? -1
               : WrittenDim(buffers_[i], last_[i].data(), after, dims_[i], position));
       values_[i].push_back(IntegerScalarValue(buffers_[i], after));
+      if (!dims_[i].empty() && SameBytes(last_[i], state[i])) {
+        silent_[i] = true;
+      }
     } else if (Candidate(i) && !SameBytes(last_[i], state[i])) {
       rewritten_[i] = true;
     }

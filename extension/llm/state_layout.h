@@ -76,8 +76,11 @@ struct BufferRole {
 };
 
 // Finds the roles of a program's buffers from what the probe tokens write (header comment).
-// The caller runs Tokens(vocab)[k] at kPositions[k] through the decode method on one fresh
-// state, in order, calling Prepare before and Observe after each, then reads Roles().
+// The caller runs ids[k] (one of TokenSets(vocab)) at kPositions[k] through the decode method
+// on one fresh state, in order, calling Prepare before and Observe after each, then reads
+// Roles(). A buffer a probe token left unchanged (Silent: an id whose embedding row is zero,
+// such as a padding id, writes zeros into a zero cache) is decided by the next token set that
+// changes it (LlmProgram).
 //
 // Before the repeated token, Prepare rewinds the state to one token as a session would if the
 // buffers that look positional so far are: they are left as they are, every other buffer gets
@@ -86,9 +89,10 @@ struct BufferRole {
 class StateProbe {
  public:
   static constexpr std::array<int64_t, 3> kPositions = {0, 1, 1};
-  // Ids for kPositions: 2, 3, 3, ids unequal to their positions (a vocabulary of fewer than 4
-  // ids gets its last id instead).
-  static std::array<int64_t, 3> Tokens(int64_t vocab_size);
+  // The ids to run at kPositions, in the order to try them: {a, a + 1, a + 1} for a = 2, the
+  // middle of the vocabulary and its end (ids unequal to their positions, below vocab_size).
+  // A vocabulary of fewer than 4 ids has one set, its ids capped at the last one.
+  static std::vector<std::array<int64_t, 3>> TokenSets(int64_t vocab_size);
 
   // `buffers` in the program's order (LoadedProgram::buffers()); `capacity` positions.
   StateProbe(const std::vector<NamedBuffer>& buffers, int64_t capacity);
@@ -98,6 +102,9 @@ class StateProbe {
   void Observe(const std::vector<BufferBinding>& state);
   // One per buffer, in the program's order; all "other" unless every probe token was observed.
   std::vector<BufferRole> Roles() const;
+  // Whether buffer `index` has a dimension of the capacity and one of the first two probe
+  // tokens left it unchanged: the probe could not decide it.
+  bool Silent(size_t index) const { return silent_[index]; }
 
  private:
   bool Candidate(size_t index) const;
@@ -109,6 +116,7 @@ class StateProbe {
   std::vector<std::vector<uint8_t>> last_;
   std::vector<std::vector<int>> written_;  // per buffer: WrittenDim of the first two tokens
   std::vector<bool> rewritten_;            // per buffer: the repeated token changed it
+  std::vector<bool> silent_;               // per buffer: Silent()
   std::vector<std::vector<std::optional<int64_t>>> values_;  // per buffer: integer scalar values
   size_t steps_ = 0;
 };

@@ -69,6 +69,7 @@ constexpr char kCountingReference[] = "tests/cpp/testdata/counting_llm_reference
 constexpr char kTransposed[] = "tests/cpp/testdata/transposed_key_llm.pte";
 constexpr char kPositionCounts[] = "tests/cpp/testdata/position_counts_llm.pte";
 constexpr char kTokenSum[] = "tests/cpp/testdata/token_sum_llm.pte";
+constexpr char kPaddingId[] = "tests/cpp/testdata/padding_id_llm.pte";
 constexpr int64_t kExampleContext = 128;
 
 nlohmann::json ReadJson(const char* path) {
@@ -323,8 +324,9 @@ TEST(StateProbeTest, PositionalIsWrittenOnceAtTheTokensPositionACounterCountsTok
     *i64(7) += token;
   };
   extension::llm::StateProbe probe(buffers, kCapacity);
-  const auto tokens = extension::llm::StateProbe::Tokens(48);
-  EXPECT_EQ(tokens, (std::array<int64_t, 3>{2, 3, 3}));
+  const auto sets = extension::llm::StateProbe::TokenSets(48);
+  EXPECT_EQ(sets, (std::vector<std::array<int64_t, 3>>{{2, 3, 3}, {24, 25, 25}, {46, 47, 47}}));
+  const std::array<int64_t, 3> tokens = sets.front();
   for (size_t k = 0; k < tokens.size(); ++k) {
     probe.Prepare(state);
     run(tokens[k], extension::llm::StateProbe::kPositions[k]);
@@ -338,7 +340,13 @@ TEST(StateProbeTest, PositionalIsWrittenOnceAtTheTokensPositionACounterCountsTok
   }
   // Before the repeated token the counter was put back to one token, so it counts two.
   EXPECT_EQ(*i64(6), 2);
-  EXPECT_EQ(extension::llm::StateProbe::Tokens(3), (std::array<int64_t, 3>{2, 2, 2}));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_FALSE(probe.Silent(i)) << specs[i].name;
+  }
+  EXPECT_EQ(extension::llm::StateProbe::TokenSets(3),
+            (std::vector<std::array<int64_t, 3>>{{2, 2, 2}}));
+  EXPECT_EQ(extension::llm::StateProbe::TokenSets(4),
+            (std::vector<std::array<int64_t, 3>>{{2, 3, 3}}));
 }
 
 // The dimension one token wrote: the one along which exactly one index changed, the token's
@@ -419,6 +427,21 @@ TEST(StateProbeTest, BuffersThatOnlyLookLikeCachesOrCountersAreKeptWhole) {
     DecodeOk(*s, 9);
     ExpectClose(DecodeOk(*fork, 12), PrefillOk(*program->NewSession(), {0, 0, 0, 5, 12}), "fork");
   }
+}
+
+// A Llama whose padding id is 2, the first probe token: that token writes zeros into the zero
+// caches, so the next token set decides, and every cache is positional along dimension 2.
+TEST(StateProbeTest, APaddingIdAmongTheProbeTokensIsDecidedByTheNextSet) {
+  auto program = Load(kPaddingId);
+  ASSERT_NE(program, nullptr);
+  size_t caches = 0;
+  for (const BufferLayout& b : program->layout().buffers()) {
+    if (b.name.find("cumulative_length") == std::string::npos) {
+      ++caches;
+      EXPECT_EQ(b.positional_dim, 2) << b.name;
+    }
+  }
+  EXPECT_EQ(caches, 4u);
 }
 
 TEST_F(ExampleProgramTest, ReadsTheProgram) {

@@ -490,9 +490,9 @@ class StateProbeTest(absltest.TestCase):
             state["sum"] += token
 
         probe = StateProbe(specs, capacity)
-        tokens = StateProbe.tokens(48)
-        self.assertEqual(tokens, (2, 3, 3))
-        for token, position in zip(tokens, StateProbe.POSITIONS):
+        sets = StateProbe.token_sets(48)
+        self.assertEqual(sets, [(2, 3, 3), (24, 25, 25), (46, 47, 47)])
+        for token, position in zip(sets[0], StateProbe.POSITIONS):
             probe.prepare(state)
             run(token, position)
             probe.observe(state)
@@ -500,7 +500,9 @@ class StateProbeTest(absltest.TestCase):
         self.assertEqual(probe.counters(), {"count"})
         # Before the repeated token the counter was put back to one token, so it counts two.
         self.assertEqual(int(state["count"]), 2)
-        self.assertEqual(StateProbe.tokens(3), (2, 2, 2))
+        self.assertEqual(probe.silent(), set())
+        self.assertEqual(StateProbe.token_sets(3), [(2, 2, 2)])
+        self.assertEqual(StateProbe.token_sets(4), [(2, 3, 3)])
 
     def test_the_layout_takes_the_roles_where_they_can_hold(self):
         specs = {
@@ -591,6 +593,31 @@ class OtherProgramsTest(absltest.TestCase):
         fork = s.fork()
         s.decode(7)  # the parent overwrites position 2 after the fork
         _assert_close(self, fork.decode(11), _eager_logits(model, [5, 9, 11]), "rewind(2), fork")
+
+    def test_a_padding_id_among_the_probe_tokens(self):
+        # The padding id's embedding row is zero, so with no biases that token writes zeros
+        # into the zero caches: a probe token that is the padding id decides nothing, and the
+        # next token set decides. Padding id 2 (the first probe token) used to get the program
+        # refused; 3 (the second) used to leave layer 0's caches "other".
+        for pad in (2, 3):
+            with self.subTest(pad=pad):
+                model = M.llama(pad=pad)
+                program = llm.load(llm.export_llm(model, 4, max_context_len=16).buffer)
+                caches = [
+                    n
+                    for n in program.program.buffer_names
+                    if "cache" in n and "cumulative" not in n
+                ]
+                self.assertEqual(program.layout.positional, dict.fromkeys(caches, 2))
+                prompt = [5, pad, 9, 13, 7]
+                s = program.new_session()
+                _assert_close(self, s.prefill(prompt), _eager_logits(model, prompt), "prefill")
+                s.rewind(3)
+                fork = s.fork()
+                s.decode(7)
+                _assert_close(
+                    self, fork.decode(11), _eager_logits(model, [*prompt[:3], 11]), "fork"
+                )
 
     def test_a_program_with_no_cache_of_max_context_len_is_refused(self):
         with self.assertRaisesRegex(

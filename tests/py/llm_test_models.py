@@ -43,9 +43,11 @@ def llama(
     kv_heads: int = 2,
     bos: int = BOS_ID,
     eos: int = EOS_ID,
+    pad: int | None = None,
 ):
     """A seeded random LlamaForCausalLM (4 query heads, MLP 64, 64 positions, untied LM head),
-    float32, eval mode."""
+    float32, eval mode. With ``pad``, that id's embedding row is zero (transformers'
+    ``padding_idx``)."""
     import transformers as T
 
     torch.manual_seed(seed)
@@ -59,6 +61,7 @@ def llama(
         max_position_embeddings=64,
         bos_token_id=bos,
         eos_token_id=eos,
+        pad_token_id=pad,
         tie_word_embeddings=False,
     )
     return T.LlamaForCausalLM(config).eval()

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
@@ -142,8 +142,7 @@ class LLMProgram:
         self.logits_width = self._logits_width()
         self.vocab_size = int(meta.get(names.VOCAB_SIZE) or self.logits_width)
         specs = {name: program.buffer_spec(name) for name in program.buffer_names}
-        probe = self._probe(specs, capacity)
-        self.layout = StateLayout.of(specs, capacity, probe.positional(), probe.counters())
+        self.layout = self._probed_layout(specs, capacity)
         if not self.layout.positional:
             raise ValueError(
                 f"llm.load: no buffer of the program has a dimension of {capacity} positions "
@@ -186,14 +185,34 @@ class LLMProgram:
             )
         return tokens, positions == 1 and tokens > 1
 
-    def _probe(self, specs: Mapping[str, TensorSpec], capacity: int) -> StateProbe:
-        """Runs ``StateProbe``'s tokens through the decode method on a fresh state and returns
-        what they wrote (``state_layout`` module docstring). ``ValueError`` naming the method
-        when it fails on them."""
+    def _probed_layout(self, specs: Mapping[str, TensorSpec], capacity: int) -> StateLayout:
+        """The layout ``StateProbe`` finds (``state_layout`` module docstring): each buffer's
+        role from the first token set that changes it, counters from the first set."""
+        positional: dict[str, int] = {}
+        counters: set[str] | None = None
+        undecided = {n for n, spec in specs.items() if capacity in spec.shape}
+        for ids in StateProbe.token_sets(self.vocab_size):
+            probe = self._probe(specs, capacity, ids)
+            if counters is None:
+                counters = probe.counters()
+            found = probe.positional()
+            for name in undecided - probe.silent():
+                if name in found:
+                    positional[name] = found[name]
+            undecided &= probe.silent()
+            if not undecided:
+                break
+        return StateLayout.of(specs, capacity, positional, counters or ())
+
+    def _probe(
+        self, specs: Mapping[str, TensorSpec], capacity: int, ids: Sequence[int]
+    ) -> StateProbe:
+        """Runs ``ids`` at ``StateProbe.POSITIONS`` through the decode method on a fresh state
+        and returns what they wrote. ``ValueError`` naming the method when it fails on them."""
         state = self.program.new_state()
         probe = StateProbe(specs, capacity)
         decode = self.program.load_method(self.decode_method)
-        for token, position in zip(StateProbe.tokens(self.vocab_size), StateProbe.POSITIONS):
+        for token, position in zip(ids, StateProbe.POSITIONS):
             probe.prepare(state)
             inputs = [torch.tensor([[token]]), torch.tensor([position])]
             try:

@@ -145,9 +145,11 @@ def _is_integer_scalar(spec: TensorSpec) -> bool:
 
 class StateProbe:
     """Finds the roles of a program's buffers from what the probe tokens write (module
-    docstring). The caller runs ``tokens(vocab_size)[k]`` at ``POSITIONS[k]`` through the
-    decode method on one fresh state, in order, calling ``prepare`` before and ``observe``
-    after each.
+    docstring). The caller runs ``ids[k]`` (one of ``token_sets(vocab_size)``) at
+    ``POSITIONS[k]`` through the decode method on one fresh state, in order, calling
+    ``prepare`` before and ``observe`` after each. A buffer a probe token left unchanged
+    (``silent``: an id whose embedding row is zero, such as a padding id, writes zeros into a
+    zero cache) is decided by the next token set that changes it (``LLMProgram``).
 
     Before the repeated token, ``prepare`` rewinds the state to one token as a session would if
     the buffers that look positional so far are: they are left as they are, every other buffer
@@ -159,10 +161,19 @@ class StateProbe:
     POSITIONS = (0, 1, 1)
 
     @staticmethod
-    def tokens(vocab_size: int) -> tuple[int, ...]:
-        """Ids for ``POSITIONS``: 2, 3, 3, ids unequal to their positions (below
-        ``vocab_size``: a vocabulary of fewer than 4 ids gets its last id instead)."""
-        return tuple(min(i, vocab_size - 1) for i in (2, 3, 3))
+    def token_sets(vocab_size: int) -> list[tuple[int, int, int]]:
+        """The ids to run at ``POSITIONS``, in the order to try them: ``(a, a + 1, a + 1)``
+        for ``a`` = 2, the middle of the vocabulary and its end (ids unequal to their
+        positions, below ``vocab_size``). A vocabulary of fewer than 4 ids has one set,
+        its ids capped at the last one."""
+        if vocab_size < 4:
+            a, b = min(2, vocab_size - 1), min(3, vocab_size - 1)
+            return [(a, b, b)]
+        sets: list[tuple[int, int, int]] = []
+        for a in (2, vocab_size // 2, vocab_size - 2):
+            if (a, a + 1, a + 1) not in sets:
+                sets.append((a, a + 1, a + 1))
+        return sets
 
     def __init__(self, specs: Mapping[str, TensorSpec], capacity: int) -> None:
         """``specs`` as ``StateLayout.of`` takes them."""
@@ -177,6 +188,7 @@ class StateProbe:
         #: Per buffer: the dimension each of the first two tokens wrote at its position.
         self._written: dict[str, list[int | None]] = {n: [] for n in specs}
         self._rewritten: set[str] = set()
+        self._silent: set[str] = set()
         self._values: dict[str, list[int]] = {n: [] for n in self._scalars}
         self._steps = 0
 
@@ -204,6 +216,8 @@ class StateProbe:
                 self._written[name].append(
                     written_dim(self._last[name], after, dims, position) if dims else None
                 )
+                if dims and torch.equal(_bits(self._last[name]), _bits(after)):
+                    self._silent.add(name)
             elif name in self._candidates() and not torch.equal(
                 _bits(self._last[name]), _bits(after)
             ):
@@ -224,6 +238,12 @@ class StateProbe:
             if dim is not None:
                 found[name] = dim
         return found
+
+    def silent(self) -> set[str]:
+        """Names of the buffers with a dimension of the capacity that one of the first two
+        probe tokens left unchanged: the probe could not decide them."""
+        self._check_done()
+        return set(self._silent)
 
     def counters(self) -> set[str]:
         """Names of the integer scalars that held 0, 1, 2 before and after the first two

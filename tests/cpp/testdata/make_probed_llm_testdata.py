@@ -10,19 +10,23 @@ The models are the Python session tests' (tests/py/llm_test_models.py), each one
   `extra [48]`, how many times each position was run (an accumulating write at the position).
 - `--token_sum`: MisleadingStateDecoder("token_sum"), `extra` an int64 scalar holding the sum
   of the ids run (the token count for some prompts, but not a counter).
+- `--padding_id`: a tiny transformers Llama (executorch_trt.llm.export_llm, 16 positions) whose
+  padding id is 2, the first probe token: its embedding row is zero, so it writes zeros into
+  the zero caches and the next token set must decide.
 
 Usage: python make_probed_llm_testdata.py --transposed PATH --position_counts PATH
-       --token_sum PATH
+       --token_sum PATH --padding_id PATH
 """
 
 import argparse
 
 import llm_test_models as M
+from executorch_trt import llm
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag in ("--transposed", "--position_counts", "--token_sum"):
+    for flag in ("--transposed", "--position_counts", "--token_sum", "--padding_id"):
         parser.add_argument(flag, required=True)
     args = parser.parse_args()
     programs = {
@@ -37,6 +41,8 @@ def main() -> None:
         program = M.export_counting(False, module, get_max_context_len=capacity)
         with open(path, "wb") as f:
             f.write(program.buffer)
+    with open(args.padding_id, "wb") as f:
+        f.write(llm.export_llm(M.llama(pad=2), 4, max_context_len=16).buffer)
 
 
 if __name__ == "__main__":
