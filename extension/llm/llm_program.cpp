@@ -322,6 +322,10 @@ std::vector<OwnedBuffer> LlmProgram::NewState() const {
   return state;
 }
 
+const std::vector<uint8_t>& LlmProgram::InitialBytes(size_t index) const {
+  return program_->initial_value(program_->buffers()[index].name);
+}
+
 void LlmProgram::InitialValue(size_t index, uint8_t* to) const {
   const NamedBuffer& b = program_->buffers()[index];
   const std::vector<uint8_t>& initial = program_->initial_value(b.name);

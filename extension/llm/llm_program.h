@@ -147,6 +147,8 @@ class LlmProgram : public std::enable_shared_from_this<LlmProgram> {
   Error RunProbe(const std::array<int64_t, 3>& ids, StateProbe* probe, std::string* error);
   // Fresh state: every buffer at its initial value, in the program's order.
   std::vector<OwnedBuffer> NewState() const;
+  // Buffer `index`'s initial value as the program holds it (its nbytes bytes; empty: zeros).
+  const std::vector<uint8_t>& InitialBytes(size_t index) const;
   // Writes buffer `index`'s initial value (the program's, zeros when it has none) to `to`
   // (its nbytes bytes).
   void InitialValue(size_t index, uint8_t* to) const;

@@ -322,6 +322,7 @@ Error Session::RewindLocked(int64_t n, std::string* error) {
   if (n == Held()) {
     return Error::Ok;
   }
+  ResetDropped(n, Held());
   // The other buffers that are not counters: restored from a snapshot.
   std::vector<size_t> restore;
   for (size_t k = 0; k < layout_.other().size(); ++k) {
@@ -357,6 +358,23 @@ Error Session::RewindLocked(int64_t n, std::string* error) {
   contents_.snapshots.erase(contents_.snapshots.upper_bound(n), contents_.snapshots.end());
   contents_.logits.reset();
   return replay.empty() ? Error::Ok : Advance(replay, error);
+}
+
+void Session::ResetDropped(int64_t begin, int64_t end) {
+  for (size_t i = 0; i < layout_.buffers().size(); ++i) {
+    if (!layout_.buffers()[i].positional()) {
+      continue;
+    }
+    const std::vector<uint8_t>& initial = program_->InitialBytes(i);
+    uint8_t* data = contents_.state[i].data();
+    layout_.ForEachPiece(i, begin, end, [&](size_t offset, size_t size) {
+      if (initial.empty()) {
+        std::memset(data + offset, 0, size);
+      } else {
+        std::memcpy(data + offset, initial.data() + offset, size);
+      }
+    });
+  }
 }
 
 std::unique_ptr<Session> Session::Fork() {

@@ -9,9 +9,9 @@
 // updates the session's memory in place (a step copies no state). What a session keeps, and why
 // its operations are cheap (state_layout.h):
 //   - tokens(): the ids it holds, at positions 0 .. position() - 1;
-//   - the KV caches: the entry at position p is the token at p's; entries past position() are
-//     stale and never read before the next token writes them. So Rewind(n) moves the position
-//     back without touching the caches, and Fork() copies only the first position() entries;
+//   - the KV caches: the entry at position p is the token at p's; entries past position() hold
+//     their initial values. So Rewind(n) copies no held entry (it resets the dropped ones), and
+//     Fork() copies only the first position() entries;
 //   - the other buffers (e.g. transformers' per-layer cumulative_length counters, which say
 //     where the next token is written): a token counter (state_layout.h) that has held the
 //     number of tokens held after every call is set to n by Rewind(n); any other is restored
@@ -92,7 +92,8 @@ class Session {
                                         const std::function<void(int64_t)>& on_token = nullptr);
 
   // Keeps the first `n` tokens; the next token goes at position n. Later calls give what a
-  // session that never held the dropped tokens gives. Copies no cache. Non-positional buffers
+  // session that never held the dropped tokens gives. Copies no held cache entry: the dropped
+  // positions' entries are reset to their initial values (ResetDropped). Non-positional buffers
   // that are not counters are restored from the nearest snapshot at or before n, else from the
   // program's initial values, and the tokens from there to n run again. Errors:
   // Error::InvalidArgument for n outside [0, position()]; a failure of the program while
@@ -147,6 +148,10 @@ class Session {
   // Drops the oldest snapshots until they fit in snapshot_budget_ (all when one alone does not).
   void TrimSnapshots();
   Error RewindLocked(int64_t n, std::string* error);
+  // Puts the positional buffers' entries at positions begin .. end - 1 back to their initial
+  // values, so that every entry past the tokens held is as in a session that never held the
+  // dropped tokens (a program may read past its position, e.g. through a validity mask).
+  void ResetDropped(int64_t begin, int64_t end);
   // The last held token's logits, run again when a rewind or a load dropped them.
   Error CurrentLogits(const char* call, std::string* error);
   // Whether buffer `index` is an integer scalar holding `count`.

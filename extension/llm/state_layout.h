@@ -5,10 +5,10 @@
 //
 // A session's state is every mutable buffer of the program. Two kinds matter:
 //   - positional buffers (the KV caches): one dimension has the cache's capacity
-//     (max_context_len positions); the entry at position p is written when the token at p runs
-//     and only read by later tokens under the causal mask. Entries past the tokens a session
-//     holds are never read before they are written again, so keeping the first n positions
-//     keeps everything that matters (rewind copies nothing; fork and save copy the held part).
+//     (max_context_len positions); the entry at position p is written when the token at p runs.
+//     A session keeps the entries past the tokens it holds at their initial values, so keeping
+//     the first n positions keeps everything that matters (a rewind copies no held entry and
+//     resets the dropped ones; fork and save copy the held part).
 //   - other buffers: everything else, e.g. transformers' per-layer `cumulative_length` step
 //     counters, or a sliding window's ring buffer smaller than the capacity. A session keeps
 //     and restores them whole. An other buffer is a token counter when it is an integer scalar
@@ -158,6 +158,14 @@ class StateLayout {
       piece(size_t{0}, b.nbytes);
       return;
     }
+    ForEachPiece(index, 0, positions, piece);
+  }
+
+  // Calls `piece(offset, size)` for each contiguous run of bytes that holds the entries of
+  // positional buffer `index` at positions begin .. end - 1 (0 <= begin <= end <= capacity).
+  template <typename Piece>
+  void ForEachPiece(size_t index, int64_t begin, int64_t end, Piece piece) const {
+    const BufferLayout& b = buffers_[index];
     size_t outer = 1;
     size_t inner = b.element_size;
     for (size_t d = 0; d < b.sizes.size(); ++d) {
@@ -169,7 +177,8 @@ class StateLayout {
     }
     const size_t stride = static_cast<size_t>(capacity_) * inner;
     for (size_t o = 0; o < outer; ++o) {
-      piece(o * stride, static_cast<size_t>(positions) * inner);
+      piece(o * stride + static_cast<size_t>(begin) * inner,
+            static_cast<size_t>(end - begin) * inner);
     }
   }
 

@@ -70,6 +70,7 @@ constexpr char kTransposed[] = "tests/cpp/testdata/transposed_key_llm.pte";
 constexpr char kPositionCounts[] = "tests/cpp/testdata/position_counts_llm.pte";
 constexpr char kTokenSum[] = "tests/cpp/testdata/token_sum_llm.pte";
 constexpr char kPaddingId[] = "tests/cpp/testdata/padding_id_llm.pte";
+constexpr char kValidity[] = "tests/cpp/testdata/validity_llm.pte";
 constexpr int64_t kExampleContext = 128;
 
 nlohmann::json ReadJson(const char* path) {
@@ -427,6 +428,32 @@ TEST(StateProbeTest, BuffersThatOnlyLookLikeCachesOrCountersAreKeptWhole) {
     DecodeOk(*s, 9);
     ExpectClose(DecodeOk(*fork, 12), PrefillOk(*program->NewSession(), {0, 0, 0, 5, 12}), "fork");
   }
+}
+
+// Attention sees every entry a validity buffer (positional, [48]) marks, so the program reads
+// past its position: after a rewind the dropped positions' entries are back at their initial
+// values in every positional buffer, and the next token equals a fresh session's.
+TEST(StateProbeTest, ARewindResetsTheDroppedEntriesForAProgramThatReadsPastItsPosition) {
+  auto program = Load(kValidity);
+  ASSERT_NE(program, nullptr);
+  const size_t extra = program->layout().Find("extra");
+  ASSERT_LT(extra, program->layout().buffers().size());
+  EXPECT_EQ(program->layout().buffers()[extra].positional_dim, 0);
+  auto s = program->NewSession();
+  PrefillOk(*s, {3, 7, 11, 19, 23, 29});
+  RewindOk(*s, 3);
+  for (const BufferLayout& b : program->layout().buffers()) {
+    if (!b.positional()) continue;
+    const auto* data = static_cast<const uint8_t*>(s->buffer_data(b.name));
+    size_t nonzero = 0;
+    program->layout().ForEachPiece(program->layout().Find(b.name), 3, program->max_context_len(),
+                                   [&](size_t offset, size_t size) {
+                                     for (size_t k = 0; k < size; ++k)
+                                       nonzero += data[offset + k] != 0;
+                                   });
+    EXPECT_EQ(nonzero, 0u) << b.name << " past the 3 held tokens";
+  }
+  ExpectClose(DecodeOk(*s, 5), PrefillOk(*program->NewSession(), {3, 7, 11, 5}), "rewind(3)");
 }
 
 // A Llama whose padding id is 2, the first probe token: that token writes zeros into the zero

@@ -50,8 +50,9 @@ def _assert_close(test, got, want, what):
 
 
 def _assert_same_state(test, a, b, what):
-    """``a`` and ``b`` hold the same tokens and the same held state (caches to float tolerance,
-    every other buffer, e.g. the step counters, exactly)."""
+    """``a`` and ``b`` hold the same tokens and the same state: the held entries of the caches
+    to float tolerance, the entries past them and every other buffer (e.g. the step
+    counters) exactly."""
     test.assertEqual(a.tokens, b.tokens, what)
     layout = a.model.layout
     for name, tensor in a.state.items():
@@ -61,6 +62,15 @@ def _assert_same_state(test, a, b, what):
             test.assertTrue(torch.allclose(mine, theirs, atol=1e-5), f"{what}: {name}")
         else:
             test.assertTrue(torch.equal(mine, theirs), f"{what}: {name} {mine} != {theirs}")
+        if name in layout.positional:
+            end = layout.capacity
+            test.assertTrue(
+                torch.equal(
+                    layout.dropped(name, tensor, a.position, end),
+                    layout.dropped(name, b.state[name], b.position, end),
+                ),
+                f"{what}: {name} past the held tokens",
+            )
 
 
 def _export(model, path, **kwargs):
@@ -688,6 +698,30 @@ class OtherProgramsTest(absltest.TestCase):
                 fork.save(path)
                 restored = program.load_session(path)
                 _assert_close(self, restored.decode(13), eager([*kept, 12, 13]), "saved, loaded")
+
+    def test_a_program_that_reads_past_its_position_after_a_rewind(self):
+        # Attention sees every entry a validity buffer marks: after a rewind, entries at the
+        # dropped positions must be unmarked again, as in a session that never held them.
+        module = M.MisleadingStateDecoder("validity").eval()
+        reference = copy.deepcopy(module)
+        program = llm.load(
+            M.export_counting(False, module, get_max_context_len=M.MISLEADING_CAPACITY).buffer
+        )
+        self.assertEqual(program.layout.positional, {"k_cache": 1, "v_cache": 1, "extra": 0})
+
+        def eager(ids):
+            with torch.no_grad():
+                model = copy.deepcopy(reference)
+                return model(torch.tensor([ids]), torch.arange(len(ids)))[0, -1]
+
+        prompt = [3, 7, 11, 19, 23, 29]
+        s = program.new_session()
+        s.prefill(prompt)
+        s.rewind(3)
+        _assert_close(self, s.decode(5), eager([*prompt[:3], 5]), "rewind(3)")
+        fresh = program.new_session()
+        fresh.prefill([*prompt[:3], 5])
+        _assert_same_state(self, s, fresh, "rewind(3)")
 
     def test_a_cache_not_indexed_by_position_is_refused(self):
         # Position p at index S - 1 - p: keeping the first n entries would keep the wrong ones,

@@ -216,6 +216,9 @@ class MisleadingStateDecoder(_SeededAttentionWeights):
     * ``"token_sum"``: an int64 scalar, the sum of the ids run (the token count for some
       prompts, e.g. ``[0, 0, 0, 3, 2, 1]``);
     * ``"reversed_cache"``: no ``extra``; the caches hold position ``p`` at index ``S - 1 - p``.
+    * ``"validity"``: ``[S]``, 1.0 at each position run; attention sees every entry it marks
+      (and, within a call, the causal ones): it reads past its position, so a rewind must
+      reset the dropped positions' marks.
 
     Export it with ``export_counting(False, MisleadingStateDecoder(kind),
     get_max_context_len=MISLEADING_CAPACITY)``.
@@ -228,7 +231,7 @@ class MisleadingStateDecoder(_SeededAttentionWeights):
         self.w = torch.nn.Parameter(torch.randn(COUNTING_VOCAB))
         self.register_buffer("k_cache", torch.zeros(1, capacity, dim))
         self.register_buffer("v_cache", torch.zeros(1, capacity, dim))
-        if kind in ("token_table", "position_counts"):
+        if kind in ("token_table", "position_counts", "validity"):
             self.register_buffer("extra", torch.zeros(capacity))
         elif kind == "token_sum":
             self.register_buffer("extra", torch.zeros((), dtype=torch.long))
@@ -244,6 +247,11 @@ class MisleadingStateDecoder(_SeededAttentionWeights):
         self.v_cache.index_copy_(1, where, self.v(x))
         index = torch.arange(self.capacity)[None, :]
         visible = index >= where[:, None] if reversed_cache else index <= positions[:, None]
+        if self.kind == "validity":
+            in_call = (index >= positions[0]) & (index <= positions[-1])
+            marked = (self.extra[None, :] > 0.5) & ~in_call
+            visible = marked | (in_call & visible)
+            self.extra.index_copy_(0, positions, torch.ones(positions.shape[0]))
         scores = (self.q(x) @ self.k_cache.transpose(1, 2) / 4.0).masked_fill(
             ~visible[None], float("-inf")
         )

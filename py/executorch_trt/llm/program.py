@@ -151,6 +151,13 @@ class LLMProgram:
                 f"{ {n: list(s.shape) for n, s in specs.items()} }"
             )
         self.max_context_len = capacity
+        #: The initial values of the positional buffers whose initial value is not all zero
+        #: bytes (a rewind resets the dropped positions' entries to them; zeros otherwise).
+        self.nonzero_initial: dict[str, torch.Tensor] = {}
+        for name in self.layout.positional:
+            initial = program.initial_value(name)
+            if bool(initial.reshape(-1).view(torch.uint8).any()):
+                self.nonzero_initial[name] = initial
         bos = meta.get(names.BOS_ID)
         self.bos_id: int | None = None if bos is None else int(bos)
         eos = meta.get(names.EOS_IDS, ())

@@ -10,9 +10,8 @@ What a session keeps, and why its operations are cheap (``state_layout``):
 
 * ``tokens``: the ids it holds, at positions ``0 .. position - 1``.
 * The KV caches: the entry at position ``p`` is the token at ``p``'s; entries past
-  ``position`` are stale and are never read before the next token writes them. So
-  ``rewind(n)`` moves ``position`` back without touching the caches, and ``fork`` copies only
-  the first ``position`` entries.
+  ``position`` hold their initial values. So ``rewind(n)`` copies no held entry (it only
+  resets the dropped ones), and ``fork`` copies only the first ``position`` entries.
 * The other buffers (e.g. transformers' per-layer ``cumulative_length`` counters, which say
   where the next token is written): a token counter (an integer scalar the load-time probe saw
   count tokens, ``state_layout``) that holds the number of tokens held is restored by setting
@@ -272,7 +271,10 @@ class Session:
 
     def rewind(self, n: int) -> None:
         """Keeps the first ``n`` tokens; the next token goes at position ``n``. Later calls
-        give what a session that never held the dropped tokens gives. Costs no cache copy.
+        give what a session that never held the dropped tokens gives. The caches' held
+        entries are not copied; the dropped positions' entries are reset to their initial
+        values (zeros, for a cache exported without one), so that a program that reads past
+        its position sees what it would in a session that never held them.
 
         Buffers that are not positional and not token counters are restored from the nearest
         snapshot at or before ``n`` (else the program's initial values) and the tokens after
@@ -294,6 +296,7 @@ class Session:
     def _rewind(self, n: int) -> None:
         if n == self.position:
             return
+        kept, end = n, self.position
         state = self._live_state()
         other = [name for name in self._layout.other if name not in self._counters]
         replay: list[int] = []
@@ -311,11 +314,26 @@ class Session:
         for name in self._counters:
             state[name].fill_(n)
         del self._tokens[n:]
+        self._reset_dropped(kept, end)
         for p in [p for p in self._snapshots if p > n]:
             del self._snapshots[p]
         self._logits = None
         if replay:
             self._advance(replay)
+
+    def _reset_dropped(self, start: int, end: int) -> None:
+        """Puts the positional buffers' entries at positions ``start .. end - 1`` back to
+        their initial values, so that every entry past the tokens held is as in a session
+        that never held the dropped tokens (a program may read entries past its position,
+        e.g. through a validity mask kept in a buffer)."""
+        state = self._live_state()
+        initial = self.model.nonzero_initial
+        for name in self._layout.positional:
+            dropped = self._layout.dropped(name, state[name], start, end)
+            if name in initial:
+                dropped.copy_(self._layout.dropped(name, initial[name], start, end))
+            else:
+                dropped.zero_()
 
     def fork(self) -> Session:
         """An independent session holding the same tokens and state: the first ``position``

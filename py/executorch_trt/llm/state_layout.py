@@ -5,9 +5,9 @@ an LLM program with a static KV cache two kinds matter:
 
 * **positional** buffers (the KV caches): one dimension has the cache's capacity
   (``max_context_len`` positions) and the entry at position ``p`` is written when the token at
-  ``p`` is run, then only read by later tokens under the causal mask. Entries at positions a
-  session does not hold are never read before they are written again, so keeping the first
-  ``n`` positions keeps everything that matters, and ``rewind(n)`` needs no copy at all.
+  ``p`` is run. A session keeps the entries at positions it does not hold at their initial
+  values, so keeping the first ``n`` positions keeps everything that matters, and
+  ``rewind(n)`` copies no held entry (it resets the dropped ones).
 * **other** buffers: everything else, e.g. transformers' ``cumulative_length_i`` step counters
   (an int64 scalar per layer that says where the next token is written). They are small; a
   session keeps their value after each call it makes, so it can restore them exactly.
@@ -88,6 +88,11 @@ class StateLayout:
         view), the whole tensor otherwise."""
         dim = self.positional.get(name)
         return tensor if dim is None else tensor.narrow(dim, 0, positions)
+
+    def dropped(self, name: str, tensor: torch.Tensor, start: int, end: int) -> torch.Tensor:
+        """The entries of positional buffer ``name`` (``tensor``) at positions ``start`` to
+        ``end - 1`` (a view): what a rewind from ``end`` tokens to ``start`` resets."""
+        return tensor.narrow(self.positional[name], start, end - start)
 
     def held_bytes(self, positions: int) -> int:
         """Bytes of state that ``positions`` held tokens use (what a fork copies)."""

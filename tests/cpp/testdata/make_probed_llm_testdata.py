@@ -10,12 +10,14 @@ The models are the Python session tests' (tests/py/llm_test_models.py), each one
   `extra [48]`, how many times each position was run (an accumulating write at the position).
 - `--token_sum`: MisleadingStateDecoder("token_sum"), `extra` an int64 scalar holding the sum
   of the ids run (the token count for some prompts, but not a counter).
+- `--validity`: MisleadingStateDecoder("validity"), `extra [48]` marks the positions run and
+  attention sees every marked entry: it reads past its position after a rewind.
 - `--padding_id`: a tiny transformers Llama (executorch_trt.llm.export_llm, 16 positions) whose
   padding id is 2, the first probe token: its embedding row is zero, so it writes zeros into
   the zero caches and the next token set must decide.
 
 Usage: python make_probed_llm_testdata.py --transposed PATH --position_counts PATH
-       --token_sum PATH --padding_id PATH
+       --token_sum PATH --validity PATH --padding_id PATH
 """
 
 import argparse
@@ -26,7 +28,7 @@ from executorch_trt import llm
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag in ("--transposed", "--position_counts", "--token_sum", "--padding_id"):
+    for flag in ("--transposed", "--position_counts", "--token_sum", "--validity", "--padding_id"):
         parser.add_argument(flag, required=True)
     args = parser.parse_args()
     programs = {
@@ -36,6 +38,7 @@ def main() -> None:
             M.MISLEADING_CAPACITY,
         ),
         args.token_sum: (M.MisleadingStateDecoder("token_sum"), M.MISLEADING_CAPACITY),
+        args.validity: (M.MisleadingStateDecoder("validity"), M.MISLEADING_CAPACITY),
     }
     for path, (module, capacity) in programs.items():
         program = M.export_counting(False, module, get_max_context_len=capacity)
