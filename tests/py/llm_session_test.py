@@ -73,6 +73,22 @@ def _assert_same_state(test, a, b, what):
             )
 
 
+def _load_decoder(module, capacity):
+    """``(program, eager)``: ``module`` (a one-layer decoder of llm_test_models) exported with
+    ``get_max_context_len=capacity`` and loaded, and ``eager(ids)``, its last token's logits
+    for ``ids`` run from the module's initial state."""
+    module = module.eval()
+    reference = copy.deepcopy(module)
+    program = llm.load(M.export_counting(False, module, get_max_context_len=capacity).buffer)
+
+    def eager(ids):
+        with torch.no_grad():
+            model = copy.deepcopy(reference)
+            return model(torch.tensor([ids]), torch.arange(len(ids)))[0, -1]
+
+    return program, eager
+
+
 def _export(model, path, **kwargs):
     program = llm.export_llm(model, MAX_SEQ_LEN, max_context_len=MAX_CONTEXT_LEN, **kwargs)
     with open(path, "wb") as f:
@@ -639,18 +655,8 @@ class OtherProgramsTest(absltest.TestCase):
         # k_cache [1, D, S] and v_cache [1, S, D] with D == S: the shapes cannot say which
         # dimension is the position; the probe tokens do. A fork and a saved session keep the
         # held positions along it, so a wrong dimension shows in their logits.
-        module = M.TransposedKeyDecoder().eval()
-        reference = copy.deepcopy(module)
-        program = llm.load(
-            M.export_counting(False, module, get_max_context_len=M.TRANSPOSED_CAPACITY).buffer
-        )
+        program, eager = _load_decoder(M.TransposedKeyDecoder(), M.TRANSPOSED_CAPACITY)
         self.assertEqual(program.layout.positional, {"k_cache": 2, "v_cache": 1})
-
-        def eager(ids):
-            with torch.no_grad():
-                model = copy.deepcopy(reference)
-                return model(torch.tensor([ids]), torch.arange(len(ids)))[0, -1]
-
         prompt = [3, 7, 11, 19, 23, 29]
         s = program.new_session()
         _assert_close(self, s.prefill(prompt), eager(prompt), "prefill")
@@ -671,21 +677,11 @@ class OtherProgramsTest(absltest.TestCase):
         prompt = [0, 0, 0, 3, 2, 1]
         for kind in ("token_table", "position_counts", "token_sum"):
             with self.subTest(kind):
-                module = M.MisleadingStateDecoder(kind).eval()
-                reference = copy.deepcopy(module)
-                program = llm.load(
-                    M.export_counting(
-                        False, module, get_max_context_len=M.MISLEADING_CAPACITY
-                    ).buffer
+                program, eager = _load_decoder(
+                    M.MisleadingStateDecoder(kind), M.MISLEADING_CAPACITY
                 )
                 self.assertEqual(program.layout.positional, {"k_cache": 1, "v_cache": 1})
                 self.assertEqual(program.layout.counters, frozenset())
-
-                def eager(ids, reference=reference):
-                    with torch.no_grad():
-                        model = copy.deepcopy(reference)
-                        return model(torch.tensor([ids]), torch.arange(len(ids)))[0, -1]
-
                 s = program.new_session()
                 _assert_close(self, s.prefill(prompt), eager(prompt), "prefill")
                 s.rewind(3)
@@ -702,18 +698,8 @@ class OtherProgramsTest(absltest.TestCase):
     def test_a_program_that_reads_past_its_position_after_a_rewind(self):
         # Attention sees every entry a validity buffer marks: after a rewind, entries at the
         # dropped positions must be unmarked again, as in a session that never held them.
-        module = M.MisleadingStateDecoder("validity").eval()
-        reference = copy.deepcopy(module)
-        program = llm.load(
-            M.export_counting(False, module, get_max_context_len=M.MISLEADING_CAPACITY).buffer
-        )
+        program, eager = _load_decoder(M.MisleadingStateDecoder("validity"), M.MISLEADING_CAPACITY)
         self.assertEqual(program.layout.positional, {"k_cache": 1, "v_cache": 1, "extra": 0})
-
-        def eager(ids):
-            with torch.no_grad():
-                model = copy.deepcopy(reference)
-                return model(torch.tensor([ids]), torch.arange(len(ids)))[0, -1]
-
         prompt = [3, 7, 11, 19, 23, 29]
         s = program.new_session()
         s.prefill(prompt)
