@@ -162,10 +162,14 @@ class StateLayout {
   }
 
   // Calls `piece(offset, size)` for each contiguous run of bytes that holds the entries of
-  // positional buffer `index` at positions begin .. end - 1 (0 <= begin <= end <= capacity).
+  // positional buffer `index` at positions begin .. end - 1; nothing for an other buffer or a
+  // range outside 0 <= begin <= end <= capacity.
   template <typename Piece>
   void ForEachPiece(size_t index, int64_t begin, int64_t end, Piece piece) const {
     const BufferLayout& b = buffers_[index];
+    if (!b.positional() || begin < 0 || begin > end || end > capacity_) {
+      return;
+    }
     size_t outer = 1;
     size_t inner = b.element_size;
     for (size_t d = 0; d < b.sizes.size(); ++d) {
