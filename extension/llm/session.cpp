@@ -322,7 +322,7 @@ Error Session::RewindLocked(int64_t n, std::string* error) {
   if (n == Held()) {
     return Error::Ok;
   }
-  ResetDropped(n, Held());
+  const int64_t end = Held();
   // The other buffers that are not counters: restored from a snapshot.
   std::vector<size_t> restore;
   for (size_t k = 0; k < layout_.other().size(); ++k) {
@@ -354,6 +354,8 @@ Error Session::RewindLocked(int64_t n, std::string* error) {
   for (const std::string& name : contents_.counters) {
     SetCount(layout_.Find(name), n);
   }
+  // From the replay's start: the tokens run again must not see their own old entries.
+  ResetDropped(n, end);
   contents_.tokens.resize(static_cast<size_t>(n));
   contents_.snapshots.erase(contents_.snapshots.upper_bound(n), contents_.snapshots.end());
   contents_.logits.reset();

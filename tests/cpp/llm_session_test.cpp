@@ -432,28 +432,38 @@ TEST(StateProbeTest, BuffersThatOnlyLookLikeCachesOrCountersAreKeptWhole) {
 
 // Attention sees every entry a validity buffer (positional, [48]) marks, so the program reads
 // past its position: after a rewind the dropped positions' entries are back at their initial
-// values in every positional buffer, and the next token equals a fresh session's.
+// values in every positional buffer, and so are those of the tokens the rewind runs again
+// (its `total` buffer is restored from a snapshot, or from the initial values without one);
+// the next token equals a fresh session's.
 TEST(StateProbeTest, ARewindResetsTheDroppedEntriesForAProgramThatReadsPastItsPosition) {
   auto program = Load(kValidity);
   ASSERT_NE(program, nullptr);
-  const size_t extra = program->layout().Find("extra");
-  ASSERT_LT(extra, program->layout().buffers().size());
-  EXPECT_EQ(program->layout().buffers()[extra].positional_dim, 0);
-  auto s = program->NewSession();
-  PrefillOk(*s, {3, 7, 11, 19, 23, 29});
-  RewindOk(*s, 3);
-  for (const BufferLayout& b : program->layout().buffers()) {
-    if (!b.positional()) continue;
-    const auto* data = static_cast<const uint8_t*>(s->buffer_data(b.name));
-    size_t nonzero = 0;
-    program->layout().ForEachPiece(program->layout().Find(b.name), 3, program->max_context_len(),
-                                   [&](size_t offset, size_t size) {
-                                     for (size_t k = 0; k < size; ++k)
-                                       nonzero += data[offset + k] != 0;
-                                   });
-    EXPECT_EQ(nonzero, 0u) << b.name << " past the 3 held tokens";
+  const StateLayout& layout = program->layout();
+  const size_t extra = layout.Find("extra");
+  ASSERT_LT(extra, layout.buffers().size());
+  EXPECT_EQ(layout.buffers()[extra].positional_dim, 0);
+  const std::vector<int64_t> prompt = {3, 7, 11, 19, 23, 29, 31, 37, 41, 43, 2, 5};
+  for (const size_t budget : {Session::kSnapshotBudget, size_t{0}}) {
+    SCOPED_TRACE("snapshot budget " + std::to_string(budget));
+    auto s = program->NewSession();
+    s->set_snapshot_budget(budget);
+    PrefillOk(*s, prompt);  // two chunks: 8 + 4
+    DecodeOk(*s, 13);
+    for (const auto& [n, token] : std::vector<std::pair<int64_t, int64_t>>{{12, 17}, {3, 5}}) {
+      RewindOk(*s, n);
+      for (size_t i = 0; i < layout.buffers().size(); ++i) {
+        const auto* data = static_cast<const uint8_t*>(s->buffer_data(layout.buffers()[i].name));
+        size_t nonzero = 0;
+        layout.ForEachPiece(i, n, layout.capacity(), [&](size_t offset, size_t size) {
+          for (size_t k = 0; k < size; ++k) nonzero += data[offset + k] != 0;
+        });
+        EXPECT_EQ(nonzero, 0u) << layout.buffers()[i].name << " past " << n << " held tokens";
+      }
+      const std::vector<int64_t> kept = s->tokens();
+      ExpectClose(DecodeOk(*s, token), PrefillOk(*program->NewSession(), Concat(kept, {token})),
+                  "rewind(" + std::to_string(n) + ")");
+    }
   }
-  ExpectClose(DecodeOk(*s, 5), PrefillOk(*program->NewSession(), {3, 7, 11, 5}), "rewind(3)");
 }
 
 // A Llama whose padding id is 2, the first probe token: that token writes zeros into the zero

@@ -697,17 +697,28 @@ class OtherProgramsTest(absltest.TestCase):
 
     def test_a_program_that_reads_past_its_position_after_a_rewind(self):
         # Attention sees every entry a validity buffer marks: after a rewind, entries at the
-        # dropped positions must be unmarked again, as in a session that never held them.
+        # dropped positions must be unmarked again, as in a session that never held them, and
+        # so must those of the tokens a rewind runs again (its `total` buffer is restored
+        # from a snapshot, or from the initial values when there is none).
         program, eager = _load_decoder(M.MisleadingStateDecoder("validity"), M.MISLEADING_CAPACITY)
         self.assertEqual(program.layout.positional, {"k_cache": 1, "v_cache": 1, "extra": 0})
-        prompt = [3, 7, 11, 19, 23, 29]
-        s = program.new_session()
-        s.prefill(prompt)
-        s.rewind(3)
-        _assert_close(self, s.decode(5), eager([*prompt[:3], 5]), "rewind(3)")
-        fresh = program.new_session()
-        fresh.prefill([*prompt[:3], 5])
-        _assert_same_state(self, s, fresh, "rewind(3)")
+        self.assertEqual(program.layout.other, ("total",))
+        prompt = [3, 7, 11, 19, 23, 29, 31, 37, 41, 43, 2, 5]  # two prefill chunks: 8 + 4
+        for budget in (session_module.SNAPSHOT_BUDGET, 0):
+            with (
+                self.subTest(snapshot_budget=budget),
+                mock.patch.object(session_module, "SNAPSHOT_BUDGET", budget),
+            ):
+                s = program.new_session()
+                s.prefill(prompt)
+                s.decode(13)
+                for n, token in ((12, 17), (3, 5)):
+                    s.rewind(n)
+                    kept = s.tokens
+                    _assert_close(self, s.decode(token), eager([*kept, token]), f"rewind({n})")
+                    fresh = program.new_session()
+                    fresh.prefill([*kept, token])
+                    _assert_same_state(self, s, fresh, f"rewind({n})")
 
     def test_a_cache_not_indexed_by_position_is_refused(self):
         # Position p at index S - 1 - p: keeping the first n entries would keep the wrong ones,

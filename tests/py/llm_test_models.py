@@ -218,7 +218,9 @@ class MisleadingStateDecoder(_SeededAttentionWeights):
     * ``"reversed_cache"``: no ``extra``; the caches hold position ``p`` at index ``S - 1 - p``.
     * ``"validity"``: ``[S]``, 1.0 at each position run; attention sees every entry it marks
       (and, within a call, the causal ones): it reads past its position, so a rewind must
-      reset the dropped positions' marks.
+      reset the dropped positions' marks. A buffer ``total`` (``[1, D]``, the sum of the
+      attention outputs so far, added to them) is restored from a snapshot on a rewind, and
+      the tokens after it run again: they must not see their own old marks either.
 
     Export it with ``export_counting(False, MisleadingStateDecoder(kind),
     get_max_context_len=MISLEADING_CAPACITY)``.
@@ -237,6 +239,8 @@ class MisleadingStateDecoder(_SeededAttentionWeights):
             self.register_buffer("extra", torch.zeros((), dtype=torch.long))
         elif kind != "reversed_cache":
             raise ValueError(f"unknown kind {kind!r}")
+        if kind == "validity":
+            self.register_buffer("total", torch.zeros(1, dim))
         self.kind, self.capacity = kind, capacity
 
     def forward(self, tokens, positions):
@@ -255,7 +259,11 @@ class MisleadingStateDecoder(_SeededAttentionWeights):
         scores = (self.q(x) @ self.k_cache.transpose(1, 2) / 4.0).masked_fill(
             ~visible[None], float("-inf")
         )
-        logits = self.out(torch.softmax(scores, dim=-1) @ self.v_cache)
+        attended = torch.softmax(scores, dim=-1) @ self.v_cache
+        if self.kind == "validity":
+            self.total.add_(attended.sum(1))
+            attended = attended + self.total[:, None, :]
+        logits = self.out(attended)
         if self.kind == "token_table":
             self.extra.index_copy_(0, tokens[0], torch.ones(tokens.shape[1]))
             logits = logits + self.extra * self.w

@@ -296,7 +296,7 @@ class Session:
     def _rewind(self, n: int) -> None:
         if n == self.position:
             return
-        kept, end = n, self.position
+        end = self.position
         state = self._live_state()
         other = [name for name in self._layout.other if name not in self._counters]
         replay: list[int] = []
@@ -314,7 +314,8 @@ class Session:
         for name in self._counters:
             state[name].fill_(n)
         del self._tokens[n:]
-        self._reset_dropped(kept, end)
+        # From the replay's start: the tokens run again must not see their own old entries.
+        self._reset_dropped(n, end)
         for p in [p for p in self._snapshots if p > n]:
             del self._snapshots[p]
         self._logits = None
