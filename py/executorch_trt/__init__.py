@@ -4,9 +4,10 @@ Public API (each name is imported when first used, so ``import executorch_trt.ru
 load the exporter):
 
 * ``export(programs, *, engine="portable", kv_cache="inplace", **options)``
-* ``transform_passes(**options)``, ``TensorRTPartitioner`` and ``backend_config(**options)``:
-  ExecuTorch's composable path, ``to_edge_transform_and_lower(ep, transform_passes=...,
-  partitioner=[...]).to_executorch(backend_config())``, which ``export`` is
+* ``transform_passes(**options)``, ``TensorRTPartitioner``, ``edge_compile_config()`` and
+  ``backend_config(**options)``: ExecuTorch's composable path,
+  ``to_edge_transform_and_lower(ep, transform_passes=..., partitioner=[...],
+  compile_config=...).to_executorch(backend_config())``, which ``export`` is
 * ``TensorRTBackend``: the ``BackendDetails`` whose ``preprocess`` writes the delegate blob
 * ``inspect(program)``: per method, delegate calls, operators outside delegates and how each
   mutable buffer is updated (CLI: ``//tools:inspect_pte``)
@@ -42,7 +43,12 @@ if TYPE_CHECKING:
     from executorch_trt.backend.diagnostics import NotInPlaceError, NotInPlaceWarning
     from executorch_trt.backend.preprocess import TensorRTBackend
     from executorch_trt.inspection.inspect_program import inspect
-    from executorch_trt.lowering.export import backend_config, export, transform_passes
+    from executorch_trt.lowering.export import (
+        backend_config,
+        edge_compile_config,
+        export,
+        transform_passes,
+    )
     from executorch_trt.lowering.partitioner import TensorRTPartitioner
 
 #: Public name -> the module that defines it (imported on first use).
@@ -50,6 +56,7 @@ _LAZY: dict[str, str] = {
     "export": "executorch_trt.lowering.export",
     "transform_passes": "executorch_trt.lowering.export",
     "backend_config": "executorch_trt.lowering.export",
+    "edge_compile_config": "executorch_trt.lowering.export",
     "TensorRTPartitioner": "executorch_trt.lowering.partitioner",
     "TensorRTBackend": "executorch_trt.backend.preprocess",
     "NotInPlaceWarning": "executorch_trt.backend.diagnostics",
@@ -62,6 +69,7 @@ _SUBPACKAGES = ("runtime", "llm")
 __all__ = [
     "export",
     "backend_config",
+    "edge_compile_config",
     "transform_passes",
     "TensorRTPartitioner",
     "TensorRTBackend",

@@ -6,11 +6,13 @@ caches under ``torch.cond``, grouped-query attention, sibling conds, non-KV stat
 assigned another buffer), the program from::
 
     to_edge_transform_and_lower(programs, transform_passes=executorch_trt.transform_passes(),
-                                partitioner=[TensorRTPartitioner()]
+                                partitioner=[TensorRTPartitioner()],
+                                compile_config=executorch_trt.edge_compile_config()
                                 ).to_executorch(executorch_trt.backend_config())
 
 is byte for byte the ``.pte`` ``executorch_trt.export(programs)`` writes, and runs like eager
-PyTorch over several calls. Without ``transform_passes`` the composable path refuses what
+PyTorch over several calls; with ExecuTorch's default ``compile_config`` it is the same
+program too. Without ``transform_passes`` the composable path refuses what
 would be wrong (a buffer assigned another buffer), and otherwise gives the same numbers with
 the zero-valued caches serialised.
 """
@@ -19,7 +21,7 @@ import copy
 
 import torch
 from absl.testing import absltest, parameterized
-from executorch.exir import to_edge_transform_and_lower
+from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
 import cross_attn_cache_test as cross_attn
 import decoder_models as dm
@@ -117,12 +119,13 @@ MODELS = {
 }
 
 
-def _composable(programs, **options):
+def _composable(programs, compile_config=None, **options):
     partitioner = TensorRTPartitioner(**options)
     edge = to_edge_transform_and_lower(
         programs,
         transform_passes=executorch_trt.transform_passes(**options),
         partitioner=[partitioner],
+        compile_config=compile_config or executorch_trt.edge_compile_config(),
     )
     return edge.to_executorch(executorch_trt.backend_config(**options))
 
@@ -157,6 +160,17 @@ class ComposablePathTest(parameterized.TestCase):
                 torch.testing.assert_close(
                     g, w, atol=1e-4, rtol=1e-4, msg=f"{name}: call {k} ({method}) output {j}"
                 )
+
+    @parameterized.named_parameters(
+        (name, name) for name in ("decoder_prefill_decode", "dynamic_prefill", "cross_attn_cond")
+    )
+    def test_edge_compile_config_changes_no_byte(self, name):
+        # edge_compile_config() only leaves out ExecuTorch's IR verifier: a user who lowers
+        # with ExecuTorch's default EdgeCompileConfig gets the same program, only slower.
+        programs, _, _ = MODELS[name]()
+        ours = _composable(copy.deepcopy(programs)).buffer
+        default = _composable(copy.deepcopy(programs), compile_config=EdgeCompileConfig()).buffer
+        self.assertTrue(ours == default, f"{name}: the two .pte files differ")
 
 
 @delegate_library.needs_library

@@ -1,11 +1,12 @@
 """``executorch_trt.export``: ExportedProgram(s) -> ``ExecutorchProgramManager``.
 
-It is exactly ExecuTorch's composable path with this delegate's three pieces::
+It is exactly ExecuTorch's composable path with this delegate's pieces::
 
     partitioner = TensorRTPartitioner(engine="portable")
     edge = to_edge_transform_and_lower(
         programs, partitioner=[partitioner],
-        transform_passes=executorch_trt.transform_passes(engine="portable"))
+        transform_passes=executorch_trt.transform_passes(engine="portable"),
+        compile_config=executorch_trt.edge_compile_config())
     et = edge.to_executorch(executorch_trt.backend_config())
 
 * ``TensorRTPartitioner`` prepares each ATen program before decomposition and refuses what
@@ -14,6 +15,8 @@ It is exactly ExecuTorch's composable path with this delegate's three pieces::
   Without them the lowering refuses a program that needs them (a dynamic size read inside
   and outside the delegate, a buffer assigned another buffer) and serialises zero-valued
   buffers it could leave out.
+* ``edge_compile_config()`` leaves out the edge dialect verifier, as ExecuTorch's own LLM
+  export does; it changes no byte of the program, only the export time.
 * ``backend_config()`` finalises: in-place memory planning, buffer initialisation and the
   copies sibling conds need (``_backend_config``).
 
@@ -29,6 +32,7 @@ from typing import Any
 
 import torch
 from executorch.exir import (
+    EdgeCompileConfig,
     ExecutorchBackendConfig,
     ExecutorchProgramManager,
     to_edge_transform_and_lower,
@@ -112,6 +116,22 @@ def _transform_passes(opts: ExportOptions) -> list[PassType]:
     return edge_transform_passes(get_engine(opts.engine).supported_ops)
 
 
+def edge_compile_config() -> EdgeCompileConfig:
+    """The ``compile_config`` for ``to_edge_transform_and_lower`` of programs lowered with
+    ``TensorRTPartitioner``: ExecuTorch's defaults without its IR validity check
+    (``_check_ir_validity=False``), as ExecuTorch's LLM export (``LLMEdgeManager``) and its
+    XNNPACK configs (``get_xnnpack_edge_compile_config``) have it.
+
+    With the check, ExecuTorch runs the whole graph through its verifier after every edge
+    pass, each partition's too: about a sixth of the export of a 135M-parameter decoder
+    (``benchmarks/README.md``, export time). The program is the same byte for byte with or
+    without it. What the check refuses is still refused, later: an operator ExecuTorch has no
+    out variant or kernel for when the program is finalised or loaded, an operator the
+    delegate's nested program has no kernel for when the partition is built
+    (``engines/portable/runtime_kernels.py``)."""
+    return EdgeCompileConfig(_check_ir_validity=False)
+
+
 def backend_config(**options: Any) -> ExecutorchBackendConfig:
     """The ``ExecutorchBackendConfig`` for ``to_executorch`` of a program lowered with
     ``TensorRTPartitioner``. Accepts the ``ExportOptions`` names; unknown names raise
@@ -151,8 +171,9 @@ def export(
 ) -> ExecutorchProgramManager:
     """Lowers ``programs`` (one ``ExportedProgram``, emitted as method ``"forward"``, or
     ``{method_name: ExportedProgram}``, e.g. ``{"prefill": ..., "decode": ...}``) through
-    ExecuTorch's composable path with ``transform_passes``, ``TensorRTPartitioner`` and
-    ``backend_config`` (module docstring): the result is the program that path gives.
+    ExecuTorch's composable path with ``transform_passes``, ``TensorRTPartitioner``,
+    ``edge_compile_config`` and ``backend_config`` (module docstring): the result is the
+    program that path gives.
 
     Args:
         engine: ``"portable"`` (nested ExecuTorch program on CPU) or ``"tensorrt"``.
@@ -200,6 +221,7 @@ def export(
             transform_passes=_transform_passes(opts),
             partitioner=[partitioner],
             constant_methods=constant_methods,
+            compile_config=edge_compile_config(),
         )
     program: ExecutorchProgramManager = edge.to_executorch(_backend_config(opts, method_names))
     return program

@@ -2,8 +2,9 @@
 
 A lowering, ``executorch_trt.export`` or ExecuTorch's composable path with this delegate's
 pieces (``to_edge_transform_and_lower(programs, partitioner=[TensorRTPartitioner()],
-transform_passes=transform_passes())`` then ``to_executorch(backend_config())``), runs these
-stages in this order. Each stage is a function here; its caller is named with it.
+transform_passes=transform_passes(), compile_config=edge_compile_config())`` then
+``to_executorch(backend_config())``), runs these stages in this order. Each stage is a
+function here; its caller is named with it.
 
 1. ``prepare_aten_program`` (each ATen program, before decomposition; called by
    ``TensorRTPartitioner.transform_for_pre_decomposition``): make ``copy_``'s dtype conversion
