@@ -3,9 +3,12 @@
 `PhaseTimer.instrument()` wraps the functions each phase runs (ExecuTorch's and the delegate's)
 for the duration of a `with` block, so the export itself is run unchanged. A phase is a path of
 names (the phases it runs inside, outermost first): the XNNPACK preprocess of the nested program
-is `to_edge_transform_and_lower/to_backend/preprocess/nested lowering/to_backend/xnnpack
-preprocess`. Each call adds its wall time to its path; `rows()` gives every path with its time,
-its calls and the time spent in none of its instrumented children ("self").
+is `to_edge_transform_and_lower/to_backend/preprocess/engine builds/nested lowering/to_backend/
+xnnpack preprocess`. Each call adds its wall time to its path; `rows()` gives every path with its
+time, its calls and the time spent in none of its instrumented children ("self").
+
+Partitions that build in worker processes (`backend.partition_builds`) are timed as a whole
+(`engine builds`); run with `EXECUTORCH_TRT_BUILD_WORKERS=1` to see the phases inside them.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ PATCH_POINTS: tuple[tuple[str, str, str], ...] = (
     (_PROGRAM, "EdgeProgramManager.to_executorch", "to_executorch"),
     ("executorch_trt.lowering.partitioner", "TensorRTPartitioner.partition", "partition"),
     ("executorch.exir.backend.backend_api", "_create_partitions", "create partitions"),
-    (_PREPROCESS, "TensorRTBackend.preprocess", "preprocess"),
+    (_PREPROCESS, "_preprocess_all", "preprocess"),
     (_PREPROCESS, "analyse_partition", "analysis"),
     (_PREPROCESS, "report_view_copies", "diagnostics"),
+    (_PREPROCESS, "build_all", "engine builds"),
     ("executorch_trt.engines.portable", "ENGINE.build", "nested lowering"),
     (_BUILDER, "_NestedXnnpackPartitioner.partition", "xnnpack partition"),
     (_XNNPACK, "XnnpackBackend.preprocess", "xnnpack preprocess"),
@@ -55,7 +59,7 @@ PATCH_POINTS: tuple[tuple[str, str, str], ...] = (
 )
 
 #: Attributes that are staticmethods on their class (wrapped as staticmethods again).
-_STATIC = frozenset({"TensorRTBackend.preprocess", "XnnpackBackend.preprocess"})
+_STATIC = frozenset({"XnnpackBackend.preprocess"})
 
 
 @dataclasses.dataclass

@@ -4,7 +4,9 @@
         [--path export|export_llm] [--out FILE.pte] [--json FILE] [--profile FILE.prof]
 
 Builds the seeded decoder (`decoder_model.build_model`), exports it and prints the wall time of
-each phase (`export_phases`), the total export time, the peak RSS of the process and the size
+each phase (`export_phases`), the total export time, the peak RSS of the process, the peak
+memory of the process with its partition build workers (`process_memory`; with
+`EXECUTORCH_TRT_BUILD_WORKERS=1` the partitions build in the process) and the size
 and SHA-256 of the `.pte` (equal digests: the same program).
 
 * `--path export` (default): `torch.export` of `prefill` (64 tokens; 4 for tiny) and `decode`
@@ -37,6 +39,7 @@ import torch
 from benchmarks.bench_config import QUICK_DIMS
 from benchmarks.export_phases import PhaseRow, PhaseTimer
 from benchmarks.generate_config import QWEN25_05B, SMOLLM_135M
+from benchmarks.process_memory import PeakTreePss
 
 #: Capacity of the static cache (positions).
 MAX_SEQ_LEN = 512
@@ -93,7 +96,7 @@ def run(model_name: str, path: str, profile: str | None = None) -> dict:
     start, cpu = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
-    with timer.instrument():
+    with timer.instrument(), PeakTreePss() as memory:
         if path == "export":
             methods = _export_methods(exportable_decoder(hf_model, MAX_SEQ_LEN), model, timer)
             with timer.phase("executorch_trt.export"), torch.no_grad():
@@ -121,6 +124,8 @@ def run(model_name: str, path: str, profile: str | None = None) -> dict:
         "export_seconds": total,
         "export_cpu_seconds": total_cpu,
         "peak_rss_mib": _peak_rss_mib(),
+        # With the partition build workers (backend/partition_builds.py): Pss, sampled.
+        "peak_tree_pss_mib": memory.peak_mib,
         "pte_bytes": len(pte),
         "pte_sha256": hashlib.sha256(pte).hexdigest(),
         "_pte": pte,
@@ -141,7 +146,10 @@ def format_table(result: dict) -> str:
             f"export total (torch.export through .pte bytes): {result['export_seconds']:.2f} s "
             f"(CPU {result['export_cpu_seconds']:.2f} s)"
         ),
-        f"peak RSS: {result['peak_rss_mib']:.0f} MiB",
+        (
+            f"peak RSS: {result['peak_rss_mib']:.0f} MiB (this process); peak memory with the "
+            f"partition build workers: {result['peak_tree_pss_mib']:.0f} MiB (Pss, sampled)"
+        ),
         f".pte: {result['pte_bytes']} bytes, sha256 {result['pte_sha256']}",
     ]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import tempfile
+import unittest.mock
 
 from absl.testing import absltest
 
@@ -19,7 +20,11 @@ class ExportTimeQuickTest(absltest.TestCase):
             out = os.path.join(directory, "tiny.pte")
             result_path = os.path.join(directory, "result.json")
             printed = io.StringIO()
-            with contextlib.redirect_stdout(printed):
+            # Partitions built in this process, so that the phases inside the builds are timed.
+            with (
+                contextlib.redirect_stdout(printed),
+                unittest.mock.patch.dict(os.environ, {"EXECUTORCH_TRT_BUILD_WORKERS": "1"}),
+            ):
                 code = export_time.main(["--model", "tiny", "--out", out, "--json", result_path])
             self.assertEqual(code, 0)
             with open(result_path) as f:
@@ -28,13 +33,16 @@ class ExportTimeQuickTest(absltest.TestCase):
         self.assertEqual((result["model"], result["path"]), ("tiny", "export"))
         self.assertGreater(result["export_seconds"], 0)
         self.assertGreater(result["peak_rss_mib"], 0)
+        self.assertGreater(result["peak_tree_pss_mib"], 0)
         self.assertLen(result["pte_sha256"], 64)
         calls = {tuple(r["path"]): r["calls"] for r in result["phases"]}
         export = ("executorch_trt.export", "to_edge_transform_and_lower")
-        nested = (*export, "to_backend", "preprocess", "nested lowering")
-        # One method each: prefill and decode, one delegate each.
+        preprocess = (*export, "to_backend", "preprocess")
+        nested = (*preprocess, "engine builds", "nested lowering")
+        # One method each: prefill and decode, one delegate each, preprocessed together.
         self.assertEqual(calls[("torch.export",)], 1)
-        self.assertEqual(calls[(*export, "to_backend", "preprocess")], 2)
+        self.assertEqual(calls[preprocess], 1)
+        self.assertEqual(calls[(*preprocess, "analysis")], 2)
         self.assertEqual(calls[nested], 2)
         self.assertEqual(calls[(*nested, "nested serialization")], 2)
         self.assertGreaterEqual(calls[(*nested, "to_backend", "xnnpack preprocess")], 2)

@@ -35,6 +35,7 @@ if __package__ in (None, ""):
 
 from benchmarks import command_line, generate_report, generate_variants, machine, roofline
 from benchmarks.generate_config import MODELS, GenerateConfig, full_config, quick_config
+from benchmarks.process_memory import PeakTreePss
 
 RESULT_MARKER = "GENERATE_BENCH_RESULT "
 EXPORT_TIMEOUT_S = 3600
@@ -116,13 +117,16 @@ def config_from_args(args, p: argparse.ArgumentParser) -> GenerateConfig:
 def export_worker(config: GenerateConfig, variant: str, path: str) -> dict:
     """This process exports `variant` to `path`: {"export_s", "convert_s" (s),
     "baseline_rss_mb" (after imports and building the model), "peak_rss_mb" (ru_maxrss, MB),
-    "program_bytes", "data_bytes" (the `.ptd`'s, or None), "engine", "decode_delegates"}."""
+    "peak_tree_pss_mb" (with the partition build workers, `backend/partition_builds.py`:
+    `process_memory.PeakTreePss`, MiB), "program_bytes", "data_bytes" (the `.ptd`'s, or
+    None), "engine", "decode_delegates"}."""
     from benchmarks import measure
 
     measure.import_common_modules()
     model = config.spec.build(config.max_seq_len)
     baseline = measure.rss_mb()
-    times = generate_variants.export_variant(config, variant, model, path)
+    with PeakTreePss() as memory:
+        times = generate_variants.export_variant(config, variant, model, path)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kB on Linux
     engine, delegates = generate_variants.engine_of(path, generate_variants.decode_method(variant))
     data = generate_variants.data_path(variant, path)
@@ -130,6 +134,7 @@ def export_worker(config: GenerateConfig, variant: str, path: str) -> dict:
         **times,
         "baseline_rss_mb": baseline,
         "peak_rss_mb": peak,
+        "peak_tree_pss_mb": memory.peak_mib,
         "program_bytes": os.path.getsize(path),
         "data_bytes": os.path.getsize(data) if data else None,
         "engine": engine,
@@ -186,6 +191,7 @@ _EXPORT_FIELDS = {
     "export_s": "export_s",
     "convert_s": "convert_s",
     "export_peak_rss_mb": "peak_rss_mb",
+    "export_peak_tree_pss_mb": "peak_tree_pss_mb",
     "export_baseline_rss_mb": "baseline_rss_mb",
     "program_bytes": "program_bytes",
     "data_bytes": "data_bytes",

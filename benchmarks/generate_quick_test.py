@@ -149,6 +149,7 @@ class GenerateQuickTest(absltest.TestCase):
                 self.assertLess(r["program_bytes"], 2 * weights, v)
             self.assertGreater(r["export_s"], 0, v)
             self.assertGreaterEqual(r["export_peak_rss_mb"], r["export_baseline_rss_mb"], v)
+            self.assertGreater(r["export_peak_tree_pss_mb"], 0, v)
 
     def test_bad_flags_exit_2(self):
         command_line_testing.assert_each_exits_2(

@@ -25,6 +25,7 @@ import decoder_models as dm
 import executorch_trt
 import llm_test_models as M
 from executorch_trt import llm
+from executorch_trt.backend import preprocess as preprocess_module
 from executorch_trt.backend.preprocess import TensorRTBackend
 from executorch_trt.llm.decoder_programs import export_decoder_methods
 
@@ -63,15 +64,15 @@ class PreprocessCopyTest(absltest.TestCase):
         # The methods wrap the decoder as attribute ``m`` (decoder_models.Step, ReadState).
         eager = {f"m.{name}": pointer for name, pointer in _storages(decoder).items()}
         seen: list[dict[str, int]] = []
-        preprocess = TensorRTBackend.preprocess
+        analyse = preprocess_module._analyse
 
-        def recording(edge_program, compile_specs):
+        def recording(where, edge_program, compile_specs):
             sig = edge_program.graph_signature
             names = [*sig.inputs_to_parameters.values(), *sig.inputs_to_buffers.values()]
             seen.append({n: edge_program.state_dict[n].untyped_storage().data_ptr() for n in names})
-            return preprocess(edge_program, compile_specs)
+            return analyse(where, edge_program, compile_specs)
 
-        with unittest.mock.patch.object(TensorRTBackend, "preprocess", staticmethod(recording)):
+        with unittest.mock.patch.object(preprocess_module, "_analyse", recording):
             _export(decoder)
         self.assertLen(seen, 3)  # one delegate per method
         # prefill and decode read every weight (the mutable buffers stay above the delegate).

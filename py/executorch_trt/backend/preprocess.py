@@ -8,11 +8,16 @@
 2. the selected engine (``engines.get_engine``) builds the payload and the named data it
    refers to (``engines.base.EnginePayload``);
 3. ``write_blob`` serialises metadata and payload.
+
+``preprocess_multimethod`` (how ExecuTorch's ``to_backend`` calls a backend: every partition of
+every method at once) analyses every partition, then builds them side by side
+(``partition_builds``), then writes each blob.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import torch
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
@@ -21,6 +26,7 @@ from torch.export import ExportedProgram
 
 from executorch_trt.backend.analysis import analyse_partition
 from executorch_trt.backend.diagnostics import report_view_copies
+from executorch_trt.backend.partition_builds import BuildJob, build_all
 from executorch_trt.engines import get_engine
 from executorch_trt.format.blob import DelegateMetadata, write_blob
 from executorch_trt.format.wire import BACKEND_ID
@@ -69,32 +75,67 @@ class TensorRTBackend(BackendDetails):
         ``RuntimeError`` when the requested engine cannot be built here (``engine="tensorrt"``
         without TensorRT).
         """
-        # The caller's grad mode must not change the blob (the engine re-traces the
-        # partition): one program whether or not the lowering ran under torch.no_grad().
-        with torch.no_grad():
-            return TensorRTBackend._preprocess(edge_program, compile_specs)
+        (result,) = _preprocess_all([("partition", edge_program, compile_specs)])
+        return result
 
-    @staticmethod
-    def _preprocess(
-        edge_program: ExportedProgram, compile_specs: list[CompileSpec]
-    ) -> PreprocessResult:
-        options = CompileOptions.from_compile_specs(compile_specs)
-        engine = get_engine(options.engine)
-        contract, decision = analyse_partition(edge_program, options)
-        report_view_copies(
-            decision.view_copies, dict(options.buffer_updates), options.require_inplace
+    @classmethod
+    def preprocess_multimethod(
+        cls,
+        edge_programs: dict[str, list[ExportedProgram]],
+        compile_specs: dict[str, list[list[CompileSpec]]],
+    ) -> dict[str, list[PreprocessResult]]:
+        """``preprocess`` of every partition of every method (ExecuTorch's ``to_backend`` calls
+        this once per lowering): the same blobs, with the engine builds run side by side in
+        worker processes when the engine allows it and the machine has several CPUs
+        (``partition_builds.build_all``). Raises as ``preprocess`` does, for the first
+        partition (in method and partition order) that fails."""
+        partitions = [
+            (f"method {method!r}, partition {index}", program, specs)
+            for method, programs in edge_programs.items()
+            for index, (program, specs) in enumerate(zip(programs, compile_specs[method]))
+        ]
+        results = iter(_preprocess_all(partitions))
+        return {
+            method: [next(results) for _ in programs] for method, programs in edge_programs.items()
+        }
+
+
+def _preprocess_all(
+    partitions: Sequence[tuple[str, ExportedProgram, list[CompileSpec]]],
+) -> list[PreprocessResult]:
+    """Analyses each ``(where, partition, compile specs)`` (diagnostics in order), builds
+    every engine payload (``build_all``), and writes each blob."""
+    # The caller's grad mode must not change the blob (the engine re-traces the partition):
+    # one program whether or not the lowering ran under torch.no_grad().
+    with torch.no_grad():
+        analysed = [_analyse(where, program, specs) for where, program, specs in partitions]
+        payloads = build_all([job for job, _ in analysed])
+    return [
+        PreprocessResult(
+            processed_bytes=write_blob(metadata, built.payload),
+            data_store_output=built.named_data,
         )
-        built = engine.build(edge_program, decision.aliases, options)
-        metadata = DelegateMetadata(
-            engine=engine.name,
-            inputs=contract.inputs,
-            outputs=contract.outputs,
-            aliased_io=decision.aliases,
-            symbols=contract.symbols,
-        )
-        return PreprocessResult(
-            processed_bytes=write_blob(metadata, built.payload), data_store_output=built.named_data
-        )
+        for (_, metadata), built in zip(analysed, payloads)
+    ]
+
+
+def _analyse(
+    where: str, edge_program: ExportedProgram, compile_specs: list[CompileSpec]
+) -> tuple[BuildJob, DelegateMetadata]:
+    """The build job and the blob metadata of one partition; reports its view copies."""
+    options = CompileOptions.from_compile_specs(compile_specs)
+    engine = get_engine(options.engine)
+    contract, decision = analyse_partition(edge_program, options)
+    report_view_copies(decision.view_copies, dict(options.buffer_updates), options.require_inplace)
+    metadata = DelegateMetadata(
+        engine=engine.name,
+        inputs=contract.inputs,
+        outputs=contract.outputs,
+        aliased_io=decision.aliases,
+        symbols=contract.symbols,
+    )
+    job = BuildJob(engine, edge_program, tuple(decision.aliases), options, where)
+    return job, metadata
 
 
 # ExecuTorch finds the backend class by name; the partitioner and the C++ runtime use BACKEND_ID.

@@ -40,6 +40,9 @@ class Engine:
       (``backend.aliases.decide_aliases``) and its ``CompileOptions`` (e.g.
       ``portable_xnnpack``). Raises ``RuntimeError`` when the engine cannot be built
       here, ``ValueError`` when the partition does not fit it.
+    * ``builds_in_worker``: ``build`` may run in a forked worker process, next to other
+      partitions' builds (``backend.partition_builds``). Only for an engine whose build uses
+      no state a fork does not carry (a CUDA context, other threads).
     """
 
     name: str
@@ -47,3 +50,4 @@ class Engine:
     build: Callable[
         [ExportedProgram, Sequence[AliasedIO], CompileOptions | None], EnginePayload
     ] = dataclasses.field(repr=False)
+    builds_in_worker: bool = False

@@ -7,4 +7,11 @@ from executorch_trt.engines.base import Engine
 from executorch_trt.engines.portable import builder, operators
 from executorch_trt.format.wire import ENGINE_PORTABLE
 
-ENGINE = Engine(name=ENGINE_PORTABLE, supported_ops=operators.SUPPORTED_OPS, build=builder.build)
+# Its build is single-threaded Python on the CPU (re-traces, XNNPACK's passes): partitions
+# build side by side in worker processes.
+ENGINE = Engine(
+    name=ENGINE_PORTABLE,
+    supported_ops=operators.SUPPORTED_OPS,
+    build=builder.build,
+    builds_in_worker=True,
+)

@@ -1,0 +1,86 @@
+"""The memory a process and the processes it forks hold together, sampled (Linux).
+
+An export builds its partitions in forked worker processes (`backend/partition_builds.py`), so
+the exporting process's own peak RSS leaves them out, and a worker's RSS counts the pages it
+still shares with its parent. The proportional set size (`Pss` of `/proc/PID/smaps_rollup`)
+splits each shared page among the processes that map it, so the sum over the process tree is
+what the tree holds. `PeakTreePss` samples that sum in a thread while its block runs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import TracebackType
+
+
+class PeakTreePss:
+    """``with PeakTreePss() as m: ...`` then ``m.peak_mib``: the largest sum of ``Pss`` over
+    this process and its descendants seen every ``interval_s`` seconds (MiB; 0 where /proc has
+    no ``smaps_rollup``). A sample reads each process's page tables, a few milliseconds for
+    gigabytes: it runs in its own thread, on the CPU time the sampled processes leave."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        self.interval_s = interval_s
+        self.peak_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-tree-pss", daemon=True)
+
+    def __enter__(self) -> PeakTreePss:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        self.peak_mib = max(self.peak_mib, tree_pss_kib(os.getpid()) / 1024)
+
+
+def tree_pss_kib(pid: int) -> int:
+    """The sum of ``Pss`` (KiB) over ``pid`` and its descendants; a process that ends while it
+    is read counts 0."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        total += _pss_kib(current)
+        pending.extend(_children(current))
+    return total
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return children
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return children

@@ -1,0 +1,131 @@
+"""Building the engine payloads of a lowering's partitions, side by side when the machine can.
+
+ExecuTorch hands a backend every partition of every method at once
+(``BackendDetails.preprocess_multimethod``). A portable engine's build is single-threaded
+Python (re-traces of the nested program, XNNPACK's passes per subgraph), so with several
+partitions and several CPUs each partition builds in a worker process of its own: the two
+methods of a prefill/decode program take the time of the longer one, not of both.
+
+Workers are forked: they inherit the partitions, and only the payloads are pickled back. A
+forked process must not enter torch's OpenMP thread pool (it would wait forever for threads
+that stayed in the parent), so every build runs with one torch thread, in a worker and in
+the calling process alike: the same payload bytes whichever way, and on any number of cores.
+
+``EXECUTORCH_TRT_BUILD_WORKERS=N`` caps the workers (default: the CPUs this process may run
+on); ``1`` builds every partition in the calling process (less memory at once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import torch
+from torch.export import ExportedProgram
+
+from executorch_trt.engines.base import Engine, EnginePayload
+from executorch_trt.format.blob import AliasedIO
+from executorch_trt.options import CompileOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildJob:
+    """One partition to build: ``engine.build(partition, aliases, options)``; ``where`` names
+    it in messages (``"method 'decode', partition 0"``)."""
+
+    engine: Engine
+    partition: ExportedProgram
+    aliases: tuple[AliasedIO, ...]
+    options: CompileOptions
+    where: str
+
+
+#: The environment variable that caps the worker processes (module docstring).
+WORKERS_VARIABLE = "EXECUTORCH_TRT_BUILD_WORKERS"
+
+#: The jobs forked workers build, by index (set only while a pool runs; a fork inherits it).
+_JOBS: Sequence[BuildJob] = ()
+
+
+def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
+    """The payload of each job, in order.
+
+    In worker processes (at most one per CPU this process may run on, or
+    ``EXECUTORCH_TRT_BUILD_WORKERS``) when there are two jobs or more, each job's engine allows
+    it (``Engine.builds_in_worker``) and the platform can fork; in this process otherwise.
+    Raises what the first failing job's ``build`` raised (its type and message);
+    ``RuntimeError`` naming the partition when a worker ended without a result (killed, e.g.
+    out of memory); ``ValueError`` when ``EXECUTORCH_TRT_BUILD_WORKERS`` is not a whole number
+    >= 1.
+    """
+    workers = _worker_count(jobs)
+    if workers < 2:
+        return [_build(job) for job in jobs]
+    global _JOBS
+    _JOBS = jobs
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [pool.submit(_build_job, index) for index in range(len(jobs))]
+            return [_result(future, job) for future, job in zip(futures, jobs)]
+    finally:
+        _JOBS = ()
+
+
+def _worker_count(jobs: Sequence[BuildJob]) -> int:
+    if len(jobs) < 2 or not all(job.engine.builds_in_worker for job in jobs):
+        return 1
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return min(len(jobs), _worker_limit())
+
+
+def _worker_limit() -> int:
+    text = os.environ.get(WORKERS_VARIABLE)
+    if text is None:
+        return len(os.sched_getaffinity(0))
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise ValueError(
+            f"{WORKERS_VARIABLE}={text!r}: expected a whole number >= 1 (the most worker "
+            "processes that build partitions at once; 1 builds them in this process)"
+        )
+    return limit
+
+
+def _build_job(index: int) -> EnginePayload:
+    return _build(_JOBS[index])
+
+
+def _build(job: BuildJob) -> EnginePayload:
+    with _one_torch_thread(), torch.no_grad():
+        return job.engine.build(job.partition, job.aliases, job.options)
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _result(future: Future[EnginePayload], job: BuildJob) -> EnginePayload:
+    try:
+        return future.result()
+    except BrokenProcessPool as e:
+        raise RuntimeError(
+            f"TensorRTBackend: the worker process building {job.where} ended without a "
+            f"result ({e}); the machine may have run out of memory. Export on a machine with "
+            "more memory, or one method at a time"
+        ) from e
