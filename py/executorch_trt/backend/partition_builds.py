@@ -12,7 +12,12 @@ that stayed in the parent), so every build runs with one torch thread, in a work
 the calling process alike: the same payload bytes whichever way, and on any number of cores.
 
 ``EXECUTORCH_TRT_BUILD_WORKERS=N`` caps the workers (default: the CPUs this process may run
-on); ``1`` builds every partition in the calling process (less memory at once).
+on); ``1`` builds every partition in the calling process (less memory at once). Set it to 1
+where the exporting process runs other threads that may hold a lock while it forks (a fork
+copies only the forking thread; a lock held by another one stays held in the worker).
+
+Lowerings from several threads of one process build one after the other (``_LOCK``): the jobs
+forked workers read and torch's thread count are process-wide.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -50,6 +56,7 @@ WORKERS_VARIABLE = "EXECUTORCH_TRT_BUILD_WORKERS"
 
 #: The jobs forked workers build, by index (set only while a pool runs; a fork inherits it).
 _JOBS: Sequence[BuildJob] = ()
+_LOCK = threading.Lock()
 
 
 def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
@@ -64,8 +71,13 @@ def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
     >= 1.
     """
     workers = _worker_count(jobs)
-    if workers < 2:
-        return [_build(job) for job in jobs]
+    with _LOCK:
+        if workers < 2:
+            return [_build(job) for job in jobs]
+        return _build_in_workers(jobs, workers)
+
+
+def _build_in_workers(jobs: Sequence[BuildJob], workers: int) -> list[EnginePayload]:
     global _JOBS
     _JOBS = jobs
     try:
