@@ -9,9 +9,25 @@
 
 namespace executorch_trt::extension::llm {
 
-std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* data) {
+bool IsIntegerScalar(const BufferLayout& b) {
   if (b.nbytes != b.element_size) {
-    return std::nullopt;  // not one element
+    return false;  // not one element
+  }
+  switch (b.dtype) {
+    case ScalarType::Long:
+    case ScalarType::Int:
+    case ScalarType::Short:
+    case ScalarType::Char:
+    case ScalarType::Byte:
+      return true;
+    default:
+      return false;  // floating point, bool, or a type not counted in
+  }
+}
+
+std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* data) {
+  if (!IsIntegerScalar(b)) {
+    return std::nullopt;
   }
   switch (b.dtype) {
     case ScalarType::Long: {
@@ -34,7 +50,7 @@ std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* 
     case ScalarType::Byte:
       return *data;
     default:
-      return std::nullopt;  // floating point, bool, or a type not counted in
+      return std::nullopt;  // IsIntegerScalar took no other dtype
   }
 }
 
@@ -210,8 +226,7 @@ StateLayout StateLayout::Of(const std::vector<NamedBuffer>& buffers, int64_t cap
       b.positional_dim = d;
     }
     if (!b.positional()) {
-      const uint8_t zero[8] = {};  // IntegerScalarValue reads one element of at most 8 bytes
-      b.counter = role.counter && IntegerScalarValue(b, zero).has_value();
+      b.counter = role.counter && IsIntegerScalar(b);
       layout.other_.push_back(layout.buffers_.size());
     }
     layout.buffers_.push_back(std::move(b));

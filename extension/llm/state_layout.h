@@ -55,8 +55,12 @@ struct BufferLayout {
   bool positional() const { return positional_dim >= 0; }
 };
 
-// The value of buffer `b` whose whole contents are at `data` when it is an integer scalar (one
-// element of an integer dtype, not bool): what a token counter is (session.h); none otherwise.
+// Whether buffer `b` is an integer scalar (one element of an integer dtype, not bool): what a
+// token counter is (session.h).
+bool IsIntegerScalar(const BufferLayout& b);
+
+// The value of buffer `b` whose whole contents are at `data` when it is an integer scalar
+// (IsIntegerScalar); none otherwise.
 std::optional<int64_t> IntegerScalarValue(const BufferLayout& b, const uint8_t* data);
 
 // The dimension of `dims` along which the entries of buffer `b` (sizes, element size) that

@@ -111,8 +111,7 @@ def is_token_count(tensor: torch.Tensor, count: int) -> bool:
     ``cumulative_length``)."""
     return (
         tensor.numel() == 1
-        and not tensor.dtype.is_floating_point
-        and tensor.dtype != torch.bool
+        and tensor.dtype in _COUNTER_DTYPES
         and int(tensor.reshape(-1)[0]) == count
     )
 
@@ -145,6 +144,8 @@ _COUNTER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint
 
 
 def _is_integer_scalar(spec: TensorSpec) -> bool:
+    """Whether a buffer of ``spec`` is one element of a ``_COUNTER_DTYPES`` dtype (as
+    ``is_token_count`` asks of a value)."""
     return all(size == 1 for size in spec.shape) and spec.dtype in _COUNTER_DTYPES
 
 
