@@ -138,6 +138,6 @@ def _result(future: Future[EnginePayload], job: BuildJob) -> EnginePayload:
     except BrokenProcessPool as e:
         raise RuntimeError(
             f"TensorRTBackend: the worker process building {job.where} ended without a "
-            f"result ({e}); the machine may have run out of memory. Export on a machine with "
-            "more memory, or one method at a time"
+            f"result ({e}); the machine may have run out of memory. Set "
+            f"{WORKERS_VARIABLE}=1 to build the partitions one at a time in this process"
         ) from e
