@@ -3,7 +3,8 @@
 A three-method decoder (prefill, decode, read_state: three partitions) exported with worker
 processes is byte for byte the program built in the calling process; the builds did run in
 other processes; a build's error reaches the caller with its type and message, a worker that
-dies is named, and a bad ``EXECUTORCH_TRT_BUILD_WORKERS`` is refused.
+dies is named, a failed build or an interrupt stops the builds still running, and a bad
+``EXECUTORCH_TRT_BUILD_WORKERS`` is refused.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import faulthandler
 import os
+import signal
+import threading
+import time
 import unittest.mock
 import warnings
 
@@ -28,6 +32,31 @@ def _export(workers: str | None) -> bytes:
     with unittest.mock.patch.dict(os.environ, env), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return executorch_trt.export(dm.export_methods(dm.TinyDecoder())).buffer
+
+
+def _first_input_shape(partition) -> list[int]:
+    first = partition.graph_signature.user_inputs[0]
+    (node,) = [n for n in partition.graph.nodes if n.name == first]
+    return list(node.meta["val"].shape)
+
+
+def _recording_pid_then_waiting(pids_file: str):
+    """A build that writes its process id to ``pids_file`` and then waits an hour."""
+
+    def build(partition, aliases, options):
+        with open(pids_file, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(3600)
+
+    return build
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _patched_build(build):
@@ -84,9 +113,8 @@ class PartitionBuildsTest(absltest.TestCase):
     def test_a_builds_error_reaches_the_caller(self):
         def failing(partition, aliases, options):
             first = partition.graph_signature.user_inputs[0]
-            (node,) = [n for n in partition.graph.nodes if n.name == first]
             raise ValueError(
-                f"portable engine: cannot build {first} {list(node.meta['val'].shape)}"
+                f"portable engine: cannot build {first} {_first_input_shape(partition)}"
             )
 
         for workers in ("1", "2"):
@@ -99,6 +127,57 @@ class PartitionBuildsTest(absltest.TestCase):
                 ),
             ):
                 _export(workers)
+
+    def _pids(self, pids_file: str) -> list[int]:
+        with open(pids_file) as f:
+            return [int(line) for line in f.read().split()]
+
+    def test_a_failed_build_stops_the_builds_still_running(self):
+        pids_file = self.create_tempfile().full_path
+        waiting = _recording_pid_then_waiting(pids_file)
+
+        def prefill_fails(partition, aliases, options):
+            if _first_input_shape(partition) == [1, 4]:  # prefill's tokens
+                raise ValueError("portable engine: cannot build prefill")
+            return waiting(partition, aliases, options)
+
+        # Without the stop, the export would wait for the other builds (an hour).
+        faulthandler.dump_traceback_later(240, exit=True)
+        try:
+            with (
+                _patched_build(prefill_fails),
+                self.assertRaisesRegex(ValueError, "^portable engine: cannot build prefill$"),
+            ):
+                _export(None)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        pids = self._pids(pids_file)
+        self.assertNotEmpty(pids)
+        self.assertEqual([pid for pid in pids if _alive(pid)], [])
+
+    def test_an_interrupt_stops_the_builds(self):
+        pids_file = self.create_tempfile().full_path
+
+        def interrupt_when_both_workers_build():
+            while len(self._pids(pids_file)) < 2:
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, delivered to this (main) thread
+
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        faulthandler.dump_traceback_later(240, exit=True)
+        try:
+            threading.Thread(target=interrupt_when_both_workers_build, daemon=True).start()
+            with (
+                _patched_build(_recording_pid_then_waiting(pids_file)),
+                self.assertRaises(KeyboardInterrupt),
+            ):
+                _export(None)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            signal.signal(signal.SIGINT, previous)
+        pids = self._pids(pids_file)
+        self.assertLen(pids, 2)
+        self.assertEqual([pid for pid in pids if _alive(pid)], [])
 
     def test_a_worker_that_dies_is_named(self):
         def dying(partition, aliases, options):

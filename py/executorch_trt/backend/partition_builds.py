@@ -65,7 +65,8 @@ def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
     In worker processes (at most one per CPU this process may run on, or
     ``EXECUTORCH_TRT_BUILD_WORKERS``) when there are two jobs or more, each job's engine allows
     it (``Engine.builds_in_worker``) and the platform can fork; in this process otherwise.
-    Raises what the first failing job's ``build`` raised (its type and message);
+    Raises what the first failing job's ``build`` raised (its type and message), after
+    stopping the builds still running (as on ``KeyboardInterrupt``);
     ``RuntimeError`` naming the partition when a worker ended without a result (killed, e.g.
     out of memory); ``ValueError`` when ``EXECUTORCH_TRT_BUILD_WORKERS`` is not a whole number
     >= 1.
@@ -80,13 +81,27 @@ def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
 def _build_in_workers(jobs: Sequence[BuildJob], workers: int) -> list[EnginePayload]:
     global _JOBS
     _JOBS = jobs
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
     try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [pool.submit(_build_job, index) for index in range(len(jobs))]
-            return [_result(future, job) for future, job in zip(futures, jobs)]
+        futures = [pool.submit(_build_job, index) for index in range(len(jobs))]
+        return [_result(future, job) for future, job in zip(futures, jobs)]
+    except BaseException:
+        # A build failed or the caller was interrupted (Ctrl-C): no other result is needed, so
+        # the builds still running or queued stop now instead of running to their end.
+        _stop_workers(pool)
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         _JOBS = ()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    # Python 3.14 has ProcessPoolExecutor.terminate_workers(); before it, the pool's processes
+    # are only in ``_processes``. Once they are gone the pool counts itself broken, fails what
+    # was still queued, and its shutdown returns at once.
+    processes = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        process.terminate()
 
 
 def _worker_count(jobs: Sequence[BuildJob]) -> int:
