@@ -43,20 +43,16 @@ if TYPE_CHECKING:
     from executorch_trt.backend.diagnostics import NotInPlaceError, NotInPlaceWarning
     from executorch_trt.backend.preprocess import TensorRTBackend
     from executorch_trt.inspection.inspect_program import inspect
-    from executorch_trt.lowering.export import (
-        backend_config,
-        edge_compile_config,
-        export,
-        transform_passes,
-    )
+    from executorch_trt.lowering.export import backend_config, export, transform_passes
     from executorch_trt.lowering.partitioner import TensorRTPartitioner
+    from executorch_trt.passes.pipeline import edge_compile_config
 
 #: Public name -> the module that defines it (imported on first use).
 _LAZY: dict[str, str] = {
     "export": "executorch_trt.lowering.export",
     "transform_passes": "executorch_trt.lowering.export",
     "backend_config": "executorch_trt.lowering.export",
-    "edge_compile_config": "executorch_trt.lowering.export",
+    "edge_compile_config": "executorch_trt.passes.pipeline",
     "TensorRTPartitioner": "executorch_trt.lowering.partitioner",
     "TensorRTBackend": "executorch_trt.backend.preprocess",
     "NotInPlaceWarning": "executorch_trt.backend.diagnostics",

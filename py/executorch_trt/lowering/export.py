@@ -32,7 +32,6 @@ from typing import Any
 
 import torch
 from executorch.exir import (
-    EdgeCompileConfig,
     ExecutorchBackendConfig,
     ExecutorchProgramManager,
     to_edge_transform_and_lower,
@@ -45,7 +44,11 @@ from executorch_trt.engines import get_engine
 from executorch_trt.lowering.memory_planning import InplaceMemoryPlanningPass
 from executorch_trt.lowering.partitioner import TensorRTPartitioner
 from executorch_trt.options import ExportOptions
-from executorch_trt.passes.pipeline import edge_transform_passes, finalise_passes
+from executorch_trt.passes.pipeline import (
+    edge_compile_config,
+    edge_transform_passes,
+    finalise_passes,
+)
 
 
 def _check_programs(programs: Any) -> None:
@@ -114,22 +117,6 @@ def transform_passes(**options: Any) -> list[PassType]:
 
 def _transform_passes(opts: ExportOptions) -> list[PassType]:
     return edge_transform_passes(get_engine(opts.engine).supported_ops)
-
-
-def edge_compile_config() -> EdgeCompileConfig:
-    """The ``compile_config`` for ``to_edge_transform_and_lower`` of programs lowered with
-    ``TensorRTPartitioner``: ExecuTorch's defaults without its IR validity check
-    (``_check_ir_validity=False``), as ExecuTorch's LLM export (``LLMEdgeManager``) and its
-    XNNPACK configs (``get_xnnpack_edge_compile_config``) have it.
-
-    With the check, ExecuTorch runs the whole graph through its verifier after every edge
-    pass, each partition's too: about a sixth of the export of a 135M-parameter decoder
-    (``benchmarks/README.md``, export time). The program is the same byte for byte with or
-    without it. What the check refuses is still refused, later: an operator ExecuTorch has no
-    out variant or kernel for when the program is finalised or loaded, an operator the
-    delegate's nested program has no kernel for when the partition is built
-    (``engines/portable/runtime_kernels.py``)."""
-    return EdgeCompileConfig(_check_ir_validity=False)
 
 
 def backend_config(**options: Any) -> ExecutorchBackendConfig:

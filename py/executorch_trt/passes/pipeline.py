@@ -43,6 +43,7 @@ function here; its caller is named with it.
 
 from __future__ import annotations
 
+from executorch.exir import EdgeCompileConfig
 from executorch.exir.pass_base import PassBase
 from executorch.exir.pass_manager import PassType
 from torch.export import ExportedProgram
@@ -81,6 +82,23 @@ def prepare_aten_program(ep: ExportedProgram, supported_ops: frozenset[str]) -> 
     expose_cross_attn_cache_writes(ep)
     if SDPA in supported_ops:
         pin_sdpa_layout(ep)  # prefill SDPA can then stay whole
+
+
+def edge_compile_config() -> EdgeCompileConfig:
+    """The ``compile_config`` for ``to_edge_transform_and_lower`` of programs lowered with
+    ``TensorRTPartitioner``: ExecuTorch's defaults without its IR validity check
+    (``_check_ir_validity=False``), as ExecuTorch's LLM export (``LLMEdgeManager``) and its
+    XNNPACK configs (``get_xnnpack_edge_compile_config``) have it. The portable engine lowers
+    its nested program with it too.
+
+    With the check, ExecuTorch runs the whole graph through its verifier after every edge
+    pass, each partition's too: about a sixth of the export of a 135M-parameter decoder
+    (``benchmarks/README.md``, export time). The program is the same byte for byte with or
+    without it. What the check refuses is still refused, later: an operator ExecuTorch has no
+    out variant or kernel for when the program is finalised or loaded, an operator the
+    delegate's nested program has no kernel for when the partition is built
+    (``engines/portable/runtime_kernels.py``)."""
+    return EdgeCompileConfig(_check_ir_validity=False)
 
 
 def edge_transform_passes(supported_ops: frozenset[str]) -> list[PassType]:

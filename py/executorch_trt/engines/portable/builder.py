@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
+from executorch.exir import ExecutorchBackendConfig
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from executorch.exir.graph_module import get_control_flow_submodules
 from executorch.exir.pass_base import PassResult
@@ -63,6 +63,7 @@ from executorch_trt.graph.provenance import shorten_provenance
 from executorch_trt.options import CompileOptions
 from executorch_trt.passes.cross_attn_cache import plan_cond_caches_in_place
 from executorch_trt.passes.pipeline import (
+    edge_compile_config,
     fuse_quantized_embeddings,
     nested_finalise_passes,
     prepare_nested_program,
@@ -237,17 +238,13 @@ def build(
     prepare_nested_program(ep, xnnpack)  # after the binding names are taken
     _strip_delegation_tags(ep.graph_module)
     shorten_provenance(ep.graph_module)  # each nested re-trace copies the whole chain
-    manager = EdgeProgramManager(
-        {METHOD_NAME: ep}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
-    )
+    manager = EdgeProgramManager({METHOD_NAME: ep}, compile_config=edge_compile_config())
     if xnnpack:
         manager = manager.to_backend(_NestedXnnpackPartitioner())
     lowered = manager.exported_program(METHOD_NAME)
     fused = fuse_quantized_embeddings(lowered)
     if fused is not lowered:
-        manager = EdgeProgramManager(
-            {METHOD_NAME: fused}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
-        )
+        manager = EdgeProgramManager({METHOD_NAME: fused}, compile_config=edge_compile_config())
     _check_quantized_ops_taken(fused)
     config = ExecutorchBackendConfig(
         passes=nested_finalise_passes(),
