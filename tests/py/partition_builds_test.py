@@ -3,7 +3,8 @@
 A three-method decoder (prefill, decode, read_state: three partitions) exported with worker
 processes is byte for byte the program built in the calling process; the builds did run in
 other processes; a build's error reaches the caller with its type and message, a worker that
-dies is named, a failed build or an interrupt stops the builds still running, and a bad
+dies is named, an error pickle cannot pass back keeps its type and message, a failed build or
+an interrupt stops the builds still running, and a bad
 ``EXECUTORCH_TRT_BUILD_WORKERS`` is refused.
 """
 
@@ -57,6 +58,14 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+class _CodedError(Exception):
+    """An exception pickle cannot rebuild (its __init__ takes a code before the message)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _patched_build(build):
@@ -178,6 +187,23 @@ class PartitionBuildsTest(absltest.TestCase):
         pids = self._pids(pids_file)
         self.assertLen(pids, 2)
         self.assertEqual([pid for pid in pids if _alive(pid)], [])
+
+    def test_an_error_that_cannot_be_pickled_keeps_its_type_and_message(self):
+        def failing(partition, aliases, options):
+            raise _CodedError(3, "portable engine: cannot build this partition")
+
+        with _patched_build(failing), self.assertRaises(_CodedError):
+            _export("1")  # in process: the exception as raised
+        with (
+            _patched_build(failing),
+            self.assertRaisesRegex(
+                RuntimeError,
+                r"^TensorRTBackend: building method 'prefill', partition 0 raised "
+                r"\S*_CodedError: portable engine: cannot build this partition \(passed on as "
+                r"RuntimeError.*EXECUTORCH_TRT_BUILD_WORKERS=1",
+            ),
+        ):
+            _export(None)
 
     def test_a_worker_that_dies_is_named(self):
         def dying(partition, aliases, options):

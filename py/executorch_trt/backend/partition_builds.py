@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import pickle
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -65,8 +66,9 @@ def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
     In worker processes (at most one per CPU this process may run on, or
     ``EXECUTORCH_TRT_BUILD_WORKERS``) when there are two jobs or more, each job's engine allows
     it (``Engine.builds_in_worker``) and the platform can fork; in this process otherwise.
-    Raises what the first failing job's ``build`` raised (its type and message), after
-    stopping the builds still running (as on ``KeyboardInterrupt``);
+    Raises what the first failing job's ``build`` raised (its type and message; a
+    ``RuntimeError`` naming them where that exception cannot be pickled back from a worker),
+    after stopping the builds still running (as on ``KeyboardInterrupt``);
     ``RuntimeError`` naming the partition when a worker ended without a result (killed, e.g.
     out of memory); ``ValueError`` when ``EXECUTORCH_TRT_BUILD_WORKERS`` is not a whole number
     >= 1.
@@ -129,7 +131,29 @@ def _worker_limit() -> int:
 
 
 def _build_job(index: int) -> EnginePayload:
-    return _build(_JOBS[index])
+    job = _JOBS[index]
+    try:
+        return _build(job)
+    except Exception as e:
+        if _survives_pickling(e):
+            raise
+        # The pool would lose it: an exception that does not pickle back (one whose __init__
+        # takes other arguments than its message, as some of torch's do) reaches the parent as a
+        # dead worker. Its type and message are kept; its traceback is chained.
+        raise RuntimeError(
+            f"TensorRTBackend: building {job.where} raised {type(e).__module__}."
+            f"{type(e).__qualname__}: {e} (passed on as RuntimeError: the exception cannot be "
+            f"sent back from the worker process; {WORKERS_VARIABLE}=1 builds in this process "
+            "and raises it as it is)"
+        ) from e
+
+
+def _survives_pickling(error: BaseException) -> bool:
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # noqa: BLE001 (any __reduce__ or __init__ may raise anything)
+        return False
+    return True
 
 
 def _build(job: BuildJob) -> EnginePayload:
