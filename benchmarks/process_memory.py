@@ -68,21 +68,19 @@ def tree_pss_kib(pid: int) -> int:
 
 
 def _pss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
+    return _proc_kib(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def _high_water_rss_kib(pid: int) -> int:
+    return _proc_kib(f"/proc/{pid}/status", "VmHWM:")
+
+
+def _proc_kib(path: str, field: str) -> int:
+    """The KiB of the line starting with ``field`` in a /proc file; 0 where there is none."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1])
     except (OSError, ValueError):
         pass
