@@ -13,7 +13,11 @@ from __future__ import annotations
 import dataclasses
 import faulthandler
 import os
+import re
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import unittest.mock
@@ -95,7 +99,7 @@ class PartitionBuildsTest(absltest.TestCase):
                 pids = f.read().split()
         self.assertLen(pids, 3)
         self.assertNotIn(str(os.getpid()), pids)
-        self.assertLen(set(pids), 2)  # two CPUs: two workers for three partitions
+        self.assertLen(set(pids), 3)  # a process of its own for each partition
         self.assertEqual(len(in_process), len(in_workers))
         self.assertTrue(in_process == in_workers, "the .pte differs between the two ways")
 
@@ -147,10 +151,14 @@ class PartitionBuildsTest(absltest.TestCase):
 
         def prefill_fails(partition, aliases, options):
             if _first_input_shape(partition) == [1, 4]:  # prefill's tokens
+                while not self._pids(pids_file):  # once decode's build is under way
+                    time.sleep(0.05)
                 raise ValueError("portable engine: cannot build prefill")
             return waiting(partition, aliases, options)
 
-        # Without the stop, the export would wait for the other builds (an hour).
+        # Without the stop, the export would wait for the other builds (an hour); the workers
+        # inherit a SIGTERM handler that ignores it, so they must be stopped otherwise.
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
         faulthandler.dump_traceback_later(240, exit=True)
         try:
             with (
@@ -160,9 +168,27 @@ class PartitionBuildsTest(absltest.TestCase):
                 _export(None)
         finally:
             faulthandler.cancel_dump_traceback_later()
+            signal.signal(signal.SIGTERM, previous)
         pids = self._pids(pids_file)
         self.assertNotEmpty(pids)
         self.assertEqual([pid for pid in pids if _alive(pid)], [])
+
+    def test_errors_too_large_for_a_pipe_reach_the_caller(self):
+        # Every build fails with a 48 MiB message: workers are stopped while they send theirs.
+        def failing(partition, aliases, options):
+            raise ValueError("x" * (48 << 20))
+
+        faulthandler.dump_traceback_later(240, exit=True)
+        try:
+            with _patched_build(failing), self.assertRaises(ValueError) as raised:
+                _export(None)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        self.assertEqual(len(str(raised.exception)), 48 << 20)
+        self.assertIn(
+            "raised in the worker process building method 'prefill', partition 0",
+            raised.exception.__notes__[0],
+        )
 
     def test_an_interrupt_stops_the_builds(self):
         pids_file = self.create_tempfile().full_path
@@ -209,22 +235,57 @@ class PartitionBuildsTest(absltest.TestCase):
         def dying(partition, aliases, options):
             os._exit(3)
 
-        with (
-            _patched_build(dying),
-            self.assertRaisesRegex(
-                RuntimeError,
-                r"the worker process building method 'prefill', partition 0 ended without a "
-                r"result .*EXECUTORCH_TRT_BUILD_WORKERS=1",
-            ),
-        ):
-            _export(None)
+        build = portable.ENGINE.build
+
+        def decode_dies(partition, aliases, options):
+            if _first_input_shape(partition) == [1, 1]:  # decode's token
+                os._exit(3)
+            return build(partition, aliases, options)
+
+        for failing, where in ((dying, "method 'prefill'"), (decode_dies, "method 'decode'")):
+            with (
+                self.subTest(where=where),
+                _patched_build(failing),
+                self.assertRaisesRegex(
+                    RuntimeError,
+                    rf"the worker process building {where}, partition 0 ended without a "
+                    r"result \(exit code 3\).*EXECUTORCH_TRT_BUILD_WORKERS=1",
+                ),
+            ):
+                _export(None)
+
+    def test_workers_die_with_the_exporting_process(self):
+        pids_file = self.create_tempfile().full_path
+        script = textwrap.dedent(f"""
+            import sys, unittest.mock
+            sys.argv = ["exporting"]
+            import partition_builds_test as t
+            with t._patched_build(t._recording_pid_then_waiting({pids_file!r})):
+                t._export(None)
+        """)
+        exporting = subprocess.Popen([sys.executable, "-c", script])
+        try:
+            while len(self._pids(pids_file)) < 2:
+                self.assertIsNone(exporting.poll(), "the exporting process ended early")
+                time.sleep(0.05)
+        finally:
+            exporting.kill()  # SIGKILL: nothing in it can stop its workers
+            exporting.wait()
+        pids = self._pids(pids_file)
+        # The kernel kills the workers when their parent dies; they are reaped by init.
+        for _ in range(600):
+            if not [pid for pid in pids if _alive(pid)]:
+                break
+            time.sleep(0.05)
+        self.assertEqual([pid for pid in pids if _alive(pid)], [])
 
     def test_a_bad_worker_count_is_refused(self):
-        for text in ("0", "-1", "two", ""):
+        for text in ("0", "-1", "two", "", " 2", "+2", "2_0", "2.0", "\u0662"):
             with (
                 self.subTest(value=text),
                 self.assertRaisesRegex(
-                    ValueError, rf"EXECUTORCH_TRT_BUILD_WORKERS='{text}': expected a whole number"
+                    ValueError,
+                    rf"EXECUTORCH_TRT_BUILD_WORKERS='{re.escape(text)}': expected a whole number",
                 ),
             ):
                 _export(text)

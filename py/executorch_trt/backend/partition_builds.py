@@ -6,7 +6,8 @@ Python (re-traces of the nested program, XNNPACK's passes per subgraph), so with
 partitions and several CPUs each partition builds in a worker process of its own: the two
 methods of a prefill/decode program take the time of the longer one, not of both.
 
-Workers are forked: they inherit the partitions, and only the payloads are pickled back. A
+Each partition builds in a forked process of its own: it inherits the partition, and only
+its payload (or its error) is pickled back, through a pipe of its own. A
 forked process must not enter torch's OpenMP thread pool (it would wait forever for threads
 that stayed in the parent), so every build runs with one torch thread, in a worker and in
 the calling process alike: the same payload bytes whichever way, and on any number of cores.
@@ -23,14 +24,19 @@ forked workers read and torch's thread count are process-wide.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import multiprocessing
 import os
 import pickle
+import re
+import signal
 import threading
+import traceback
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import cast
 
 import torch
 from torch.export import ExportedProgram
@@ -57,7 +63,10 @@ WORKERS_VARIABLE = "EXECUTORCH_TRT_BUILD_WORKERS"
 
 #: The jobs forked workers build, by index (set only while a pool runs; a fork inherits it).
 _JOBS: Sequence[BuildJob] = ()
-_LOCK = threading.Lock()
+#: Reentrant: a build that itself lowers a program, in this thread, does not wait for itself.
+_LOCK = threading.RLock()
+_IN_WORKER = False
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
@@ -81,71 +90,159 @@ def build_all(jobs: Sequence[BuildJob]) -> list[EnginePayload]:
 
 
 def _build_in_workers(jobs: Sequence[BuildJob], workers: int) -> list[EnginePayload]:
+    # One forked process per job, at most ``workers`` at once, each sending its one result back
+    # through a pipe of its own: a worker stopped while it sends (a failed build elsewhere,
+    # Ctrl-C) leaves nothing half-read that another result would wait behind, and a worker that
+    # dies is seen as the end of its pipe. (ProcessPoolExecutor shares one result pipe between
+    # its workers: stopping one mid-send blocks the pool's reader, and its shutdown, forever.)
     global _JOBS
     _JOBS = jobs
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    context = multiprocessing.get_context("fork")
+    queued = list(range(len(jobs)))
+    running: dict[Connection, tuple[int, BaseProcess]] = {}
+    results: dict[int, EnginePayload] = {}
+    failures: dict[int, BaseException] = {}
     try:
-        futures = [pool.submit(_build_job, index) for index in range(len(jobs))]
-        return [_result(future, job) for future, job in zip(futures, jobs)]
-    except BaseException:
-        # A build failed or the caller was interrupted (Ctrl-C): no other result is needed, so
-        # the builds still running or queued stop now instead of running to their end.
-        _stop_workers(pool)
-        raise
+        while queued or running:
+            while queued and len(running) < workers:
+                index = queued.pop(0)
+                reader, writer = context.Pipe(duplex=False)
+                worker: BaseProcess = context.Process(
+                    target=_worker, args=(index, writer, os.getpid()), daemon=True
+                )
+                worker.start()
+                writer.close()  # the worker's end: the pipe ends when the worker does
+                running[reader] = (index, worker)
+            for ready in wait(list(running)):
+                done = cast(Connection, ready)
+                index, worker = running.pop(done)
+                outcome = _receive(done, worker, jobs[index])
+                if isinstance(outcome, BaseException):
+                    failures[index] = outcome
+                else:
+                    results[index] = outcome
+            if failures:
+                # Only a build before the first failure can still change which error is
+                # raised (the first in order, as in process); the later ones stop now.
+                first = min(failures)
+                queued.clear()
+                for reader, (index, process) in list(running.items()):
+                    if index > first:
+                        _stop(reader, process)
+                        del running[reader]
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for reader, (_, process) in running.items():  # interrupted (Ctrl-C): stop them all
+            _stop(reader, process)
         _JOBS = ()
+    if failures:
+        raise failures[min(failures)]
+    return [results[index] for index in range(len(jobs))]
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    # Python 3.14 has ProcessPoolExecutor.terminate_workers(); before it, the pool's processes
-    # are only in ``_processes``. Once they are gone the pool counts itself broken, fails what
-    # was still queued, and its shutdown returns at once.
-    processes = getattr(pool, "_processes", None) or {}
-    for process in list(processes.values()):
-        process.terminate()
+def _worker(index: int, writer: Connection, parent: int) -> None:
+    global _LOCK, _IN_WORKER
+    _die_with(parent)
+    _LOCK = threading.RLock()  # held by the parent's thread, which did not come along
+    _IN_WORKER = True  # a lowering inside this build builds in process: no workers of workers
+    job = _JOBS[index]
+    outcome: EnginePayload | BaseException
+    try:
+        outcome = _build(job)
+    except BaseException as e:  # noqa: BLE001 (Ctrl-C in a worker, too, goes to the caller)
+        outcome = e if _survives_pickling(e) else _passed_on(e, job)
+        outcome.add_note(f"raised in the worker process building {job.where}:\n" + _trace(e))
+    try:
+        writer.send(outcome)  # pickled whole before any byte is written
+    except Exception as e:  # noqa: BLE001 (whatever pickling the result raises)
+        writer.send(
+            RuntimeError(
+                f"TensorRTBackend: the result of building {job.where} cannot be sent back from "
+                f"the worker process ({_text(e)}); {WORKERS_VARIABLE}=1 builds in this process"
+            )
+        )
+    writer.close()
+
+
+def _die_with(parent: int) -> None:
+    # A worker must not outlive the export: if the exporting process is killed (SIGTERM,
+    # SIGKILL), the kernel kills its workers too (Linux's PR_SET_PDEATHSIG).
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the request was made
+        os._exit(1)
+
+
+def _receive(
+    reader: Connection, process: BaseProcess, job: BuildJob
+) -> EnginePayload | BaseException:
+    try:
+        outcome: EnginePayload | BaseException = reader.recv()
+        return outcome
+    except EOFError:
+        process.join()
+        return RuntimeError(
+            f"TensorRTBackend: the worker process building {job.where} ended without a "
+            f"result (exit code {process.exitcode}); the machine may have run out of memory. "
+            f"Set {WORKERS_VARIABLE}=1 to build the partitions one at a time in this process"
+        )
+    finally:
+        reader.close()
+        process.join()
+
+
+def _stop(reader: Connection, process: BaseProcess) -> None:
+    process.kill()  # not SIGTERM: a handler the worker inherited could ignore it
+    process.join()
+    reader.close()
 
 
 def _worker_count(jobs: Sequence[BuildJob]) -> int:
-    if len(jobs) < 2 or not all(job.engine.builds_in_worker for job in jobs):
+    limit = _worker_limit()  # checked even where one job needs no workers
+    if _IN_WORKER or len(jobs) < 2 or not all(job.engine.builds_in_worker for job in jobs):
         return 1
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    return min(len(jobs), _worker_limit())
+    return min(len(jobs), limit)
 
 
 def _worker_limit() -> int:
     text = os.environ.get(WORKERS_VARIABLE)
     if text is None:
         return len(os.sched_getaffinity(0))
-    try:
-        limit = int(text)
-    except ValueError:
-        limit = 0
-    if limit < 1:
+    if not re.fullmatch(r"[1-9][0-9]*", text):
         raise ValueError(
-            f"{WORKERS_VARIABLE}={text!r}: expected a whole number >= 1 (the most worker "
-            "processes that build partitions at once; 1 builds them in this process)"
+            f"{WORKERS_VARIABLE}={text!r}: expected a whole number >= 1 in decimal digits (the "
+            "most worker processes that build partitions at once; 1 builds them in this process)"
         )
-    return limit
+    return int(text)
 
 
-def _build_job(index: int) -> EnginePayload:
-    job = _JOBS[index]
+def _passed_on(error: BaseException, job: BuildJob) -> RuntimeError:
+    # An exception that does not pickle back (one whose __init__ takes other arguments than
+    # its message, as some of torch's do) would reach the caller as a dead worker: its type and
+    # message are kept in a RuntimeError.
+    return RuntimeError(
+        f"TensorRTBackend: building {job.where} raised {type(error).__module__}."
+        f"{type(error).__qualname__}: {_text(error)} (passed on as RuntimeError: the exception "
+        f"cannot be sent back from the worker process; {WORKERS_VARIABLE}=1 builds in this "
+        "process and raises it as it is)"
+    )
+
+
+def _text(error: BaseException) -> str:
     try:
-        return _build(job)
-    except Exception as e:
-        if _survives_pickling(e):
-            raise
-        # The pool would lose it: an exception that does not pickle back (one whose __init__
-        # takes other arguments than its message, as some of torch's do) reaches the parent as a
-        # dead worker. Its type and message are kept; its traceback is chained.
-        raise RuntimeError(
-            f"TensorRTBackend: building {job.where} raised {type(e).__module__}."
-            f"{type(e).__qualname__}: {e} (passed on as RuntimeError: the exception cannot be "
-            f"sent back from the worker process; {WORKERS_VARIABLE}=1 builds in this process "
-            "and raises it as it is)"
-        ) from e
+        return str(error)
+    except Exception as e:  # noqa: BLE001 (a broken __str__ must not hide the error)
+        return f"<str() of the exception raised {type(e).__name__}>"
+
+
+def _trace(error: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(error))
+    except Exception:  # noqa: BLE001 (as _text)
+        return f"{type(error).__qualname__}: {_text(error)}"
 
 
 def _survives_pickling(error: BaseException) -> bool:
@@ -169,14 +266,3 @@ def _one_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
-
-
-def _result(future: Future[EnginePayload], job: BuildJob) -> EnginePayload:
-    try:
-        return future.result()
-    except BrokenProcessPool as e:
-        raise RuntimeError(
-            f"TensorRTBackend: the worker process building {job.where} ended without a "
-            f"result ({e}); the machine may have run out of memory. Set "
-            f"{WORKERS_VARIABLE}=1 to build the partitions one at a time in this process"
-        ) from e
