@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import multiprocessing
 import os
 import re
 import signal
@@ -253,6 +254,23 @@ class PartitionBuildsTest(absltest.TestCase):
                 ),
             ):
                 _export(None)
+
+    def test_an_interrupt_while_a_result_is_read_stops_its_worker(self):
+        # Ctrl-C can land while a large result is being read: the worker, still sending, is
+        # stopped rather than waited for.
+        context = multiprocessing.get_context("fork")
+        worker = context.Process(target=time.sleep, args=(3600,), daemon=True)
+        worker.start()
+        reader = unittest.mock.Mock(recv=unittest.mock.Mock(side_effect=KeyboardInterrupt))
+        job = unittest.mock.Mock(where="method 'decode', partition 0")
+        faulthandler.dump_traceback_later(120, exit=True)
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                partition_builds._receive(reader, worker, job)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        self.assertFalse(worker.is_alive())
+        reader.close.assert_called()
 
     def test_workers_die_with_the_exporting_process(self):
         pids_file = self.create_tempfile().full_path

@@ -179,17 +179,20 @@ def _receive(
 ) -> EnginePayload | BaseException:
     try:
         outcome: EnginePayload | BaseException = reader.recv()
-        return outcome
     except EOFError:
+        reader.close()
         process.join()
         return RuntimeError(
             f"TensorRTBackend: the worker process building {job.where} ended without a "
             f"result (exit code {process.exitcode}); the machine may have run out of memory. "
             f"Set {WORKERS_VARIABLE}=1 to build the partitions one at a time in this process"
         )
-    finally:
-        reader.close()
-        process.join()
+    except BaseException:
+        _stop(reader, process)  # interrupted while reading (Ctrl-C): not waiting for it
+        raise
+    reader.close()
+    process.join()  # it exits once its result is sent
+    return outcome
 
 
 def _stop(reader: Connection, process: BaseProcess) -> None:
