@@ -17,8 +17,8 @@ on); ``1`` builds every partition in the calling process (less memory at once). 
 where the exporting process runs other threads that may hold a lock while it forks (a fork
 copies only the forking thread; a lock held by another one stays held in the worker).
 
-Lowerings from several threads of one process build one after the other (``_LOCK``): the jobs
-forked workers read and torch's thread count are process-wide.
+Lowerings from several threads of one process build one after the other (``_LOCK``): torch's
+thread count, which every build sets, is process-wide.
 """
 
 from __future__ import annotations
@@ -61,8 +61,6 @@ class BuildJob:
 #: The environment variable that caps the worker processes (module docstring).
 WORKERS_VARIABLE = "EXECUTORCH_TRT_BUILD_WORKERS"
 
-#: The jobs forked workers build, by index (set only while a pool runs; a fork inherits it).
-_JOBS: Sequence[BuildJob] = ()
 #: Reentrant: a build that itself lowers a program, in this thread, does not wait for itself.
 _LOCK = threading.RLock()
 _IN_WORKER = False
@@ -95,8 +93,6 @@ def _build_in_workers(jobs: Sequence[BuildJob], workers: int) -> list[EnginePayl
     # Ctrl-C) leaves nothing half-read that another result would wait behind, and a worker that
     # dies is seen as the end of its pipe. (ProcessPoolExecutor shares one result pipe between
     # its workers: stopping one mid-send blocks the pool's reader, and its shutdown, forever.)
-    global _JOBS
-    _JOBS = jobs
     context = multiprocessing.get_context("fork")
     queued = list(range(len(jobs)))
     running: dict[Connection, tuple[int, BaseProcess]] = {}
@@ -108,7 +104,7 @@ def _build_in_workers(jobs: Sequence[BuildJob], workers: int) -> list[EnginePayl
                 index = queued.pop(0)
                 reader, writer = context.Pipe(duplex=False)
                 worker: BaseProcess = context.Process(
-                    target=_worker, args=(index, writer, os.getpid()), daemon=True
+                    target=_worker, args=(jobs[index], writer, os.getpid()), daemon=True
                 )
                 worker.start()
                 writer.close()  # the worker's end: the pipe ends when the worker does
@@ -133,18 +129,17 @@ def _build_in_workers(jobs: Sequence[BuildJob], workers: int) -> list[EnginePayl
     finally:
         for reader, (_, process) in running.items():  # interrupted (Ctrl-C): stop them all
             _stop(reader, process)
-        _JOBS = ()
     if failures:
         raise failures[min(failures)]
     return [results[index] for index in range(len(jobs))]
 
 
-def _worker(index: int, writer: Connection, parent: int) -> None:
+def _worker(job: BuildJob, writer: Connection, parent: int) -> None:
+    # Forked: ``job`` is the parent's object, not a pickled copy.
     global _LOCK, _IN_WORKER
     _die_with(parent)
     _LOCK = threading.RLock()  # held by the parent's thread, which did not come along
     _IN_WORKER = True  # a lowering inside this build builds in process: no workers of workers
-    job = _JOBS[index]
     outcome: EnginePayload | BaseException
     try:
         outcome = _build(job)
